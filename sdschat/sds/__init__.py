@@ -1,0 +1,37 @@
+"""The SDS protocol engine (Scalable Data Sync + SDS-R), sans-I/O.
+
+Pure and synchronous: no sockets, no files, no wall clock, no global
+randomness; every call that needs time takes ``now_ms``. Wire-compatible with
+@waku/sds 0.0.8. See :mod:`sdschat.sds.channel` for the behaviour decisions.
+"""
+
+from . import repair, wire
+from .bloom import BloomFilter, RollingBloomFilter
+from .channel import MessageChannel, message_id
+from .config import ChannelConfig, RepairConfig
+from .events import (
+    Acknowledged,
+    Delivered,
+    EphemeralReceived,
+    Event,
+    Evicted,
+    Lost,
+    Missing,
+    Outgoing,
+    PossiblyAcknowledged,
+    Rejected,
+    RepairRequested,
+    RepairScheduled,
+    RepairServed,
+    SyncReceived,
+)
+from .state import CacheRow, ChannelState, InRow, LogRow, OutRow, RequestRow
+from .wire import HistoryEntry, Message, WireError
+
+__all__ = [
+    "Acknowledged", "BloomFilter", "CacheRow", "ChannelConfig", "ChannelState", "Delivered",
+    "EphemeralReceived", "Event", "Evicted", "HistoryEntry", "InRow", "LogRow", "Lost", "Message",
+    "MessageChannel", "Missing", "OutRow", "Outgoing", "PossiblyAcknowledged", "Rejected",
+    "RepairConfig", "RepairRequested", "RepairScheduled", "RepairServed", "RequestRow",
+    "RollingBloomFilter", "SyncReceived", "WireError", "message_id", "repair", "wire",
+]

@@ -1,0 +1,81 @@
+"""Channel and SDS-R configuration (all keyword arguments with defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .repair import response_groups_for
+
+__all__ = ["ChannelConfig", "RepairConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class RepairConfig:
+    """SDS-R settings. ``T_min``/``T_max``/``num_response_groups`` should be common to the group.
+
+    ``num_response_groups`` defaults to 1; give ``expected_participants`` to use
+    the RFC default ``n div 128 + 1`` instead. ``max_requests`` caps the repair
+    entries in one outgoing frame (RFC: 3). ``buffer_size`` bounds each repair
+    buffer: when full, the entry due furthest in the future is evicted.
+    ``cache_size`` bounds the repair cache of other people's messages (oldest out).
+    """
+
+    enabled: bool = True
+    t_min_ms: int = 30_000
+    t_max_ms: int = 120_000
+    num_response_groups: int = 1
+    expected_participants: int | None = None
+    max_requests: int = 3
+    buffer_size: int = 1000
+    cache_size: int = 10_000
+
+    @property
+    def response_groups(self) -> int:
+        if self.expected_participants is not None:
+            return response_groups_for(self.expected_participants)
+        return max(1, self.num_response_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelConfig:
+    """Per-channel SDS settings.
+
+    Resends: an unacknowledged own message is rebroadcast after
+    ``resend_unacknowledged_ms``, a possibly acknowledged one after
+    ``resend_possibly_acknowledged_ms``; each further resend waits
+    ``resend_backoff`` times longer, up to ``resend_max_interval_ms``;
+    ``max_resends`` (None: no limit) ends resending.
+
+    Sync: a sync frame is sent when nothing was broadcast in the channel (by
+    anyone) for ``sync_interval_ms`` plus a pseudo-random ``0..sync_jitter_ms``;
+    at once when SDS-R repair requests are due.
+
+    ``lost_after_ms``: a message waiting this long for a dependency nobody
+    here has gets it declared lost and is delivered without it.
+
+    Limits on received frames (a frame over a limit is rejected):
+    ``max_history_entries``, ``max_repair_entries``, ``max_id_length``,
+    ``max_clock_skew_ms`` (lamport timestamps further than this ahead of the
+    local clock are refused, so a bogus value cannot drag the clock forward).
+    """
+
+    causal_history_size: int = 2
+    bloom_capacity: int = 10_000
+    bloom_error_rate: float = 0.001
+    bloom_rolling: bool = True
+    possible_acks_threshold: int = 2
+    resend_unacknowledged_ms: int = 5_000
+    resend_possibly_acknowledged_ms: int = 15_000
+    resend_backoff: float = 2.0
+    resend_max_interval_ms: int = 120_000
+    max_resends: int | None = None
+    sync_interval_ms: int = 30_000
+    sync_jitter_ms: int = 10_000
+    lost_after_ms: int = 300_000
+    outgoing_buffer_size: int = 1_000
+    incoming_buffer_size: int = 10_000
+    max_history_entries: int = 64
+    max_repair_entries: int = 32
+    max_id_length: int = 256
+    max_clock_skew_ms: int = 24 * 3600 * 1000
+    repair: RepairConfig = field(default_factory=RepairConfig)

@@ -1,0 +1,170 @@
+"""Events that :class:`~sdschat.sds.channel.MessageChannel` returns.
+
+All are frozen dataclasses. A typical content message produces, on the
+receiving side, either ``Delivered`` at once, or ``Missing`` (shown at once by
+the UI under a "messages possibly missing" marker) followed later by
+``Delivered`` once its dependencies arrive or are declared ``Lost``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .wire import HistoryEntry
+
+__all__ = [
+    "Event",
+    "Outgoing",
+    "Delivered",
+    "Missing",
+    "Acknowledged",
+    "PossiblyAcknowledged",
+    "Lost",
+    "EphemeralReceived",
+    "SyncReceived",
+    "RepairRequested",
+    "RepairScheduled",
+    "RepairServed",
+    "Rejected",
+    "Evicted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class of every engine event."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing(Event):
+    """A frame to broadcast.
+
+    ``reason`` is one of ``"message"`` (new content), ``"ephemeral"``, ``"sync"``,
+    ``"resend"`` (own unacknowledged message again) and ``"repair"`` (an SDS-R
+    answer: someone's message rebroadcast). ``repair_request`` lists the ids this
+    frame asks peers to repair.
+    """
+
+    data: bytes
+    message_id: str
+    reason: str
+    lamport_timestamp: int | None = None
+    repair_request: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered(Event):
+    """A content message entered the local log (its dependencies are met or lost).
+
+    ``repaired`` is true when the message had been known to be missing here
+    (named in someone's causal history, or declared lost) before it arrived.
+    ``after_lost`` names dependencies that were declared lost and that this
+    message was delivered without.
+    """
+
+    message_id: str
+    sender_id: str
+    content: bytes
+    lamport_timestamp: int
+    repaired: bool = False
+    after_lost: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Missing(Event):
+    """A content message has arrived but waits on dependencies.
+
+    ``missing`` are entries nobody here has (gaps: SDS-R will ask for them);
+    ``waiting_on`` are ids that have arrived but wait themselves. The message's
+    own fields are included so it can be shown at once.
+    """
+
+    message_id: str
+    missing: list[HistoryEntry]
+    sender_id: str = ""
+    content: bytes = b""
+    lamport_timestamp: int = 0
+    waiting_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged(Event):
+    message_id: str
+    by_bloom: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PossiblyAcknowledged(Event):
+    message_id: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lost(Event):
+    """A dependency was declared irretrievably lost after ``lost_after_ms``.
+
+    ``dependants`` are the waiting messages that are now delivered without it.
+    If the lost message arrives later it is still delivered into its place.
+    """
+
+    message_id: str
+    sender_id: str | None = None
+    dependants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EphemeralReceived(Event):
+    sender_id: str
+    content: bytes
+    message_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReceived(Event):
+    sender_id: str
+    message_id: str
+    lamport_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequested(Event):
+    """This participant asked for ``message_ids`` in the frame ``carrier_id``."""
+
+    message_ids: tuple[str, ...]
+    carrier_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RepairScheduled(Event):
+    """A peer asked for ``message_id``; this participant will answer at ``t_resp``."""
+
+    message_id: str
+    requester_id: str
+    t_resp: int
+
+
+@dataclass(frozen=True, slots=True)
+class RepairServed(Event):
+    """This participant rebroadcast ``message_id`` (originally by ``sender_id``)."""
+
+    message_id: str
+    sender_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected(Event):
+    """A received frame was dropped. ``reason`` is a short code, ``detail`` prose."""
+
+    reason: str
+    detail: str = ""
+    message_id: str | None = None
+    sender_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted(Event):
+    """A bounded buffer dropped an entry (``buffer`` names which)."""
+
+    buffer: str
+    message_id: str
+    extra: dict = field(default_factory=dict, compare=False)

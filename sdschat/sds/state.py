@@ -1,0 +1,109 @@
+"""Plain rows describing a channel's full state, for snapshots and stores.
+
+``MessageChannel.snapshot()`` returns a :class:`ChannelState`;
+``MessageChannel.restore(state)`` rebuilds the channel. With ``journal=True``
+the channel also records each mutation as ``(op, key, value)``:
+
+=============== ============== ==========================================
+op              key            value
+=============== ============== ==========================================
+``lamport``     None           new clock value (int)
+``log``         message_id     :class:`LogRow` (insert or replace)
+``out``         message_id     :class:`OutRow` (insert or replace)
+``out-``        message_id     None (left the outgoing buffer: acked/evicted)
+``in``          message_id     :class:`InRow` (insert or replace)
+``in-``         message_id     None (delivered)
+``missing``     message_id     :class:`~sdschat.sds.wire.HistoryEntry`
+``missing-``    message_id     None
+``lost``        message_id     sender_id or None
+``lost-``       message_id     None (the lost message arrived after all)
+``req``         message_id     :class:`RequestRow` (insert or replace)
+``req-``        message_id     None
+``resp``        message_id     T_resp (int)
+``resp-``       message_id     None
+``cache``       message_id     :class:`CacheRow`
+``cache-``      message_id     None
+``bloom``       message_id     None (id added to the bloom filter)
+``bloom-roll``  None           number of newest bloom ids kept (drop the rest)
+=============== ============== ==========================================
+
+Applying the ops in order to tables keyed by ``message_id`` reproduces what
+``snapshot()`` would return (``last_activity``/``sync_counter`` are only in
+snapshots: losing them merely shifts the next sync).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .wire import HistoryEntry
+
+__all__ = ["LogRow", "OutRow", "InRow", "RequestRow", "CacheRow", "ChannelState"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    message_id: str
+    lamport_timestamp: int
+    sender_id: str
+    retrieval_hint: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutRow:
+    message_id: str
+    lamport_timestamp: int
+    causal_history: tuple[HistoryEntry, ...]
+    content: bytes
+    sent_at: int
+    resends: int
+    next_resend: int
+    ack_senders: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InRow:
+    message_id: str
+    sender_id: str
+    lamport_timestamp: int
+    causal_history: tuple[HistoryEntry, ...]
+    content: bytes
+    received_at: int
+    unmet: tuple[str, ...]
+    repaired: bool = False
+    after_lost: tuple[str, ...] = ()
+    retrieval_hint: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    entry: HistoryEntry
+    t_req: int
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CacheRow:
+    message_id: str
+    sender_id: str
+    lamport_timestamp: int
+    causal_history: tuple[HistoryEntry, ...]
+    content: bytes
+
+
+@dataclass(slots=True)
+class ChannelState:
+    channel_id: str
+    participant_id: str
+    lamport_timestamp: int
+    log: list[LogRow] = field(default_factory=list)
+    outgoing: list[OutRow] = field(default_factory=list)
+    incoming: list[InRow] = field(default_factory=list)
+    missing: list[HistoryEntry] = field(default_factory=list)
+    lost: list[tuple[str, str | None]] = field(default_factory=list)
+    repair_requests: list[RequestRow] = field(default_factory=list)
+    repair_responses: list[tuple[str, int]] = field(default_factory=list)
+    cache: list[CacheRow] = field(default_factory=list)
+    bloom_ids: list[str] = field(default_factory=list)
+    last_activity: int = 0
+    sync_counter: int = 0
