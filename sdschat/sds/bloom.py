@@ -107,12 +107,23 @@ def _hash_pair(item: str, m: int) -> tuple[int, int]:
 def bit_positions(item: str, m: int, k: int) -> list[int]:
     """The ``k`` bit indices of ``item`` in a filter of ``m`` bits."""
     a, b = _hash_pair(item, m)
-    return [abs(a + i * b) % m for i in range(k)]
+    return [(a + i * b) % m for i in range(k)]
 
 
 def positions_in(item: str, m: int, k: int) -> tuple[tuple[int, int], ...]:
-    """``(byte_index, mask)`` pairs of ``item`` in the serialized layout."""
-    return tuple((((p >> 6) << 3) + 7 - ((p & 63) >> 3), 1 << (p & 7)) for p in bit_positions(item, m, k))
+    """``(byte_index, mask)`` pairs of ``item`` in the serialized layout.
+
+    Bit ``p`` is byte ``8 * (p // 64) + 7 - (p % 64) // 8``, which is ``(p >> 3) ^ 7``.
+    """
+    a, b = _hash_pair(item, m)
+    out = []
+    p = a
+    for _ in range(k):
+        out.append(((p >> 3) ^ 7, 1 << (p & 7)))
+        p += b
+        if p >= m:
+            p -= m
+    return tuple(out)
 
 
 def contains_in(data: bytes, positions: tuple[tuple[int, int], ...]) -> bool:
@@ -179,23 +190,26 @@ class BloomFilter:
 class RollingBloomFilter:
     """A :class:`BloomFilter` that rolls over before it passes its capacity.
 
-    It remembers the ids it holds (newest last). When ``capacity`` ids are in
-    it, the filter is rebuilt from the newest ``keep`` (default ``capacity // 2``)
-    ids, so it never holds more than ``capacity`` and its false-positive rate
-    never exceeds the configured one. Byte length never changes.
+    It remembers the ids it holds (newest last). Once it holds ``capacity``
+    ids, it rolls: it becomes a filter of just the newest ``keep`` (default
+    ``capacity // 2``) ids, so it never holds more than ``capacity`` and its
+    false-positive rate never exceeds the configured one. Byte length never
+    changes. The next generation is built as ids arrive (each of the newest
+    ``keep`` ids is set in both bit arrays), so a roll is a swap, not a rehash.
     """
 
-    __slots__ = ("filter", "_ids", "keep", "rolls", "rolling")
+    __slots__ = ("filter", "_ids", "keep", "rolls", "rolling", "_next")
 
     def __init__(
         self, capacity: int = 10_000, error_rate: float = 0.001, keep: int | None = None, rolling: bool = True
     ) -> None:
         self.filter = BloomFilter(capacity, error_rate)
         self._ids: deque[str] = deque()
-        self.keep = max(1, capacity // 2) if keep is None else keep
+        self.keep = max(1, min(capacity, capacity // 2 if keep is None else keep))
         self.rolls = 0
         #: ``False`` behaves like @waku/sds: never roll (the filter saturates).
         self.rolling = rolling
+        self._next = bytearray(self.filter.n_bytes)
 
     @property
     def capacity(self) -> int:
@@ -205,29 +219,32 @@ class RollingBloomFilter:
     def n_bytes(self) -> int:
         return self.filter.n_bytes
 
-    def add(self, item: str, positions: tuple[tuple[int, int], ...] | None = None) -> bool:
-        """Insert ``item`` (``positions`` if already computed). Returns True if the filter rolled first."""
-        rolled = False
-        if self.rolling and len(self._ids) >= self.filter.capacity:
-            self._roll()
-            rolled = True
-        self._ids.append(item)
-        if positions is None:
-            self.filter.add(item)
-        else:
-            self.filter.add_positions(positions)
-        return rolled
-
     def positions(self, item: str) -> tuple[tuple[int, int], ...]:
         return self.filter.positions(item)
 
-    def _roll(self) -> None:
-        while len(self._ids) > self.keep:
-            self._ids.popleft()
-        self.filter.clear()
-        for item in self._ids:
-            self.filter.add(item)
-        self.rolls += 1
+    def add(self, item: str, positions: tuple[tuple[int, int], ...] | None = None) -> bool:
+        """Insert ``item`` (``positions`` if already computed). Returns True if the filter rolled first."""
+        f = self.filter
+        if positions is None:
+            positions = positions_in(item, f.m, f.k)
+        rolled = False
+        ids = self._ids
+        if self.rolling:
+            cap = f.capacity
+            if len(ids) >= cap:
+                f._bits = self._next
+                self._next = bytearray(f.n_bytes)
+                while len(ids) > self.keep:
+                    ids.popleft()
+                self.rolls += 1
+                rolled = True
+            if len(ids) >= cap - self.keep:
+                nxt = self._next
+                for idx, mask in positions:
+                    nxt[idx] |= mask
+        ids.append(item)
+        f.add_positions(positions)
+        return rolled
 
     def __contains__(self, item: str) -> bool:
         return item in self.filter
@@ -243,6 +260,7 @@ class RollingBloomFilter:
         """Replace the content with ``ids`` (oldest first), e.g. when restoring state."""
         self._ids = deque()
         self.filter.clear()
+        self._next = bytearray(self.filter.n_bytes)
         for item in ids:
             self.add(item)
 

@@ -166,6 +166,8 @@ class MessageChannel:
         self._recent_syncs: OrderedDict[str, None] = OrderedDict()
         self._last_activity = int(now_ms)
         self._sync_counter = 0
+        self._jitter_for = -1
+        self._jitter = 0
         self._next_sync_at = self._sync_due_after(int(now_ms))
         self._groups = config.repair.response_groups
         self.journal: list[tuple] | None = [] if journal else None
@@ -256,9 +258,11 @@ class MessageChannel:
         self.journal.append(op)
 
     def _sync_due_after(self, t: int) -> int:
-        jitter_span = self.config.sync_jitter_ms
-        jitter = _repair.hash64(f"{self.participant_id}/sync/{self._sync_counter}") % (jitter_span + 1) if jitter_span > 0 else 0
-        return t + self.config.sync_interval_ms + jitter
+        if self._jitter_for != self._sync_counter:
+            span = self.config.sync_jitter_ms
+            self._jitter = _repair.hash64(f"{self.participant_id}/sync/{self._sync_counter}") % (span + 1) if span > 0 else 0
+            self._jitter_for = self._sync_counter
+        return t + self.config.sync_interval_ms + self._jitter
 
     def _activity(self, now_ms: int) -> None:
         if now_ms > self._last_activity:
