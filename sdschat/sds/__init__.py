@@ -15,6 +15,7 @@ from .events import (
     EphemeralReceived,
     Event,
     Evicted,
+    GapDetected,
     Lost,
     Missing,
     Outgoing,
@@ -25,13 +26,13 @@ from .events import (
     RepairServed,
     SyncReceived,
 )
-from .state import CacheRow, ChannelState, InRow, LogRow, OutRow, RequestRow
+from .state import CacheRow, ChannelState, InRow, LogRow, MissingRow, OutRow, RequestRow
 from .wire import HistoryEntry, Message, WireError
 
 __all__ = [
     "Acknowledged", "BloomFilter", "CacheRow", "ChannelConfig", "ChannelState", "Delivered",
-    "EphemeralReceived", "Event", "Evicted", "HistoryEntry", "InRow", "LogRow", "Lost", "Message",
-    "MessageChannel", "Missing", "OutRow", "Outgoing", "PossiblyAcknowledged", "Rejected",
+    "EphemeralReceived", "Event", "Evicted", "GapDetected", "HistoryEntry", "InRow", "LogRow", "Lost", "Message",
+    "MessageChannel", "Missing", "MissingRow", "OutRow", "Outgoing", "PossiblyAcknowledged", "Rejected",
     "RepairConfig", "RepairRequested", "RepairScheduled", "RepairServed", "RequestRow",
     "RollingBloomFilter", "SyncReceived", "WireError", "message_id", "repair", "wire",
 ]

@@ -21,11 +21,17 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   rebroadcast frame carries old requests).
 * **Waiting is not missing.** A dependency that sits in the incoming buffer is
   not requested, but its dependants are not delivered before it.
-* **Lost means delivered with a marker.** A message that waited
-  ``lost_after_ms`` for a dependency nobody here has gets that dependency
-  declared lost (``Lost`` event), then is delivered (``Delivered.after_lost``).
-  If the lost message turns up later it is delivered into its Lamport place
-  (``Delivered.repaired``).
+* **Gaps are noticed from every frame.** An id named in the causal history of
+  a content *or sync* frame that is neither logged, buffered nor declared lost
+  is *missing*: it gets an SDS-R request (``GapDetected`` when a sync revealed
+  it, ``Missing`` when a content message waits on it).
+* **Lost means delivered with a marker.** A missing id that has not arrived
+  ``lost_after_ms`` after it was first noticed is declared lost (``Lost``
+  event); messages waiting on it are delivered without it
+  (``Delivered.after_lost``). If the lost message turns up later it is
+  delivered into its Lamport place (``Delivered.repaired``). A message still
+  waiting after ``2 * lost_after_ms`` (its dependencies wait themselves, e.g. a
+  forged cycle) is delivered anyway.
 * **Keep asking until it arrives.** After we put a repair request on the wire,
   or see a peer ask for the same id, our request is re-scheduled with a fresh
   pseudo-random backoff in ``[T_min, T_max)`` instead of being dropped; it ends
@@ -74,6 +80,7 @@ from .events import (
     EphemeralReceived,
     Event,
     Evicted,
+    GapDetected,
     Lost,
     Missing,
     Outgoing,
@@ -84,7 +91,7 @@ from .events import (
     RepairServed,
     SyncReceived,
 )
-from .state import CacheRow, ChannelState, InRow, LogRow, OutRow, RequestRow
+from .state import CacheRow, ChannelState, InRow, LogRow, MissingRow, OutRow, RequestRow
 from .wire import HistoryEntry, WireError, entry_from_pb, parse_pb
 from . import sds_pb2
 
@@ -155,7 +162,8 @@ class MessageChannel:
         self._incoming: dict[str, _In] = {}
         self._waiters: dict[str, list[str]] = {}
         self._lost_heap: list[tuple[int, str]] = []
-        self._missing: dict[str, HistoryEntry] = {}
+        self._missing: dict[str, MissingRow] = {}
+        self._missing_heap: list[tuple[int, str]] = []
         self._lost: OrderedDict[str, str | None] = OrderedDict()
         self._requests: dict[str, list] = {}  # id -> [t_req, entry, attempts]
         self._req_heap: list[tuple[int, str]] = []
@@ -247,7 +255,7 @@ class MessageChannel:
     def next_deadline(self) -> int:
         """Earliest ``now_ms`` at which :meth:`tick` may have work (may be early, never late)."""
         due = self._next_sync_at
-        for heap in (self._resend_heap, self._req_heap, self._resp_heap, self._lost_heap):
+        for heap in (self._resend_heap, self._req_heap, self._resp_heap, self._lost_heap, self._missing_heap):
             if heap and heap[0][0] < due:
                 due = heap[0][0]
         return due
@@ -537,6 +545,9 @@ class MessageChannel:
         if not has_content:
             self.stats["syncs_received"] += 1
             events.append(SyncReceived(sender, mid, lamport))
+            gaps = [e for e in (entry_from_pb(h) for h in pb.causal_history) if self._note_missing(e, now_ms, events)]
+            if gaps:
+                events.append(GapDetected(gaps, sender, mid))
             return events
         self._on_content(pb, mid, sender, lamport, now_ms, retrieval_hint, events)
         return events
@@ -624,12 +635,15 @@ class MessageChannel:
             origin = cached.sender_id or e.sender_id
             if not _repair.in_response_group(self.participant_id, origin, rid, self._groups):
                 continue
+            t = _repair.t_resp(self.participant_id, origin, rid, now_ms, cfg.t_max_ms)
             if len(self._responses) >= cfg.buffer_size:
+                # full: keep the answers due soonest
                 far = max(self._responses, key=self._responses.__getitem__)
+                if self._responses[far] <= t:
+                    continue
                 self._drop_response(far)
                 self.stats["evicted"] += 1
                 events.append(Evicted("repair_responses", far))
-            t = _repair.t_resp(self.participant_id, origin, rid, now_ms, cfg.t_max_ms)
             self._responses[rid] = t
             heapq.heappush(self._resp_heap, (t, rid))
             if self.journal is not None:
@@ -677,19 +691,27 @@ class MessageChannel:
         incoming[mid] = entry
         for d in unmet:
             self._waiters.setdefault(d, []).append(mid)
-        heapq.heappush(self._lost_heap, (now_ms + self.config.lost_after_ms, mid))
+        heapq.heappush(self._lost_heap, (now_ms + 2 * self.config.lost_after_ms, mid))
+        if hint is not None:
+            self._hint_map[mid] = hint
         if self.journal is not None:
             self._j("in", mid, self._in_row(mid, entry, hint))
         for e in missing:
-            d = e.message_id
-            if d not in self._missing:
-                self._missing[d] = e
-                if self.journal is not None:
-                    self._j("missing", d, e)
-                self._add_request(e, now_ms, events)
+            self._note_missing(e, now_ms, events)
         events.append(Missing(mid, missing, sender, content, lamport, tuple(waiting)))
-        if hint is not None:
-            self._hint_map[mid] = hint
+
+    def _note_missing(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> bool:
+        """Record ``entry`` as missing if nothing here knows it; True if it is newly missing."""
+        d = entry.message_id
+        if d in self._missing or d in self._log or d in self._incoming or d in self._lost:
+            return False
+        row = MissingRow(entry, now_ms)
+        self._missing[d] = row
+        heapq.heappush(self._missing_heap, (now_ms + self.config.lost_after_ms, d))
+        if self.journal is not None:
+            self._j("missing", d, row)
+        self._add_request(entry, now_ms, events)
+        return True
 
     def _in_row(self, mid: str, entry: _In, hint: bytes | None) -> InRow:
         return InRow(mid, entry.sender_id, entry.lamport, entry.causal, entry.content, entry.received_at,
@@ -720,19 +742,23 @@ class MessageChannel:
                         self._j("in-", w, None)
                     stack.append((w, entry.sender_id, entry.lamport, entry.content,
                                   self._hint_map.pop(w, None), entry.repaired, tuple(entry.after_lost)))
+                elif journal is not None:
+                    self._j("in", w, self._in_row(w, entry, self._hint_map.get(w)))
 
     def _declare_lost(self, dep: str, events: list[Event]) -> None:
         """``dep`` will not arrive in time: deliver its waiting dependants without it."""
-        entry = self._missing.pop(dep, None)
-        if self.journal is not None and entry is not None:
+        row = self._missing.pop(dep, None)
+        if self.journal is not None and row is not None:
             self._j("missing-", dep, None)
         self._drop_request(dep)
-        sender = entry.sender_id if entry is not None else None
+        sender = row.entry.sender_id if row is not None else None
         self._lost[dep] = sender
-        if len(self._lost) > _LOST_MEMORY:
-            self._lost.popitem(last=False)
         if self.journal is not None:
             self._j("lost", dep, sender)
+        if len(self._lost) > _LOST_MEMORY:
+            old, _ = self._lost.popitem(last=False)
+            if self.journal is not None:
+                self._j("lost-", old, None)
         self.stats["lost"] += 1
         dependants = tuple(self._waiters.get(dep, ()))
         events.append(Lost(dep, sender, dependants))
@@ -757,9 +783,13 @@ class MessageChannel:
 
     def _evict_incoming(self, now_ms: int, events: list[Event]) -> None:
         old = next(iter(self._incoming))
-        entry = self._incoming[old]
         self.stats["evicted"] += 1
         events.append(Evicted("incoming", old))
+        self._force_deliver(old, events)
+
+    def _force_deliver(self, old: str, events: list[Event]) -> None:
+        """Deliver buffered ``old`` now: its missing dependencies are declared lost."""
+        entry = self._incoming[old]
         for dep in sorted(entry.unmet):
             if dep not in self._incoming:
                 self._declare_lost(dep, events)
@@ -783,15 +813,20 @@ class MessageChannel:
         events: list[Event] = []
         cfg = self.config
         # irretrievably lost dependencies
+        heap = self._missing_heap
+        while heap and heap[0][0] <= now_ms:
+            t, mid = heapq.heappop(heap)
+            row = self._missing.get(mid)
+            if row is None or row.detected_at + cfg.lost_after_ms != t:
+                continue
+            self._declare_lost(mid, events)
         heap = self._lost_heap
         while heap and heap[0][0] <= now_ms:
             t, mid = heapq.heappop(heap)
             entry = self._incoming.get(mid)
-            if entry is None or entry.received_at + cfg.lost_after_ms != t:
+            if entry is None or entry.received_at + 2 * cfg.lost_after_ms != t:
                 continue
-            for dep in sorted(entry.unmet):
-                if dep not in self._incoming and dep not in self._log:
-                    self._declare_lost(dep, events)
+            self._force_deliver(mid, events)
         # resends of own unacknowledged messages
         heap = self._resend_heap
         while heap and heap[0][0] <= now_ms:
@@ -833,7 +868,10 @@ class MessageChannel:
             events.append(RepairServed(mid, row.sender_id))
             self._activity(now_ms)
         # due repair requests go out at once in a sync frame; else the periodic sync
-        req_due = cfg.repair.enabled and self._req_heap and self._req_heap[0][0] <= now_ms
+        heap = self._req_heap
+        while heap and self._requests.get(heap[0][1], (None,))[0] != heap[0][0]:
+            heapq.heappop(heap)  # stale: answered, cancelled or re-scheduled
+        req_due = cfg.repair.enabled and heap and heap[0][0] <= now_ms
         if req_due or now_ms >= self._next_sync_at:
             out = self.sync(now_ms)
             if out is not None:
@@ -862,6 +900,7 @@ class MessageChannel:
             bloom_ids=self._bloom.ids(),
             last_activity=self._last_activity,
             sync_counter=self._sync_counter,
+            next_sync_at=self._next_sync_at,
         )
 
     @classmethod
@@ -870,7 +909,9 @@ class MessageChannel:
         ch = cls(state.channel_id, state.participant_id, config, state.last_activity)
         ch.lamport_timestamp = state.lamport_timestamp
         ch._sync_counter = state.sync_counter
-        ch._next_sync_at = ch._sync_due_after(state.last_activity)
+        ch._next_sync_at = (
+            state.next_sync_at if state.next_sync_at is not None else ch._sync_due_after(state.last_activity)
+        )
         for row in sorted(state.log, key=lambda r: (r.lamport_timestamp, r.message_id)):
             ch._log_keys.append((row.lamport_timestamp, row.message_id))
             ch._log[row.message_id] = row
@@ -886,11 +927,12 @@ class MessageChannel:
             ch._incoming[r.message_id] = entry
             for d in entry.unmet:
                 ch._waiters.setdefault(d, []).append(r.message_id)
-            heapq.heappush(ch._lost_heap, (r.received_at + ch.config.lost_after_ms, r.message_id))
+            heapq.heappush(ch._lost_heap, (r.received_at + 2 * ch.config.lost_after_ms, r.message_id))
             if r.retrieval_hint is not None:
-                ch._hints[r.message_id] = r.retrieval_hint
-        for e in state.missing:
-            ch._missing[e.message_id] = e
+                ch._hint_map[r.message_id] = r.retrieval_hint
+        for row in state.missing:
+            ch._missing[row.entry.message_id] = row
+            heapq.heappush(ch._missing_heap, (row.detected_at + ch.config.lost_after_ms, row.entry.message_id))
         for mid, sender in state.lost:
             ch._lost[mid] = sender
         for r in state.repair_requests:

@@ -51,9 +51,11 @@ class ChannelConfig:
     at once when SDS-R repair requests are due.
 
     ``lost_after_ms``: a message waiting this long for a dependency nobody
-    here has gets it declared lost and is delivered without it.
+    here has gets it declared lost and is delivered without it (more exactly:
+    a missing id is declared lost ``lost_after_ms`` after it was first noticed).
 
-    Limits on received frames (a frame over a limit is rejected):
+    Limits on received frames (a frame over a limit is rejected;
+    ``max_history_entries`` is 256 because @waku/sds sends up to 200):
     ``max_history_entries``, ``max_repair_entries``, ``max_id_length``,
     ``max_clock_skew_ms`` (lamport timestamps further than this ahead of the
     local clock are refused, so a bogus value cannot drag the clock forward).
@@ -74,7 +76,7 @@ class ChannelConfig:
     lost_after_ms: int = 300_000
     outgoing_buffer_size: int = 1_000
     incoming_buffer_size: int = 10_000
-    max_history_entries: int = 64
+    max_history_entries: int = 256
     max_repair_entries: int = 32
     max_id_length: int = 256
     max_clock_skew_ms: int = 24 * 3600 * 1000

@@ -17,6 +17,7 @@ __all__ = [
     "Outgoing",
     "Delivered",
     "Missing",
+    "GapDetected",
     "Acknowledged",
     "PossiblyAcknowledged",
     "Lost",
@@ -85,6 +86,15 @@ class Missing(Event):
     content: bytes = b""
     lamport_timestamp: int = 0
     waiting_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GapDetected(Event):
+    """A sync frame from ``sender_id`` named messages nobody here has (no message waits on them yet)."""
+
+    missing: list[HistoryEntry]
+    sender_id: str
+    carrier_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

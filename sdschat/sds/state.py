@@ -30,6 +30,8 @@ op              key            value
 Applying the ops in order to tables keyed by ``message_id`` reproduces what
 ``snapshot()`` would return (``last_activity``/``sync_counter`` are only in
 snapshots: losing them merely shifts the next sync).
+``next_sync_at`` is likewise snapshot-only; ``None`` means "derive it from
+``last_activity``".
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 
 from .wire import HistoryEntry
 
-__all__ = ["LogRow", "OutRow", "InRow", "RequestRow", "CacheRow", "ChannelState"]
+__all__ = ["LogRow", "OutRow", "InRow", "MissingRow", "RequestRow", "CacheRow", "ChannelState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,14 @@ class InRow:
 
 
 @dataclass(frozen=True, slots=True)
+class MissingRow:
+    """A dependency nobody here has, and when it was first noticed missing."""
+
+    entry: HistoryEntry
+    detected_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class RequestRow:
     entry: HistoryEntry
     t_req: int
@@ -99,7 +109,7 @@ class ChannelState:
     log: list[LogRow] = field(default_factory=list)
     outgoing: list[OutRow] = field(default_factory=list)
     incoming: list[InRow] = field(default_factory=list)
-    missing: list[HistoryEntry] = field(default_factory=list)
+    missing: list[MissingRow] = field(default_factory=list)
     lost: list[tuple[str, str | None]] = field(default_factory=list)
     repair_requests: list[RequestRow] = field(default_factory=list)
     repair_responses: list[tuple[str, int]] = field(default_factory=list)
@@ -107,3 +117,4 @@ class ChannelState:
     bloom_ids: list[str] = field(default_factory=list)
     last_activity: int = 0
     sync_counter: int = 0
+    next_sync_at: int | None = None
