@@ -37,6 +37,12 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   pseudo-random backoff in ``[T_min, T_max)`` instead of being dropped; it ends
   when the message arrives or is declared lost. Due requests go out at once in
   a sync frame when no content message is being sent.
+* **Delayed ack** (``ack_delay_ms``, off by default): a received content
+  message is owed an acknowledgement; if no frame of ours names it within
+  ``ack_delay_ms`` (+ jitter) and nobody else's frame names it either, a sync
+  goes out. So the last message of a conversation is acknowledged promptly.
+  Resends and repair answers carry no fresh state (old history, no bloom), so
+  they do not count as channel activity for sync suppression.
 * **Possible acks** count distinct participants whose bloom filter holds the
   id (two filters of the same participant are not independent evidence).
   A received filter of another byte length is ignored, not misread.
@@ -92,7 +98,7 @@ from .events import (
     SyncReceived,
 )
 from .state import CacheRow, ChannelState, InRow, LogRow, MissingRow, OutRow, RequestRow
-from .wire import HistoryEntry, WireError, entry_from_pb, parse_pb
+from .wire import MAX_FRAME_BYTES, HistoryEntry, WireError, entry_from_pb, parse_pb
 from . import sds_pb2
 
 __all__ = ["MessageChannel", "message_id"]
@@ -149,6 +155,9 @@ class MessageChannel:
     ) -> None:
         if not isinstance(channel_id, str) or not isinstance(participant_id, str) or not participant_id:
             raise ValueError("channel_id and participant_id must be strings (participant_id non-empty)")
+        limit = (config or ChannelConfig()).max_id_length
+        if len(participant_id) > limit or len(channel_id) > 4 * limit:
+            raise ValueError(f"participant_id longer than {limit} characters (peers would reject its frames)")
         self.channel_id = channel_id
         self.participant_id = participant_id
         self.config = config = config or ChannelConfig()
@@ -171,6 +180,7 @@ class MessageChannel:
         self._resp_heap: list[tuple[int, str]] = []
         self._cache: OrderedDict[str, CacheRow] = OrderedDict()
         self._hint_map: dict[str, bytes] = {}  # retrieval hints of buffered messages, until delivery
+        self._ack_owed: dict[str, tuple[int, str]] = {}  # delayed ack: id -> (due, its sender)
         self._recent_syncs: OrderedDict[str, None] = OrderedDict()
         self._last_activity = int(now_ms)
         self._sync_counter = 0
@@ -178,6 +188,9 @@ class MessageChannel:
         self._jitter = 0
         self._next_sync_at = self._sync_due_after(int(now_ms))
         self._groups = config.repair.response_groups
+        #: largest content :meth:`send` accepts: the frame must stay under the wire limit
+        self.max_content_bytes = MAX_FRAME_BYTES - self._bloom_len - 64 * 1024
+        self._deferred: list[Event] = []  # events raised inside send(), returned by the next tick()
         self.journal: list[tuple] | None = [] if journal else None
         self.stats: dict[str, int] = dict.fromkeys(
             (
@@ -255,6 +268,8 @@ class MessageChannel:
     def next_deadline(self) -> int:
         """Earliest ``now_ms`` at which :meth:`tick` may have work (may be early, never late)."""
         due = self._next_sync_at
+        if self._ack_owed:
+            due = min(due, min(t for t, _ in self._ack_owed.values()))
         for heap in (self._resend_heap, self._req_heap, self._resp_heap, self._lost_heap, self._missing_heap):
             if heap and heap[0][0] < due:
                 due = heap[0][0]
@@ -418,13 +433,17 @@ class MessageChannel:
         if not isinstance(content, (bytes, bytearray)) or not content:
             raise ValueError("content must be non-empty bytes (empty content is a sync message)")
         content = bytes(content)
+        if len(content) > self.max_content_bytes:
+            raise ValueError(f"content of {len(content)} bytes exceeds {self.max_content_bytes} (peers would reject the frame)")
         mid = message_id if message_id is not None else sha256(content).hexdigest()
-        if not isinstance(mid, str) or not mid:
-            raise ValueError("message_id must be a non-empty string")
+        if not isinstance(mid, str) or not mid or len(mid) > self.config.max_id_length:
+            raise ValueError(f"message_id must be a non-empty string of at most {self.config.max_id_length} characters")
         if mid in self._log or mid in self._incoming:
             raise ValueError(f"message id {mid!r} is already in this channel")
         lamport = self._bump_lamport(now_ms)
         causal = [HistoryEntry(r.message_id, r.retrieval_hint, r.sender_id) for r in self._causal_history()]
+        if self._ack_owed:
+            self._acks_sent(causal)
         repair = self._due_repair_requests(now_ms)
         data = self._encode(mid, lamport, causal, content, self._bloom.to_bytes(), repair)
         positions = self._bloom.positions(mid)
@@ -436,7 +455,8 @@ class MessageChannel:
         heapq.heappush(self._resend_heap, (out.next_resend, mid))
         if self.journal is not None:
             self._j("out", mid, self._out_row(mid, out))
-        self._cache_put(CacheRow(mid, self.participant_id, lamport, tuple(causal), content))
+        if cfg.repair.enabled:
+            self._cache_put(CacheRow(mid, self.participant_id, lamport, tuple(causal), content))
         self._evict_outgoing()
         self._activity(now_ms)
         self.stats["sent"] += 1
@@ -453,6 +473,7 @@ class MessageChannel:
             if self.journal is not None:
                 self._j("out-", old, None)
             self.stats["evicted"] += 1
+            self._deferred.append(Evicted("outgoing", old, {"reason": "buffer_full"}))
 
     def send_ephemeral(self, content: bytes, now_ms: int) -> Outgoing:
         """A frame with no Lamport timestamp, history or bloom filter; never buffered or logged."""
@@ -475,6 +496,8 @@ class MessageChannel:
         if not history and not repair:
             self._next_sync_at = self._sync_due_after(now_ms)
             return None
+        if self._ack_owed:
+            self._acks_sent(history)
         lamport = self._bump_lamport(now_ms)
         mid = "sync-" + sha256(f"{self.participant_id}/{lamport}/{self._sync_counter}".encode()).hexdigest()[:16]
         data = self._encode(mid, lamport, history, None, self._bloom.to_bytes(), repair)
@@ -482,6 +505,11 @@ class MessageChannel:
         self._next_sync_at = self._sync_due_after(now_ms)
         self.stats["syncs_sent"] += 1
         return Outgoing(data, mid, "sync", lamport, tuple(e.message_id for e in repair))
+
+    def _acks_sent(self, history) -> None:
+        owed = self._ack_owed
+        for r in history:
+            owed.pop(r.message_id, None)
 
     def set_retrieval_hint(self, message_id: str, hint: bytes | None) -> None:
         """Record the retrieval hint (e.g. the envelope hash) of a logged message."""
@@ -536,6 +564,12 @@ class MessageChannel:
                 syncs.popitem(last=False)
         self.stats["received"] += 1
         events: list[Event] = []
+        if self._ack_owed:
+            owed = self._ack_owed
+            for e in pb.causal_history:
+                got = owed.get(e.message_id)
+                if got is not None and got[1] != sender:
+                    del owed[e.message_id]  # someone else acknowledged it to its sender
         if self._outgoing:
             self._review_acks(pb, sender, events)
         if pb.repair_request:
@@ -682,6 +716,11 @@ class MessageChannel:
                 waiting.append(d)
             else:
                 missing.append(e)
+        ack_delay = self.config.ack_delay_ms
+        if ack_delay is not None:
+            span = self.config.ack_jitter_ms
+            jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}") % (span + 1) if span > 0 else 0
+            self._ack_owed[mid] = (now_ms + ack_delay + jitter, sender)
         if not unmet:
             self._deliver(mid, sender, lamport, content, hint, repaired, (), events)
             return
@@ -808,9 +847,30 @@ class MessageChannel:
 
     # -------------------------------------------------------------------- tick
 
+    def _resend(self, mid: str, out: _Out, now_ms: int, events: list[Event]) -> None:
+        cfg = self.config
+        out.resends += 1
+        base = cfg.resend_possibly_acknowledged_ms if out.ack_senders else cfg.resend_unacknowledged_ms
+        interval = min(cfg.resend_max_interval_ms, int(base * cfg.resend_backoff ** out.resends))
+        out.next_resend = now_ms + max(1, interval)
+        heapq.heappush(self._resend_heap, (out.next_resend, mid))
+        if self.journal is not None:
+            self._j("out", mid, self._out_row(mid, out))
+        self.stats["resends"] += 1
+        data = self._plain_frame(mid, self.participant_id, out.lamport, out.causal, out.content)
+        events.append(Outgoing(data, mid, "resend", out.lamport))
+
+    def resend_now(self, now_ms: int) -> list[Event]:
+        """Rebroadcast every message of the outgoing buffer at once (e.g. after reconnecting)."""
+        events: list[Event] = []
+        for mid, out in list(self._outgoing.items()):
+            self._resend(mid, out, now_ms, events)
+        return events
+
     def tick(self, now_ms: int) -> list[Event]:
         """Do every periodic duty due at ``now_ms``; frames to send come back as ``Outgoing``."""
-        events: list[Event] = []
+        events: list[Event] = self._deferred
+        self._deferred = []
         cfg = self.config
         # irretrievably lost dependencies
         heap = self._missing_heap
@@ -841,17 +901,7 @@ class MessageChannel:
                 self.stats["evicted"] += 1
                 events.append(Evicted("outgoing", mid, {"reason": "max_resends"}))
                 continue
-            out.resends += 1
-            base = cfg.resend_possibly_acknowledged_ms if out.ack_senders else cfg.resend_unacknowledged_ms
-            interval = min(cfg.resend_max_interval_ms, int(base * cfg.resend_backoff ** out.resends))
-            out.next_resend = now_ms + max(1, interval)
-            heapq.heappush(heap, (out.next_resend, mid))
-            if self.journal is not None:
-                self._j("out", mid, self._out_row(mid, out))
-            self.stats["resends"] += 1
-            data = self._plain_frame(mid, self.participant_id, out.lamport, out.causal, out.content)
-            events.append(Outgoing(data, mid, "resend", out.lamport))
-            self._activity(now_ms)
+            self._resend(mid, out, now_ms, events)
         # SDS-R answers that are due
         heap = self._resp_heap
         while heap and heap[0][0] <= now_ms:
@@ -866,13 +916,13 @@ class MessageChannel:
             data = self._plain_frame(mid, row.sender_id, row.lamport_timestamp, row.causal_history, row.content)
             events.append(Outgoing(data, mid, "repair", row.lamport_timestamp))
             events.append(RepairServed(mid, row.sender_id))
-            self._activity(now_ms)
         # due repair requests go out at once in a sync frame; else the periodic sync
         heap = self._req_heap
         while heap and self._requests.get(heap[0][1], (None,))[0] != heap[0][0]:
             heapq.heappop(heap)  # stale: answered, cancelled or re-scheduled
         req_due = cfg.repair.enabled and heap and heap[0][0] <= now_ms
-        if req_due or now_ms >= self._next_sync_at:
+        ack_due = bool(self._ack_owed) and min(t for t, _ in self._ack_owed.values()) <= now_ms
+        if req_due or ack_due or now_ms >= self._next_sync_at:
             out = self.sync(now_ms)
             if out is not None:
                 events.append(out)
@@ -901,6 +951,7 @@ class MessageChannel:
             last_activity=self._last_activity,
             sync_counter=self._sync_counter,
             next_sync_at=self._next_sync_at,
+            recent_syncs=list(self._recent_syncs),
         )
 
     @classmethod
@@ -943,6 +994,8 @@ class MessageChannel:
             heapq.heappush(ch._resp_heap, (t, mid))
         for row in state.cache:
             ch._cache[row.message_id] = row
+        for sid in state.recent_syncs:
+            ch._recent_syncs[sid] = None
         if journal:
             ch.journal = []
         return ch

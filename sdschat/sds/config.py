@@ -50,6 +50,13 @@ class ChannelConfig:
     anyone) for ``sync_interval_ms`` plus a pseudo-random ``0..sync_jitter_ms``;
     at once when SDS-R repair requests are due.
 
+    Delayed ack (off by default, RFC behaviour): with ``ack_delay_ms`` set, a
+    received content message brings the next sync forward to ``ack_delay_ms``
+    plus a pseudo-random ``0..ack_jitter_ms``; any frame broadcast meanwhile by
+    anyone pushes it back again. So the last message of a conversation is
+    acknowledged in about a second by one sync from one member, instead of
+    being resent until someone's periodic sync.
+
     ``lost_after_ms``: a message waiting this long for a dependency nobody
     here has gets it declared lost and is delivered without it (more exactly:
     a missing id is declared lost ``lost_after_ms`` after it was first noticed).
@@ -73,6 +80,8 @@ class ChannelConfig:
     max_resends: int | None = None
     sync_interval_ms: int = 30_000
     sync_jitter_ms: int = 10_000
+    ack_delay_ms: int | None = None
+    ack_jitter_ms: int = 500
     lost_after_ms: int = 300_000
     outgoing_buffer_size: int = 1_000
     incoming_buffer_size: int = 10_000

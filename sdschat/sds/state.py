@@ -31,7 +31,9 @@ Applying the ops in order to tables keyed by ``message_id`` reproduces what
 ``snapshot()`` would return (``last_activity``/``sync_counter`` are only in
 snapshots: losing them merely shifts the next sync).
 ``next_sync_at`` is likewise snapshot-only; ``None`` means "derive it from
-``last_activity``".
+``last_activity``". ``recent_syncs`` (ids of sync frames already processed,
+for dedup) is snapshot-only too: a store that does not keep it may act once
+more on a duplicated sync frame arriving right after a restart.
 """
 
 from __future__ import annotations
@@ -118,3 +120,4 @@ class ChannelState:
     last_activity: int = 0
     sync_counter: int = 0
     next_sync_at: int | None = None
+    recent_syncs: list[str] = field(default_factory=list)

@@ -1,0 +1,141 @@
+"""Review of acknowledgement status: causal history, bloom filters, possible acks."""
+
+from __future__ import annotations
+
+from sdschat.sds import Acknowledged, BloomFilter, PossiblyAcknowledged
+from sds_helpers import channel, frame, mids, of, quiet_config
+
+
+def test_messages_in_causal_history_are_acknowledged_and_leave_the_buffer():
+    a, b = channel("alice"), channel("bob")
+    sent = [a.send(f"m{i}".encode(), i) for i in range(3)]
+    for o in sent:
+        b.receive(o.data, 10)
+    assert a.outgoing_ids == mids(sent)
+    reply = b.send(b"reply", 20)  # history: m1, m2 (K = 2)
+    events = a.receive(reply.data, 21)
+    acked = of(events, Acknowledged)
+    assert sorted(mids(acked)) == sorted(mids(sent[1:]))
+    assert not any(e.by_bloom for e in acked)
+    # the oldest was not in the history, but is in bob's bloom filter
+    assert of(events, PossiblyAcknowledged) == [PossiblyAcknowledged(sent[0].message_id, 1)]
+    assert a.outgoing_ids == [sent[0].message_id]
+    assert a.outgoing_state(sent[0].message_id) == ("possibly_acknowledged", 0)
+
+
+def test_ack_by_causal_history_of_a_foreign_frame():
+    a = channel("alice")
+    sent = [a.send(f"m{i}".encode(), i) for i in range(6)]
+    events = a.receive(frame("bob", "ack", lamport=100, history=[sent[0].message_id, sent[2].message_id,
+                                                                  sent[4].message_id]), 50)
+    assert sorted(mids(of(events, Acknowledged))) == sorted(mids([sent[0], sent[2], sent[4]]))
+    assert a.outgoing_ids == mids([sent[1], sent[3], sent[5]])
+
+
+def test_messages_never_seen_are_not_possibly_acknowledged():
+    a, b = channel("alice"), channel("bob")
+    seen = [a.send(f"seen{i}".encode(), i) for i in range(5)]
+    for o in seen:
+        b.receive(o.data, 10)
+    unseen = [a.send(f"unseen{i}".encode(), 20 + i) for i in range(2)]
+    events = a.receive(b.send(b"reply", 30).data, 31)
+    possibly = mids(of(events, PossiblyAcknowledged))
+    assert sorted(possibly) == sorted(mids(seen[:-2]))
+    assert not set(possibly) & set(mids(unseen))
+    for o in unseen:
+        assert a.outgoing_state(o.message_id) == ("unacknowledged", 0)
+
+
+def test_possible_acks_count_distinct_participants():
+    cfg = quiet_config(possible_acks_threshold=2)
+    a, b, c = channel("alice", cfg), channel("bob", cfg), channel("carol", cfg)
+    m = a.send(b"only in blooms", 1)
+    filler = [a.send(f"f{i}".encode(), 2 + i) for i in range(2)]  # pushes m out of causal histories
+    for ch in (b, c):
+        for o in [m, *filler]:
+            ch.receive(o.data, 10)
+    # two filters from the same participant are not independent evidence
+    for i in range(3):
+        out = b.send(f"bob{i}".encode(), 20 + i)
+        events = a.receive(out.data, 30 + i)
+        expected = [PossiblyAcknowledged(m.message_id, 1)] if i == 0 else []
+        assert of(events, PossiblyAcknowledged) == expected
+        assert not [e for e in of(events, Acknowledged) if e.message_id == m.message_id]
+    assert a.possible_ack_count(m.message_id) == 1
+    # a second participant's filter reaches the threshold
+    events = a.receive(c.send(b"carol", 40).data, 41)
+    assert Acknowledged(m.message_id, by_bloom=True) in events
+    assert m.message_id not in a.outgoing_ids
+    assert a.outgoing_state(m.message_id) is None
+
+
+def test_threshold_three_emits_counts_one_and_two():
+    cfg = quiet_config(possible_acks_threshold=3)
+    a = channel("alice", cfg)
+    m = a.send(b"m", 1)
+    bloom = BloomFilter(cfg.bloom_capacity, cfg.bloom_error_rate)
+    bloom.add(m.message_id)
+    counts = []
+    for i, sender in enumerate(["bob", "carol", "bob", "dave"]):
+        events = a.receive(frame(sender, f"x{i}", lamport=10 + i, bloom=bloom.to_bytes(), content=None), 10 + i)
+        counts.append(([e.count for e in of(events, PossiblyAcknowledged)], mids(of(events, Acknowledged))))
+    assert counts == [([1], []), ([2], []), ([], []), ([], [m.message_id])]
+
+
+def test_sync_message_acknowledges():
+    a, b = channel("alice"), channel("bob")
+    sent = [a.send(f"m{i}".encode(), i) for i in range(3)]
+    for o in sent:
+        b.receive(o.data, 5)
+    sync = b.sync(10)
+    events = a.receive(sync.data, 11)
+    assert sorted(mids(of(events, Acknowledged))) == sorted(mids(sent[1:]))
+    assert a.outgoing_ids == [sent[0].message_id]
+
+
+def test_own_frames_do_not_acknowledge():
+    a = channel("alice")
+    first = a.send(b"one", 1)
+    second = a.send(b"two", 2)
+    assert a.receive(second.data, 3) == []  # echo names `first` in its history and bloom
+    assert a.outgoing_ids == [first.message_id, second.message_id]
+    assert a.possible_ack_count(first.message_id) == 0
+
+
+def test_first_message_missed_then_resent_is_acknowledged():
+    cfg = quiet_config(resend_unacknowledged_ms=100, causal_history_size=3)
+    a, b = channel("alice", cfg), channel("bob", cfg)
+    first = a.send(b"first", 0)
+    second = a.send(b"second", 1)
+    b.receive(second.data, 2)  # bob misses `first`
+    third = b.send(b"third", 3)
+    events = a.receive(third.data, 4)
+    assert first.message_id not in mids(of(events, Acknowledged))
+    resend = [e for e in a.tick(100) if getattr(e, "reason", None) == "resend"]
+    assert mids(resend) == [first.message_id]
+    b.receive(resend[0].data, 101)
+    events = a.receive(b.sync(102).data, 103)
+    assert first.message_id in mids(of(events, Acknowledged))
+    assert a.outgoing_ids == []
+
+
+def test_bloom_of_another_length_is_ignored():
+    a = channel("alice")
+    m = a.send(b"m", 1)
+    n_bytes = a.bloom.n_bytes
+    for size in (n_bytes - 8, n_bytes + 8, 3):
+        events = a.receive(frame("bob", f"x{size}", lamport=5, bloom=b"\xff" * size), 5)
+        assert of(events, PossiblyAcknowledged) == [] and of(events, Acknowledged) == []
+    assert a.outgoing_state(m.message_id) == ("unacknowledged", 0)
+    # the same saturated filter at the right length counts
+    events = a.receive(frame("bob", "full", lamport=6, bloom=b"\xff" * n_bytes), 6)
+    assert of(events, PossiblyAcknowledged) == [PossiblyAcknowledged(m.message_id, 1)]
+
+
+def test_frame_without_bloom_only_acks_by_history():
+    a = channel("alice")
+    m1, m2 = a.send(b"1", 1), a.send(b"2", 2)
+    events = a.receive(frame("bob", "x", lamport=3, history=[m2.message_id]), 3)
+    assert of(events, Acknowledged) == [Acknowledged(m2.message_id)]
+    assert of(events, PossiblyAcknowledged) == []
+    assert a.outgoing_ids == [m1.message_id]

@@ -1,0 +1,232 @@
+"""Periodic sync frames, ephemeral messages, duplicates and own frames."""
+
+from __future__ import annotations
+
+from sdschat.sds import (
+    Delivered,
+    EphemeralReceived,
+    Missing,
+    Outgoing,
+    RepairConfig,
+    RepairRequested,
+    SyncReceived,
+)
+from sds_helpers import channel, decode, frame, mids, of, outgoing, quiet_config
+
+
+def sync_config(**kw):
+    base = dict(sync_interval_ms=1_000, sync_jitter_ms=0)
+    base.update(kw)
+    return quiet_config(**base)
+
+
+# ---------------------------------------------------------------------- sync
+
+
+def test_sync_sent_after_interval_when_idle():
+    a = channel("alice", sync_config())
+    m = a.send(b"hello", 0)
+    assert outgoing(a.tick(999)) == []
+    (sync,) = outgoing(a.tick(1_000))
+    assert sync.reason == "sync"
+    msg = decode(sync.data)
+    assert msg.content is None  # empty content: absent, not b""
+    assert msg.lamport_timestamp == sync.lamport_timestamp == 1_000 == a.lamport_timestamp
+    assert [h.message_id for h in msg.causal_history] == [m.message_id]
+    assert msg.bloom_filter == a.bloom.to_bytes()
+    assert msg.repair_request == []
+    # nothing of it is kept
+    assert a.log == [m.message_id]
+    assert a.outgoing_ids == [m.message_id]
+    assert sync.message_id not in a.bloom
+    assert sync.message_id != m.message_id
+    # and the next one follows a full interval later
+    assert outgoing(a.tick(1_999)) == []
+    assert mids(outgoing(a.tick(2_000), "sync"))
+
+
+def test_sync_ids_are_unique():
+    a = channel("alice", sync_config())
+    a.send(b"hello", 0)
+    ids = {a.sync(t).message_id for t in range(1, 50)}
+    assert len(ids) == 49
+
+
+def test_sync_not_sent_while_others_are_active():
+    a = channel("alice", sync_config())
+    a.send(b"hello", 0)
+    for t in (500, 1_200, 1_900):
+        a.receive(frame("bob", f"b{t}", lamport=t), t)
+        assert outgoing(a.tick(t + 999)) == []
+    assert mids(outgoing(a.tick(2_900), "sync"))
+
+
+def test_sync_jitter_stays_within_bounds():
+    for name in ("alice", "bob", "carol", "dave", "erin"):
+        a = channel(name, sync_config(sync_jitter_ms=500))
+        a.send(b"hello", 0)
+        times = [t for t in range(0, 3_000, 10) if outgoing(a.tick(t), "sync")]
+        assert 1_000 <= times[0] <= 1_500
+
+
+def test_sync_with_empty_log_is_not_sent():
+    a = channel("alice", sync_config())
+    assert a.sync(5) is None
+    for t in range(0, 5_000, 250):
+        assert outgoing(a.tick(t)) == []
+    assert a.lamport_timestamp == 0
+
+
+def test_received_sync_is_not_delivered_logged_or_bloomed():
+    a, b = channel("alice", sync_config()), channel("bob", now=10)
+    a.send(b"hello", 0)
+    sync = a.sync(1_000)
+    before = b.lamport_timestamp
+    events = b.receive(sync.data, 20)
+    assert of(events, SyncReceived) == [SyncReceived("alice", sync.message_id, 1_000)]
+    assert of(events, Delivered) == [] and of(events, Missing) == []
+    assert b.log == [] and b.incoming_ids == []
+    assert sync.message_id not in b.bloom
+    assert b.lamport_timestamp == before
+
+
+def test_sync_carries_due_repair_requests_even_when_others_are_active():
+    cfg = sync_config(sync_interval_ms=100_000, repair=RepairConfig(t_min_ms=1_000, t_max_ms=2_000))
+    b = channel("bob", cfg)
+    b.receive(frame("alice", "m2", lamport=2, history=["m1"]), 0)
+    (row,) = b.snapshot().repair_requests
+    t = 0
+    syncs = []
+    while t < row.t_req + 300:
+        t += 100
+        b.receive(frame("carol", f"c{t}", lamport=t), t)  # the channel is busy
+        syncs += [(t, e) for e in b.tick(t) if isinstance(e, (Outgoing, RepairRequested))]
+    (t_sync, sync), (t_ev, requested) = syncs
+    assert t_sync == t_ev and row.t_req <= t_sync < row.t_req + 100
+    assert sync.reason == "sync" and sync.repair_request == ("m1",)
+    assert [e.message_id for e in decode(sync.data).repair_request] == ["m1"]
+    assert requested == RepairRequested(("m1",), sync.message_id)
+
+
+def test_no_extra_sync_when_a_cancelled_repair_request_was_due():
+    """A repair request that ended (its message arrived) must not make the
+    channel send anything at its old T_req: the periodic sync is suppressed
+    because others are active, and there is nothing to ask for."""
+    cfg = sync_config(sync_interval_ms=100_000, repair=RepairConfig(t_min_ms=1_000, t_max_ms=5_000))
+    b = channel("bob", cfg)
+    b.receive(frame("alice", "m2", lamport=2, history=["m1"]), 0)
+    (row,) = b.snapshot().repair_requests
+    b.receive(frame("alice", "m1", lamport=1), 10)  # the gap closes: the request ends
+    assert b.repair_request_ids == []
+    sent = []
+    t = 10
+    while t < row.t_req + 1_000:
+        t += 100
+        b.receive(frame("carol", f"c{t}", lamport=t), t)  # the channel is busy
+        sent += outgoing(b.tick(t))
+    assert sent == []
+
+
+# ----------------------------------------------------------------- ephemeral
+
+
+def test_ephemeral_frame_has_no_lamport_history_or_bloom():
+    a = channel("alice", now=7)
+    a.send(b"logged", 8)
+    before = a.snapshot()
+    out = a.send_ephemeral(b"typing...", 9)
+    assert out.reason == "ephemeral" and out.lamport_timestamp is None
+    msg = decode(out.data)
+    assert msg.lamport_timestamp is None and msg.causal_history == [] and msg.bloom_filter is None
+    assert msg.content == b"typing..." and msg.repair_request == []
+    assert a.snapshot() == before  # not logged, not buffered, clock unchanged
+
+
+def test_ephemeral_received_at_once_and_not_kept():
+    a, b = channel("alice"), channel("bob", now=3)
+    b.receive(frame("carol", "m1", lamport=1), 1)
+    before = b.snapshot()
+    out = a.send_ephemeral(b"typing...", 5)
+    events = b.receive(out.data, 6)
+    assert events == [EphemeralReceived("alice", b"typing...", out.message_id)]
+    assert b.snapshot() == before
+    assert out.message_id not in b.bloom
+
+
+def test_ephemeral_delivered_even_if_it_names_history():
+    b = channel("bob")
+    events = b.receive(frame("alice", "e1", lamport=None, history=["unknown"], content=b"hi"), 1)
+    assert events == [EphemeralReceived("alice", b"hi", "e1")]
+    assert b.incoming_ids == [] and b.missing_ids == []
+
+
+def test_own_ephemeral_echo_ignored():
+    a = channel("alice")
+    assert a.receive(a.send_ephemeral(b"typing", 1).data, 2) == []
+
+
+def test_ephemeral_refuses_empty_content():
+    a = channel("alice")
+    try:
+        a.send_ephemeral(b"", 1)
+    except ValueError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("empty ephemeral content accepted")
+
+
+# --------------------------------------------------------------------- dedup
+
+
+def test_duplicate_content_frame_produces_no_events():
+    a, b = channel("alice"), channel("bob")
+    m = a.send(b"hello", 1)
+    assert mids(of(b.receive(m.data, 2), Delivered)) == [m.message_id]
+    before = b.snapshot()
+    for t in (3, 4, 5):
+        assert b.receive(m.data, t) == []
+    assert b.snapshot() == before
+    assert b.log == [m.message_id]
+
+
+def test_duplicate_of_a_waiting_message_produces_no_events():
+    b = channel("bob")
+    f = frame("alice", "m2", lamport=2, history=["m1"])
+    assert of(b.receive(f, 1), Missing)
+    before = b.snapshot()
+    assert b.receive(f, 2) == []
+    assert b.snapshot() == before
+
+
+def test_resend_of_a_known_message_is_a_duplicate():
+    cfg = quiet_config(resend_unacknowledged_ms=100)
+    a, b = channel("alice", cfg), channel("bob", cfg)
+    m = a.send(b"hello", 0)
+    b.receive(m.data, 1)
+    (resend,) = outgoing(a.tick(100), "resend")
+    assert b.receive(resend.data, 101) == []
+
+
+def test_duplicate_sync_frame_produces_no_events():
+    a, b = channel("alice"), channel("bob")
+    a.send(b"hello", 0)
+    sync = a.sync(10)
+    assert of(b.receive(sync.data, 11), SyncReceived)
+    assert b.receive(sync.data, 12) == []
+
+
+def test_own_frames_are_ignored():
+    a = channel("alice", sync_config())
+    m = a.send(b"hello", 0)
+    sync = a.sync(5)
+    before = a.snapshot()
+    assert a.receive(m.data, 6) == []
+    assert a.receive(sync.data, 7) == []
+    assert a.snapshot() == before
+
+
+def test_foreign_frame_claiming_our_sender_id_is_ignored():
+    a = channel("alice")
+    before = a.snapshot()
+    assert a.receive(frame("alice", "forged", lamport=5), 1) == []
+    assert a.snapshot() == before
