@@ -1,0 +1,22 @@
+"""The durable store of one sdschat participant: one SQLite file (aiosqlite).
+
+* :class:`Store` -- open/migrate the file, load/save a channel's SDS state,
+  apply journal batches plus application rows in one transaction, read back
+  messages and events.
+* :class:`StoreWriter` -- coalesces everything submitted in one event-loop
+  turn into one commit; ``await flush()`` before publishing.
+* :mod:`sdschat.store.rows` -- the row types and their (de)serialization.
+* :mod:`sdschat.store.migrate` -- the migration runner for ``migrations/*.sql``.
+
+Layering (DESIGN.md): imports only the state types of :mod:`sdschat.sds`.
+"""
+
+from .errors import MigrationError, SchemaTooNewError, StoreError, WriterFailedError
+from .rows import EVENT_KINDS, EventRow, MessageRow, MessageUpdate, ParticipantRow
+from .store import Store
+from .writer import StoreWriter
+
+__all__ = [
+    "EVENT_KINDS", "EventRow", "MessageRow", "MessageUpdate", "MigrationError", "ParticipantRow",
+    "SchemaTooNewError", "Store", "StoreError", "StoreWriter", "WriterFailedError",
+]

@@ -1,0 +1,207 @@
+"""Migrations: applied in order at open, recorded, not reapplied; a newer schema is refused."""
+
+import ast
+import asyncio
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+import sdschat.store
+from sdschat.store import MigrationError, SchemaTooNewError, Store, StoreError
+from sdschat.store import migrate as M
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_migrations_applied_and_recorded(tmp_path):
+    db = tmp_path / "node.db"
+
+    async def go():
+        store = await Store.open(db)
+        try:
+            assert await store.schema_version() == M.latest_version() >= 1
+        finally:
+            await store.close()
+
+    run(go())
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT version, applied_at FROM schema_version ORDER BY version").fetchall()
+    assert [v for v, _ in rows] == list(range(1, M.latest_version() + 1))
+    assert all(isinstance(t, int) and t > 1_600_000_000_000 for _, t in rows)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {
+        "kv", "identity", "channels", "sds_log", "sds_outgoing", "sds_incoming", "sds_missing", "sds_lost",
+        "sds_repair_requests", "sds_repair_responses", "sds_cache", "sds_bloom_ids", "participants", "messages",
+        "events", "schema_version",
+    } <= tables
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "events_kind_ts" in indexes
+    conn.close()
+
+
+def test_every_integer_column_is_INTEGER(tmp_path):
+    run(_open_close(tmp_path / "n.db"))
+    conn = sqlite3.connect(tmp_path / "n.db")
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"):
+        for _, col, decl, *_ in conn.execute(f"PRAGMA table_info({table})"):
+            assert decl in ("INTEGER", "TEXT", "BLOB"), (table, col, decl)
+    conn.close()
+
+
+async def _open_close(path, **kw):
+    store = await Store.open(path, **kw)
+    await store.close()
+
+
+def test_reopening_does_not_reapply(tmp_path):
+    db = tmp_path / "node.db"
+
+    async def first():
+        store = await Store.open(db)
+        await store.kv_set("nick", "bob")
+        await store.close()
+
+    run(first())
+    before = sqlite3.connect(db).execute("SELECT version, applied_at FROM schema_version").fetchall()
+
+    async def again():
+        store = await Store.open(db)
+        try:
+            assert await store.kv_get("nick") == "bob"  # a reapplied 0001 would have failed or wiped it
+            assert await store.schema_version() == M.latest_version()
+        finally:
+            await store.close()
+
+    run(again())
+    run(again())
+    after = sqlite3.connect(db).execute("SELECT version, applied_at FROM schema_version").fetchall()
+    assert after == before
+
+
+def test_newer_schema_is_refused_with_one_line(tmp_path):
+    db = tmp_path / "node.db"
+    run(_open_close(db))
+    known = M.latest_version()
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO schema_version VALUES (?, 0)", (known + 5,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaTooNewError) as info:
+        run(_open_close(db))
+    msg = str(info.value)
+    assert msg == (
+        f"database schema version {known + 5} is newer than this sdschat (knows up to {known}); upgrade sdschat"
+    )
+    assert "\n" not in msg
+    assert isinstance(info.value, StoreError)
+    assert (info.value.version, info.value.known) == (known + 5, known)
+
+
+def test_pending_migrations_apply_in_order_and_a_failure_rolls_back(tmp_path):
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    (folder / "0001_initial.sql").write_text("-- sdschat migration\nCREATE TABLE a (x INTEGER);\n")
+    db = tmp_path / "n.db"
+    run(_open_close(db, migrations_folder=folder))
+    (folder / "0002_more.sql").write_text(
+        "CREATE TABLE b (s TEXT DEFAULT 'x;y');\n"
+        "CREATE TRIGGER t AFTER INSERT ON a BEGIN INSERT INTO b VALUES ('z'); END;\n"
+    )
+    (folder / "0003_broken.sql").write_text("CREATE TABLE c (x INTEGER);\nTHIS IS NOT SQL;\n")
+    with pytest.raises(MigrationError, match="0003_broken"):
+        run(_open_close(db, migrations_folder=folder))
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (1,)
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "b" not in names and "c" not in names  # 0002 and 0003 rolled back together
+    conn.close()
+    (folder / "0003_broken.sql").write_text("CREATE TABLE c (x INTEGER);\n")
+    run(_open_close(db, migrations_folder=folder))
+    conn = sqlite3.connect(db)
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2, 3]
+    conn.execute("INSERT INTO a VALUES (1)")
+    assert conn.execute("SELECT s FROM b").fetchall() == [("z",)]
+    conn.close()
+
+
+def test_bad_migration_names_and_gaps_are_refused(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "0001_initial.sql").write_text("SELECT 1;")
+    (folder / "0003_skip.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match="without gaps"):
+        M.load_migrations(folder)
+    (folder / "0003_skip.sql").unlink()
+    (folder / "2_bad.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match="NNNN_name"):
+        M.load_migrations(folder)
+
+
+def test_split_statements():
+    sql = "-- c\nCREATE TABLE t (s TEXT DEFAULT ';');\n\nCREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; SELECT 2; END;\n-- end\n"
+    stmts = M.split_statements(sql)
+    assert len(stmts) == 2 and stmts[1].endswith("END;")
+    assert M.split_statements("CREATE TABLE t (x INTEGER)") == ["CREATE TABLE t (x INTEGER);"]
+    with pytest.raises(MigrationError, match="incomplete"):
+        M.split_statements("CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1;")
+
+
+def test_repo_folder_is_found_and_the_embedded_copy_matches_it():
+    folder = M.migrations_dir()
+    assert folder == ROOT / "migrations"
+    from sdschat.store._migrations import MIGRATIONS
+
+    files = M.read_dir(folder)
+    assert MIGRATIONS == files, "embedded copy is stale: run `python -m sdschat.store sync-migrations`"
+    assert M.render_embedded(folder) == (Path(M.__file__).with_name("_migrations.py")).read_text()
+
+
+def test_installed_package_uses_the_embedded_copy(tmp_path, monkeypatch):
+    """Without a repository around the package (a wheel install), the embedded copy is used."""
+    monkeypatch.setattr(M, "migrations_dir", lambda: None)
+    migs = M.load_migrations()
+    assert [m.version for m in migs] == list(range(1, M.latest_version(M.load_migrations(ROOT / "migrations")) + 1))
+    run(_open_close(tmp_path / "n.db"))
+    conn = sqlite3.connect(tmp_path / "n.db")
+    assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (len(migs),)
+    conn.close()
+
+
+def test_not_a_database_is_a_store_error(tmp_path):
+    bad = tmp_path / "junk.db"
+    bad.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="cannot open"):
+        run(_open_close(bad))
+
+
+def test_store_imports_only_sds_state_types():
+    """DESIGN.md layering: sdschat.store imports only sdschat.sds state types (+ stdlib, aiosqlite)."""
+    allowed_ours = {"sdschat.sds.state", "sdschat.sds.wire"}
+    package_dir = Path(sdschat.store.__file__).parent
+    for source in package_dir.glob("*.py"):
+        tree = ast.parse(source.read_text(), str(source))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    assert node.level == 1, (source.name, node.module)
+                    continue
+                mods = [node.module]
+            else:
+                continue
+            for mod in mods:
+                root = mod.split(".")[0]
+                if root == "sdschat":
+                    assert mod in allowed_ours, (source.name, mod)
+                    if mod == "sdschat.sds.wire":
+                        names = {a.name for a in node.names}
+                        assert names == {"HistoryEntry"}, (source.name, names)
+                else:
+                    assert root == "aiosqlite" or root in sys.stdlib_module_names, (source.name, mod)

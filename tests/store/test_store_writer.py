@@ -1,0 +1,160 @@
+"""StoreWriter: one commit per event-loop turn, flush() means durable, errors surface."""
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from sdschat.sds import MessageChannel
+from sdschat.store import EventRow, MessageRow, Store, StoreError, StoreWriter, WriterFailedError
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _new_store(path, channel="room"):
+    store = await Store.open(path)
+    await store.save_state(MessageChannel(channel, "bob", None, 1).snapshot(), "{}")
+    return store
+
+
+def _msg(i: int) -> MessageRow:
+    return MessageRow(f"m{i:05d}", "bob", 1000 + i, f"hello {i}".encode(), "sent")
+
+
+def test_submits_of_one_turn_coalesce_into_one_commit_and_flush_is_durable(tmp_path):
+    db = tmp_path / "n.db"
+
+    async def go():
+        store = await _new_store(db)
+        writer = StoreWriter(store)
+        try:
+            before = store.commits
+            for i in range(500):  # one event-loop turn: no await in between
+                writer.submit("room", [("bloom", f"m{i:05d}", None)], messages=[_msg(i)],
+                              events=[EventRow("sent", i, f"m{i:05d}")])
+            assert writer.pending == 500 and store.commits == before  # nothing written synchronously
+            await writer.flush()
+            assert store.commits - before == 1
+            assert writer.flushes == 1 and writer.max_batches_per_flush == 500 and writer.pending == 0
+            # durable: another connection sees every row right after flush() returned
+            other = sqlite3.connect(db)
+            try:
+                assert other.execute("SELECT COUNT(*) FROM messages").fetchone() == (500,)
+                assert other.execute("SELECT COUNT(*) FROM events").fetchone() == (500,)
+                assert other.execute("SELECT COUNT(*) FROM sds_bloom_ids").fetchone() == (500,)
+            finally:
+                other.close()
+            await writer.flush()  # nothing pending: returns at once
+            assert store.commits - before == 1
+        finally:
+            await writer.close()
+            await store.close()
+        # and after reopening
+        store = await Store.open(db)
+        try:
+            assert await store.message_count() == 500
+            assert len((await store.load_state("room")).bloom_ids) == 500
+        finally:
+            await store.close()
+
+    run(go())
+
+
+def test_submits_during_a_flush_form_the_next_commit(tmp_path):
+    async def go():
+        store = await _new_store(tmp_path / "n.db")
+        writer = StoreWriter(store)
+        try:
+            before = store.commits
+            writer.submit("room", messages=[_msg(0)])
+            await asyncio.sleep(0)  # the flush task starts and hands its batch to the database thread
+            for i in range(1, 300):
+                writer.submit("room", messages=[_msg(i)])
+            await writer.flush()
+            assert store.commits - before == 2
+            assert writer.flushes == 2 and writer.max_batches_per_flush == 299
+            # turns with awaits between submits each commit on their own
+            for i in range(300, 303):
+                writer.submit("room", messages=[_msg(i)])
+                await writer.flush()
+            assert store.commits - before == 5
+            assert await store.message_count() == 303
+        finally:
+            await writer.close()
+            await store.close()
+
+    run(go())
+
+
+def test_a_failing_flush_surfaces_its_error(tmp_path):
+    seen = []
+
+    async def go():
+        store = await _new_store(tmp_path / "n.db")
+        writer = StoreWriter(store, on_error=seen.append)
+        try:
+            writer.submit("room", messages=[_msg(1)])
+            writer.submit("no-such-channel", messages=[_msg(2)])  # fails inside the transaction
+            with pytest.raises(WriterFailedError) as info:
+                await writer.flush()
+            assert isinstance(info.value.__cause__, StoreError) and "unknown channel" in str(info.value)
+            assert isinstance(writer.error, StoreError)
+            # callback got it too
+            assert len(seen) == 1 and isinstance(seen[0], WriterFailedError)
+            # the whole batch was rolled back (the good row was in the same transaction)
+            assert await store.message_count() == 0
+            # it stays failed: submit and flush raise until reset()
+            with pytest.raises(WriterFailedError):
+                writer.submit("room", messages=[_msg(3)])
+            with pytest.raises(WriterFailedError):
+                await writer.flush()
+            writer.reset()
+            writer.submit("room", messages=[_msg(4)])
+            await writer.flush()
+            assert await store.message_count() == 1
+        finally:
+            await writer.close()
+            await store.close()
+
+    run(go())
+
+
+def test_background_failure_without_a_waiter_is_raised_by_the_next_submit(tmp_path):
+    async def go():
+        store = await _new_store(tmp_path / "n.db")
+        errors = []
+        writer = StoreWriter(store, on_error=errors.append)
+        try:
+            writer.submit("room", [("no-such-op", "x", None)])
+            for _ in range(50):  # let the background flush run and fail, nobody awaiting it
+                await asyncio.sleep(0.01)
+                if errors:
+                    break
+            assert errors and "unknown journal op" in str(errors[0])
+            with pytest.raises(WriterFailedError, match="unknown journal op"):
+                writer.submit("room", messages=[_msg(1)])
+        finally:
+            await store.close()
+
+    run(go())
+
+
+def test_submit_checks_rows_up_front_and_needs_the_loop(tmp_path):
+    async def go():
+        store = await _new_store(tmp_path / "n.db")
+        writer = StoreWriter(store)
+        try:
+            with pytest.raises(ValueError, match="unknown event kind"):
+                writer.submit("room", events=[EventRow("bogus", 1)])
+            assert writer.error is None and writer.pending == 0
+            await writer.close()
+            with pytest.raises(StoreError, match="closed"):
+                writer.submit("room", messages=[_msg(1)])
+        finally:
+            await store.close()
+
+    run(go())
+    with pytest.raises(RuntimeError):  # submit() belongs to the event loop's thread
+        StoreWriter(object()).submit("room")
