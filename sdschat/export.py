@@ -1,0 +1,101 @@
+"""``sdschat export``: a participant database's ordered log, or its event table.
+
+The log is every delivered message (own ones included) in local-log order
+``(lamport_timestamp, message_id)``, one JSON object per line with at least
+``message_id``, ``sender_id``, ``lamport_timestamp``, ``nick`` and ``text``.
+Messages still waiting for dependencies are not in the log and are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .node.payload import AppPayload, PayloadError
+from .store import Store, StoreError
+
+__all__ = ["export", "ExportError", "log_records", "event_records"]
+
+_NOT_IN_LOG = {"waiting"}
+
+
+class ExportError(Exception):
+    """One-line failure of an export."""
+
+
+async def log_records(store: Store):
+    async for row in store.iter_messages():
+        if row.state in _NOT_IN_LOG:
+            continue
+        try:
+            app = AppPayload.decode(row.content)
+        except PayloadError:
+            app = None
+        yield {
+            "message_id": row.message_id,
+            "sender_id": row.sender_id,
+            "lamport_timestamp": row.lamport_timestamp,
+            "nick": app.nick if app else None,
+            "text": app.text if app else None,
+            "kind": app.kind if app else None,
+            "sent_at_ms": app.sent_at_ms if app else None,
+            "state": row.state,
+            "repaired": row.repaired,
+            "after_lost": list(row.after_lost),
+            "received_at_ms": row.received_at_ms,
+        }
+
+
+async def event_records(store: Store):
+    async for e in store.iter_events():
+        yield {
+            "seq": e.seq,
+            "ts_ms": e.ts_ms,
+            "kind": e.kind,
+            "message_id": e.message_id,
+            "sender_id": e.sender_id,
+            "participant_id": e.participant_id,
+            "lamport_timestamp": e.lamport_timestamp,
+            "channel_id": e.channel_id,
+            "detail": json.dumps(e.detail, separators=(",", ":")) if e.detail is not None else None,
+        }
+
+
+async def export(db: Path, *, events: bool = False, fmt: str = "jsonl", out: Path | None = None) -> int:
+    """Write the log (or events) of ``db``; returns the number of records."""
+    try:
+        store = await Store.open(db, create=False)
+    except StoreError as exc:
+        raise ExportError(str(exc)) from None
+    try:
+        source = event_records(store) if events else log_records(store)
+        records = [r async for r in source]
+    finally:
+        await store.close()
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if records:
+            table = pa.Table.from_pylist(records)
+        else:
+            table = pa.table({})
+        try:
+            pq.write_table(table, out)
+        except OSError as exc:
+            raise ExportError(f"cannot write {out}: {exc}") from None
+        return len(records)
+    try:
+        stream = open(out, "w", encoding="utf-8") if out is not None else sys.stdout
+    except OSError as exc:
+        raise ExportError(f"cannot write {out}: {exc.strerror}") from None
+    try:
+        for r in records:
+            stream.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+    finally:
+        if out is not None:
+            stream.close()
+        else:
+            stream.flush()
+    return len(records)

@@ -1,0 +1,125 @@
+"""UI-level events a :class:`~sdschat.node.node.Node` publishes to its subscribers.
+
+They are what a screen needs, derived from engine events plus the decrypted,
+verified application payloads: a message to show (at once, even with missing
+dependencies), its acknowledgement state as it changes, gap markers opening
+and closing, repairs, losses, participants, the connection and counters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ChatMessage", "NodeEvent", "MessageShown", "AckStateChanged", "GapOpened", "GapClosed",
+    "MessageRepaired", "MessageLost", "ParticipantSeen", "TypingSeen", "ConnectionChanged",
+    "CountersChanged", "FrameRejected",
+]
+
+# states of a message, as the UI shows them
+SENDING = "sending"  # own, durable, not yet published
+UNACKNOWLEDGED = "unacknowledged"
+POSSIBLY_ACKNOWLEDGED = "possibly_acknowledged"
+ACKNOWLEDGED = "acknowledged"
+RESENDING = "resending"
+RECEIVED = "received"  # someone else's, delivered
+WAITING = "waiting"  # someone else's, shown, dependencies missing
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    message_id: str
+    sender_id: str
+    nick: str
+    text: str
+    kind: str
+    sent_at_ms: int
+    lamport_timestamp: int
+    own: bool
+    state: str
+    possible_acks: int = 0
+    resends: int = 0
+    repaired: bool = False
+    repaired_by: str | None = None
+    received_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class MessageShown(NodeEvent):
+    message: ChatMessage
+
+
+@dataclass(frozen=True, slots=True)
+class AckStateChanged(NodeEvent):
+    message_id: str
+    state: str
+    possible_acks: int = 0
+    resends: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GapOpened(NodeEvent):
+    """``message_id`` arrived but ``missing`` (ids, with senders when known) did not: show a marker above it."""
+
+    message_id: str
+    missing: tuple[str, ...]
+    senders: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GapClosed(NodeEvent):
+    """The marker above ``message_id`` goes away; ``lost`` ids were given up on (show a "lost" line)."""
+
+    message_id: str
+    lost: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRepaired(NodeEvent):
+    """A message that was missing arrived. ``via``: "sds-r" (rebroadcast by ``by``), "resend" or "late"."""
+
+    message_id: str
+    via: str
+    by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageLost(NodeEvent):
+    message_id: str
+    sender_id: str | None
+    dependants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParticipantSeen(NodeEvent):
+    participant_id: str
+    nick: str | None
+    last_seen_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TypingSeen(NodeEvent):
+    participant_id: str
+    nick: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionChanged(NodeEvent):
+    state: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CountersChanged(NodeEvent):
+    counters: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRejected(NodeEvent):
+    reason: str
+    detail: str = ""

@@ -1,0 +1,544 @@
+"""One participant: SDS engine + SQLite store + encryption + MQTT, run by asyncio.
+
+The node is the only place where the pieces meet. It turns engine events into
+persisted rows and published frames, and into UI-level events
+(:mod:`sdschat.node.events`) for its listeners.
+
+Durability: a message the user sends is committed to the database before it
+is published (``send_text`` awaits the writer's flush), and every other
+engine mutation is persisted in the same batch as the rows it explains, one
+transaction per event-loop turn. On restart the node reloads the engine state
+and carries on resending and repairing.
+
+Receive path: envelope open (AES-GCM; failures counted as *undecryptable*) →
+node frame (publisher, reason) → SDS frame → the Ed25519 signature inside the
+content must verify and name the frame's ``sender_id`` (else *rejected*:
+impersonation) → application payload → engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+from ..crypto import ChannelKey, EnvelopeError, Identity, SignatureError, envelope_hash, open_signed_content, signed_content
+from ..sds import (
+    Acknowledged,
+    ChannelConfig,
+    Delivered,
+    EphemeralReceived,
+    Evicted,
+    GapDetected,
+    Lost,
+    MessageChannel,
+    Missing,
+    Outgoing,
+    PossiblyAcknowledged,
+    Rejected,
+    RepairConfig,
+    RepairRequested,
+    RepairServed,
+    SyncReceived,
+    WireError,
+    wire,
+)
+from ..store import EventRow, MessageRow, MessageUpdate, ParticipantRow, Store, StoreWriter
+from ..transport import ConnectionState, ImpairedTransport, MqttTransport, StateChange, resolve_broker
+from . import events as ev
+from .frame import FrameError, pack, unpack
+from .payload import AppPayload, PayloadError
+
+__all__ = ["Node", "NodeConfig", "node_channel_config"]
+
+log = logging.getLogger("sdschat.node")
+
+
+def node_channel_config(**overrides) -> ChannelConfig:
+    """The engine settings sdschat nodes use (common to the group, like T_min/T_max).
+
+    Causal history 10 (see DESIGN.md: K=2 leaves gaps nobody learns of under
+    loss); resends and SDS-R timings sized for interactive chat in small
+    groups rather than the RFC's 30 s+ recommendations for large ones.
+    """
+    repair_keys = {f.name for f in dataclasses.fields(RepairConfig)}
+    repair_over = {k[len("repair_"):]: v for k, v in overrides.items() if k.startswith("repair_") and k[len("repair_"):] in repair_keys}
+    chan_over = {k: v for k, v in overrides.items() if not k.startswith("repair_")}
+    repair = RepairConfig(**{"t_min_ms": 2_000, "t_max_ms": 10_000, **repair_over})
+    base = dict(
+        causal_history_size=10,
+        resend_unacknowledged_ms=2_000,
+        resend_possibly_acknowledged_ms=6_000,
+        resend_backoff=1.5,
+        resend_max_interval_ms=30_000,
+        sync_interval_ms=10_000,
+        sync_jitter_ms=3_000,
+        ack_delay_ms=300,
+        ack_jitter_ms=700,
+        lost_after_ms=120_000,
+    )
+    base.update(chan_over)
+    return ChannelConfig(repair=repair, **base)
+
+
+@dataclasses.dataclass
+class NodeConfig:
+    nick: str
+    key: ChannelKey
+    db_path: Path
+    broker_url: str | None = None
+    qos: int = 0
+    channel_config: ChannelConfig = dataclasses.field(default_factory=node_channel_config)
+    impairment: dict = dataclasses.field(default_factory=dict)
+    seed: int | None = None
+    clock: Callable[[], float] = time.time
+    probe_port: int = 1883
+
+
+Listener = Callable[[ev.NodeEvent], None]
+
+
+class Node:
+    """A running participant. ``await Node.start(config)``; ``await node.stop()``."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.key = config.key
+        self.nick = config.nick
+        self.store: Store | None = None
+        self.writer: StoreWriter | None = None
+        self.identity: Identity | None = None
+        self.channel: MessageChannel | None = None
+        self.transport: ImpairedTransport | None = None
+        self.broker_url: str | None = None
+        self._embedded = None
+        self._listeners: list[Listener] = []
+        self._messages: dict[str, ev.ChatMessage] = {}
+        self._apps: OrderedDict[str, AppPayload] = OrderedDict()
+        self._participants: dict[str, ParticipantRow] = {}
+        self._outbox: asyncio.Queue[tuple[bytes, str, str | None]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._last_counters: dict = {}
+        self._was_connected = False
+        #: set (one line) when persistence failed; the node keeps no further promises of durability
+        self.failure: str | None = None
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("undecryptable", "rejected", "impersonation", "published", "publish_failed", "received_frames"), 0
+        )
+
+    # -------------------------------------------------------------- lifecycle
+
+    @classmethod
+    async def start(cls, config: NodeConfig) -> Node:
+        node = cls(config)
+        try:
+            await node._start()
+        except BaseException:
+            await node.stop()
+            raise
+        return node
+
+    def _now(self) -> int:
+        return int(self.config.clock() * 1000)
+
+    async def _start(self) -> None:
+        cfg = self.config
+        self.store = await Store.open(cfg.db_path)
+        self.writer = StoreWriter(self.store, on_error=self._writer_failed)
+        raw = await self.store.get_identity()
+        if raw is None:
+            self.identity = Identity.generate()
+            await self.store.set_identity(self.identity.private_bytes())
+        else:
+            self.identity = Identity.from_private_bytes(raw)
+        pid = self.identity.participant_id
+        cid = self.key.channel_id
+        state = await self.store.load_state(cid)
+        config_json = json.dumps(dataclasses.asdict(cfg.channel_config), sort_keys=True)
+        if state is not None:
+            self.channel = MessageChannel.restore(state, cfg.channel_config, journal=True)
+        else:
+            self.channel = MessageChannel(cid, pid, cfg.channel_config, self._now(), journal=True)
+            await self.store.save_state(self.channel.snapshot(), config_json)
+        await self.store.kv_set("nick", self.nick)
+        await self.store.kv_set("channel_name", self.key.channel_name)
+        async for row in self.store.iter_messages(cid):
+            app = self._decode_app(row.content)
+            if app is not None:
+                self._messages[row.message_id] = self._chat(row.message_id, row.sender_id, app, row.lamport_timestamp,
+                                                             row.state, row.received_at_ms or 0, row.possible_ack_count,
+                                                             row.resends, row.repaired)
+        for p in await self.store.participants():
+            self._participants[p.participant_id] = p
+        self.broker_url, self._embedded = await resolve_broker(cfg.broker_url, probe_port=cfg.probe_port)
+        inner = MqttTransport(self.broker_url, qos=cfg.qos, client_id=f"sdschat-{pid[:12]}-{id(self) & 0xFFFF:04x}")
+        self.transport = ImpairedTransport(inner, seed=cfg.seed, **cfg.impairment)
+        self.transport.set_message_handler(self._on_frame)
+        self.transport.add_state_listener(self._on_connection)
+        await self.transport.start()
+        await self.transport.subscribe(self.key.topic)
+        self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
+        self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.transport is not None:
+            try:
+                await self.transport.stop()
+            except Exception:  # pragma: no cover - shutting down anyway
+                log.debug("transport stop failed", exc_info=True)
+        if self.writer is not None:
+            try:
+                self._persist(self._now())
+                await self.writer.close()
+            except Exception as exc:
+                self.failure = self.failure or f"database write failed: {exc}"
+                log.debug("final flush failed", exc_info=True)
+        if self.store is not None:
+            await self.store.close()
+        if self._embedded is not None:
+            await self._embedded.close()
+
+    # ----------------------------------------------------------------- views
+
+    @property
+    def participant_id(self) -> str:
+        return self.identity.participant_id
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def messages(self) -> list[ev.ChatMessage]:
+        """Every known message in local-log order (waiting ones by their Lamport place)."""
+        return sorted(self._messages.values(), key=lambda m: (m.lamport_timestamp, m.message_id))
+
+    def participants(self) -> list[ParticipantRow]:
+        return sorted(self._participants.values(), key=lambda p: -p.last_seen_ms)
+
+    def health(self) -> dict:
+        """Channel health for the side panel: clock, buffer sizes, counters, connection."""
+        out = dict(self.channel.summary())
+        out.update({k: v for k, v in self.channel.stats.items()})
+        out.update(self.counters)
+        out["connection"] = str(self.transport.state) if self.transport else "stopped"
+        return out
+
+    def pending(self) -> bool:
+        """Whether anything is still in flight (unacked own messages, gaps, repairs)."""
+        ch = self.channel
+        return bool(ch.outgoing_ids or ch.incoming_ids or ch.missing_ids or ch.repair_request_ids
+                    or ch.repair_response_ids or self._outbox.qsize())
+
+    def set_impairment(self, **settings) -> None:
+        """Change the link impairment now (loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline)."""
+        self.transport.set(**settings)
+
+    @property
+    def impairment(self):
+        return self.transport.settings
+
+    # ------------------------------------------------------------------ send
+
+    async def send_text(self, text: str, kind: str = "msg") -> str:
+        """Send a chat line; returns its message id once it is durable (publishing follows)."""
+        if not text.strip():
+            raise ValueError("empty message")
+        now = self._now()
+        app = AppPayload.new(kind, self.nick, text, now)
+        body = app.encode()
+        content = signed_content(self.identity, self.key.channel_binding, body)
+        out = self.channel.send(content, now)
+        mid = out.message_id
+        self._apps[mid] = app
+        chat = self._chat(mid, self.participant_id, app, out.lamport_timestamp, ev.SENDING, now)
+        self._messages[mid] = chat
+        self._emit(ev.MessageShown(chat))
+        self._persist(now, messages=[MessageRow(mid, self.participant_id, out.lamport_timestamp, body, ev.SENDING,
+                                                received_at_ms=now)],
+                      events=[EventRow("sent", now, mid, self.participant_id, lamport_timestamp=out.lamport_timestamp)])
+        await self.writer.flush()  # durable before published
+        self._outbox.put_nowait((out.data, "message", mid))
+        self._set_state(mid, ev.UNACKNOWLEDGED, now)
+        return mid
+
+    async def send_typing(self) -> None:
+        now = self._now()
+        app = AppPayload.new("typing", self.nick, "", now)
+        content = signed_content(self.identity, self.key.channel_binding, app.encode())
+        out = self.channel.send_ephemeral(content, now)
+        self._outbox.put_nowait((out.data, "ephemeral", None))
+
+    def set_nick(self, nick: str) -> None:
+        self.nick = nick.strip()[:64] or self.nick
+
+    # ------------------------------------------------------------- internals
+
+    def _emit(self, event: ev.NodeEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a listener must not break the node
+                log.exception("node listener failed")
+
+    def _writer_failed(self, exc) -> None:
+        # the store is no longer being written: surface it; the caller decides (the CLI exits with one line)
+        self.failure = f"database write failed: {exc.original.__class__.__name__}: {exc.original}" if hasattr(exc, "original") else str(exc)
+        log.error("%s", self.failure)
+        self._emit(ev.FrameRejected("storage", self.failure))
+
+    def _persist(self, now: int, *, messages=(), updates=(), events=(), participants=()) -> None:
+        ops = self.channel.drain_journal()
+        if not (ops or messages or updates or events or participants):
+            return
+        self.writer.submit(self.channel.channel_id, ops, messages=messages, message_updates=updates, events=events,
+                           participants=participants)
+
+    def _chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0, repaired=False):
+        return ev.ChatMessage(mid, sender, app.nick, app.text, app.kind, app.sent_at_ms, lamport,
+                              sender == self.participant_id, state, acks, resends, bool(repaired), None, received_at)
+
+    def _decode_app(self, body: bytes) -> AppPayload | None:
+        try:
+            return AppPayload.decode(body)
+        except PayloadError:
+            return None
+
+    def _app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
+        """The verified application payload inside signed SDS content (cached by message id)."""
+        try:
+            signed = open_signed_content(content, self.key.channel_binding)
+        except SignatureError:
+            return None, b""
+        app = self._apps.get(mid) or self._decode_app(signed.message)
+        if app is not None and mid:
+            self._apps[mid] = app
+            if len(self._apps) > 4096:
+                self._apps.popitem(last=False)
+        return app, signed.message
+
+    def _set_state(self, mid: str, state: str, now: int, acks: int | None = None, resends: int | None = None) -> MessageUpdate | None:
+        chat = self._messages.get(mid)
+        if chat is None:
+            return None
+        if chat.state == ev.ACKNOWLEDGED and state != ev.ACKNOWLEDGED:
+            return None  # acknowledged is final
+        chat = dataclasses.replace(chat, state=state,
+                                   possible_acks=chat.possible_acks if acks is None else acks,
+                                   resends=chat.resends if resends is None else resends)
+        self._messages[mid] = chat
+        self._emit(ev.AckStateChanged(mid, state, chat.possible_acks, chat.resends))
+        upd = MessageUpdate(mid, state=state, possible_ack_count=acks, resends=resends)
+        return upd
+
+    def _seen(self, pid: str, nick: str | None, now: int, rows: list) -> None:
+        if pid == self.participant_id:
+            return
+        old = self._participants.get(pid)
+        row = ParticipantRow(pid, nick or (old.nick if old else None), old.first_seen_ms if old else now, now)
+        self._participants[pid] = row
+        rows.append(row)
+        self._emit(ev.ParticipantSeen(pid, row.nick, now))
+
+    def _reject(self, reason: str, detail: str, now: int) -> None:
+        self.counters["rejected" if reason != "undecryptable" else "undecryptable"] += 1
+        if reason == "impersonation":
+            self.counters["impersonation"] += 1
+        self._emit(ev.FrameRejected(reason, detail))
+        self._persist(now, events=[EventRow("rejected", now, detail={"reason": reason})])
+
+    def _on_connection(self, change: StateChange) -> None:
+        self._emit(ev.ConnectionChanged(str(change.state), change.detail))
+        if change.state == ConnectionState.CONNECTED:
+            if self._was_connected and self.channel is not None:
+                # back online: what queued in the outgoing buffer goes out now
+                now = self._now()
+                self._handle(self.channel.resend_now(now), now)
+            self._was_connected = True
+
+    def _on_frame(self, topic: str, payload: bytes) -> None:
+        if self._stopping or self.channel is None:
+            return
+        now = self._now()
+        self.counters["received_frames"] += 1
+        try:
+            plain = self.key.open(payload)
+        except EnvelopeError as exc:
+            self._reject("undecryptable", exc.reason, now)
+            return
+        try:
+            publisher, reason, frame = unpack(plain)
+            msg = wire.decode(frame)
+        except (FrameError, WireError) as exc:
+            self._reject("malformed", str(exc)[:120], now)
+            return
+        if msg.content:
+            try:
+                signed = open_signed_content(msg.content, self.key.channel_binding)
+            except SignatureError as exc:
+                self._reject("bad_signature", exc.reason, now)
+                return
+            if signed.participant_id != msg.sender_id:
+                self._reject("impersonation", f"content signed by {signed.participant_id[:8]}, sent as {msg.sender_id[:8]}", now)
+                return
+            app = self._decode_app(signed.message)
+            if app is None:
+                self._reject("bad_payload", "unreadable application payload", now)
+                return
+            if msg.message_id:
+                self._apps[msg.message_id] = app
+        events = self.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
+        self._handle(events, now, publisher=publisher, reason=reason)
+        self._wake.set()
+
+    def _handle(self, events, now: int, publisher: str | None = None, reason: str | None = None) -> None:
+        messages: list[MessageRow] = []
+        updates: list[MessageUpdate] = []
+        rows: list[EventRow] = []
+        parts: list[ParticipantRow] = []
+        pid = self.participant_id
+
+        def upd(u):
+            if u is not None:
+                updates.append(u)
+
+        for e in events:
+            if isinstance(e, Outgoing):
+                self._outbox.put_nowait((e.data, e.reason, e.message_id if e.reason in ("message", "resend") else None))
+                if e.reason == "resend":
+                    chat = self._messages.get(e.message_id)
+                    n = (chat.resends + 1) if chat else 1
+                    upd(self._set_state(e.message_id, ev.RESENDING, now, resends=n))
+                    rows.append(EventRow("resent", now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp,
+                                         detail={"resends": n}))
+                elif e.reason == "sync":
+                    rows.append(EventRow("sync_sent", now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp))
+            elif isinstance(e, Delivered):
+                app, body = self._app_of(e.message_id, e.content)
+                if app is None:
+                    continue
+                prior = self._messages.get(e.message_id)
+                chat = self._chat(e.message_id, e.sender_id, app, e.lamport_timestamp, ev.RECEIVED, now,
+                                  repaired=e.repaired)
+                if e.repaired:
+                    via = {"repair": "sds-r", "resend": "resend"}.get(reason or "", "late")
+                    by = publisher if via == "sds-r" and publisher != e.sender_id else None
+                    chat = dataclasses.replace(chat, repaired_by=by or (publisher if via == "sds-r" else None))
+                if prior is None:
+                    self._messages[e.message_id] = chat
+                    self._emit(ev.MessageShown(chat))
+                    messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.RECEIVED,
+                                               repaired=e.repaired, after_lost=e.after_lost, received_at_ms=now))
+                    rows.append(EventRow("received", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+                else:
+                    self._messages[e.message_id] = dataclasses.replace(prior, state=ev.RECEIVED)
+                    self._emit(ev.GapClosed(e.message_id, tuple(e.after_lost)))
+                    updates.append(MessageUpdate(e.message_id, state=ev.RECEIVED, after_lost=tuple(e.after_lost)))
+                if e.repaired:
+                    self._emit(ev.MessageRepaired(e.message_id, via, by))
+                rows.append(EventRow("delivered", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
+                                     detail={"repaired": e.repaired, "via": reason, "publisher": publisher,
+                                             "after_lost": list(e.after_lost)} if (e.repaired or e.after_lost) else None))
+                self._seen(e.sender_id, app.nick, now, parts)
+            elif isinstance(e, Missing):
+                app, body = self._app_of(e.message_id, e.content)
+                if app is None:
+                    continue
+                chat = self._chat(e.message_id, e.sender_id, app, e.lamport_timestamp, ev.WAITING, now,
+                                  repaired=False)
+                self._messages[e.message_id] = chat
+                self._emit(ev.MessageShown(chat))
+                missing_ids = tuple(h.message_id for h in e.missing)
+                senders = tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))
+                if missing_ids or e.waiting_on:
+                    self._emit(ev.GapOpened(e.message_id, missing_ids + tuple(e.waiting_on), senders))
+                messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.WAITING,
+                                           received_at_ms=now))
+                rows.append(EventRow("received", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+                rows.append(EventRow("missing", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
+                                     detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on)}))
+                self._seen(e.sender_id, app.nick, now, parts)
+            elif isinstance(e, GapDetected):
+                ids = tuple(h.message_id for h in e.missing)
+                self._emit(ev.GapOpened("", ids, tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))))
+                rows.append(EventRow("missing", now, None, e.sender_id, detail={"missing": list(ids), "source": "sync"}))
+            elif isinstance(e, Acknowledged):
+                upd(self._set_state(e.message_id, ev.ACKNOWLEDGED, now))
+                rows.append(EventRow("acked", now, e.message_id, pid, detail={"by_bloom": e.by_bloom}))
+            elif isinstance(e, PossiblyAcknowledged):
+                upd(self._set_state(e.message_id, ev.POSSIBLY_ACKNOWLEDGED, now, acks=e.count))
+                rows.append(EventRow("possibly_acked", now, e.message_id, pid, detail={"count": e.count}))
+            elif isinstance(e, Lost):
+                self._emit(ev.MessageLost(e.message_id, e.sender_id, tuple(e.dependants)))
+                rows.append(EventRow("lost", now, e.message_id, e.sender_id, detail={"dependants": list(e.dependants)}))
+            elif isinstance(e, EphemeralReceived):
+                app, _ = self._app_of("", e.content)
+                if app is not None and app.kind == "typing":
+                    self._emit(ev.TypingSeen(e.sender_id, app.nick))
+                    self._seen(e.sender_id, app.nick, now, parts)
+            elif isinstance(e, SyncReceived):
+                self._seen(e.sender_id, None, now, parts)
+                rows.append(EventRow("sync_received", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+            elif isinstance(e, RepairRequested):
+                for mid in e.message_ids:
+                    rows.append(EventRow("repair_requested", now, mid, None, detail={"carrier": e.carrier_id}))
+            elif isinstance(e, RepairServed):
+                rows.append(EventRow("repair_served", now, e.message_id, e.sender_id))
+            elif isinstance(e, Rejected):
+                self.counters["rejected"] += 1
+                self._emit(ev.FrameRejected(e.reason, e.detail))
+                rows.append(EventRow("rejected", now, e.message_id, e.sender_id, detail={"reason": e.reason}))
+            elif isinstance(e, Evicted):
+                log.info("evicted %s from %s", e.message_id, e.buffer)
+        self._persist(now, messages=messages, updates=updates, events=rows, participants=parts)
+
+    async def _publisher(self) -> None:
+        while True:
+            data, reason, mid = await self._outbox.get()
+            envelope = self.key.seal(pack(self.participant_id, data, reason))
+            if reason == "message" and mid:
+                self.channel.set_retrieval_hint(mid, envelope_hash(envelope))
+                self._persist(self._now())
+            try:
+                ok = await self.transport.publish(self.key.topic, envelope)
+            except Exception as exc:  # never let one publish kill the node
+                log.warning("publish failed: %s", exc)
+                ok = False
+            self.counters["published" if ok else "publish_failed"] += 1
+
+    async def _ticker(self) -> None:
+        while True:
+            now = self._now()
+            events = self.channel.tick(now)
+            if events:
+                self._handle(events, now)
+            self._maybe_counters()
+            delay = (self.channel.next_deadline() - self._now()) / 1000
+            delay = min(0.5, max(0.005, delay))
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except (asyncio.TimeoutError, TimeoutError):
+                pass
+            self._wake.clear()
+
+    def _maybe_counters(self) -> None:
+        snapshot = self.health()
+        if snapshot != self._last_counters:
+            self._last_counters = snapshot
+            self._emit(ev.CountersChanged(snapshot))
