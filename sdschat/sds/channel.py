@@ -529,6 +529,17 @@ class MessageChannel:
         except WireError as exc:
             self.stats["rejected"] += 1
             return [Rejected("malformed", str(exc))]
+        return self.receive_parsed(pb, now_ms, retrieval_hint)
+
+    def receive_parsed(self, pb: sds_pb2.Message, now_ms: int, retrieval_hint: bytes | None = None,
+                       positions: tuple[tuple[int, int], ...] | None = None) -> list[Event]:
+        """:meth:`receive` for a frame already parsed with :func:`sdschat.sds.wire.parse_pb`.
+
+        For simulators that broadcast one frame to many receivers: parse once,
+        and optionally pass the bloom ``positions`` of its message id
+        (``channel.bloom.positions(id)``, identical for equal bloom parameters).
+        The parsed message is only read, never modified.
+        """
         problem = self._validate(pb, now_ms)
         if problem is not None:
             self.stats["rejected"] += 1
@@ -583,7 +594,7 @@ class MessageChannel:
             if gaps:
                 events.append(GapDetected(gaps, sender, mid))
             return events
-        self._on_content(pb, mid, sender, lamport, now_ms, retrieval_hint, events)
+        self._on_content(pb, mid, sender, lamport, now_ms, retrieval_hint, events, positions)
         return events
 
     def _validate(self, pb, now_ms: int) -> tuple[str, str] | None:
@@ -684,10 +695,10 @@ class MessageChannel:
                 self._j("resp", rid, t)
             events.append(RepairScheduled(rid, sender, t))
 
-    def _on_content(self, pb, mid, sender, lamport, now_ms, hint, events) -> None:
+    def _on_content(self, pb, mid, sender, lamport, now_ms, hint, events, positions=None) -> None:
         content = pb.content
         causal = [entry_from_pb(e) for e in pb.causal_history]
-        self._bloom_add(mid)
+        self._bloom_add(mid, positions)
         repaired = False
         if mid in self._missing:
             del self._missing[mid]
