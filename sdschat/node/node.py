@@ -78,6 +78,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
         resend_max_interval_ms=30_000,
         sync_interval_ms=10_000,
         sync_jitter_ms=3_000,
+        possible_acks_group_cap=True,
         ack_delay_ms=300,
         ack_jitter_ms=700,
         lost_after_ms=120_000,

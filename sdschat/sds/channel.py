@@ -44,7 +44,12 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   Resends and repair answers carry no fresh state (old history, no bloom), so
   they do not count as channel activity for sync suppression.
 * **Possible acks** count distinct participants whose bloom filter holds the
-  id (two filters of the same participant are not independent evidence).
+  id (two filters of the same participant are not independent evidence: a
+  filter only gains bits). The threshold is ``possible_acks_threshold``; with
+  ``possible_acks_group_cap`` it is lowered to the number of other
+  participants seen so far (so in a two-person channel the one peer's filter
+  acknowledges; otherwise a message beyond the peer's causal history could
+  never be acknowledged there).
   A received filter of another byte length is ignored, not misread.
 * **Resends and repair answers** rebroadcast the original message *without*
   its bloom filter and repair requests: the id, Lamport timestamp, causal
@@ -181,6 +186,7 @@ class MessageChannel:
         self._cache: OrderedDict[str, CacheRow] = OrderedDict()
         self._hint_map: dict[str, bytes] = {}  # retrieval hints of buffered messages, until delivery
         self._ack_owed: dict[str, tuple[int, str]] = {}  # delayed ack: id -> (due, its sender)
+        self._peers: set[str] = set()  # other participants seen (bounds the possible-ack threshold)
         self._recent_syncs: OrderedDict[str, None] = OrderedDict()
         self._last_activity = int(now_ms)
         self._sync_counter = 0
@@ -507,9 +513,9 @@ class MessageChannel:
         return Outgoing(data, mid, "sync", lamport, tuple(e.message_id for e in repair))
 
     def _acks_sent(self, history) -> None:
-        owed = self._ack_owed
-        for r in history:
-            owed.pop(r.message_id, None)
+        # Whatever we broadcast carries our bloom filter, which holds every id we owe an
+        # ack for (those beyond the causal history are acknowledged by bloom): all paid.
+        self._ack_owed.clear()
 
     def set_retrieval_hint(self, message_id: str, hint: bytes | None) -> None:
         """Record the retrieval hint (e.g. the envelope hash) of a logged message."""
@@ -574,6 +580,7 @@ class MessageChannel:
             if len(syncs) > _SYNC_DEDUP:
                 syncs.popitem(last=False)
         self.stats["received"] += 1
+        self._peers.add(sender)
         events: list[Event] = []
         if self._ack_owed:
             owed = self._ack_owed
@@ -638,6 +645,9 @@ class MessageChannel:
         if len(bloom) != self._bloom_len:
             return
         threshold = self.config.possible_acks_threshold
+        if self.config.possible_acks_group_cap:
+            # distinct participants are needed; a group with fewer peers than the threshold can't supply them
+            threshold = min(threshold, max(1, len(self._peers)))
         done = []
         for mid, out in outgoing.items():
             if sender in out.ack_senders or not contains_in(bloom, out.positions):
@@ -977,6 +987,8 @@ class MessageChannel:
         for row in sorted(state.log, key=lambda r: (r.lamport_timestamp, r.message_id)):
             ch._log_keys.append((row.lamport_timestamp, row.message_id))
             ch._log[row.message_id] = row
+            if row.sender_id != ch.participant_id:
+                ch._peers.add(row.sender_id)
         ch._bloom.load(state.bloom_ids)
         for r in state.outgoing:
             out = _Out(r.lamport_timestamp, list(r.causal_history), r.content, r.sent_at, r.resends,

@@ -1,0 +1,35 @@
+"""Helpers to run real nodes in tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from sdschat.crypto import ChannelKey
+from sdschat.node import Node, NodeConfig, node_channel_config
+
+FAST = dict(resend_unacknowledged_ms=500, resend_possibly_acknowledged_ms=1500, sync_interval_ms=2_000,
+            sync_jitter_ms=500, repair_t_min_ms=300, repair_t_max_ms=1500)
+
+
+async def start(name: str, key: ChannelKey, folder: Path, url: str, *, seed: int = 0, impairment=None, **cfg) -> Node:
+    config = NodeConfig(name, key, folder / f"{name}.db", url, channel_config=node_channel_config(**{**FAST, **cfg}),
+                        impairment=impairment or {}, seed=seed)
+    return await Node.start(config)
+
+
+def log_of(node: Node) -> list[str]:
+    """Ids of the node's delivered messages in log order (the engine's view)."""
+    return node.channel.log
+
+
+async def settle(nodes, expected: int, timeout: float = 30.0) -> float:
+    """Wait until every node has ``expected`` logged messages and nothing is pending; returns seconds taken."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if all(len(log_of(n)) == expected and not n.pending() for n in nodes):
+            return time.monotonic() - t0
+        await asyncio.sleep(0.05)
+    state = {n.nick: (len(log_of(n)), n.pending(), n.channel.summary()) for n in nodes}
+    raise AssertionError(f"nodes did not settle in {timeout} s: {state}")
