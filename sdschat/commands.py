@@ -44,6 +44,9 @@ def _add_impairment_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--jitter-ms", type=_non_negative, default=0.0, help="random +- delay (reorders frames)")
     g.add_argument("--duplicate", type=_probability, default=0.0, help="probability a frame is delivered twice")
     g.add_argument("--seed", type=int, help="seed of the impairment's randomness")
+    p.add_argument("--tune", action="append", default=[], metavar="FIELD=VALUE", type=_tune,
+                   help="expert: override a protocol setting of the node (a ChannelConfig field, or repair_FIELD "
+                        "for RepairConfig), e.g. --tune repair_t_max_ms=3000; all members should agree")
 
 
 def _probability(text: str) -> float:
@@ -74,6 +77,27 @@ def _positive_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return v
+
+
+def _tune(text: str) -> tuple[str, int | float | bool]:
+    import dataclasses
+
+    from .sds import ChannelConfig, RepairConfig
+
+    name, sep, raw = text.partition("=")
+    known = {f.name for f in dataclasses.fields(ChannelConfig) if f.name != "repair"}
+    known |= {f"repair_{f.name}" for f in dataclasses.fields(RepairConfig)}
+    if not sep or name not in known:
+        raise argparse.ArgumentTypeError(f"unknown setting {name!r} (known: {', '.join(sorted(known))})")
+    if raw.lower() in ("true", "false"):
+        return name, raw.lower() == "true"
+    try:
+        return name, int(raw)
+    except ValueError:
+        try:
+            return name, float(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}: not a number: {raw!r}") from None
 
 
 def impairment_of(args: argparse.Namespace) -> dict:
@@ -132,7 +156,8 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
         raise CliError(f"cannot create {db.parent}: {exc.strerror}") from None
     config = NodeConfig(
         nick=args.name, key=key, db_path=db, broker_url=args.broker, qos=args.qos,
-        channel_config=channel_config or node_channel_config(), impairment=impairment_of(args), seed=args.seed,
+        channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
+        impairment=impairment_of(args), seed=args.seed,
     )
     try:
         return await Node.start(config)
@@ -191,8 +216,9 @@ def _bot_configure(p: argparse.ArgumentParser) -> None:
     _add_channel_args(p)
     p.add_argument("--count", type=_positive_int, default=10, help="messages to send")
     p.add_argument("--interval", type=_non_negative, default=1.0, help="seconds between messages")
-    p.add_argument("--linger", type=_non_negative, default=5.0,
-                   help="after sending, exit once nothing was pending for this many seconds")
+    p.add_argument("--linger", type=_non_negative, default=12.0,
+                   help="after sending, exit once nothing was pending here, and no peer resent, repaired or asked "
+                        "for a repair, for this many seconds (keep it above the repair backoff T_max, 10 s)")
     p.add_argument("--max-runtime", type=_non_negative, default=0.0, help="give up (exit 3) after this many seconds (0: never)")
     p.add_argument("--text", default="{name} #{i}", help="message template ({name}, {i})")
     p.add_argument("--quiet", action="store_true")
@@ -227,12 +253,17 @@ async def _bot_run(args: argparse.Namespace) -> int:
             except (asyncio.TimeoutError, TimeoutError):
                 pass
         quiet_since = time.monotonic()
+        linger_ms = int(args.linger * 1000)
         while not stop.is_set() and node.failure is None:
-            if node.pending():
+            if not node.settled(linger_ms):
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= args.linger:
                 break
             if args.max_runtime and time.monotonic() - started > args.max_runtime:
+                summary = {k: v for k, v in node.channel.summary().items() if v and k != "lamport_timestamp"}
+                summary["link"] = {k: v for k, v in vars(node.transport.counters).items() if v}
+                summary["mqtt"] = {k: v for k, v in vars(node.transport.inner.stats).items() if v}
+                print(f"{args.name}: gave up after {args.max_runtime:g} s with work pending: {summary}", file=sys.stderr)
                 code = 3
                 break
             try:
@@ -278,7 +309,11 @@ async def _export_run(args: argparse.Namespace) -> int:
 
 
 def registry() -> dict:
+    from .ui.commands import chat_configure, chat_run, demo_configure, demo_run
+
     return {
+        "demo": (demo_configure, demo_run, "N participants side by side over an embedded broker (the main demo)"),
+        "chat": (chat_configure, chat_run, "the chat UI: join a channel as NAME"),
         "keygen": (_keygen_configure, _keygen_run, "write a fresh random channel key file (mode 0600)"),
         "broker": (_broker_configure, _broker_run, "run an embedded MQTT broker"),
         "bot": (_bot_configure, _bot_run, "a headless participant that sends N messages, then lingers until settled"),

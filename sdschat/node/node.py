@@ -79,6 +79,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
         sync_interval_ms=10_000,
         sync_jitter_ms=3_000,
         possible_acks_group_cap=True,
+        bloom_certain_ack_fp=1e-9,
         ack_delay_ms=300,
         ack_jitter_ms=700,
         lost_after_ms=120_000,
@@ -130,6 +131,8 @@ class Node:
         self._was_connected = False
         #: set (one line) when persistence failed; the node keeps no further promises of durability
         self.failure: str | None = None
+        #: wall-clock ms of the last frame showing a peer still at work (a resend, a repair answer or request)
+        self.last_peer_work_ms = 0
         self.counters: dict[str, int] = dict.fromkeys(
             ("undecryptable", "rejected", "impersonation", "published", "publish_failed", "received_frames"), 0
         )
@@ -246,6 +249,10 @@ class Node:
         ch = self.channel
         return bool(ch.outgoing_ids or ch.incoming_ids or ch.missing_ids or ch.repair_request_ids
                     or ch.repair_response_ids or self._outbox.qsize())
+
+    def settled(self, quiet_ms: int) -> bool:
+        """Nothing pending here, and no peer resent, repaired or asked for a repair in ``quiet_ms``."""
+        return not self.pending() and self._now() - self.last_peer_work_ms >= quiet_ms
 
     def set_impairment(self, **settings) -> None:
         """Change the link impairment now (loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline)."""
@@ -404,6 +411,8 @@ class Node:
                 return
             if msg.message_id:
                 self._apps[msg.message_id] = app
+        if reason in ("resend", "repair") or msg.repair_request:
+            self.last_peer_work_ms = now
         events = self.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
         self._handle(events, now, publisher=publisher, reason=reason)
         self._wake.set()
@@ -439,8 +448,8 @@ class Node:
                                   repaired=e.repaired)
                 if e.repaired:
                     via = {"repair": "sds-r", "resend": "resend"}.get(reason or "", "late")
-                    by = publisher if via == "sds-r" and publisher != e.sender_id else None
-                    chat = dataclasses.replace(chat, repaired_by=by or (publisher if via == "sds-r" else None))
+                    by = publisher if via == "sds-r" else None
+                    chat = dataclasses.replace(chat, repaired_by=by)
                 if prior is None:
                     self._messages[e.message_id] = chat
                     self._emit(ev.MessageShown(chat))
@@ -526,10 +535,14 @@ class Node:
     async def _ticker(self) -> None:
         while True:
             now = self._now()
-            events = self.channel.tick(now)
-            if events:
-                self._handle(events, now)
-            self._maybe_counters()
+            try:
+                events = self.channel.tick(now)
+                if events:
+                    self._handle(events, now)
+                self._maybe_counters()
+            except Exception as exc:  # a bug must not silently stop resends and repairs
+                log.exception("node tick failed")
+                self._emit(ev.FrameRejected("internal", f"{exc.__class__.__name__}: {exc}"))
             delay = (self.channel.next_deadline() - self._now()) / 1000
             delay = min(0.5, max(0.005, delay))
             try:

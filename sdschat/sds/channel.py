@@ -41,6 +41,8 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   message is owed an acknowledgement; if no frame of ours names it within
   ``ack_delay_ms`` (+ jitter) and nobody else's frame names it either, a sync
   goes out. So the last message of a conversation is acknowledged promptly.
+  A duplicate of a content message (a resend: its sender has not seen an
+  acknowledgement) makes the ack owed again.
   Resends and repair answers carry no fresh state (old history, no bloom), so
   they do not count as channel activity for sync suppression.
 * **Possible acks** count distinct participants whose bloom filter holds the
@@ -49,7 +51,11 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   ``possible_acks_group_cap`` it is lowered to the number of other
   participants seen so far (so in a two-person channel the one peer's filter
   acknowledges; otherwise a message beyond the peer's causal history could
-  never be acknowledged there).
+  never be acknowledged there). With ``bloom_certain_ack_fp`` a single
+  filter whose false-positive probability (fill ratio ** k, from the received
+  bytes) is at most that value acknowledges outright: the RFC's "mark it as
+  acknowledged based on probabilistic grounds, taking into account the bloom
+  filter size and hash number".
   A received filter of another byte length is ignored, not misread.
 * **Resends and repair answers** rebroadcast the original message *without*
   its bloom filter and repair requests: the id, Lamport timestamp, causal
@@ -81,6 +87,8 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from hashlib import sha256
+
+from bitarray import bitarray
 
 from . import repair as _repair
 from .bloom import RollingBloomFilter, contains_in
@@ -512,6 +520,11 @@ class MessageChannel:
         self.stats["syncs_sent"] += 1
         return Outgoing(data, mid, "sync", lamport, tuple(e.message_id for e in repair))
 
+    def _owe_ack(self, mid: str, sender: str, now_ms: int) -> None:
+        span = self.config.ack_jitter_ms
+        jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
+        self._ack_owed[mid] = (now_ms + self.config.ack_delay_ms + jitter, sender)
+
     def _acks_sent(self, history) -> None:
         # Whatever we broadcast carries our bloom filter, which holds every id we owe an
         # ack for (those beyond the causal history are acknowledged by bloom): all paid.
@@ -570,6 +583,8 @@ class MessageChannel:
         if has_content:
             if mid in self._log or mid in self._incoming:
                 self.stats["duplicates"] += 1
+                if self.config.ack_delay_ms is not None and mid not in self._ack_owed:
+                    self._owe_ack(mid, sender, now_ms)  # a resend: the sender lacks our acknowledgement
                 return []
         else:
             syncs = self._recent_syncs
@@ -645,6 +660,8 @@ class MessageChannel:
         if len(bloom) != self._bloom_len:
             return
         threshold = self.config.possible_acks_threshold
+        certain = self.config.bloom_certain_ack_fp
+        fp = None
         if self.config.possible_acks_group_cap:
             # distinct participants are needed; a group with fewer peers than the threshold can't supply them
             threshold = min(threshold, max(1, len(self._peers)))
@@ -654,6 +671,11 @@ class MessageChannel:
                 continue
             out.ack_senders.add(sender)
             count = len(out.ack_senders)
+            if certain is not None and count < threshold:
+                if fp is None:
+                    fp = self._bloom_fp(bloom)
+                if fp <= certain:
+                    count = threshold  # this filter is too sparse to be wrong: acknowledged
             if count >= threshold:
                 done.append(mid)
             else:
@@ -671,6 +693,13 @@ class MessageChannel:
             self.stats["acked"] += 1
             self.stats["acked_by_bloom"] += 1
             events.append(Acknowledged(mid, by_bloom=True))
+
+    def _bloom_fp(self, data: bytes) -> float:
+        """False-positive probability of a lookup in the serialized filter ``data``: fill ** k."""
+        bits = bitarray()
+        bits.frombytes(data)
+        f = self._bloom.filter
+        return (bits.count() / f.m) ** f.k
 
     def _on_repair_requests(self, pb, sender: str, now_ms: int, events: list[Event]) -> None:
         cfg = self.config.repair
@@ -737,11 +766,8 @@ class MessageChannel:
                 waiting.append(d)
             else:
                 missing.append(e)
-        ack_delay = self.config.ack_delay_ms
-        if ack_delay is not None:
-            span = self.config.ack_jitter_ms
-            jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}") % (span + 1) if span > 0 else 0
-            self._ack_owed[mid] = (now_ms + ack_delay + jitter, sender)
+        if self.config.ack_delay_ms is not None:
+            self._owe_ack(mid, sender, now_ms)
         if not unmet:
             self._deliver(mid, sender, lamport, content, hint, repaired, (), events)
             return

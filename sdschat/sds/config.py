@@ -74,6 +74,7 @@ class ChannelConfig:
     bloom_rolling: bool = True
     possible_acks_threshold: int = 2
     possible_acks_group_cap: bool = False
+    bloom_certain_ack_fp: float | None = None
     resend_unacknowledged_ms: int = 5_000
     resend_possibly_acknowledged_ms: int = 15_000
     resend_backoff: float = 2.0

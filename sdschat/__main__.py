@@ -1,0 +1,7 @@
+"""``python -m sdschat`` is the ``sdschat`` command."""
+
+import sys
+
+from sdschat.cli import main
+
+sys.exit(main())

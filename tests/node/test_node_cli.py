@@ -1,0 +1,171 @@
+"""The CLI with real processes: bots converge, a kill -9 loses nothing accepted, bad input gets one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+SDSCHAT = [sys.executable, "-m", "sdschat"]
+# 30% loss each way; protocol timers scaled down ~5x so a run settles in seconds (linger > T_max)
+FAST = ["--loss", "0.3"] + [a for kv in ("repair_t_min_ms=300", "repair_t_max_ms=1500", "resend_unacknowledged_ms=400",
+                                         "resend_possibly_acknowledged_ms=1200", "resend_max_interval_ms=3000",
+                                         "sync_interval_ms=2000", "sync_jitter_ms=500") for a in ("--tune", kv)]
+
+
+def run(*args, timeout=60, env=None, check=False):
+    p = subprocess.run([*SDSCHAT, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def bot(folder: Path, name: str, url: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*SDSCHAT, "bot", "--name", name, "--key-file", str(folder / "k.key"), "--broker", url,
+         "--db", str(folder / f"{name}.db"), "--quiet", "--max-runtime", "120", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def export(db: Path) -> list[dict]:
+    p = run("export", "--db", str(db), check=True)
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def own_accepted(db: Path) -> set[str]:
+    """Own messages committed to the database (accepted): sender = the db's identity's id."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = con.execute("SELECT participant_id FROM channels").fetchone()
+        if row is None:
+            return set()
+        pid = row[0]
+        return {r[0] for r in con.execute("SELECT message_id FROM messages WHERE sender_id = ?", (pid,))}
+    finally:
+        con.close()
+
+
+def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
+    run("keygen", str(tmp_path / "k.key"), check=True)
+    procs = [bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", "3", *FAST)
+             for n in ("ann", "bob", "cyd")]
+    for p in procs:
+        out, err = p.communicate(timeout=150)
+        assert p.returncode == 0, err
+    logs = [export(tmp_path / f"{n}.db") for n in ("ann", "bob", "cyd")]
+    assert len(logs[0]) == 36
+    assert logs[0] == [{**r} for r in logs[0]]
+    ids = [[r["message_id"] for r in log] for log in logs]
+    assert ids[0] == ids[1] == ids[2]
+    for log in logs:
+        assert {"message_id", "sender_id", "lamport_timestamp", "nick", "text"} <= set(log[0])
+        assert sorted(r["text"] for r in log) == sorted(f"{n} #{i}" for n in ("ann", "bob", "cyd") for i in range(12))
+        assert [(r["lamport_timestamp"], r["message_id"]) for r in log] == sorted(
+            (r["lamport_timestamp"], r["message_id"]) for r in log)
+    events = run("export", "--db", str(tmp_path / "ann.db"), "--events", check=True).stdout.splitlines()
+    kinds = {json.loads(e)["kind"] for e in events}
+    assert {"sent", "received", "delivered", "acked"} <= kinds
+    out = tmp_path / "ann.parquet"
+    run("export", "--db", str(tmp_path / "ann.db"), "--format", "parquet", "--out", str(out), check=True)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out)
+    assert table.num_rows == 36 and table.column("message_id").to_pylist() == ids[0]
+
+
+def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
+    run("keygen", str(tmp_path / "k.key"), check=True)
+    others = [bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", "3", *FAST)
+              for n in ("bob", "cyd")]
+    victim = bot(tmp_path, "ann", node_mosquitto.url, "--count", "200", "--interval", "0.02", *FAST)
+    db = tmp_path / "ann.db"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # kill once it has accepted a few messages
+        if db.exists():
+            try:
+                if len(own_accepted(db)) >= 8:
+                    break
+            except sqlite3.Error:
+                pass
+        time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(10)
+    accepted = own_accepted(db)
+    assert 8 <= len(accepted) < 200
+    restarted = bot(tmp_path, "ann", node_mosquitto.url, "--count", "0", "--linger", "3", *FAST)
+    for p in [*others, restarted]:
+        out, err = p.communicate(timeout=150)
+        assert p.returncode == 0, err
+    logs = {n: [r["message_id"] for r in export(tmp_path / f"{n}.db")] for n in ("ann", "bob", "cyd")}
+    assert logs["ann"] == logs["bob"] == logs["cyd"]
+    assert accepted <= set(logs["bob"])
+    assert len(logs["ann"]) == 20 + len(accepted)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--broker", "mqtt://127.0.0.1:{closed}", "--db", "{tmp}/x.db"],
+         "cannot reach MQTT broker"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/bad.key", "--db", "{tmp}/x.db"], "key"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/missing.key", "--db", "{tmp}/x.db"], "not found"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--broker", "http://nope", "--db", "{tmp}/x.db"], "mqtt"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--db", "{tmp}/garbage.db", "--broker", "mqtt://127.0.0.1:1"],
+         "garbage.db"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--db", "{tmp}/newer.db", "--broker", "mqtt://127.0.0.1:1"],
+         "newer than this sdschat"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--count", "-3"], "--count"),
+        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--loss", "1.5"], "--loss"),
+        (["export", "--db", "{tmp}/nothing.db"], "no database"),
+        (["export", "--db", "{tmp}/garbage.db"], "garbage.db"),
+        (["keygen", "{tmp}/k.key"], "exists"),
+        (["nonsense"], "invalid choice"),
+    ],
+)
+def test_bad_cli_input_gets_one_line(tmp_path, args, expect):
+    run("keygen", str(tmp_path / "k.key"), check=True)
+    (tmp_path / "bad.key").write_text("sdschat-key v1\nnot base64!!\n")
+    (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
+    con = sqlite3.connect(tmp_path / "newer.db")
+    con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
+    con.execute("INSERT INTO schema_version VALUES (999, 0)")
+    con.commit()
+    con.close()
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    argv = [a.format(tmp=tmp_path, closed=closed) for a in args]
+    env = {**os.environ, "SDSCHAT_PASSPHRASE": ""}
+    p = run(*argv, env=env, timeout=30)
+    assert p.returncode != 0
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert expect.lower() in lines[0].lower(), lines[0]
+
+
+def test_passphrase_from_environment_and_db_mode(tmp_path, node_mosquitto):
+    env = {**os.environ, "SDSCHAT_PASSPHRASE": "correct horse battery staple", "SDSCHAT_HOME": str(tmp_path / "home")}
+    p = subprocess.run([*SDSCHAT, "bot", "--name", "solo", "--channel", "club", "--broker", node_mosquitto.url,
+                        "--count", "1", "--interval", "0", "--linger", "0", "--quiet", "--max-runtime", "30"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode in (0, 3), p.stderr  # alone: nobody acknowledges, max-runtime may end it
+    dbs = list((tmp_path / "home").glob("solo-*.db"))
+    assert len(dbs) == 1
+    assert dbs[0].stat().st_mode & 0o777 == 0o600
+    assert "club" not in dbs[0].name
