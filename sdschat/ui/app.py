@@ -1,0 +1,258 @@
+"""The Textual apps: :class:`ChatApp` (one participant) and :class:`DemoApp` (N side by side).
+
+Both get already-started nodes (the launchers in :mod:`sdschat.ui.commands`
+start and stop them), so the apps run on the same asyncio loop as the nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from datetime import tzinfo
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer, Header
+from textual.worker import Worker, WorkerState
+
+from .messages import UiError, UiNotice
+from .palette import ChatCommands
+from .screens import HelpScreen
+from .widgets import ChatPane
+
+__all__ = ["ChatApp", "DemoApp", "BaseChatApp"]
+
+class _AppLogHandler(logging.Handler):
+    """Warnings and errors of sdschat's loggers go to the app (not over the TUI on stderr)."""
+
+    def __init__(self, app: App) -> None:
+        super().__init__(logging.WARNING)
+        self.app = app
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage().splitlines()[0][:200]
+        except Exception:  # pragma: no cover - a broken log call must not break the UI
+            return
+        if not self.app.is_running:
+            return
+        self.app.post_message(UiError(text, record.name) if record.levelno >= logging.ERROR else UiNotice(text))
+
+
+class BaseChatApp(App):
+    CSS_PATH = "styles/app.tcss"
+    AUTO_FOCUS = "ChatInput"
+    COMMANDS = App.COMMANDS | {ChatCommands}
+
+    BINDINGS = [
+        Binding("f1", "help", "help"),
+        Binding("f2", "toggle_link", "link"),
+        Binding("f3", "toggle_side", "panel", show=False),
+        Binding("pageup", "page(-1)", "scroll up", show=False, priority=True),
+        Binding("pagedown", "page(1)", "scroll down", show=False, priority=True),
+        Binding("ctrl+end", "latest", "latest", show=False, priority=True),
+        Binding("escape", "focus_input", "input", show=False),
+    ]
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, tz: tzinfo | None = None, blink: bool = True,
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.tz = tz
+        self.blink = blink
+        self.errors: list[str] = []  # every error surfaced (tests read it)
+        self._last_notice: dict[str, float] = {}
+        self._log_handler: _AppLogHandler | None = None
+
+    # ----------------------------------------------------------- panes
+
+    @property
+    def panes(self) -> list[ChatPane]:
+        return list(self.screen_stack[0].query(ChatPane)) if self.screen_stack else []
+
+    def active_pane(self) -> ChatPane | None:
+        node = self.focused
+        while node is not None:
+            if isinstance(node, ChatPane):
+                return node
+            node = node.parent
+        panes = self.panes
+        return panes[0] if panes else None
+
+    # -------------------------------------------------------- lifecycle
+
+    def on_mount(self) -> None:
+        self._log_handler = _AppLogHandler(self)
+        logging.getLogger("sdschat").addHandler(self._log_handler)
+        panes = self.panes
+        if panes:
+            panes[0].input.focus()
+
+    def on_unmount(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger("sdschat").removeHandler(self._log_handler)
+
+    # ---------------------------------------------------------- errors
+
+    def on_ui_error(self, message: UiError) -> None:
+        """The one place errors reach the user (workers, handlers, node storage, commands, logs)."""
+        text = message.text
+        self.errors.append(text)
+        self.notify(text, title="error" if not message.where else f"error ({message.where})", severity="error",
+                    timeout=8)
+
+    def on_ui_notice(self, message: UiNotice) -> None:
+        now = time.monotonic()
+        if self._last_notice.get(message.text, -1e9) > now - 10:
+            return  # the same warning again (e.g. a reconnect loop): once per 10 s is enough
+        self._last_notice[message.text] = now
+        self.notify(message.text, severity="warning", timeout=5)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Workers (sends, exports, bots) report their own failures; anything else lands here."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.post_message(UiError(f"{error.__class__.__name__}: {error}", event.worker.group or "worker"))
+
+    # --------------------------------------------------------- actions
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_link(self) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.toggle_impairment()
+
+    def action_toggle_side(self) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.toggle_side_panel()
+
+    def action_page(self, direction: int) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            view = pane.view
+            view.scroll_to(y=view.scroll_y + direction * max(1, view.size.height - 2), animate=False)
+
+    def action_latest(self) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.view.scroll_to_latest()
+
+    def action_focus_input(self) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.input.focus()
+
+    def prefill_command(self, name: str) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.input.load_text(f"/{name} ")
+            pane.input.move_cursor(pane.input.document.end)
+            pane.input.focus()
+
+    def run_slash(self, name: str, arg: str = "") -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.run_command(name, arg)
+
+
+class ChatApp(BaseChatApp):
+    """``sdschat chat``: one participant, with the side panel."""
+
+    TITLE = "sdschat"
+
+    def __init__(self, node, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.node = node
+        channel = getattr(getattr(node, "key", None), "channel_name", "") or "chat"
+        self.sub_title = f"#{channel} · {node.nick}"
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◑")
+        yield ChatPane(self.node, clock=self.clock, tz=self.tz, blink=self.blink, id="pane")
+        yield Footer()
+
+    @property
+    def pane(self) -> ChatPane:
+        return self.query_one(ChatPane)
+
+    def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
+        channel = getattr(getattr(self.node, "key", None), "channel_name", "") or "chat"
+        self.sub_title = f"#{channel} · {message.nick}"
+
+
+WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
+         "anyone", "reliable", "message", "arrived", "missing", "filter", "peer", "channel", "lunch", "coffee",
+         "deploy", "ship", "it", "works", "on", "my", "machine", "the", "a", "is", "not", "yet", "again")
+
+
+def chatter(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(2, 9))]
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + rng.choice((".", "!", "?", "", " :)"))
+
+
+class DemoApp(BaseChatApp):
+    """``sdschat demo``: N participants side by side, each a real node, one embedded broker."""
+
+    TITLE = "sdschat demo"
+
+    BINDINGS = [
+        Binding("f2", "toggle_link", "link (all)"),
+        Binding("f4", "toggle_bots", "bots"),
+    ]
+
+    def __init__(self, nodes: Sequence, *, bots: bool = False, bot_interval: float = 4.0, seed: int | None = None,
+                 subtitle: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.nodes = list(nodes)
+        self.bots = bots
+        self.bot_interval = bot_interval
+        self.rng = random.Random(seed)
+        self.sub_title = subtitle or f"{len(self.nodes)} participants"
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◑")
+        with Horizontal(id="panes"):
+            for i, node in enumerate(self.nodes):
+                pane = ChatPane(node, compact=True, clock=self.clock, tz=self.tz, blink=self.blink,
+                                id=f"pane-{i}", classes="demo-pane")
+                pane.border_title = node.nick
+                yield pane
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        for pane in self.panes:
+            self.run_worker(self._bot(pane), group="bots", exit_on_error=False)
+
+    async def _bot(self, pane: ChatPane) -> None:
+        rng = random.Random(self.rng.random())
+        await asyncio.sleep(rng.uniform(0.3, 1.5))
+        while True:
+            if self.bots:
+                try:
+                    await pane.node.send_text(chatter(rng))
+                except Exception as exc:
+                    self.post_message(UiError(f"{pane.node.nick}: not sent: {exc}", "bot"))
+            await asyncio.sleep(rng.uniform(0.5, 1.5) * self.bot_interval)
+
+    def action_toggle_link(self) -> None:
+        panes = self.panes
+        show = not any(p.query_one("ImpairmentPanel").has_class("-shown") for p in panes)
+        for pane in panes:
+            pane.toggle_impairment(show)
+
+    def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
+        message.pane.border_title = message.nick
+
+    def action_toggle_bots(self) -> None:
+        self.bots = not self.bots
+        self.notify("bots chatting" if self.bots else "bots quiet", timeout=2)

@@ -1,0 +1,332 @@
+"""Word wrap and painting of timeline items into line strips.
+
+The wrap is our own (not Rich's) so that an item's height can be computed
+cheaply for 100,000 items — one-line ASCII messages take a fast path — and
+painting wraps exactly the same way.
+
+A message line::
+
+    12:03 ◑2      alice hello world, this is a long message that
+                        wraps under the text column
+
+(narrow panes put the nick inline: ``12:03 ● alice: hello``.)
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, tzinfo
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from sdschat.node import events as ev
+
+from .theme import STATE_STYLES, S, nick_style, state_glyph
+from .timeline import MarkerItem, MsgItem, NoticeItem
+
+__all__ = ["Layout", "wrap_spans", "clean_text"]
+
+NICK_WIDTH = 10
+WIDE_MIN = 56  # below this width the nick goes inline
+PREFIX = 9  # "HH:MM " + glyph (2) + " "
+_TOKEN = re.compile(r"[^ \t]+[ \t]*|[ \t]+")  # only plain spaces break lines (NBSP keeps "↺ repaired" together)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean_text(text: str) -> str:
+    """Text safe to paint: tabs become spaces; control and bidi-override characters are dropped."""
+    if text.isprintable():
+        return text
+    return _CONTROL.sub("", text.replace("\t", "    ").replace("\r\n", "\n").replace("\r", "\n"))
+
+
+def wrap_spans(text: str, first: int, rest: int) -> list[tuple[int, int]]:
+    """Greedy word wrap: ``(start, end)`` offsets of each line; the first line has ``first`` cells.
+
+    Trailing spaces may overflow a line (they are invisible and cropped); a
+    word longer than a line is split by cells.
+    """
+    first = max(1, first)
+    rest = max(1, rest)
+    if "\n" not in text and len(text) <= first and (text.isascii() or cell_len(text) <= first):
+        return [(0, len(text))]
+    if text.isascii():
+        return _wrap_ascii(text, first, rest)
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for para in text.split("\n"):
+        limit = first if not spans else rest
+        begin = offset
+        used = 0
+        for m in _TOKEN.finditer(para):
+            tok = m.group()
+            tok_start = offset + m.start()
+            word_w = cell_len(tok.rstrip())
+            if used + word_w <= limit:
+                used += cell_len(tok)
+                continue
+            if used > 0:
+                spans.append((begin, tok_start))
+                begin, used, limit = tok_start, 0, rest
+            if word_w <= limit:
+                used = cell_len(tok)
+                continue
+            pos = tok_start
+            for ch in tok:
+                w = cell_len(ch)
+                if used + w > limit and used > 0 and not ch.isspace():
+                    spans.append((begin, pos))
+                    begin, used, limit = pos, 0, rest
+                used += w
+                pos += len(ch)
+        spans.append((begin, offset + len(para)))
+        offset += len(para) + 1
+    return spans
+
+
+def _wrap_ascii(text: str, first: int, rest: int) -> list[tuple[int, int]]:
+    """:func:`wrap_spans` for ASCII text (one cell per character): string searches, no tokenizing."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for para in text.split("\n"):
+        n = len(para)
+        pos = 0
+        limit = first if not spans else rest
+        emitted = False
+        while n - pos > limit:
+            cut = para.rfind(" ", pos + 1, pos + limit + 1)
+            if cut <= pos or not para[pos:cut].strip():  # no break point: split the word
+                end = pos + limit
+                spans.append((offset + pos, offset + end))
+                pos = end
+            else:
+                nxt = cut
+                while nxt < n and para[nxt] == " ":
+                    nxt += 1
+                spans.append((offset + pos, offset + nxt))
+                pos = nxt
+            emitted = True
+            limit = rest
+        if pos < n or not emitted:
+            spans.append((offset + pos, offset + n))
+        offset += n + 1
+    return spans
+
+
+def _fit(text: str, width: int) -> str:
+    if cell_len(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = cell_len(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class Layout:
+    """Heights and painted lines of items for one width (and one time zone)."""
+
+    def __init__(self, width: int, tz: tzinfo | None = None) -> None:
+        self.width = max(1, width)
+        self.tz = tz
+        self.wide = self.width >= WIDE_MIN
+        self.room = self.width - (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
+        self._day = (0, -1, 0)  # [start_ms, end_ms) of the last day seen, and its ordinal
+
+    # ------------------------------------------------------------ helpers
+
+    def day_of(self, item: MsgItem) -> int:
+        if item.day is None:
+            ms = item.msg.sent_at_ms
+            lo, hi, ordinal = self._day
+            if not lo <= ms < hi:
+                dt = datetime.fromtimestamp(ms / 1000, self.tz)
+                midnight = dt.replace(hour=0, minute=0, second=0, microsecond=0)
+                lo = int(midnight.timestamp() * 1000)
+                hi = int((midnight + timedelta(days=1)).replace(hour=0).timestamp() * 1000)
+                ordinal = dt.toordinal()
+                self._day = (lo, hi, ordinal)
+            item.day = ordinal
+        return item.day
+
+    def _clock(self, ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, self.tz).strftime("%H:%M")
+
+    def _body(self, item: MsgItem, nick: str, nick_of) -> tuple[str, list[tuple[int, Style]], int]:
+        """(plain body, style runs as (end offset, style), first-line room) of a message."""
+        m = item.msg
+        text = clean_text(m.text)
+        runs: list[tuple[int, Style]] = []
+        body = ""
+        nstyle = nick_style(m.sender_id)
+        if m.kind == "me":
+            body = nick + " "
+            runs.append((len(body), nstyle))
+            body += text
+            runs.append((len(body), S.me))
+        else:
+            if not self.wide:
+                body = nick + ": "
+                runs.append((len(body), nstyle))
+            body += text
+            runs.append((len(body), S.text))
+        tag = self._tag(item, nick_of)
+        if tag:
+            body += "  " + tag
+            runs.append((len(body), S.repaired_tag if item.repaired_via in ("sds-r", "resend") else S.late_tag))
+        room = self.width - (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
+        return body, runs, room
+
+    def _tag(self, item: MsgItem, nick_of) -> str:
+        via = item.repaired_via
+        if not via:
+            return ""
+        nbsp = "\u00a0"
+        if via == "sds-r":
+            by = f" by {nick_of(item.repaired_by)}" if item.repaired_by else ""
+            return f"↺{nbsp}repaired{by} (SDS-R)"
+        if via == "resend":
+            return f"↺{nbsp}repaired (resent by {nick_of(item.msg.sender_id)})"
+        if via == "late":
+            return f"↺{nbsp}arrived late"
+        return f"↺{nbsp}repaired"
+
+    def separator_ms(self, items, i: int, prev: MsgItem | None) -> int | None:
+        """When item ``i`` starts a new day: the time to label its day separator with (else None).
+
+        A gap marker takes the separator of the message it sits above, so the
+        two stay together.
+        """
+        item = items[i]
+        if type(item) is MsgItem:
+            before = items[i - 1] if i > 0 else None
+            if type(before) is MarkerItem and before.anchor == item.msg.message_id:
+                return None
+            target = item
+        elif type(item) is MarkerItem:
+            after = items[i + 1] if i + 1 < len(items) else None
+            if type(after) is not MsgItem or after.msg.message_id != item.anchor:
+                return None
+            target = after
+        else:
+            return None
+        if prev is None or self.day_of(prev) != self.day_of(target):
+            return target.msg.sent_at_ms
+        return None
+
+    def _separator_line(self, ms: int) -> Strip:
+        label = f" {datetime.fromtimestamp(ms / 1000, self.tz).strftime('%a %d %b %Y')} "
+        side = max(0, (self.width - cell_len(label)) // 2)
+        return self._line([Segment("─" * side + label + "─" * side, S.day)])
+
+    # ------------------------------------------------------------- height
+
+    def height(self, item, sep_ms: int | None, nick_of) -> int:
+        sep = 0 if sep_ms is None else 1
+        if type(item) is MsgItem:
+            m = item.msg
+            text = m.text
+            if self.wide and m.kind == "msg" and not item.repaired_via and len(text) <= self.room and text.isascii() \
+                    and text.isprintable():
+                return 1 + sep  # the common case, without building the line
+            nick = clean_text(m.nick) or nick_of(m.sender_id)
+            body, _, room = self._body(item, nick, nick_of)
+            cont = room if self.wide else self.width - PREFIX
+            return len(wrap_spans(body, room, cont)) + sep
+        if isinstance(item, NoticeItem):
+            return len(wrap_spans(clean_text(item.text), self.width - PREFIX - 2, self.width - PREFIX - 2))
+        return 1 + sep
+
+    # -------------------------------------------------------------- paint
+
+    def paint(self, item, sep_ms: int | None, nick_of) -> list[Strip]:
+        lines = [] if sep_ms is None else [self._separator_line(sep_ms)]
+        if isinstance(item, MsgItem):
+            lines += self._paint_message(item, nick_of)
+        elif isinstance(item, MarkerItem):
+            lines.append(self._paint_marker(item, nick_of))
+        else:
+            lines += self._paint_notice(item)
+        return lines
+
+    def _line(self, segments: list[Segment], bg: Style | None = None) -> Strip:
+        if bg is not None:
+            segments = list(Segment.apply_style(segments, post_style=bg))
+        return Strip(segments).crop_extend(0, self.width, bg)
+
+    def _paint_message(self, item: MsgItem, nick_of) -> list[Strip]:
+        m = item.msg
+        nick = clean_text(m.nick) or nick_of(m.sender_id)
+        body, runs, room = self._body(item, nick, nick_of)
+        cont = room if self.wide else self.width - PREFIX
+        spans = wrap_spans(body, room, cont)
+        bg = S.repaired_bg if item.highlight_until_ms else None
+        out: list[Strip] = []
+        indent = " " * (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
+        for n, (start, end) in enumerate(spans):
+            segs: list[Segment] = []
+            if n == 0:
+                segs.append(Segment(self._clock(m.sent_at_ms) + " ", S.time))
+                glyph_state = m.state if m.own or m.state == ev.WAITING else ev.RECEIVED
+                segs.append(Segment(state_glyph(glyph_state, m.possible_acks), STATE_STYLES.get(glyph_state)))
+                segs.append(Segment(" "))
+                if self.wide:
+                    shown = "*" if m.kind == "me" else _fit(nick, NICK_WIDTH)
+                    pad = NICK_WIDTH - cell_len(shown)
+                    segs.append(Segment(" " * pad))
+                    segs.append(Segment(shown, nick_style(m.sender_id)))
+                    segs.append(Segment(" "))
+            else:
+                segs.append(Segment(indent))
+            pos = start
+            for run_end, style in runs:
+                if run_end <= pos:
+                    continue
+                piece_end = min(run_end, end)
+                if piece_end > pos:
+                    segs.append(Segment(body[pos:piece_end].rstrip("\n"), style))
+                    pos = piece_end
+                if pos >= end:
+                    break
+            out.append(self._line(segs, bg))
+        return out
+
+    def _paint_marker(self, item: MarkerItem, nick_of) -> Strip:
+        senders = sorted({nick_of(s) for s in item.senders})
+        who = (" · from " + ", ".join(senders)) if senders else ""
+        if item.kind == "lost":
+            core = f"{_plural(len(item.lost), 'message')} lost"
+            forms = (f"✗ {core}{who}", f"✗ {core}")
+            style = S.lost
+        else:
+            core = (f"{_plural(len(item.pending), 'message')} possibly missing" if item.pending
+                    else "earlier messages possibly missing")
+            forms = (f"┈┈ {core}{who} ┈┈", f"┈ {core}{who}", f"{core}{who}", f"┈ {core}")
+        style = S.lost if item.kind == "lost" else S.missing
+        pad = " " * PREFIX
+        for text in forms:  # the longest form that fits, with or without the indent
+            if cell_len(text) + len(pad) <= self.width:
+                return self._line([Segment(pad), Segment(text, style)])
+            if cell_len(text) <= self.width:
+                return self._line([Segment(text, style)])
+        return self._line([Segment(_fit(forms[0], self.width), style)])
+
+    def _paint_notice(self, item: NoticeItem) -> list[Strip]:
+        text = clean_text(item.text)
+        spans = wrap_spans(text, self.width - PREFIX - 2, self.width - PREFIX - 2)
+        style = S.lost if item.error else S.notice
+        out = []
+        for n, (start, end) in enumerate(spans):
+            lead = (self._clock(item.at_ms) + "    — ") if n == 0 else " " * (PREFIX + 2)
+            out.append(self._line([Segment(lead, S.time), Segment(text[start:end], style)]))
+        return out

@@ -1,0 +1,97 @@
+"""Keys, slash commands and the legend of what the view shows."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from sdschat.node import events as ev
+
+from ..slash import COMMANDS
+from ..theme import STATE_LABELS, STATE_STYLES, S, state_glyph
+
+__all__ = ["HelpScreen", "legend"]
+
+KEYS = (
+    ("Enter", "send"),
+    ("Alt+Enter / Shift+Enter", "newline (Ctrl+J, or \\ then Enter, in any terminal)"),
+    ("Up / Down", "input history (on the first / last line)"),
+    ("Tab", "complete a /command"),
+    ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),
+    ("F1", "this help"),
+    ("F2", "link controls: loss, delay, jitter, duplicates, offline"),
+    ("F3", "side panel"),
+    ("Ctrl+P", "command palette"),
+    ("Ctrl+Q", "quit"),
+)
+
+
+def legend() -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(no_wrap=True)
+    t.add_column()
+    for state, count in ((ev.SENDING, 0), (ev.UNACKNOWLEDGED, 0), (ev.POSSIBLY_ACKNOWLEDGED, 2),
+                         (ev.ACKNOWLEDGED, 0), (ev.RESENDING, 0), (ev.WAITING, 0)):
+        label = STATE_LABELS[state].replace("N peers'", f"{count} peers'") if count else STATE_LABELS[state]
+        t.add_row(Text(state_glyph(state, count), STATE_STYLES[state]), Text(label))
+    t.add_row(Text("┈┈", S.missing), Text("N messages possibly missing: a later message names them; repair under way"))
+    t.add_row(Text("↺", S.repaired_tag), Text("repaired: arrived late, slid into its place (SDS-R: resent by a peer)"))
+    t.add_row(Text("✗", S.lost), Text("N messages lost: given up after the lost timeout; what waited on them is shown"))
+    return t
+
+
+def _keys() -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(no_wrap=True, style="bold")
+    t.add_column()
+    for k, what in KEYS:
+        t.add_row(Text(k), Text(what))
+    return t
+
+
+def _commands() -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(no_wrap=True, style="bold")
+    t.add_column()
+    for c in COMMANDS:
+        t.add_row(Text(c.usage), Text(c.help))
+    return t
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "close")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 96;
+        max-width: 100%;
+        height: auto;
+        max-height: 90%;
+        border: round $accent;
+        background: $panel;
+        padding: 0 1;
+    }
+    HelpScreen .title { text-style: bold; color: $accent; margin-top: 1; }
+    HelpScreen .title.first { margin-top: 0; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as box:
+            box.border_title = "sdschat help"
+            box.border_subtitle = "Esc closes"
+            yield Static("Your messages: the glyph left of your nick is its SDS state", classes="title first")
+            yield Static(legend())
+            yield Static("Keys", classes="title")
+            yield Static(_keys())
+            yield Static("Commands", classes="title")
+            yield Static(_commands())
+            yield Static(Text("Messages are ordered as the log is: by (Lamport timestamp, message id).", "grey50"))
+
+    async def action_dismiss(self, result=None) -> None:
+        self.dismiss(None)

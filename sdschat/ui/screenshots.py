@@ -1,0 +1,169 @@
+"""Make the SVG screenshots in ``screenshots/`` from the real app driving real nodes.
+
+    .venv/bin/python -m sdschat.ui.screenshots [--out screenshots] [--only chat,demo,repair,help]
+
+Everything runs headless (``App.run_test``) over one embedded broker with
+in-memory channel keys; nothing is drawn by hand. Takes about half a minute
+(the repair sequence waits for a real SDS-R repair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sdschat.crypto import ChannelKey
+from sdschat.node import Node, NodeConfig, node_channel_config
+from sdschat.transport import EmbeddedBroker
+
+from .app import ChatApp, DemoApp
+from .commands import start_demo_nodes
+from .timeline import MarkerItem
+
+__all__ = ["main"]
+
+CHAT_SIZE = (108, 28)
+DEMO_SIZE = (150, 36)
+
+
+def _save(app, path: Path) -> None:
+    svg = app.export_screenshot(title=path.stem)
+    svg = re.sub(r"[ \t]+\n", "\n", svg)  # a few KB of trailing blanks
+    path.write_text(svg, encoding="utf-8")
+    print(f"wrote {path} ({len(svg) // 1024} KB)")
+
+
+async def _wait(pilot, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"screenshots: timed out waiting for {what}")
+        await pilot.pause(0.1)
+
+
+@contextlib.asynccontextmanager
+async def _group(workdir: Path, nicks, channel: str = "general", config=None):
+    broker = await EmbeddedBroker.start()
+    key = ChannelKey.generate(channel)
+    nodes = []
+    try:
+        for nick in nicks:
+            cfg = NodeConfig(nick, key, workdir / f"{channel}-{nick}.db", broker.url,
+                             channel_config=config or node_channel_config())
+            nodes.append(await Node.start(cfg))
+        yield nodes
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                await node.stop()
+        await broker.close()
+
+
+async def shoot_chat(out: Path, workdir: Path) -> None:
+    async with _group(workdir, ("alice", "bob", "carol")) as (alice, bob, carol):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=CHAT_SIZE) as pilot:
+            await bob.send_text("morning! the new build is up on staging")
+            await pilot.pause(0.3)
+            await pilot.press(*"great, trying it now", "enter")
+            await pilot.pause(0.3)
+            await carol.send_text("the left half of my screen is all acks and blooms")
+            await pilot.pause(0.4)
+            app.pane.input.load_text("/me makes coffee")
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            await bob.send_text("glyph left of your nick: ○ sent, ◑ possibly acknowledged, ● acknowledged")
+            await _wait(pilot, lambda: not alice.pending(), 10, "acks")
+            bob.set_impairment(loss_in=1.0)  # so the last one stays visibly unacknowledged
+            carol.set_impairment(loss_in=1.0)
+            await pilot.press(*"and this one nobody has confirmed yet", "enter")
+            await carol.send_typing()
+            await pilot.pause(0.6)
+            _save(app, out / "chat.svg")
+
+
+async def shoot_repair(out: Path, workdir: Path) -> None:
+    """alice misses one of bob's messages; the next one reveals the gap; a peer repairs it (SDS-R)."""
+    async with _group(workdir, ("alice", "bob", "carol")) as (alice, bob, carol):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=CHAT_SIZE) as pilot:
+            await bob.send_text("release notes are in the doc")
+            await carol.send_text("thanks, reading")
+            await _wait(pilot, lambda: len(alice.messages()) == 2 and not bob.pending(), 10, "settled")
+            alice.set_impairment(loss_in=1.0)  # alice's link drops everything for a moment
+            await bob.send_text("heads-up: the deploy moves to 3pm")
+            await _wait(pilot, lambda: any(m.text.startswith("heads-up") and m.state == "acknowledged"
+                                           for m in bob.messages()), 15, "carol acknowledges bob")
+            alice.set_impairment(loss_in=0.0)
+            await bob.send_text("so please hold your merges until then")
+            view = app.pane.view
+            await _wait(pilot, lambda: any(isinstance(i, MarkerItem) for i in view.timeline.items), 10, "marker")
+            bob.set_impairment(offline=True)  # bob leaves: the repair has to come from carol's copy
+            await pilot.pause(0.2)
+            _save(app, out / "repair-1-missing.svg")
+            await _wait(pilot, lambda: not any(isinstance(i, MarkerItem) for i in view.timeline.items), 30,
+                        "repair")
+            await pilot.pause(0.3)
+            _save(app, out / "repair-2-repaired.svg")
+
+
+async def shoot_demo(out: Path, workdir: Path) -> None:
+    broker = await EmbeddedBroker.start()
+    nodes = []
+    try:
+        nodes = await start_demo_nodes(3, 0.2, db_dir=workdir, broker_url=broker.url, seed=7)
+        app = DemoApp(nodes, bots=True, bot_interval=1.2, seed=7, blink=False,
+                      subtitle=f"3 participants on {broker.url} · loss 20% each way · bots")
+        async with app.run_test(size=DEMO_SIZE) as pilot:
+            await pilot.pause(9)
+            _save(app, out / "demo.svg")
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                await node.stop()
+        await broker.close()
+
+
+async def shoot_help(out: Path, workdir: Path) -> None:
+    async with _group(workdir, ("alice",), channel="help") as (alice,):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=(108, 42)) as pilot:
+            await pilot.press("f1")
+            await pilot.pause(0.2)
+            _save(app, out / "help.svg")
+
+
+SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help}
+
+
+async def run(out: Path, only: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sdschat-shots-") as tmp:
+        for name in only:
+            workdir = Path(tmp) / name
+            workdir.mkdir()
+            await SHOTS[name](out, workdir)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sdschat.ui.screenshots", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("screenshots"))
+    ap.add_argument("--only", default=",".join(SHOTS), help=f"comma-separated subset of {', '.join(SHOTS)}")
+    args = ap.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in SHOTS]
+    if unknown:
+        print(f"unknown screenshot {unknown[0]!r}", file=sys.stderr)
+        return 2
+    asyncio.run(run(args.out, only))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""What the message view shows, in order: messages, gap markers and local notices.
+
+Pure bookkeeping (no Textual): the view lays out and paints what is here.
+
+Order is the local log's: ``(lamport_timestamp, message_id)``. A gap marker
+sits just above the message that revealed the gap (its *anchor*), so a
+repaired message — whose Lamport timestamp is lower than its dependant's —
+slides in above the marker's place, and the marker goes away once nothing it
+counts is still missing. Each missing id is counted by one marker only (the
+first that named it), so a burst of messages that all name the same gap in
+their causal histories shows one marker, not ten.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable
+
+from sdschat.node import events as ev
+
+__all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "Item"]
+
+_uids = itertools.count(1)
+_FLOATING = "\U0010fffe"  # sorts after every message id of the same Lamport time
+_NOTICE = "\U0010ffff"
+
+
+class _Base:
+    __slots__ = ("key", "uid", "version", "height", "layout_width")
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.uid = next(_uids)
+        self.version = 0
+        self.height = 1
+        self.layout_width = -1  # width the height was computed for; -1: needs layout
+
+    def touch(self) -> None:
+        self.version += 1
+        self.layout_width = -1
+
+
+class MsgItem(_Base):
+    """One chat message (own or received)."""
+
+    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day")
+
+    def __init__(self, msg: ev.ChatMessage) -> None:
+        super().__init__((msg.lamport_timestamp, msg.message_id, 1))
+        self.msg = msg
+        self.repaired_via: str | None = "history" if msg.repaired else None
+        self.repaired_by: str | None = msg.repaired_by
+        self.highlight_until_ms = 0
+        self.day: int | None = None  # ordinal of the local day, filled by the layout
+
+
+class MarkerItem(_Base):
+    """"N messages possibly missing" (pending ids) that turns into "N messages lost"."""
+
+    __slots__ = ("anchor", "pending", "lost", "senders", "waiting")
+
+    def __init__(self, key: tuple, anchor: str) -> None:
+        super().__init__(key)
+        self.anchor = anchor
+        self.pending: set[str] = set()
+        self.lost: set[str] = set()
+        self.senders: set[str] = set()
+        #: for markers rebuilt from history (the node does not report old gaps): waiting messages under it
+        self.waiting: set[str] = set()
+
+    @property
+    def kind(self) -> str | None:
+        if self.pending or self.waiting:
+            return "missing"
+        if self.lost:
+            return "lost"
+        return None
+
+
+class NoticeItem(_Base):
+    """A local line (command feedback): never sent, not in the log."""
+
+    __slots__ = ("text", "at_ms", "error")
+
+    def __init__(self, key: tuple, text: str, at_ms: int, error: bool = False) -> None:
+        super().__init__(key)
+        self.text = text
+        self.at_ms = at_ms
+        self.error = error
+
+
+Item = MsgItem | MarkerItem | NoticeItem
+
+
+class Timeline:
+    """Ordered items plus the gap bookkeeping. Mutations record what the view must redo.
+
+    After a batch of calls, ``first_moved`` is the lowest index where items
+    were inserted or removed (``None``: structure unchanged) and ``updated``
+    the items whose content changed in place.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.keys: list[tuple] = []
+        self.by_mid: dict[str, MsgItem] = {}
+        self.nicks: dict[str, str] = {}
+        self._owner: dict[str, MarkerItem] = {}  # missing id -> the marker counting it
+        self._anchored: dict[str, MarkerItem] = {}  # anchor message id -> its marker
+        self._seq = itertools.count()
+        self.last_lamport = 0
+        self.first_moved: int | None = None
+        self.updated: set[Item] = set()
+
+    # ------------------------------------------------------------ plumbing
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def take_changes(self) -> tuple[int | None, set[Item]]:
+        changes = (self.first_moved, self.updated)
+        self.first_moved, self.updated = None, set()
+        return changes
+
+    def index_of(self, item: Item) -> int:
+        i = bisect.bisect_left(self.keys, item.key)
+        if i < len(self.items) and self.items[i] is item:
+            return i
+        raise KeyError(item.key)
+
+    def _moved(self, index: int) -> None:
+        """Items were inserted or removed at ``index``: its neighbours' day separators may change."""
+        lo = max(0, index - 1)
+        if self.first_moved is None or lo < self.first_moved:
+            self.first_moved = lo
+        for j in (index - 1, index, index + 1):
+            if 0 <= j < len(self.items):
+                self.items[j].touch()
+
+    def _insert(self, item: Item) -> int:
+        i = bisect.bisect_left(self.keys, item.key)
+        self.keys.insert(i, item.key)
+        self.items.insert(i, item)
+        self._moved(i)
+        return i
+
+    def _remove(self, item: Item) -> None:
+        i = self.index_of(item)
+        del self.keys[i]
+        del self.items[i]
+        self.updated.discard(item)
+        self._moved(i)
+
+    def _update(self, item: Item) -> None:
+        item.touch()
+        self.updated.add(item)
+
+    def nick(self, pid: str | None) -> str:
+        if not pid:
+            return "?"
+        return self.nicks.get(pid) or pid[:8]
+
+    # ------------------------------------------------------------ messages
+
+    def load(self, messages: Iterable[ev.ChatMessage]) -> None:
+        """Replace everything with a history (already in log order, as ``node.messages()`` gives it)."""
+        items = [MsgItem(m) for m in messages]
+        items.sort(key=lambda it: it.key)
+        self.items = list(items)
+        self.keys = [it.key for it in items]
+        self.by_mid = {it.msg.message_id: it for it in items}
+        self._owner.clear()
+        self._anchored.clear()
+        for it in items:
+            self.nicks[it.msg.sender_id] = it.msg.nick
+        self.last_lamport = items[-1].key[0] if items else 0
+        # the node does not replay old gaps: one marker above each run of waiting messages
+        run: MarkerItem | None = None
+        for it in items:
+            if it.msg.state == ev.WAITING:
+                if run is None:
+                    run = MarkerItem((it.key[0], it.key[1], 0, next(self._seq)), it.msg.message_id)
+                    self._anchored[it.msg.message_id] = run
+                run.waiting.add(it.msg.message_id)
+            else:
+                run = None
+        for marker in {id(m): m for m in self._anchored.values()}.values():
+            for mid in marker.waiting:
+                self._anchored[mid] = marker
+            self._insert(marker)
+        self.first_moved = 0
+        self.updated = set()
+
+    def add_message(self, msg: ev.ChatMessage, now_ms: int = 0) -> MsgItem:
+        """MessageShown: a message to show at once (own, delivered, or waiting on dependencies)."""
+        self.nicks[msg.sender_id] = msg.nick
+        self.last_lamport = max(self.last_lamport, msg.lamport_timestamp)
+        old = self.by_mid.get(msg.message_id)
+        if old is not None:
+            old.msg = msg
+            self._update(old)
+            return old
+        item = MsgItem(msg)
+        self.by_mid[msg.message_id] = item
+        self._insert(item)
+        marker = self._owner.get(msg.message_id)
+        if marker is not None:  # it was counted as missing (or lost): it is here now
+            marker.pending.discard(msg.message_id)
+            marker.lost.discard(msg.message_id)
+            del self._owner[msg.message_id]
+            self._settle(marker)
+        return item
+
+    def set_state(self, mid: str, state: str, possible_acks: int = 0, resends: int = 0) -> MsgItem | None:
+        """AckStateChanged."""
+        item = self.by_mid.get(mid)
+        if item is None:
+            return None
+        m = item.msg
+        if (m.state, m.possible_acks, m.resends) == (state, possible_acks, resends):
+            return item
+        item.msg = ev.ChatMessage(m.message_id, m.sender_id, m.nick, m.text, m.kind, m.sent_at_ms,
+                                  m.lamport_timestamp, m.own, state, possible_acks, resends, m.repaired,
+                                  m.repaired_by, m.received_at_ms)
+        self._update(item)
+        return item
+
+    def repaired(self, mid: str, via: str, by: str | None, highlight_until_ms: int) -> MsgItem | None:
+        """MessageRepaired: tag the message and highlight it for a while."""
+        item = self.by_mid.get(mid)
+        if item is None:
+            return None
+        item.repaired_via = via
+        item.repaired_by = by
+        item.highlight_until_ms = highlight_until_ms
+        self._update(item)
+        return item
+
+    def unhighlight(self, mid: str) -> None:
+        item = self.by_mid.get(mid)
+        if item is not None and item.highlight_until_ms:
+            item.highlight_until_ms = 0
+            self._update(item)
+
+    # ---------------------------------------------------------------- gaps
+
+    def gap_opened(self, anchor: str, ids: Iterable[str], senders: Iterable[str] = ()) -> MarkerItem | None:
+        """GapOpened: ``anchor`` arrived but ``ids`` did not (ids already shown or counted are skipped)."""
+        new = [i for i in ids if i not in self.by_mid and i not in self._owner]
+        marker = self._anchored.get(anchor) if anchor else None
+        if marker is not None and marker.anchor != anchor:
+            marker = None  # a history marker above an earlier message of the run: this gap gets its own
+        if not new:
+            return marker
+        created = marker is None
+        if created:
+            item = self.by_mid.get(anchor) if anchor else None
+            if item is not None:
+                key = (item.key[0], item.key[1], 0, next(self._seq))
+            else:  # a gap named by a sync frame: no message waits on it yet; mark it at the bottom
+                key = (self.last_lamport, _FLOATING, next(self._seq))
+            marker = MarkerItem(key, anchor)
+            if anchor:
+                self._anchored[anchor] = marker
+        for mid in new:
+            marker.pending.add(mid)
+            self._owner[mid] = marker
+        marker.senders.update(s for s in senders if s)
+        if created:
+            self._insert(marker)
+        else:
+            self._update(marker)
+        return marker
+
+    def gap_closed(self, anchor: str, lost: Iterable[str] = ()) -> None:
+        """GapClosed: ``anchor`` is delivered now (``lost``: dependencies it went without)."""
+        item = self.by_mid.get(anchor)
+        if item is not None and item.msg.state == ev.WAITING:
+            self.set_state(anchor, ev.RECEIVED)
+        lost = [m for m in lost if m not in self.by_mid]
+        marker = self._anchored.get(anchor)
+        if marker is not None and anchor in marker.waiting:
+            marker.waiting.discard(anchor)
+            self._anchored.pop(anchor, None)
+            for mid in lost:
+                if mid not in self._owner:
+                    marker.lost.add(mid)
+                    self._owner[mid] = marker
+            self._settle(marker)
+            return
+        for mid in lost:
+            owner = self._owner.get(mid)
+            if owner is not None:
+                if mid in owner.pending:
+                    owner.pending.discard(mid)
+                    owner.lost.add(mid)
+                    self._settle(owner)
+            elif item is not None:  # a loss nobody counted (e.g. from before this view opened)
+                marker = self._anchored.get(anchor)
+                if marker is None:
+                    marker = MarkerItem((item.key[0], item.key[1], 0, next(self._seq)), anchor)
+                    self._anchored[anchor] = marker
+                    marker.lost.add(mid)
+                    self._owner[mid] = marker
+                    self._insert(marker)
+                else:
+                    marker.lost.add(mid)
+                    self._owner[mid] = marker
+                    self._settle(marker)
+
+    def message_lost(self, mid: str, sender: str | None) -> None:
+        """MessageLost: ``mid`` was declared irretrievably lost."""
+        marker = self._owner.get(mid)
+        if marker is None or mid not in marker.pending:
+            return
+        marker.pending.discard(mid)
+        marker.lost.add(mid)
+        if sender:
+            marker.senders.add(sender)
+        self._settle(marker)
+
+    def _settle(self, marker: MarkerItem) -> None:
+        if marker.kind is None:
+            if marker.anchor and self._anchored.get(marker.anchor) is marker:
+                del self._anchored[marker.anchor]
+            for mid in [m for m, owner in self._owner.items() if owner is marker]:
+                del self._owner[mid]
+            self._remove(marker)
+        else:
+            self._update(marker)
+
+    def markers(self) -> list[MarkerItem]:
+        return [it for it in self.items if isinstance(it, MarkerItem)]
+
+    # -------------------------------------------------------------- notices
+
+    def notice(self, text: str, at_ms: int, error: bool = False) -> NoticeItem:
+        item = NoticeItem((self.last_lamport, _NOTICE, next(self._seq)), text, at_ms, error)
+        self._insert(item)
+        return item

@@ -1,0 +1,429 @@
+"""One participant's chat: message view, status line, input, side panel, link controls.
+
+The pane owns its node's UI state. Node events reach it only as
+:class:`~sdschat.ui.messages.NodeEventsReady` (posted by the bridge); the
+handler drains the batch and applies it to the timeline, then commits the
+view once. User actions (send, commands, link controls) call the node's
+public API; failures become :class:`~sdschat.ui.messages.UiError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import datetime, tzinfo
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState
+
+from sdschat.node import events as ev
+
+from .. import slash
+from ..bridge import NodeBridge
+from ..messages import NodeEventsReady, UiError
+from ..theme import nick_style
+from .impairment_panel import ImpairmentPanel
+from .input_bar import ChatInput, CommandHint
+from .message_view import MessageView
+from .side_panel import PanelState, SidePanel, connection_text, link_summary
+
+__all__ = ["ChatPane", "StatusLine"]
+
+log = logging.getLogger("sdschat.ui")
+
+HIGHLIGHT_S = 6.0  # how long a repaired message stays highlighted
+TYPING_SHOW_S = 4.0  # how long someone's "typing…" stays up
+TYPING_SEND_EVERY_S = 3.0  # rate limit of our own typing notices
+
+
+class StatusLine(Static):
+    """Under the history: who is typing, and "↓ N new" when scrolled up."""
+
+    DEFAULT_CSS = """
+    StatusLine { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def show(self, typing: list[str], new_below: int) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        if typing:
+            if len(typing) == 1:
+                t.append(f"{typing[0]} is typing…", "italic")
+            elif len(typing) == 2:
+                t.append(f"{typing[0]} and {typing[1]} are typing…", "italic")
+            else:
+                t.append(f"{len(typing)} people are typing…", "italic")
+        if new_below:
+            if t:
+                t.append("   ")
+            t.append(f"↓ {new_below} new (Ctrl+End)", "bold reverse")
+        self.update(t)
+
+
+class ChatPane(Vertical):
+    class NickChanged(Message):
+        def __init__(self, pane: ChatPane, nick: str) -> None:
+            super().__init__()
+            self.pane = pane
+            self.nick = nick
+
+    DEFAULT_CSS = """
+    ChatPane { height: 1fr; }
+    ChatPane #pane-main { height: 1fr; }
+    ChatPane #pane-chat { width: 1fr; height: 1fr; }
+    ChatPane #pane-title { height: 1; padding: 0 1; background: $boost; }
+    ChatPane ChatInput { border-top: hkey $surface-lighten-2; }
+    ChatPane:focus-within ChatInput { border-top: hkey $accent; }
+    """
+
+    def __init__(self, node, *, compact: bool = False, clock: Callable[[], float] = time.time,
+                 tz: tzinfo | None = None, blink: bool = True, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.node = node
+        self.compact = compact
+        self.clock = clock
+        self.tz = tz
+        self.blink = blink
+        self.bridge = NodeBridge(node, self)
+        self.connection = "connecting"
+        self.connection_detail = ""
+        self._typing: dict[str, tuple[str, float]] = {}
+        self._last_typing_sent = 0.0
+        self._health: dict = {}
+        self._was_connected = False
+
+    # ---------------------------------------------------------- compose
+
+    def compose(self) -> ComposeResult:
+        if self.compact:
+            yield Static("", id="pane-title")
+        with Horizontal(id="pane-main"):
+            with Vertical(id="pane-chat"):
+                yield MessageView(tz=self.tz, clock=self.clock)
+                yield StatusLine("")
+                yield CommandHint("")
+                yield ChatInput(placeholder=f"Message #{self.channel_name} as {self.node.nick}  (/help)",
+                                blink=self.blink)
+            if not self.compact:
+                yield SidePanel()
+        if self.compact:
+            yield SidePanel(compact=True)
+        yield ImpairmentPanel()
+
+    @property
+    def channel_name(self) -> str:
+        key = getattr(self.node, "key", None)
+        return getattr(key, "channel_name", "") or "chat"
+
+    @property
+    def view(self) -> MessageView:
+        return self.query_one(MessageView)
+
+    @property
+    def input(self) -> ChatInput:
+        return self.query_one(ChatInput)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def on_mount(self) -> None:
+        view = self.view
+        for p in self.node.participants():
+            if p.nick:
+                view.timeline.nicks[p.participant_id] = p.nick
+        view.load(self.node.messages())
+        self._health = dict(self.node.health())
+        self.connection = str(self._health.get("connection", "connecting"))
+        self._was_connected = self.connection == "connected"
+        self.bridge.attach()
+        self.refresh_panel()
+        self.query_one(ImpairmentPanel).show_settings(self.node.impairment)
+        self.set_interval(1.0, self._tick)
+
+    def on_unmount(self) -> None:
+        self.bridge.detach()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """This pane's workers (sends, typing, export) catch their failures; anything else surfaces here."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.post_message(UiError(f"{error.__class__.__name__}: {error}", event.worker.group or "worker"))
+
+    # -------------------------------------------------------- node events
+
+    def on_node_events_ready(self, message: NodeEventsReady) -> None:
+        message.stop()
+        try:
+            self.apply_events(self.bridge.drain())
+        except Exception as exc:  # never let one bad batch take the app down
+            log.exception("applying node events failed")
+            self.post_message(UiError(f"display error: {exc.__class__.__name__}: {exc}", "view"))
+
+    def apply_events(self, events: list[ev.NodeEvent]) -> None:
+        tl = self.view.timeline
+        now = self.now_ms()
+        new = 0
+        own = False
+        panel = False
+        typing = False
+        for e in events:
+            kind = type(e)
+            if kind is ev.MessageShown:
+                tl.add_message(e.message, now)
+                if e.message.own:
+                    own = True
+                else:
+                    new += 1
+                    self._typing.pop(e.message.sender_id, None)
+                    typing = True
+            elif kind is ev.AckStateChanged:
+                tl.set_state(e.message_id, e.state, e.possible_acks, e.resends)
+            elif kind is ev.GapOpened:
+                tl.gap_opened(e.message_id, e.missing, e.senders)
+            elif kind is ev.GapClosed:
+                tl.gap_closed(e.message_id, e.lost)
+            elif kind is ev.MessageRepaired:
+                if tl.repaired(e.message_id, e.via, e.by, now + int(HIGHLIGHT_S * 1000)) is not None:
+                    self.set_timer(HIGHLIGHT_S, lambda mid=e.message_id: self._unhighlight(mid))
+            elif kind is ev.MessageLost:
+                tl.message_lost(e.message_id, e.sender_id)
+            elif kind is ev.ParticipantSeen:
+                if e.nick:
+                    tl.nicks[e.participant_id] = e.nick
+                panel = True
+            elif kind is ev.TypingSeen:
+                if e.participant_id != self.node.participant_id:
+                    self._typing[e.participant_id] = (e.nick, self.clock() + TYPING_SHOW_S)
+                    typing = True
+            elif kind is ev.ConnectionChanged:
+                self._connection_changed(e.state, e.detail, now)
+                panel = True
+            elif kind is ev.CountersChanged:
+                self._health = dict(e.counters)
+                panel = True
+            elif kind is ev.FrameRejected:
+                if e.reason == "storage":
+                    self.post_message(UiError(e.detail or "database write failed", "storage"))
+                panel = True
+        self.view.commit(new_messages=new, to_bottom=own)
+        if panel:
+            self.refresh_panel()
+        if typing:
+            self._show_status()
+
+    def _connection_changed(self, state: str, detail: str, now: int) -> None:
+        if state == self.connection:
+            return
+        self.connection, self.connection_detail = state, detail
+        if state == "connected" and self._was_connected:
+            self.view.timeline.notice("connected again: unacknowledged messages go out now", now)
+        elif state == "disconnected" and self._was_connected:
+            self.view.timeline.notice(f"disconnected: {detail or 'broker unreachable'}", now)
+        if state == "connected":
+            self._was_connected = True
+
+    def _unhighlight(self, mid: str) -> None:
+        self.view.timeline.unhighlight(mid)
+        self.view.commit()
+
+    # ------------------------------------------------------------ panels
+
+    def panel_state(self) -> PanelState:
+        node = self.node
+        return PanelState(
+            nick=node.nick, participant_id=node.participant_id, channel=self.channel_name,
+            broker_url=getattr(node, "broker_url", "") or "", connection=self.connection,
+            connection_detail=self.connection_detail, health=self._health, participants=node.participants(),
+            impairment=node.impairment, now_ms=self.now_ms(),
+        )
+
+    def refresh_panel(self) -> None:
+        state = self.panel_state()
+        self.query_one(SidePanel).show(state)
+        if self.compact:
+            title = Text.assemble((state.nick, nick_style(state.participant_id)), "  ", connection_text(state))
+            self.query_one("#pane-title", Static).update(title)
+
+    def _tick(self) -> None:
+        now = self.clock()
+        expired = [pid for pid, (_, until) in self._typing.items() if until <= now]
+        for pid in expired:
+            del self._typing[pid]
+        self._show_status()
+        self.refresh_panel()
+
+    def _show_status(self) -> None:
+        names = [nick for nick, _ in self._typing.values()]
+        self.query_one(StatusLine).show(sorted(names), self.view.new_below)
+
+    def on_message_view_new_below(self, message: MessageView.NewBelow) -> None:
+        message.stop()
+        self._show_status()
+
+    def toggle_impairment(self, show: bool | None = None) -> None:
+        panel = self.query_one(ImpairmentPanel)
+        show = not panel.has_class("-shown") if show is None else show
+        panel.set_class(show, "-shown")
+        if show:
+            panel.show_settings(self.node.impairment)
+
+    def toggle_side_panel(self) -> None:
+        side = self.query_one(SidePanel)
+        side.display = not side.display
+
+    def on_impairment_panel_changed(self, message: ImpairmentPanel.Changed) -> None:
+        message.stop()
+        self.set_impairment(**message.settings)
+
+    def on_impairment_panel_invalid(self, message: ImpairmentPanel.Invalid) -> None:
+        message.stop()
+        self.post_message(UiError(message.text, "link"))
+
+    def set_impairment(self, **settings) -> bool:
+        try:
+            self.node.set_impairment(**settings)
+        except (ValueError, TypeError) as exc:
+            self.post_message(UiError(str(exc), "link"))
+            return False
+        self.view.timeline.notice(link_summary(self.node.impairment), self.now_ms())
+        self.view.commit()
+        self.query_one(ImpairmentPanel).show_settings(self.node.impairment)
+        self.refresh_panel()
+        return True
+
+    # ------------------------------------------------------------- input
+
+    def on_chat_input_typed(self, message: ChatInput.Typed) -> None:
+        message.stop()
+        self.query_one(CommandHint).show_for(message.text)
+        text = message.text
+        if text.strip() and not text.startswith("/"):
+            now = self.clock()
+            if now - self._last_typing_sent >= TYPING_SEND_EVERY_S:
+                self._last_typing_sent = now
+                self.run_worker(self._send_typing(), group="typing", exit_on_error=False)
+
+    async def _send_typing(self) -> None:
+        try:
+            await self.node.send_typing()
+        except Exception as exc:  # a lost typing notice does not matter; say why once in the log
+            log.debug("typing notice failed: %s", exc)
+
+    def on_chat_input_submitted(self, message: ChatInput.Submitted) -> None:
+        message.stop()
+        self.query_one(CommandHint).show_for("")
+        text = message.text
+        parsed = slash.parse(text)
+        if parsed is None:
+            self.send(text[1:] if text.startswith("//") else text)
+        else:
+            self.run_command(*parsed)
+
+    def send(self, text: str, kind: str = "msg") -> None:
+        self.run_worker(self._send(text, kind), group="send", exit_on_error=False)
+
+    async def _send(self, text: str, kind: str) -> None:
+        try:
+            await self.node.send_text(text, kind=kind)
+        except Exception as exc:
+            self.post_message(UiError(f"not sent: {exc}", "send"))
+
+    def notice(self, text: str, error: bool = False) -> None:
+        self.view.timeline.notice(text, self.now_ms(), error)
+        self.view.commit(to_bottom=True)
+
+    def run_command(self, name: str, arg: str) -> None:
+        """A slash command (also used by the command palette)."""
+        try:
+            self._run_command(name, arg)
+        except ValueError as exc:
+            self.notice(str(exc), error=True)
+        except Exception as exc:
+            log.exception("command /%s failed", name)
+            self.post_message(UiError(f"/{name}: {exc}", "command"))
+
+    def _run_command(self, name: str, arg: str) -> None:
+        app = self.app
+        if name == "nick":
+            nick = arg.strip()
+            if not nick or len(nick) > 32 or any(c.isspace() for c in nick):
+                raise ValueError("usage: /nick NAME (1-32 characters, no spaces)")
+            self.node.set_nick(nick)
+            self.input.placeholder = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
+            self.notice(f"you are now known as {self.node.nick}")
+            self.refresh_panel()
+            self.post_message(self.NickChanged(self, self.node.nick))
+        elif name == "me":
+            if not arg.strip():
+                raise ValueError("usage: /me ACTION")
+            self.send(arg, kind="me")
+        elif name == "loss":
+            parts = arg.split()
+            if not 1 <= len(parts) <= 2:
+                raise ValueError("usage: /loss IN [OUT]   e.g. /loss 0.3 or /loss 20% 0")
+            loss_in = slash.parse_probability(parts[0])
+            loss_out = slash.parse_probability(parts[1]) if len(parts) == 2 else loss_in
+            self.set_impairment(loss_in=loss_in, loss_out=loss_out)
+        elif name == "delay":
+            parts = arg.split()
+            if not 1 <= len(parts) <= 2:
+                raise ValueError("usage: /delay MS [JITTER]")
+            settings = {"delay_ms": slash.parse_ms(parts[0])}
+            if len(parts) == 2:
+                settings["jitter_ms"] = slash.parse_ms(parts[1])
+            self.set_impairment(**settings)
+        elif name == "offline":
+            self.set_impairment(offline=True)
+        elif name == "online":
+            self.set_impairment(offline=False)
+        elif name == "stats":
+            from ..screens import StatsScreen
+
+            app.push_screen(StatsScreen(f"{self.node.nick} · #{self.channel_name}", self.node.health()))
+        elif name == "export":
+            if not arg:
+                raise ValueError("usage: /export PATH")
+            self.export(Path(arg).expanduser())
+        elif name == "help":
+            app.action_help()
+        elif name == "quit":
+            app.exit()
+        else:
+            raise ValueError(f"unknown command /{name} (try /help)")
+
+    # ------------------------------------------------------------ export
+
+    def export(self, path: Path) -> None:
+        messages = self.node.messages()  # read on the loop thread; write in a thread
+        tz = self.tz
+
+        def write() -> int:
+            with open(path, "w", encoding="utf-8") as f:
+                for m in messages:
+                    if path.suffix in (".jsonl", ".json"):
+                        f.write(json.dumps(asdict(m), ensure_ascii=False) + "\n")
+                    else:
+                        at = datetime.fromtimestamp(m.sent_at_ms / 1000, tz).strftime("%Y-%m-%d %H:%M:%S")
+                        line = f"* {m.nick} {m.text}" if m.kind == "me" else f"<{m.nick}> {m.text}"
+                        f.write(f"{at} {line}\n")
+            return len(messages)
+
+        async def run() -> None:
+            import asyncio
+
+            try:
+                n = await asyncio.to_thread(write)
+            except OSError as exc:
+                self.post_message(UiError(f"/export: cannot write {path}: {exc.strerror or exc}", "export"))
+                return
+            self.notice(f"exported {n} messages to {path}")
+
+        self.run_worker(run(), group="export", exit_on_error=False)

@@ -1,0 +1,169 @@
+"""The message input: multi-line, Enter sends, history, slash-command completion.
+
+Enter sends. Alt+Enter or Shift+Enter inserts a newline where the terminal
+reports them (kitty keyboard protocol: kitty, WezTerm, foot, ghostty,
+iTerm2...); Ctrl+J, and a trailing backslash before Enter, work everywhere.
+Up/Down on the first/last line walk the input history. Tab completes a
+command name.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Static, TextArea
+
+from .. import slash
+
+__all__ = ["ChatInput", "CommandHint"]
+
+
+class ChatInput(TextArea):
+    DEFAULT_CSS = """
+    ChatInput {
+        height: auto;
+        min-height: 3;
+        max-height: 8;
+    }
+    """
+
+    BINDINGS = [
+        Binding("alt+enter,shift+enter,ctrl+j", "newline", "newline", show=False),
+        Binding("tab", "complete", "complete", show=False),
+    ]
+
+    class Submitted(Message):
+        def __init__(self, input: ChatInput, text: str) -> None:
+            super().__init__()
+            self.input = input
+            self.text = text
+
+        @property
+        def control(self) -> ChatInput:
+            return self.input
+
+    class Typed(Message):
+        """The user changed the text (drives the rate-limited "typing…" notice and the hint)."""
+
+        def __init__(self, input: ChatInput, text: str) -> None:
+            super().__init__()
+            self.input = input
+            self.text = text
+
+    def __init__(self, *, placeholder: str = "", blink: bool = True, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__("", soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
+                         highlight_cursor_line=False, placeholder=placeholder, id=id, classes=classes,
+                         compact=True)
+        self.cursor_blink = blink
+        self.sent_history: list[str] = []
+        self._history_pos: int | None = None
+        self._draft = ""
+
+    # ------------------------------------------------------------- keys
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            row, col = self.cursor_location
+            line = self.document[row]
+            if col > 0 and line[:col].endswith("\\") and self.selection.is_empty:
+                self.replace("\n", (row, col - 1), (row, col))  # "\" + Enter: a newline anywhere
+                return
+            self.action_submit()
+            return
+        await super()._on_key(event)
+
+    def action_newline(self) -> None:
+        start, end = self.selection
+        self.replace("\n", start, end)
+
+    def action_submit(self) -> None:
+        text = self.text
+        if not text.strip():
+            return
+        if not self.sent_history or self.sent_history[-1] != text:
+            self.sent_history.append(text)
+            del self.sent_history[:-200]
+        self._history_pos = None
+        self.clear()
+        self.post_message(self.Submitted(self, text))
+
+    def action_complete(self) -> None:
+        done = slash.complete(self.text)
+        if done is None:
+            if slash.matching(self.text):
+                return  # ambiguous: the hint shows the choices
+            self.screen.focus_next()
+            return
+        self.load_text(done)
+        self.move_cursor(self.document.end)
+        self.post_message(self.Typed(self, done))
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0 and self.sent_history:
+            if self._history_pos is None:
+                self._draft = self.text
+                self._history_pos = len(self.sent_history)
+            if self._history_pos > 0:
+                self._history_pos -= 1
+                self._show(self.sent_history[self._history_pos])
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        last = self.document.line_count - 1
+        if not select and self._history_pos is not None and self.cursor_location[0] == last:
+            self._history_pos += 1
+            if self._history_pos >= len(self.sent_history):
+                self._history_pos = None
+                self._show(self._draft)
+            else:
+                self._show(self.sent_history[self._history_pos])
+            return
+        super().action_cursor_down(select)
+
+    def _show(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        event.stop()
+        self.post_message(self.Typed(self, self.text))
+
+
+class CommandHint(Static):
+    """One line above the input: the commands matching what is typed after "/"."""
+
+    DEFAULT_CSS = """
+    CommandHint {
+        height: auto;
+        max-height: 4;
+        color: $text-muted;
+        padding: 0 1;
+        display: none;
+    }
+    CommandHint.-shown { display: block; }
+    """
+
+    def show_for(self, text: str) -> None:
+        found = slash.matching(text)
+        if not found and text.startswith("/") and not text.startswith("//"):
+            name = slash.parse(text)
+            cmd = slash.lookup(name[0]) if name else None
+            found = [cmd] if cmd else []
+        if not found:
+            self.set_class(False, "-shown")
+            return
+        text = Text()
+        for c in found:
+            if text:
+                text.append("   ")
+            text.append(c.usage, "bold")
+            if len(found) <= 2:
+                text.append(f"  {c.help}")
+        self.update(text)
+        self.set_class(True, "-shown")

@@ -1,0 +1,325 @@
+"""The message history: a line-API ``ScrollView`` over a :class:`~sdschat.ui.timeline.Timeline`.
+
+Like toolong's log view, only visible lines are painted, and painted lines
+are kept in an LRU cache keyed by (item, version, width). Word wrap is kept
+in a per-item line index: each item knows its height at the current width,
+``_starts[i]`` is the first line of item ``i`` (prefix sums), and finding the
+item of line ``y`` is a bisect. A state change repaints only that item's
+lines; an insert shifts the index from that item on (one ``accumulate``).
+
+Changes are made on ``view.timeline`` and then published with
+:meth:`MessageView.commit`, once per batch of node events.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from datetime import tzinfo
+from itertools import accumulate
+
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from sdschat.node import events as ev
+
+from ..layout import Layout
+from ..timeline import MsgItem, Timeline
+
+__all__ = ["MessageView"]
+
+_CACHE_ITEMS = 2048
+
+
+class MessageView(ScrollView, can_focus=False):
+    """Virtualized chat history ordered by (lamport_timestamp, message_id)."""
+
+    DEFAULT_CSS = """
+    MessageView {
+        scrollbar-size-vertical: 1;
+        scrollbar-gutter: stable;
+        overflow-x: hidden;
+        height: 1fr;
+    }
+    """
+
+    #: messages that arrived below while the user was scrolled up
+    new_below: reactive[int] = reactive(0)
+
+    class NewBelow(Message):
+        def __init__(self, view: MessageView, count: int) -> None:
+            super().__init__()
+            self.view = view
+            self.count = count
+
+    def __init__(self, *, tz: tzinfo | None = None, clock: Callable[[], float] = time.time,
+                 name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.timeline = Timeline()
+        self.tz = tz
+        self.clock = clock
+        self._layout: Layout | None = None
+        self._starts: list[int] = [0]
+        self._cache: OrderedDict[tuple, list[Strip]] = OrderedDict()
+        self._known_nicks = 0
+        #: follow new content: true until the user scrolls up, true again once they are back at the end
+        self._stuck = True
+        #: (item, line offset) at the top of the viewport, taken while items and line index agree
+        self._anchor = None
+        #: counters for tests and the bench: lines painted (cache misses) and partial refreshes
+        self.painted_lines = 0
+        self.partial_refreshes = 0
+
+    # ------------------------------------------------------------- public
+
+    def nick_of(self, pid: str | None) -> str:
+        return self.timeline.nick(pid)
+
+    def load(self, messages: Iterable[ev.ChatMessage]) -> None:
+        """Show a whole history (e.g. ``node.messages()``) and stick to its end."""
+        collecting = gc.isenabled()
+        gc.disable()  # 100,000 new objects would trigger full collections of the whole heap several times
+        try:
+            self.timeline.load(messages)
+            self.timeline.take_changes()
+            self._cache.clear()
+            self._relayout(full=True)
+        finally:
+            if collecting:
+                # the history lives as long as the view: keep the cyclic collector from walking it again
+                # and again (a full collection over 100,000 items is a 100+ ms stall mid-conversation)
+                gc.freeze()
+                gc.enable()
+        self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+        self._remember_anchor()
+        self.refresh()
+
+    @property
+    def at_bottom(self) -> bool:
+        """Following the end of the history (the user has not scrolled up)."""
+        return self._stuck
+
+    @property
+    def line_count(self) -> int:
+        return self._starts[-1]
+
+    def commit(self, *, new_messages: int = 0, to_bottom: bool = False) -> None:
+        """Lay out and repaint what changed on ``timeline`` since the last commit.
+
+        ``new_messages``: how many of the changes were newly shown messages
+        (counted as "N new" if the user is scrolled up). ``to_bottom``: jump to
+        the end regardless (the user just sent something).
+        """
+        first_moved, updated = self.timeline.take_changes()
+        if len(self.timeline.nicks) != self._known_nicks:  # a nick learned late: markers/tags may name it
+            self._known_nicks = len(self.timeline.nicks)
+            self._cache.clear()
+            self.refresh()
+        layout = self._current_layout()
+        if layout is None:  # not sized yet: on_resize lays everything out
+            return
+        stick = self.at_bottom or to_bottom
+        anchor = None if stick else self._anchor
+        lo = first_moved
+        for item in updated:
+            if item.layout_width != layout.width and self._measure(item) != item.height:
+                i = self.timeline.index_of(item)
+                lo = i if lo is None else min(lo, i)
+        if lo is not None:
+            self._reindex(lo)
+        if stick:
+            self._stuck = True
+            self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+            self.new_below = 0
+        else:
+            if anchor is not None:
+                self._restore_anchor(*anchor)
+            if new_messages:
+                self.new_below += new_messages
+        if lo is not None and self._starts[min(lo, len(self._starts) - 1)] < int(self.scroll_y) + self.size.height:
+            self.refresh()  # lines moved on screen
+        else:
+            self._refresh_items(updated)
+        self._remember_anchor()
+
+    def scroll_to_latest(self) -> None:
+        self._stuck = True
+        self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+        self.new_below = 0
+
+    def item_at_line(self, y: int):
+        """The item drawn at content line ``y`` (and the line within it)."""
+        i = bisect.bisect_right(self._starts, y) - 1
+        return self.timeline.items[i], y - self._starts[i]
+
+    def line_of(self, item) -> int:
+        return self._starts[self.timeline.index_of(item)]
+
+    def visible_text(self) -> list[str]:
+        """The text of the lines currently on screen (what a person sees), for tests."""
+        return [self.render_line(y).text.rstrip() for y in range(self.scrollable_content_region.height)]
+
+    def all_text(self) -> list[str]:
+        """Every line of the history as text (slow for huge histories: tests only)."""
+        out: list[str] = []
+        for i, item in enumerate(self.timeline.items):
+            out.extend(s.text.rstrip() for s in self._strips(i, item))
+        return out
+
+    # ------------------------------------------------------------- layout
+
+    def _current_layout(self) -> Layout | None:
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return None
+        if self._layout is None or self._layout.width != width:
+            stick = self._stuck
+            anchor = None if stick else self._anchor
+            self._layout = Layout(width, self.tz)
+            self._cache.clear()
+            self._relayout(full=True)
+            if stick:
+                self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+            elif anchor is not None:
+                self._restore_anchor(*anchor)
+            self._remember_anchor()
+        return self._layout
+
+    def _prev_msg(self, index: int) -> MsgItem | None:
+        items = self.timeline.items
+        for j in range(index - 1, -1, -1):
+            if type(items[j]) is MsgItem:
+                return items[j]
+        return None
+
+    def _measure(self, item) -> int:
+        """(Re)compute ``item.height`` if it is stale; returns the old height."""
+        old = item.height
+        layout = self._layout
+        if layout is not None and item.layout_width != layout.width:
+            i = self.timeline.index_of(item)
+            items = self.timeline.items
+            item.height = layout.height(item, layout.separator_ms(items, i, self._prev_msg(i)), self.nick_of)
+            item.layout_width = layout.width
+        return old
+
+    def _relayout(self, full: bool) -> None:
+        layout = self._layout or self._current_layout()
+        if layout is None:
+            return
+        items = self.timeline.items
+        width = layout.width
+        nick_of = self.nick_of
+        height = layout.height
+        separator = layout.separator_ms
+        prev = None
+        for i, item in enumerate(items):
+            if full or item.layout_width != width:
+                item.height = height(item, separator(items, i, prev), nick_of)
+                item.layout_width = width
+            if type(item) is MsgItem:
+                prev = item
+        self._starts = list(accumulate((it.height for it in items), initial=0))
+        self.virtual_size = Size(width, self._starts[-1])
+
+    def _reindex(self, lo: int) -> None:
+        """Heights and line starts from item ``lo`` on (items before it did not change)."""
+        layout = self._layout
+        items = self.timeline.items
+        lo = max(0, min(lo, len(items), len(self._starts) - 1))
+        width = layout.width
+        nick_of = self.nick_of
+        prev = self._prev_msg(lo)
+        tail = items[lo:]
+        for i, item in enumerate(tail, lo):
+            if item.layout_width != width:
+                item.height = layout.height(item, layout.separator_ms(items, i, prev), nick_of)
+                item.layout_width = width
+            if type(item) is MsgItem:
+                prev = item
+        self._starts[lo:] = accumulate((it.height for it in tail), initial=self._starts[lo])
+        self.virtual_size = Size(width, self._starts[-1])
+
+    def _remember_anchor(self) -> None:
+        """Note the item at the top of the viewport (only call when items and ``_starts`` agree)."""
+        if not self.timeline.items or self._starts[-1] == 0 or len(self._starts) != len(self.timeline.items) + 1:
+            self._anchor = None
+            return
+        y = int(self.scroll_y)
+        self._anchor = self.item_at_line(min(y, self._starts[-1] - 1))
+
+    def _restore_anchor(self, item, offset: int) -> None:
+        try:
+            y = self.line_of(item) + offset
+        except KeyError:
+            return
+        if y != int(self.scroll_y):
+            self.scroll_to(y=y, animate=False, force=True)
+
+    def _refresh_items(self, items: Iterable) -> None:
+        top = int(self.scroll_y)
+        bottom = top + self.scrollable_content_region.height
+        width = self.scrollable_content_region.width
+        for item in items:
+            try:
+                start = self.line_of(item)
+            except KeyError:
+                continue
+            end = start + item.height
+            if end <= top or start >= bottom:
+                continue
+            self.partial_refreshes += 1
+            self.refresh(Region(0, start - top, width, end - start))
+
+    # ------------------------------------------------------------- paint
+
+    def _strips(self, index: int, item) -> list[Strip]:
+        layout = self._layout
+        key = (item.uid, item.version, layout.width)
+        strips = self._cache.get(key)
+        if strips is not None:
+            self._cache.move_to_end(key)
+            return strips
+        items = self.timeline.items
+        strips = layout.paint(item, layout.separator_ms(items, index, self._prev_msg(index)), self.nick_of)
+        self.painted_lines += len(strips)
+        if len(strips) != item.height:  # defensive: the line index must match what is painted
+            strips = (strips + [Strip.blank(layout.width)] * item.height)[: item.height]
+        self._cache[key] = strips
+        if len(self._cache) > _CACHE_ITEMS:
+            self._cache.popitem(last=False)
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        layout = self._current_layout()
+        index = y + int(self.scroll_y)
+        if layout is None or index >= self._starts[-1] or index < 0:
+            return Strip.blank(width)
+        i = bisect.bisect_right(self._starts, index) - 1
+        item = self.timeline.items[i]
+        strips = self._strips(i, item)
+        return strips[index - self._starts[i]]
+
+    # ------------------------------------------------------------- events
+
+    def on_resize(self) -> None:
+        self._current_layout()
+        if self._stuck:  # the view got shorter or taller: keep showing the end
+            self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._stuck = new_value >= self.max_scroll_y - 0.5
+        self._remember_anchor()
+        if self.new_below and self._stuck:
+            self.new_below = 0
+
+    def watch_new_below(self, count: int) -> None:
+        self.post_message(self.NewBelow(self, count))

@@ -1,0 +1,178 @@
+"""Participants with last-seen, channel health and the broker connection.
+
+Fed by the pane (from ``CountersChanged``/``node.health()``,
+``node.participants()`` and ``ConnectionChanged``); ``compact`` is the
+two-line form under each pane of the demo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from ..theme import nick_style
+
+__all__ = ["SidePanel", "PanelState", "ago"]
+
+_CONN_STYLE = {"connected": "green", "connecting": "yellow", "disconnected": "red", "stopped": "grey50"}
+
+
+@dataclass
+class PanelState:
+    nick: str = ""
+    participant_id: str = ""
+    channel: str = ""
+    broker_url: str = ""
+    connection: str = "connecting"
+    connection_detail: str = ""
+    health: dict = field(default_factory=dict)
+    participants: list = field(default_factory=list)  # ParticipantRow-like: participant_id, nick, last_seen_ms
+    impairment: object = None  # Impairment-like: loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline
+    now_ms: int = 0
+
+
+def ago(now_ms: int, then_ms: int) -> str:
+    s = max(0, (now_ms - then_ms) // 1000)
+    if s < 5:
+        return "now"
+    if s < 60:
+        return f"{s}s ago"
+    if s < 3600:
+        return f"{s // 60}m ago"
+    if s < 86400:
+        return f"{s // 3600}h ago"
+    return f"{s // 86400}d ago"
+
+
+def _pct(p: float) -> str:
+    return f"{p * 100:.0f}%"
+
+
+def link_summary(imp) -> str:
+    if imp is None:
+        return "link: ?"
+    if imp.offline:
+        return "link: OFFLINE"
+    parts = []
+    if imp.loss_in or imp.loss_out:
+        parts.append(f"loss in {_pct(imp.loss_in)} out {_pct(imp.loss_out)}")
+    if imp.delay_ms or imp.jitter_ms:
+        parts.append(f"delay {imp.delay_ms:.0f}±{imp.jitter_ms:.0f} ms")
+    if imp.duplicate:
+        parts.append(f"dup {_pct(imp.duplicate)}")
+    return "link: " + (", ".join(parts) if parts else "clean")
+
+
+def connection_text(state: PanelState) -> Text:
+    offline = state.impairment is not None and getattr(state.impairment, "offline", False)
+    label = "offline (you)" if offline else state.connection
+    style = "red" if offline else _CONN_STYLE.get(state.connection, "")
+    return Text.assemble(("● ", style), (label, style))
+
+
+class SidePanel(Static):
+    DEFAULT_CSS = """
+    SidePanel {
+        width: 34;
+        height: 1fr;
+        padding: 0 1;
+        border-left: vkey $surface-lighten-2;
+        overflow-y: auto;
+    }
+    SidePanel.compact {
+        width: 1fr;
+        height: auto;
+        border-left: none;
+        padding: 0;
+    }
+    """
+
+    def __init__(self, *, compact: bool = False, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__("", id=id, classes=classes)
+        self.compact = compact
+        if compact:
+            self.add_class("compact")
+        self.state = PanelState()
+
+    def show(self, state: PanelState) -> None:
+        self.state = state
+        self.update(self._compact(state) if self.compact else self._full(state))
+
+    # ----------------------------------------------------------- full
+
+    def _full(self, st: PanelState) -> Group:
+        h = st.health
+        parts: list = []
+
+        def head(title: str) -> None:
+            if parts:
+                parts.append(Text(""))
+            parts.append(Text(title, "bold underline"))
+
+        def table() -> Table:
+            t = Table.grid(padding=(0, 1), expand=True)
+            t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+            t.add_column(justify="right", no_wrap=True)
+            parts.append(t)
+            return t
+
+        head("Connection")
+        parts.append(connection_text(st))
+        if st.broker_url:
+            parts.append(Text(st.broker_url, "grey50", overflow="fold"))
+        if st.connection_detail and st.connection != "connected":
+            parts.append(Text(st.connection_detail[:80], "grey50"))
+        head(f"Participants ({len(st.participants) + 1})")
+        t = table()
+        t.add_row(Text.assemble((st.nick or "you", nick_style(st.participant_id) if st.participant_id else ""),
+                                ("  · you", "grey50")), "")
+        for p in st.participants[:30]:
+            nick = p.nick or p.participant_id[:8]
+            t.add_row(Text(nick, nick_style(p.participant_id)), Text(ago(st.now_ms, p.last_seen_ms), "grey50"))
+        head(f"Channel #{st.channel}" if st.channel else "Channel")
+        t = table()
+
+        def row(label: str, value, style: str = "") -> None:
+            t.add_row(Text(label, "grey70"), Text(str(value), style))
+
+        row("lamport", h.get("lamport_timestamp", 0))
+        row("log", h.get("log", 0))
+        row("unacknowledged", h.get("unacknowledged", 0), "yellow" if h.get("unacknowledged") else "")
+        row("possibly acked", h.get("possibly_acknowledged", 0), "cyan" if h.get("possibly_acknowledged") else "")
+        row("incoming", h.get("incoming", 0), "magenta" if h.get("incoming") else "")
+        row("missing", h.get("missing", 0), "yellow" if h.get("missing") else "")
+        row("repair buffer", f"{h.get('repair_requests', 0)} req {h.get('repair_responses', 0)} resp")
+        row("resends", h.get("resends", 0))
+        row("repairs asked", h.get("repairs_requested", 0))
+        row("repairs served", h.get("repairs_served", 0))
+        row("lost", h.get("lost", 0), "red" if h.get("lost") else "")
+        row("undecryptable", h.get("undecryptable", 0), "red" if h.get("undecryptable") else "")
+        row("rejected", h.get("rejected", 0), "red" if h.get("rejected") else "")
+        head("Link (F2)")
+        parts.append(Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else ""))
+        return Group(*parts)
+
+    # -------------------------------------------------------- compact
+
+    def _compact(self, st: PanelState) -> Group:
+        h = st.health
+
+        def n(label: str, key: str, style: str) -> tuple[str, str]:
+            value = h.get(key, 0)
+            return f"  {label} {value}", style if value else "grey70"
+
+        line1 = connection_text(st)
+        line1.append_text(Text.assemble(n("unacked", "unacknowledged", "yellow"),
+                                        n("possibly", "possibly_acknowledged", "cyan"),
+                                        n("missing", "missing", "yellow")))
+        line2 = Text.assemble((f"resends {h.get('resends', 0)}  repairs {h.get('repairs_requested', 0)}/"
+                               f"{h.get('repairs_served', 0)}  ", "grey70"), n("lost", "lost", "red"))
+        line3 = Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "grey70")
+        for line in (line1, line2, line3):
+            line.no_wrap = True
+            line.overflow = "ellipsis"
+        return Group(line1, line2, line3)

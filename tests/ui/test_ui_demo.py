@@ -1,0 +1,96 @@
+"""`sdschat demo` and `sdschat chat` launchers, and the demo screen with real nodes and bots."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from ui_helpers import line_with, lines_of, wait_until
+
+from sdschat.cli import CliError, _Parser
+from sdschat.ui.app import DemoApp
+from sdschat.ui.commands import chat_configure, chat_run, demo_configure, demo_run, start_demo_nodes
+
+
+def parser(configure) -> argparse.ArgumentParser:
+    p = _Parser(prog="sdschat x")
+    configure(p)
+    return p
+
+
+def test_demo_arguments() -> None:
+    args = parser(demo_configure).parse_args([])
+    assert (args.participants, args.loss, args.bots) == (3, 0.2, False)
+    args = parser(demo_configure).parse_args(["--participants", "5", "--loss", "0", "--bots"])
+    assert (args.participants, args.loss, args.bots) == (5, 0.0, True)
+    for bad in (["--participants", "0"], ["--participants", "9"], ["--loss", "2"], ["--bot-interval", "0"]):
+        with pytest.raises(CliError):
+            parser(demo_configure).parse_args(bad)
+
+
+def test_chat_arguments_reuse_the_channel_options() -> None:
+    args = parser(chat_configure).parse_args(["--name", "alice", "--channel", "ops", "--loss", "0.1"])
+    assert (args.name, args.channel, args.loss) == ("alice", "ops", 0.1)
+    with pytest.raises(CliError):
+        parser(chat_configure).parse_args(["--channel", "ops"])  # --name is required
+
+
+def test_launchers_refuse_to_run_without_a_terminal(run) -> None:
+    # pytest captures stdout, so it is not a tty: one line, no traceback, no TUI garbage
+    with pytest.raises(CliError, match="terminal"):
+        run(demo_run(parser(demo_configure).parse_args([])))
+    with pytest.raises(CliError, match="terminal"):
+        run(chat_run(parser(chat_configure).parse_args(["--name", "a"])))
+
+
+def test_demo_panes_are_real_nodes_with_their_own_controls(tmp_path, run) -> None:
+    async def scenario():
+        from sdschat.transport import EmbeddedBroker
+
+        broker = await EmbeddedBroker.start()
+        nodes = await start_demo_nodes(3, 0.0, db_dir=tmp_path, broker_url=broker.url, seed=3)
+        try:
+            app = DemoApp(nodes, bots=True, bot_interval=0.3, seed=3, blink=False)
+            async with app.run_test(size=(150, 36)) as pilot:
+                alice, bob, carol = app.panes
+                assert [p.node.nick for p in app.panes] == ["alice", "bob", "carol"]
+                # bots chatter: every pane shows the others' messages
+                await wait_until(pilot, lambda: all(len({m.sender_id for m in n.messages()}) == 3 for n in nodes),
+                                 timeout=10, what="bot chatter everywhere")
+                await pilot.press("f4")  # bots quiet
+                assert app.bots is False
+                # typing into bob's pane sends from bob's node
+                bob.input.focus()
+                await pilot.press(*"from bob's pane", "enter")
+                await wait_until(pilot, lambda: line_with(lines_of(app, carol), "from bob's pane"), what="carol")
+                assert [m for m in nodes[1].messages() if m.text == "from bob's pane"][0].own
+                # each pane has its own link controls
+                await pilot.press("f2")
+                assert all(p.query_one("ImpairmentPanel").has_class("-shown") for p in app.panes)
+                carol.run_command("offline", "")
+                assert nodes[2].impairment.offline and not nodes[0].impairment.offline
+                assert app.errors == []
+        finally:
+            for node in nodes:
+                await node.stop()
+            await broker.close()
+
+    run(scenario())
+
+
+def test_demo_nodes_get_the_loss_on_every_link(tmp_path, run) -> None:
+    async def scenario():
+        from sdschat.transport import EmbeddedBroker
+
+        broker = await EmbeddedBroker.start()
+        nodes = await start_demo_nodes(2, 0.25, db_dir=tmp_path, broker_url=broker.url)
+        try:
+            assert [(n.impairment.loss_in, n.impairment.loss_out) for n in nodes] == [(0.25, 0.25)] * 2
+            assert nodes[0].key.channel_id == nodes[1].key.channel_id  # one in-memory key, no key file
+            assert (tmp_path / "alice.db").exists() and (tmp_path / "bob.db").exists()
+        finally:
+            for node in nodes:
+                await node.stop()
+            await broker.close()
+
+    run(scenario())

@@ -1,0 +1,47 @@
+"""SVG snapshots of deterministic screens (fixed messages, injected clock, UTC, no cursor blink).
+
+Update after an intended change with ``pytest tests/ui --snapshot-update`` and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+from ui_helpers import ALICE, BOB, CAROL, FIXED_NOW, UTC, FakeNode, fixed_events
+
+from sdschat.ui.app import ChatApp, DemoApp
+
+
+def chat_app(node=None) -> ChatApp:
+    return ChatApp(node or FakeNode(), clock=lambda: FIXED_NOW, tz=UTC, blink=False)
+
+
+async def with_events(pilot) -> None:
+    pilot.app.pane.apply_events(fixed_events())
+    await pilot.pause()
+
+
+def test_chat_screen(snap_compare) -> None:
+    assert snap_compare(chat_app(), terminal_size=(110, 32), run_before=with_events)
+
+
+def test_help_screen(snap_compare) -> None:
+    assert snap_compare(chat_app(), press=["f1"], terminal_size=(110, 42))
+
+
+def test_link_controls_and_command_hint(snap_compare) -> None:
+    async def before(pilot) -> None:
+        await pilot.press("f2", *"/lo")
+        await pilot.pause()
+
+    assert snap_compare(chat_app(), terminal_size=(110, 32), run_before=before)
+
+
+def test_demo_layout(snap_compare) -> None:
+    nodes = [FakeNode(nick="alice", participant_id=ALICE), FakeNode(nick="bob", participant_id=BOB),
+             FakeNode(nick="carol", participant_id=CAROL)]
+    app = DemoApp(nodes, clock=lambda: FIXED_NOW, tz=UTC, blink=False, subtitle="3 participants (fixed data)")
+
+    async def before(pilot) -> None:
+        pilot.app.panes[0].apply_events(fixed_events())
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(150, 36), run_before=before)

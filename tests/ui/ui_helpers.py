@@ -1,0 +1,188 @@
+"""Helpers of the UI tests: real nodes over an embedded broker, a fixed-data node for snapshots."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field, replace
+from datetime import timezone
+from pathlib import Path
+
+from sdschat.node import events as ev
+
+T0_MS = 1_763_805_600_000  # 2025-11-22 10:00:00 UTC
+UTC = timezone.utc
+
+
+def fast_config(**overrides):
+    """Engine timings shrunk so acks, resends and repairs happen within a second or two."""
+    from sdschat.node import node_channel_config
+
+    base = dict(resend_unacknowledged_ms=800, resend_possibly_acknowledged_ms=2_000, ack_delay_ms=50,
+                ack_jitter_ms=100, sync_interval_ms=1_000, sync_jitter_ms=300, repair_t_min_ms=300,
+                repair_t_max_ms=1_500)
+    base.update(overrides)
+    return node_channel_config(**base)
+
+
+@contextlib.asynccontextmanager
+async def cluster(tmp_path: Path, nicks=("alice", "bob"), configs: dict | None = None, channel: str = "general",
+                  key=None):
+    """Start an embedded broker and one real node per nick (shared in-memory key); stop everything after."""
+    from sdschat.crypto import ChannelKey
+    from sdschat.node import Node, NodeConfig
+    from sdschat.transport import EmbeddedBroker
+
+    configs = configs or {}
+    broker = await EmbeddedBroker.start()
+    key = key or ChannelKey.generate(channel)
+    nodes = []
+    try:
+        for nick in nicks:
+            cfg = configs.get(nick) or fast_config()
+            nodes.append(await Node.start(NodeConfig(nick, key, tmp_path / f"{nick}.db", broker.url,
+                                                     channel_config=cfg)))
+        yield nodes
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                await node.stop()
+        await broker.close()
+
+
+async def wait_until(pilot, predicate, timeout: float = 6.0, step: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        await pilot.pause(step)
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def lines_of(app, pane=None) -> list[str]:
+    """Every line of the pane's message history as the screen paints it."""
+    pane = pane or app.active_pane()
+    return [line.replace("\u00a0", " ") for line in pane.view.all_text()]
+
+
+def widget_text(widget) -> str:
+    """What a (non-scrolling) widget paints, as text."""
+    return "\n".join(widget.render_line(y).text.rstrip() for y in range(widget.size.height))
+
+
+def line_with(lines: list[str], needle: str) -> str | None:
+    return next((line for line in lines if needle in line), None)
+
+
+# ------------------------------------------------------------ fixed data
+
+
+@dataclass
+class FakeImpairment:
+    loss_in: float = 0.0
+    loss_out: float = 0.0
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    duplicate: float = 0.0
+    offline: bool = False
+
+
+@dataclass
+class FakeKey:
+    channel_name: str = "general"
+
+
+@dataclass
+class FakeParticipant:
+    participant_id: str
+    nick: str | None
+    first_seen_ms: int
+    last_seen_ms: int
+
+
+ALICE = "a1" * 16
+BOB = "b0" * 16
+CAROL = "c4" * 16
+
+
+def fixed_messages() -> list[ev.ChatMessage]:
+    """A history with every state the view can show (no wall clock anywhere)."""
+    def m(i, sender, nick, text, lamport, state, minute, own=False, kind="msg", acks=0, repaired=False):
+        return ev.ChatMessage(f"{i:02d}" + "0" * 62, sender, nick, text, kind, T0_MS + minute * 60_000 - 86_400_000 * (i == 1),
+                              lamport, own, state, acks, 0, repaired)
+    return [
+        m(1, BOB, "bob", "yesterday's last word", 1, ev.RECEIVED, 0),
+        m(2, ALICE, "alice", "morning! shipping the SDS chat today", 2, ev.ACKNOWLEDGED, 1, own=True),
+        m(3, CAROL, "carol", "nice. does it show what got lost?", 3, ev.RECEIVED, 2),
+        m(4, BOB, "bob", "it shows what is *possibly* missing, then repairs it in place — long lines wrap under "
+                         "the text column so the nick column stays readable", 4, ev.RECEIVED, 3),
+        m(5, ALICE, "alice", "watch this one", 5, ev.POSSIBLY_ACKNOWLEDGED, 4, own=True, acks=2),
+        m(6, ALICE, "alice", "and this one is still in flight", 6, ev.UNACKNOWLEDGED, 5, own=True),
+        m(7, ALICE, "alice", "resending…", 7, ev.RESENDING, 6, own=True),
+        m(9, CAROL, "carol", "this arrived before the message it follows", 9, ev.WAITING, 7),
+        m(10, ALICE, "alice", "waves", 10, ev.SENDING, 8, own=True, kind="me"),
+        m(12, BOB, "bob", "and this one waited on a message nobody had", 12, ev.RECEIVED, 9),
+    ]
+
+
+def fixed_events() -> list[ev.NodeEvent]:
+    """Applied after the history: a gap, a repair (highlighted), a loss."""
+    repaired = ev.ChatMessage("08" + "0" * 62, BOB, "bob", "I was missing, then repaired by carol", "msg",
+                              T0_MS + 7 * 60_000, 8, False, ev.RECEIVED, 0, 0, True, CAROL)
+    return [
+        ev.GapOpened("09" + "0" * 62, ("x1" * 32,), (BOB,)),
+        ev.MessageShown(repaired),
+        ev.MessageRepaired(repaired.message_id, "sds-r", CAROL),
+        ev.GapOpened("12" + "0" * 62, ("11" + "0" * 62,), (CAROL,)),
+        ev.MessageLost("11" + "0" * 62, CAROL, ("12" + "0" * 62,)),
+        ev.GapClosed("12" + "0" * 62, ("11" + "0" * 62,)),
+    ]
+
+
+@dataclass
+class FakeNode:
+    """Just enough of :class:`sdschat.node.Node` for deterministic snapshots (no network, no clock)."""
+
+    nick: str = "alice"
+    participant_id: str = ALICE
+    key: FakeKey = field(default_factory=FakeKey)
+    broker_url: str = "mqtt://127.0.0.1:1883"
+    history: list = field(default_factory=fixed_messages)
+    impairment: FakeImpairment = field(default_factory=FakeImpairment)
+    failure: str | None = None
+    sent: list = field(default_factory=list)
+
+    def messages(self):
+        return list(self.history)
+
+    def participants(self):
+        return [FakeParticipant(BOB, "bob", T0_MS, T0_MS + 9 * 60_000),
+                FakeParticipant(CAROL, "carol", T0_MS, T0_MS + 5 * 60_000)]
+
+    def health(self):
+        return {"lamport_timestamp": 12, "log": 9, "unacknowledged": 1, "possibly_acknowledged": 1, "incoming": 0,
+                "missing": 1, "repair_requests": 1, "repair_responses": 0, "resends": 3, "repairs_requested": 2,
+                "repairs_served": 1, "lost": 1, "undecryptable": 0, "rejected": 0, "connection": "connected"}
+
+    def add_listener(self, listener):
+        return lambda: None
+
+    def set_nick(self, nick):
+        self.nick = nick
+
+    def set_impairment(self, **settings):
+        self.impairment = replace(self.impairment, **settings)
+
+    async def send_text(self, text, kind="msg"):
+        self.sent.append((kind, text))
+        return "x"
+
+    async def send_typing(self):
+        pass
+
+    def pending(self):
+        return False
+
+
+FIXED_NOW = (T0_MS + 10 * 60_000) / 1000
