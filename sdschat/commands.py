@@ -221,6 +221,8 @@ def _bot_configure(p: argparse.ArgumentParser) -> None:
                         "for a repair, for this many seconds (keep it above the repair backoff T_max, 10 s)")
     p.add_argument("--max-runtime", type=_non_negative, default=0.0, help="give up (exit 3) after this many seconds (0: never)")
     p.add_argument("--text", default="{name} #{i}", help="message template ({name}, {i})")
+    p.add_argument("--start-after", type=_non_negative, default=0.0,
+                   help="wait this many seconds after connecting before sending (lets peers subscribe first)")
     p.add_argument("--quiet", action="store_true")
 
 
@@ -240,6 +242,11 @@ async def _bot_run(args: argparse.Namespace) -> int:
     try:
         if not args.quiet:
             print(f"{args.name}: participant {node.participant_id[:12]} on {node.broker_url}", flush=True)
+        if args.start_after:
+            try:
+                await asyncio.wait_for(stop.wait(), args.start_after)
+            except (asyncio.TimeoutError, TimeoutError):
+                pass
         for i in range(args.count):
             if stop.is_set() or node.failure:
                 break

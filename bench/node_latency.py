@@ -1,0 +1,126 @@
+"""3 sdschat nodes (real `sdschat bot` processes) over mosquitto on loopback.
+
+Default: 50 msg/s aggregate for 60 s. Prints p50/p99 send-to-delivered latency
+(sender's "sent" event, written once the message is durable, to each
+receiver's "delivered" event; same machine, same clock), CPU per node, and
+database growth per 1,000 messages.
+
+    python bench/node_latency.py [--seconds 60] [--rate 50] [--nodes 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = (len(values) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rate", type=float, default=50.0, help="messages per second, all nodes together")
+    ap.add_argument("--nodes", type=int, default=3)
+    args = ap.parse_args()
+
+    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not Path(mosquitto).exists():
+        print("mosquitto not found: run `bash .ci/setup` (it installs it)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="sdschat-bench-"))
+    port = free_port()
+    (work / "mosquitto.conf").write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\nset_tcp_nodelay true\n"
+        "persistence false\n")
+    broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    sds = [sys.executable, "-m", "sdschat"]
+    subprocess.run([*sds, "keygen", str(work / "k.key")], check=True, capture_output=True)
+    per_node = args.rate / args.nodes
+    count = int(args.seconds * per_node)
+    names = [f"n{i}" for i in range(args.nodes)]
+    procs = {}
+    t0 = time.monotonic()
+    for name in names:
+        procs[name] = subprocess.Popen(
+            [*sds, "bot", "--name", name, "--key-file", str(work / "k.key"), "--broker", f"mqtt://127.0.0.1:{port}",
+             "--db", str(work / f"{name}.db"), "--count", str(count), "--interval", str(1 / per_node),
+             "--linger", "3", "--start-after", "2", "--quiet", "--max-runtime", str(args.seconds * 3 + 60)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cpu = {}  # (includes ~2 s start-up and linger at low load)
+    for name, p in procs.items():
+        _, status, usage = os.wait4(p.pid, 0)
+        cpu[name] = usage.ru_utime + usage.ru_stime
+        p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    broker.terminate()
+    broker.wait(5)
+
+    sent: dict[str, float] = {}
+    delivered: list[float] = []
+    shown: list[float] = []
+    sizes = {}
+    logs = {}
+    for name in names:
+        db = work / f"{name}.db"
+        con = sqlite3.connect(db)
+        for mid, ts in con.execute("SELECT message_id, ts_ms FROM events WHERE kind = 'sent'"):
+            sent[mid] = ts
+        logs[name] = [r[0] for r in con.execute(
+            "SELECT message_id FROM messages WHERE state != 'waiting' ORDER BY lamport_timestamp, message_id")]
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        sizes[name] = sum(f.stat().st_size for f in work.glob(f"{name}.db*"))
+    for name in names:
+        con = sqlite3.connect(work / f"{name}.db")
+        for mid, ts in con.execute("SELECT message_id, ts_ms FROM events WHERE kind = 'delivered'"):
+            if mid in sent:
+                delivered.append(ts - sent[mid])
+        for mid, ts in con.execute("SELECT message_id, ts_ms FROM events WHERE kind = 'received'"):
+            if mid in sent:
+                shown.append(ts - sent[mid])
+        con.close()
+    total = len(sent)
+    converged = len({json.dumps(v) for v in logs.values()}) == 1
+    print(f"{args.nodes} nodes over mosquitto (loopback, QoS 0), target {args.rate:g} msg/s for {args.seconds:g} s")
+    print(f"messages sent {total}, wall {wall:.1f} s (actual rate {total / args.seconds:.1f} msg/s while sending), "
+          f"exit codes {[p.returncode for p in procs.values()]}, logs identical: {converged}")
+    print(f"send-to-delivered latency over {len(delivered)} deliveries: p50 {percentile(delivered, .5):.1f} ms, "
+          f"p99 {percentile(delivered, .99):.1f} ms, max {max(delivered):.0f} ms")
+    print(f"send-to-shown latency (first arrival, even before dependencies): p50 {percentile(shown, .5):.1f} ms, "
+          f"p99 {percentile(shown, .99):.1f} ms")
+    for name in names:
+        print(f"  {name}: CPU {cpu[name]:.1f} s ({100 * cpu[name] / wall:.1f}% of one core), "
+              f"database {sizes[name] / 1e6:.2f} MB = {sizes[name] / max(1, len(logs[name])) * 1000 / 1e6:.2f} MB "
+              f"per 1,000 messages")
+    print(f"mean CPU per node {statistics.mean(cpu.values()):.1f} s; work dir {work}")
+    return 0 if converged and all(p.returncode == 0 for p in procs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
