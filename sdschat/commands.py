@@ -49,34 +49,25 @@ def _add_impairment_args(p: argparse.ArgumentParser) -> None:
                         "for RepairConfig), e.g. --tune repair_t_max_ms=3000; all members should agree")
 
 
-def _probability(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return v
+def number(kind: type = float, lo: float | None = None, hi: float | None = None):
+    """An argparse ``type`` accepting a ``kind`` (int or float) within ``[lo, hi]``."""
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            bounds = f"between {lo:g} and {hi:g}" if lo is not None and hi is not None else f">= {lo:g}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return v
+
+    return parse
 
 
-def _non_negative(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
+_probability = number(float, 0.0, 1.0)
+_non_negative = number(float, 0.0)
+_positive_int = number(int, 0)
 
 
 def _tune(text: str) -> tuple[str, int | float | bool]:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from sdschat.cli import CliError
-from sdschat.commands import _add_channel_args, _probability, start_node
+from sdschat.commands import _add_channel_args, _probability, number, start_node
 
 __all__ = ["chat_configure", "chat_run", "demo_configure", "demo_run", "DEMO_NICKS"]
 
@@ -51,24 +51,8 @@ async def chat_run(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ demo
 
 
-def _participants(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= n <= MAX_PARTICIPANTS:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_PARTICIPANTS}, got {n}")
-    return n
-
-
-def _interval(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.2 <= v <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0.2 and 3600 seconds, got {text}")
-    return v
+_participants = number(int, 1, MAX_PARTICIPANTS)
+_interval = number(float, 0.2, 3600)
 
 
 def demo_configure(p: argparse.ArgumentParser) -> None:
