@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from node_helpers import log_of, settle, start
+from node_helpers import log_of, run, settle, start
 
 from sdschat.crypto import ChannelKey
 from sdschat.node import events as ev
@@ -39,7 +39,7 @@ def test_three_nodes_with_30_percent_loss_converge(broker, tmp_path):
             for n in nodes:
                 await n.stop()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_duplication_and_reordering_deliver_each_message_once(broker, tmp_path):
@@ -61,7 +61,7 @@ def test_duplication_and_reordering_deliver_each_message_once(broker, tmp_path):
             await a.stop()
             await b.stop()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_offline_sends_queue_and_go_out_when_back_online(broker, tmp_path):
@@ -83,7 +83,7 @@ def test_offline_sends_queue_and_go_out_when_back_online(broker, tmp_path):
             await a.stop()
             await b.stop()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_gap_is_shown_at_once_then_repaired(tmp_path, node_mosquitto):
@@ -116,4 +116,4 @@ def test_gap_is_shown_at_once_then_repaired(tmp_path, node_mosquitto):
             await a.stop()
             await b.stop()
 
-    asyncio.run(main())
+    run(main())

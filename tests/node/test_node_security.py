@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from node_helpers import log_of, settle, start
+from node_helpers import log_of, run, settle, start
 
 from sdschat.crypto import ChannelKey, Identity, signed_content
 from sdschat.node import AppPayload
@@ -58,7 +58,7 @@ def test_wrong_key_participant_sees_nothing_and_counts_rejections(broker, tmp_pa
             for n in (a, b, eve):
                 await n.stop()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_tampered_and_garbage_frames_are_rejected_and_counted(broker, tmp_path):
@@ -92,7 +92,7 @@ def test_tampered_and_garbage_frames_are_rejected_and_counted(broker, tmp_path):
             await a.stop()
             await b.stop()
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_member_signing_as_another_member_is_rejected(tmp_path, node_mosquitto):
@@ -117,4 +117,4 @@ def test_member_signing_as_another_member_is_rejected(tmp_path, node_mosquitto):
             await a.stop()
             await b.stop()
 
-    asyncio.run(main())
+    run(main())

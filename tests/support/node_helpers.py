@@ -33,3 +33,23 @@ async def settle(nodes, expected: int, timeout: float = 30.0) -> float:
         await asyncio.sleep(0.05)
     state = {n.nick: (len(log_of(n)), n.pending(), n.channel.summary()) for n in nodes}
     raise AssertionError(f"nodes did not settle in {timeout} s: {state}")
+
+
+def run(coro, timeout: float = 90.0):
+    """``asyncio.run`` with a deadline; on expiry, fail showing where every task was waiting."""
+
+    async def guarded():
+        task = asyncio.ensure_future(coro)
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if task in done:
+            return task.result()
+        import io
+
+        out = io.StringIO()
+        for t in asyncio.all_tasks():
+            if t is not asyncio.current_task():
+                t.print_stack(file=out)
+        task.cancel()
+        raise AssertionError(f"test coroutine still running after {timeout} s; tasks:\n{out.getvalue()}")
+
+    return asyncio.run(guarded())
