@@ -192,32 +192,40 @@ class Node:
         self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
 
     async def stop(self) -> None:
+        """Shut down in order: tasks, transport, final flush, store. Each step is bounded, so a
+        stuck component cannot hang the exit; what it cost is logged."""
         if self._stopping:
             return
         self._stopping = True
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2.0)
         if self.transport is not None:
-            try:
-                await self.transport.stop()
-            except Exception:  # pragma: no cover - shutting down anyway
-                log.debug("transport stop failed", exc_info=True)
+            await self._bounded("transport stop", self.transport.stop(), 5.0)
         if self.writer is not None:
             try:
                 self._persist(self._now())
-                await self.writer.close()
             except Exception as exc:
                 self.failure = self.failure or f"database write failed: {exc}"
-                log.debug("final flush failed", exc_info=True)
+            if not await self._bounded("final database flush", self.writer.close(), 10.0):
+                self.failure = self.failure or "database write failed: final flush did not complete"
         if self.store is not None:
-            await self.store.close()
+            await self._bounded("database close", self.store.close(), 5.0)
         if self._embedded is not None:
-            await self._embedded.close()
+            await self._bounded("embedded broker close", self._embedded.close(), 5.0)
+
+    async def _bounded(self, what: str, coro, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(coro, timeout)
+            return True
+        except (asyncio.TimeoutError, TimeoutError):
+            log.warning("%s did not finish in %.0f s", what, timeout)
+        except Exception as exc:
+            log.warning("%s failed: %s", what, exc)
+            if what == "final database flush":
+                self.failure = self.failure or f"database write failed: {exc}"
+        return False
 
     # ----------------------------------------------------------------- views
 
