@@ -307,6 +307,7 @@ async def _export_run(args: argparse.Namespace) -> int:
 
 
 def registry() -> dict:
+    from .storenode.commands import storenode_configure, storenode_run
     from .ui.commands import chat_configure, chat_run, demo_configure, demo_run
 
     return {
@@ -315,6 +316,8 @@ def registry() -> dict:
         "keygen": (_keygen_configure, _keygen_run, "write a fresh random channel key file (mode 0600)"),
         "broker": (_broker_configure, _broker_run, "run an embedded MQTT broker"),
         "bot": (_bot_configure, _bot_run, "a headless participant that sends N messages, then lingers until settled"),
+        "store": (storenode_configure, storenode_run,
+                  "a key-less store node: caches every channel's envelopes so participants catch up and fill gaps"),
         "export": (_export_configure, _export_run, "write a database's ordered log (or events) as JSON lines or Parquet"),
     }
 

@@ -81,7 +81,8 @@ class GapClosed(NodeEvent):
 
 @dataclass(frozen=True, slots=True)
 class MessageRepaired(NodeEvent):
-    """A message that was missing arrived. ``via``: "sds-r" (rebroadcast by ``by``), "resend" or "late"."""
+    """A message that was missing arrived. ``via``: "sds-r" (rebroadcast by ``by``), "resend", "store"
+    (fetched from a store node) or "late"."""
 
     message_id: str
     via: str

@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from ..sds import (
     WireError,
     wire,
 )
+from ..storenode import protocol as store_proto
 from ..store import EventRow, MessageRow, MessageUpdate, ParticipantRow, Store, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, MqttTransport, StateChange, resolve_broker
 from . import events as ev
@@ -57,6 +59,9 @@ from .payload import AppPayload, PayloadError
 __all__ = ["Node", "NodeConfig", "node_channel_config"]
 
 log = logging.getLogger("sdschat.node")
+
+#: kv key: wall-clock ms up to which this node is known to have seen its channel (store catch-ups start there)
+_SYNCED_KEY = "store_synced_until"
 
 
 def node_channel_config(**overrides) -> ChannelConfig:
@@ -100,6 +105,15 @@ class NodeConfig:
     seed: int | None = None
     clock: Callable[[], float] = time.time
     probe_port: int = 1883
+    #: ask a store node (if one answers on ``store_request_topic``) for missing messages and to catch up
+    use_store: bool = True
+    store_request_topic: str = store_proto.REQUEST_TOPIC
+    #: ask by retrieval hint this long after a gap shows (well before SDS-R's T_req >= T_min)
+    store_hint_delay_ms: int = 200
+    #: give up quietly on an unanswered store request after this long
+    store_timeout_s: float = 3.0
+    #: catch-ups start this much before the last time we were known to be in sync (clock skew, in-flight)
+    store_sync_margin_ms: int = 10_000
 
 
 Listener = Callable[[ev.NodeEvent], None]
@@ -136,6 +150,19 @@ class Node:
         self.counters: dict[str, int] = dict.fromkeys(
             ("undecryptable", "rejected", "impersonation", "published", "publish_failed", "received_frames"), 0
         )
+        # store node client (see _store_* below)
+        self._store_reply_topic = store_proto.REPLY_PREFIX + os.urandom(8).hex()
+        self._store_waiting: dict[str, asyncio.Future] = {}
+        self._store_hints: dict[str, bytes] = {}  # message id -> retrieval hint, to ask for
+        self._store_asked: set[str] = set()
+        self._store_hint_timer: asyncio.TimerHandle | None = None
+        self._store_tasks: set[asyncio.Task] = set()
+        self._catch_up_task: asyncio.Task | None = None
+        self._store_seq = 0
+        self._synced_written_ms = 0
+        #: store client counters: requests sent, answers, timeouts, envelopes fed, messages delivered from them
+        self.store_counters: dict[str, int] = dict.fromkeys(
+            ("requests", "answers", "timeouts", "envelopes", "delivered", "repaired", "catch_ups"), 0)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -188,8 +215,17 @@ class Node:
         self.transport.add_state_listener(self._on_connection)
         await self.transport.start()
         await self.transport.subscribe(self.key.topic)
+        if cfg.use_store:
+            await self.transport.subscribe(self._store_reply_topic)
+        if cfg.use_store:
+            if await self.store.kv_get(_SYNCED_KEY) is None:
+                await self._mark_synced(self._now())  # a new member: nothing of ours to catch up on
+            else:
+                self._start_catch_up()  # started after a gap (before the ticker can move "synced until")
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
         self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
+        if cfg.use_store:
+            self._want_from_store([row.entry for row in self.channel.snapshot().missing])
 
     async def stop(self) -> None:
         """Shut down in order: tasks, transport, final flush, store. Each step is bounded, so a
@@ -197,6 +233,10 @@ class Node:
         if self._stopping:
             return
         self._stopping = True
+        if self._store_hint_timer is not None:
+            self._store_hint_timer.cancel()
+        for t in list(self._store_tasks):
+            t.cancel()
         for t in self._tasks:
             t.cancel()
         if self._tasks:
@@ -386,10 +426,14 @@ class Node:
                 # back online: what queued in the outgoing buffer goes out now
                 now = self._now()
                 self._handle(self.channel.resend_now(now), now)
+                self._start_catch_up()  # and what we missed meanwhile comes from the store, if there is one
             self._was_connected = True
 
-    def _on_frame(self, topic: str, payload: bytes) -> None:
+    def _on_frame(self, topic: str, payload: bytes, source: str | None = None) -> None:
         if self._stopping or self.channel is None:
+            return
+        if topic == self._store_reply_topic and source is None:
+            self._on_store_reply(payload)
             return
         now = self._now()
         self.counters["received_frames"] += 1
@@ -419,13 +463,14 @@ class Node:
                 return
             if msg.message_id:
                 self._apps[msg.message_id] = app
-        if reason in ("resend", "repair") or msg.repair_request:
+        if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             self.last_peer_work_ms = now
         events = self.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
-        self._handle(events, now, publisher=publisher, reason=reason)
+        self._handle(events, now, publisher=publisher, reason=reason, source=source)
         self._wake.set()
 
-    def _handle(self, events, now: int, publisher: str | None = None, reason: str | None = None) -> None:
+    def _handle(self, events, now: int, publisher: str | None = None, reason: str | None = None,
+                source: str | None = None) -> None:
         messages: list[MessageRow] = []
         updates: list[MessageUpdate] = []
         rows: list[EventRow] = []
@@ -454,9 +499,15 @@ class Node:
                 prior = self._messages.get(e.message_id)
                 chat = self._chat(e.message_id, e.sender_id, app, e.lamport_timestamp, ev.RECEIVED, now,
                                   repaired=e.repaired)
+                if source == "store":
+                    self.store_counters["delivered"] += 1
                 if e.repaired:
-                    via = {"repair": "sds-r", "resend": "resend"}.get(reason or "", "late")
-                    by = publisher if via == "sds-r" else None
+                    if source == "store":
+                        via, by = "store", None
+                        self.store_counters["repaired"] += 1
+                    else:
+                        via = {"repair": "sds-r", "resend": "resend"}.get(reason or "", "late")
+                        by = publisher if via == "sds-r" else None
                     chat = dataclasses.replace(chat, repaired_by=by)
                 if prior is None:
                     self._messages[e.message_id] = chat
@@ -471,7 +522,7 @@ class Node:
                 if e.repaired:
                     self._emit(ev.MessageRepaired(e.message_id, via, by))
                 rows.append(EventRow("delivered", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
-                                     detail={"repaired": e.repaired, "via": reason, "publisher": publisher,
+                                     detail={"repaired": e.repaired, "via": source or reason, "publisher": publisher,
                                              "after_lost": list(e.after_lost)} if (e.repaired or e.after_lost) else None))
                 self._seen(e.sender_id, app.nick, now, parts)
             elif isinstance(e, Missing):
@@ -491,11 +542,13 @@ class Node:
                 rows.append(EventRow("received", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
                 rows.append(EventRow("missing", now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
                                      detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on)}))
+                self._want_from_store(e.missing)
                 self._seen(e.sender_id, app.nick, now, parts)
             elif isinstance(e, GapDetected):
                 ids = tuple(h.message_id for h in e.missing)
                 self._emit(ev.GapOpened("", ids, tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))))
                 rows.append(EventRow("missing", now, None, e.sender_id, detail={"missing": list(ids), "source": "sync"}))
+                self._want_from_store(e.missing)
             elif isinstance(e, Acknowledged):
                 upd(self._set_state(e.message_id, ev.ACKNOWLEDGED, now))
                 rows.append(EventRow("acked", now, e.message_id, pid, detail={"by_bloom": e.by_bloom}))
@@ -548,6 +601,7 @@ class Node:
                 if events:
                     self._handle(events, now)
                 self._maybe_counters()
+                await self._maybe_mark_synced(now)
             except Exception as exc:  # a bug must not silently stop resends and repairs
                 log.exception("node tick failed")
                 self._emit(ev.FrameRejected("internal", f"{exc.__class__.__name__}: {exc}"))
@@ -564,3 +618,154 @@ class Node:
         if snapshot != self._last_counters:
             self._last_counters = snapshot
             self._emit(ev.CountersChanged(snapshot))
+
+    # ------------------------------------------------------- store node client
+    #
+    # Optional and quiet: with no store node answering, every request times out and nothing else
+    # changes (SDS-R repairs as before). Envelopes a store returns go through ``_on_frame`` like any
+    # other (decrypt, verify, engine), marked ``source="store"``.
+
+    def _store_request(self, *, feed: bool = True, **fields) -> asyncio.Future | None:
+        """Publish one request; the future resolves to the Reply. With ``feed`` its envelopes go through
+        the receive path before it resolves; without, the caller feeds them (``_feed_from_store``)."""
+        if self._stopping or self.transport is None:
+            return None
+        self._store_seq += 1
+        rid = f"{self._store_seq}" if feed else f"{self._store_seq}p"
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        self._store_waiting[rid] = fut
+        body = store_proto.encode_request(store_proto.Request(rid, self._store_reply_topic, self.key.topic, **fields))
+        self.store_counters["requests"] += 1
+
+        async def send() -> None:
+            try:
+                await self.transport.publish(self.config.store_request_topic, body)
+            except Exception as exc:
+                log.debug("store request not sent: %s", exc)
+
+        self._spawn(send())
+        return fut
+
+    async def _store_call(self, **fields) -> store_proto.Reply | None:
+        return await self._store_wait(self._store_request(**fields))
+
+    async def _store_wait(self, fut: asyncio.Future | None) -> store_proto.Reply | None:
+        if fut is None:
+            return None
+        rid = next((k for k, v in self._store_waiting.items() if v is fut), None)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.config.store_timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            self.store_counters["timeouts"] += 1
+            return None
+        finally:
+            self._store_waiting.pop(rid, None)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._store_tasks.add(task)
+        task.add_done_callback(self._store_tasks.discard)
+        return task
+
+    def _on_store_reply(self, payload: bytes) -> None:
+        try:
+            reply = store_proto.decode_reply(payload)
+        except (ValueError, UnicodeDecodeError, IndexError) as exc:
+            log.debug("unreadable store reply: %s", exc)
+            return
+        fut = self._store_waiting.get(reply.id)
+        if fut is None or fut.done():
+            return  # late (timed out) or not ours
+        self.store_counters["answers"] += 1
+        if reply.error:
+            log.debug("store refused a request: %s", reply.error)
+        if not reply.id.endswith("p"):
+            self._feed_from_store(reply.envelopes)
+        fut.set_result(reply)
+
+    def _feed_from_store(self, envelopes) -> None:
+        topic = self.key.topic
+        for env in envelopes:
+            self.store_counters["envelopes"] += 1
+            self._on_frame(topic, env, source="store")
+        self._wake.set()
+
+    def _want_from_store(self, entries) -> None:
+        """Queue missing entries that carry a retrieval hint (an envelope hash) for a store request."""
+        if not self.config.use_store or self._stopping:
+            return
+        for h in entries:
+            hint = h.retrieval_hint
+            if hint and len(hint) == 32 and h.message_id not in self._store_asked:
+                self._store_hints[h.message_id] = bytes(hint)
+        if self._store_hints and self._store_hint_timer is None:
+            loop = asyncio.get_running_loop()
+            self._store_hint_timer = loop.call_later(self.config.store_hint_delay_ms / 1000,
+                                                     lambda: self._spawn(self._ask_hints()))
+
+    async def _ask_hints(self) -> None:
+        self._store_hint_timer = None
+        if self._catch_up_task is not None and not self._catch_up_task.done():
+            await asyncio.wait({self._catch_up_task})  # it may bring them; ask for what is still missing after
+        missing = set(self.channel.missing_ids)
+        wanted = [(mid, hint) for mid, hint in self._store_hints.items() if mid in missing]
+        self._store_hints.clear()
+        if len(self._store_asked) > 50_000:
+            self._store_asked.clear()
+        calls = []
+        for i in range(0, len(wanted), store_proto.MAX_HASHES):
+            chunk = wanted[i:i + store_proto.MAX_HASHES]
+            self._store_asked.update(mid for mid, _ in chunk)
+            calls.append(self._store_call(hashes=[hint for _, hint in chunk]))
+        if calls:
+            await asyncio.gather(*calls)
+
+    def _start_catch_up(self) -> None:
+        if not self.config.use_store or self._stopping:
+            return
+        if self._catch_up_task is not None and not self._catch_up_task.done():
+            return
+        self._catch_up_task = self._spawn(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """Fetch everything on our topic since we were last in sync, page by page, through the receive path."""
+        raw = await self.store.kv_get(_SYNCED_KEY)
+        if raw is None:
+            return
+        since = max(0, int(raw))
+        started = self._now()
+        self.store_counters["catch_ups"] += 1
+        fut = self._store_request(feed=False, since_ms=since, cursor=0, limit=store_proto.MAX_PAGE)
+        while True:
+            reply = await self._store_wait(fut)
+            if reply is None or reply.error:
+                return  # no store (or it refused): SDS and SDS-R carry on as usual
+            # ask for the next page now, feed this one meanwhile (in slices, so the loop stays responsive)
+            fut = (self._store_request(feed=False, since_ms=since, cursor=reply.next_cursor, limit=store_proto.MAX_PAGE)
+                   if reply.next_cursor else None)
+            envs = reply.envelopes
+            for i in range(0, len(envs), 50):
+                if self._stopping:
+                    return
+                self._feed_from_store(envs[i:i + 50])
+                await asyncio.sleep(0)
+            if fut is None:
+                break
+        await self._mark_synced(started)
+
+    async def _mark_synced(self, now: int) -> None:
+        value = max(0, now - self.config.store_sync_margin_ms)
+        try:
+            await self.store.kv_set(_SYNCED_KEY, str(value))
+            self._synced_written_ms = now
+        except Exception as exc:
+            log.debug("could not record the sync time: %s", exc)
+
+    async def _maybe_mark_synced(self, now: int) -> None:
+        """While connected and not catching up, advance "synced until" (every few seconds)."""
+        if (not self.config.use_store or now - self._synced_written_ms < 5_000
+                or self.transport is None or self.transport.state != ConnectionState.CONNECTED
+                or (self._catch_up_task is not None and not self._catch_up_task.done())):
+            return
+        await self._mark_synced(now)

@@ -66,6 +66,8 @@ def demo_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="seed of the links' and bots' randomness")
     p.add_argument("--db-dir", type=Path,
                    help="keep the participants' databases here (default: a temporary directory, removed at exit)")
+    p.add_argument("--store", action="store_true",
+                   help="also run a store node, so gaps fill from it before SDS-R and returning panes catch up")
 
 
 async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir: Path, seed: int | None = None,
@@ -115,17 +117,21 @@ async def demo_run(args: argparse.Namespace) -> int:
     else:
         tmp = tempfile.TemporaryDirectory(prefix="sdschat-demo-")
         db_dir = Path(tmp.name)
-    broker = None
+    broker = store = None
     nodes: list = []
     try:
         try:
             broker = await EmbeddedBroker.start()
+            if args.store:
+                from sdschat.storenode import StoreNode
+
+                store = await StoreNode.start(broker.url, db_dir / "store-node.db")
             nodes = await start_demo_nodes(args.participants, args.loss, channel=args.channel, db_dir=db_dir,
                                            seed=args.seed, broker_url=broker.url)
         except (TransportError, StoreError) as exc:
             raise CliError(str(exc)) from None
         subtitle = (f"{len(nodes)} participants on {broker.url} · loss {args.loss:.0%} each way"
-                    f"{' · bots' if args.bots else ''}")
+                    f"{' · store node' if store is not None else ''}{' · bots' if args.bots else ''}")
         app = DemoApp(nodes, bots=args.bots, bot_interval=args.bot_interval, seed=args.seed, subtitle=subtitle)
         await app.run_async()
         failures = [f"{n.nick}: {n.failure}" for n in nodes if n.failure]
@@ -133,6 +139,9 @@ async def demo_run(args: argparse.Namespace) -> int:
         for node in nodes:
             with contextlib.suppress(Exception):
                 await node.stop()
+        if store is not None:
+            with contextlib.suppress(Exception):
+                await store.stop()
         if broker is not None:
             await broker.close()
         if tmp is not None:

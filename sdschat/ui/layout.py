@@ -183,7 +183,7 @@ class Layout:
         tag = self._tag(item, nick_of)
         if tag:
             body += "  " + tag
-            runs.append((len(body), S.repaired_tag if item.repaired_via in ("sds-r", "resend") else S.late_tag))
+            runs.append((len(body), S.repaired_tag if item.repaired_via in ("sds-r", "resend", "store") else S.late_tag))
         room = self.width - (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
         return body, runs, room
 
@@ -199,6 +199,8 @@ class Layout:
             return f"↺{nbsp}repaired (resent by {nick_of(item.msg.sender_id)})"
         if via == "late":
             return f"↺{nbsp}arrived late"
+        if via == "store":
+            return f"↺{nbsp}filled from the store"
         return f"↺{nbsp}repaired"
 
     def separator_ms(self, items, i: int, prev: MsgItem | None) -> int | None:

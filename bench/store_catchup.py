@@ -1,0 +1,113 @@
+"""Time for a participant to catch up N missed messages from a store node (default 10,000).
+
+Real pieces on loopback: mosquitto (max_queued_messages 100000, tcp_nodelay), a store node in its
+own process (``sdschat store``'s code), two nodes in this one. ``b`` goes offline, ``a`` sends N messages (each ~19 KB on the wire: the bloom filter), the
+store keeps them; ``b`` comes back and we time until its log holds every one of them.
+
+    .venv/bin/python bench/store_catchup.py [--messages 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sdschat.crypto import ChannelKey
+from sdschat.node import Node, NodeConfig, node_channel_config
+
+STORE = """
+import argparse, asyncio, sys
+from pathlib import Path
+from sdschat.storenode.commands import storenode_run
+asyncio.run(storenode_run(argparse.Namespace(broker=sys.argv[1], db=Path(sys.argv[2]), retention=0, max_size=0,
+                                             quiet=True)))
+"""
+
+
+def stored(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            return c.execute("SELECT COUNT(*) FROM envelopes").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def main(n: int, work: Path, url: str) -> None:
+    cfg = node_channel_config(resend_unacknowledged_ms=600_000, resend_possibly_acknowledged_ms=600_000)
+    key = ChannelKey.generate("bench")
+    store = subprocess.Popen([sys.executable, "-c", STORE, url, str(work / "store.db")])
+    while not (work / "store.db").exists():
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    a = await Node.start(NodeConfig("a", key, work / "a.db", url, channel_config=cfg))
+    b = await Node.start(NodeConfig("b", key, work / "b.db", url, channel_config=cfg))
+    try:
+        await a.send_text("hello")
+        while len(b.channel.log) < 1:
+            await asyncio.sleep(0.01)
+        b.set_impairment(offline=True)
+        t0 = time.monotonic()
+        for i in range(n):
+            await a.send_text(f"message {i}")
+        while stored(work / "store.db") < n + 1:
+            await asyncio.sleep(0.1)
+        print(f"sent {n} messages and stored them in {time.monotonic() - t0:.1f} s "
+              f"(store database {(work / 'store.db').stat().st_size / 1e6:.0f} MB)", flush=True)
+        t0 = time.monotonic()
+        b.set_impairment(offline=False)
+        while len(b.channel.log) < n + 1:
+            if time.monotonic() - t0 > 600:
+                raise SystemExit(f"gave up: b has {len(b.channel.log)} of {n + 1}")
+            await asyncio.sleep(0.01)
+        took = time.monotonic() - t0
+        assert b.channel.log == a.channel.log
+        print(f"caught up {n} missed messages from the store in {took:.2f} s ({n / took:,.0f} msg/s); "
+              f"store requests {b.store_counters['requests']}, envelopes fed {b.store_counters['envelopes']}, "
+              f"SDS-R repairs requested {b.channel.stats['repairs_requested']}")
+    finally:
+        await a.stop()
+        await b.stop()
+        store.terminate()
+        store.wait(10)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=10_000)
+    args = ap.parse_args()
+    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not Path(mosquitto).exists():
+        print("mosquitto not found: run `bash .ci/setup` (it installs it)", file=sys.stderr)
+        raise SystemExit(2)
+    with tempfile.TemporaryDirectory(prefix="sdschat-store-bench-") as tmp:
+        work = Path(tmp)
+        port = free_port()
+        (work / "mosquitto.conf").write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
+                                             "max_queued_messages 100000\nset_tcp_nodelay true\npersistence false\n")
+        broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.1).close()
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            asyncio.run(main(args.messages, work, f"mqtt://127.0.0.1:{port}"))
+        finally:
+            broker.terminate()
+            broker.wait(5)
