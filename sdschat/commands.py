@@ -307,6 +307,8 @@ async def _export_run(args: argparse.Namespace) -> int:
 
 
 def registry() -> dict:
+    from .pipeline.commands import (report_configure, report_run, simulate_configure, simulate_run, sweep_configure,
+                                    sweep_run)
     from .storenode.commands import storenode_configure, storenode_run
     from .ui.commands import chat_configure, chat_run, demo_configure, demo_run
 
@@ -318,6 +320,10 @@ def registry() -> dict:
         "bot": (_bot_configure, _bot_run, "a headless participant that sends N messages, then lingers until settled"),
         "store": (storenode_configure, storenode_run,
                   "a key-less store node: caches every channel's envelopes so participants catch up and fill gaps"),
+        "simulate": (simulate_configure, simulate_run,
+                     "simulate a large group running the real engine in virtual time; writes Parquet events"),
+        "report": (report_configure, report_run, "reliability report (PySpark) over simulations and/or participant databases"),
+        "sweep": (sweep_configure, sweep_run, "run a grid of simulations as Spark tasks and plot the results"),
         "export": (_export_configure, _export_run, "write a database's ordered log (or events) as JSON lines or Parquet"),
     }
 

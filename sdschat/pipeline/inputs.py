@@ -1,0 +1,235 @@
+"""Report inputs: simulation output directories and participant SQLite databases, staged as Parquet.
+
+A **simulation directory** is used as it is (its ``events-*.parquet`` shards,
+``logs.parquet`` for the engine's ordered-log hashes, ``frames.parquet`` for
+bytes received, ``meta.json``).
+
+A **participant database** is read with :mod:`sqlite3` (read-only, never
+migrated; a database written by a newer sdschat is refused with the store's
+:class:`~sdschat.store.SchemaTooNewError` message) and its ``events`` table is
+converted with pyarrow into a Parquet file in the staging directory, in chunks
+(INTEGER columns as int64: Spark's SQLite JDBC path would read them as 32-bit).
+Its ``sds_log`` gives the engine's ordered log. The databases of one channel
+are one source (``db:<channel id>``): the group as seen by those participants.
+
+Every problem is an :class:`InputError` with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sdschat.sim import output as simout
+
+from .metrics import SourceInfo, log_hash
+
+__all__ = ["InputError", "Staged", "stage_inputs", "EVENT_COLUMNS"]
+
+EVENT_COLUMNS = simout.EVENT_COLUMNS
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class InputError(Exception):
+    """A report input is missing, unreadable, empty or of an unknown kind (one line)."""
+
+
+class Staged:
+    """A source ready for Spark: its Parquet event files and what else is known about it."""
+
+    def __init__(self, info: SourceInfo, event_files: list[Path]) -> None:
+        self.info = info
+        self.event_files = event_files
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def stage_inputs(paths: list[Path], staging: Path) -> list[Staged]:
+    """Check and stage every input; raises :class:`InputError` for the first bad one."""
+    if not paths:
+        raise InputError("no inputs given")
+    seen: set[Path] = set()
+    sims: list[Staged] = []
+    dbs: dict[str, list[tuple[Path, str, Path, tuple[str, int]]]] = {}
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise InputError(f"no such file or directory: {path}")
+        real = path.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        if path.is_dir():
+            sims.append(_stage_sim(path))
+        elif _is_sqlite(path):
+            for channel, pid, events_file, loginfo in _stage_db(path, staging):
+                dbs.setdefault(channel, []).append((path, pid, events_file, loginfo))
+        else:
+            raise InputError(f"{path} is neither a simulation output directory nor an sdschat database")
+    out = list(sims)
+    names: dict[str, int] = {}
+    for s in out:
+        base = s.info.name
+        if base in names:
+            names[base] += 1
+            s.info.name = f"{base}#{names[base]}"
+        else:
+            names[base] = 1
+    for channel, members in sorted(dbs.items()):
+        pids = [pid for _, pid, _, _ in members]
+        dupes = {p for p in pids if pids.count(p) > 1}
+        if dupes:
+            raise InputError(f"two databases record participant {sorted(dupes)[0][:16]} in channel {channel[:16]}")
+        info = SourceInfo(
+            name=f"db:{channel[:16]}", kind="db", participants=sorted(pids),
+            inputs=[str(p) for p, _, _, _ in members],
+            engine_log_hashes={pid: loginfo for _, pid, _, loginfo in members},
+        )
+        out.append(Staged(info, [f for _, _, f, _ in members if f is not None]))
+    if not any(s.event_files for s in out):
+        raise InputError("the inputs hold no events")
+    return out
+
+
+# ------------------------------------------------------------- simulation
+
+
+def _stage_sim(path: Path) -> Staged:
+    meta_path = path / simout.META_FILE
+    if not meta_path.is_file():
+        raise InputError(f"{path} is not a simulation output directory (no {simout.META_FILE})")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or not str(meta.get("format", "")).startswith("sdschat-sim/"):
+            raise ValueError("not a simulation meta file")
+        participants_n = int(meta["participants"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{meta_path} is unreadable: {exc}") from None
+    version = str(meta["format"]).split("/", 1)[1]
+    if version != "1":
+        raise InputError(f"{path} was written by a newer sdschat (simulation format {meta['format']})")
+    shards = sorted(path.glob(simout.SHARD_GLOB))
+    if not shards:
+        raise InputError(f"{path} has no events (no {simout.SHARD_GLOB} files)")
+    for shard in shards:
+        try:
+            schema = pq.read_schema(shard)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise InputError(f"{shard} is not readable Parquet: {exc}") from None
+        missing = [c for c in EVENT_COLUMNS if c not in schema.names]
+        if missing:
+            raise InputError(f"{shard} is not an events table (missing column {missing[0]})")
+    if sum(pq.ParquetFile(s).metadata.num_rows for s in shards) == 0:
+        raise InputError(f"{path} has no events")
+    from sdschat.sim import participant_ids
+
+    participants = participant_ids(participants_n)
+    engine = None
+    logs_path = path / simout.LOGS_FILE
+    if logs_path.is_file():
+        try:
+            logs = pq.read_table(logs_path, columns=["participant_id", "log_hash", "log_length"]).to_pydict()
+        except (OSError, pa.ArrowInvalid, KeyError) as exc:
+            raise InputError(f"{logs_path} is unreadable: {exc}") from None
+        engine = {p: (h, n) for p, h, n in zip(logs["participant_id"], logs["log_hash"], logs["log_length"])}
+        participants = sorted(set(participants) | set(engine))
+    bytes_received = frames = None
+    frames_path = path / simout.FRAMES_FILE
+    if frames_path.is_file():
+        try:
+            ft = pq.read_table(frames_path, columns=["bytes", "delivered"]).to_pydict()
+        except (OSError, pa.ArrowInvalid, KeyError) as exc:
+            raise InputError(f"{frames_path} is unreadable: {exc}") from None
+        bytes_received = sum(b * d for b, d in zip(ft["bytes"], ft["delivered"]))
+        frames = len(ft["bytes"])
+    info = SourceInfo(name=path.resolve().name or str(path), kind="sim", participants=participants,
+                      inputs=[str(path)], engine_log_hashes=engine, bytes_received=bytes_received, frames=frames,
+                      meta=meta)
+    return Staged(info, shards)
+
+
+# --------------------------------------------------------------- database
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot open {path} as a database: {exc}") from None
+
+
+def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tuple[str, int]]]:
+    """Convert one database; returns ``(channel_id, participant_id, events parquet, (log hash, length))`` per channel."""
+    from sdschat.store import SchemaTooNewError
+    from sdschat.store import migrate as store_migrate
+
+    conn = _connect_ro(path)
+    try:
+        try:
+            version = store_migrate.current_version(conn)
+            known = store_migrate.latest_version()
+            if version > known:
+                raise InputError(f"{path}: {SchemaTooNewError(version, known)}")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if version == 0 or not {"events", "channels", "sds_log"} <= tables:
+                raise InputError(f"{path} is not an sdschat database")
+            channels = conn.execute("SELECT channel_id, participant_id FROM channels ORDER BY channel_id").fetchall()
+            if not channels:
+                raise InputError(f"{path} has no channel (an sdschat database that was never used)")
+            n_events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            if n_events == 0:
+                raise InputError(f"{path} has no events")
+            out = []
+            staging.mkdir(parents=True, exist_ok=True)
+            for channel_id, pid in channels:
+                mids = [r[0] for r in conn.execute(
+                    "SELECT message_id FROM sds_log WHERE channel_id = ? ORDER BY lamport_timestamp, message_id",
+                    (channel_id,))]
+                target = staging / f"db-{len(list(staging.iterdir())):04d}-{path.stem}.parquet"
+                rows = _copy_events(conn, channel_id, target)
+                out.append((channel_id, pid, target if rows else None, (log_hash(mids), len(mids))))
+            return out
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{path} is unreadable: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, chunk: int = 100_000) -> int:
+    cur = conn.execute(
+        "SELECT seq, ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail "
+        "FROM events WHERE channel_id = ? OR channel_id IS NULL ORDER BY seq", (channel_id,))
+    writer = None
+    n = 0
+    try:
+        while True:
+            rows = cur.fetchmany(chunk)
+            if not rows:
+                break
+            cols = list(zip(*rows))
+            table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, simout.EVENT_SCHEMA)],
+                                         schema=simout.EVENT_SCHEMA)
+            if writer is None:
+                writer = pq.ParquetWriter(target, simout.EVENT_SCHEMA, compression="zstd")
+            writer.write_table(table)
+            n += len(rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    return n

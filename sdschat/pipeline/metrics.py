@@ -1,0 +1,569 @@
+"""Reliability metrics as plain Python: the definitions, testable without Spark.
+
+The report works in two steps:
+
+1. **Reduce** the event rows (millions) to small intermediate tables
+   (:class:`Reduced`): per-message delivery counts, latency histograms,
+   per-participant counts, repair events, bloom-ack evidence, bytes per frame
+   kind, ordered-log hashes. The Spark job does this with SQL
+   (:mod:`sdschat.pipeline.queries`); :func:`reduce_events` is the same
+   reduction in Python for small inputs -- the executable specification the
+   SQL is checked against.
+2. **Compute** the metrics from those tables (:func:`compute`): plain Python
+   on data that fits in memory.
+
+Definitions (one group = one *source*: a simulation, or the databases of one channel):
+
+* **Recipients** of a message: the participants recording the source (every
+  member of a simulation; the members whose database was given), minus its
+  sender. **Delivery ratio** of a message: distinct recipients with a
+  ``delivered`` event for it / recipients. *Never delivered*: delivered to no
+  recipient; *incomplete*: delivered to some but not all.
+* **Send-to-deliver latency**: ``delivered.ts - sent.ts`` per recipient
+  (needs the sender's ``sent`` event). **Send-to-ack**: the sender's first
+  ``acked`` minus its ``sent``. **Repair latency**: a participant's first
+  ``delivered`` of an id minus when it first noted that id missing (the ids in
+  ``missing`` events' ``detail.missing``).
+* **Percentiles** are exact nearest-rank values over the latency histogram
+  (:func:`percentiles`).
+* **Per delivered message**: resends, repair requests, repair responses and
+  bytes divided by the number of deliveries.
+* **Duplicate repair responses**: a message's ``repair_served`` events are
+  grouped into *rounds*, each round starting at a ``repair_requested`` of
+  that message (by anyone; a request and a response at the same millisecond:
+  the request first); every response in a round after the first is a duplicate.
+* **Bytes on the wire**: published = the sizes in ``detail.bytes`` of
+  ``sent``/``resent``/``sync_sent``/``repair_served`` (simulations only);
+  received = each frame's size times the copies that reached an online member
+  (``frames.parquet``). Databases record no sizes: *n/a*.
+* **Bloom false-positive acks**: an ack by bloom filter (``possibly_acked``,
+  or ``acked`` with ``by_bloom``) names the participant whose filter said
+  "possibly received" (``detail.by``) and when that filter was sent
+  (``detail.frame_ts``); the evidence is false if that participant had no
+  ``received`` event for the message at or before then. An ``acked`` by bloom is
+  a false-positive ack if any of the bloom evidence that led to it was false.
+  Only simulations record ``by``/``frame_ts``; for databases: *n/a*.
+* **Convergence**: every recording participant's ordered log (message ids by
+  ``(lamport_timestamp, message_id)``) hashes to the same value
+  (:func:`log_hash`). The engine's own log is used when the input has it
+  (``logs.parquet``, ``sds_log``); otherwise the log rebuilt from ``sent`` and
+  ``delivered`` events.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from hashlib import sha256
+from typing import Any
+
+__all__ = [
+    "LATENCY_METRICS", "Reduced", "SourceInfo", "Report", "reduce_events", "compute", "percentiles",
+    "cdf_points", "log_hash", "convergence", "delivery", "repair_rounds", "bloom_false_positives",
+]
+
+LATENCY_METRICS = ("send_to_deliver", "send_to_ack", "repair")
+PUBLISH_KINDS = ("sent", "resent", "sync_sent", "repair_served")
+QUANTILES = (50, 95, 99)
+
+
+def log_hash(message_ids: Iterable[str]) -> str:
+    """SHA-256 (hex) of the ordered log: ids joined by newlines (as :func:`sdschat.sim.output.log_hash`)."""
+    return sha256("\n".join(message_ids).encode()).hexdigest()
+
+
+# ------------------------------------------------------------ intermediate
+
+
+@dataclass
+class Reduced:
+    """The small tables the report is computed from (lists of tuples, one per row)."""
+
+    #: (source, kind, n)
+    kind_counts: list[tuple] = field(default_factory=list)
+    #: (source, message_id, sender_id, sent_ts|None, delivered_to, first_delivery_ts|None,
+    #:  last_delivery_ts|None, repaired_deliveries)
+    messages: list[tuple] = field(default_factory=list)
+    #: (source, metric, latency_ms, n)
+    latency_hist: list[tuple] = field(default_factory=list)
+    #: (source, participant_id, delivered, sent)
+    participants: list[tuple] = field(default_factory=list)
+    #: (source, message_id, ts_ms, kind, participant_id) for repair_requested / repair_served
+    repair_events: list[tuple] = field(default_factory=list)
+    #: (source, participant_id, message_id, kind, ts_ms, by|None, frame_ts|None, by_received_ts|None)
+    bloom_evidence: list[tuple] = field(default_factory=list)
+    #: (source, kind, frames, bytes|None)
+    wire_bytes: list[tuple] = field(default_factory=list)
+    #: (source, participant_id, log_hash, log_length)
+    event_log_hashes: list[tuple] = field(default_factory=list)
+
+    TABLES = ("kind_counts", "messages", "latency_hist", "participants", "repair_events", "bloom_evidence",
+              "wire_bytes", "event_log_hashes")
+
+    def sorted(self) -> Reduced:
+        """Rows in a canonical order (for comparing two reductions)."""
+        return Reduced(**{t: sorted(getattr(self, t), key=_sort_key) for t in self.TABLES})
+
+
+def _sort_key(row: tuple) -> tuple:
+    return tuple((x is None, x if x is not None else 0) if not isinstance(x, str) else (False, x) for x in row)
+
+
+@dataclass
+class SourceInfo:
+    """What the report knows about one source besides its events."""
+
+    name: str
+    kind: str  # "sim" or "db"
+    participants: list[str]  # who records events in this source
+    inputs: list[str] = field(default_factory=list)
+    engine_log_hashes: dict[str, tuple[str, int]] | None = None  # participant -> (hash, length)
+    bytes_received: int | None = None
+    frames: int | None = None
+    meta: dict[str, Any] | None = None
+
+
+def _detail(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
+    """The reduction of :mod:`sdschat.pipeline.queries`, in Python (rows: dicts with the events columns + source)."""
+    kind_counts: Counter = Counter()
+    sender_of: dict[tuple, str] = {}  # (src, mid) -> smallest non-null sender_id of sent/received/delivered
+    seen: set[tuple] = set()
+    sent: dict[tuple, list] = {}  # (src, mid) -> [first ts, sender]
+    delivered: dict[tuple, list] = {}  # (src, mid, pid) -> [first ts, sender, repaired]
+    acked: dict[tuple, int] = {}  # (src, mid, pid) -> first ts
+    received: dict[tuple, int] = {}  # (src, pid, mid) -> first ts
+    detected: dict[tuple, int] = {}  # (src, pid, mid) -> first noted missing
+    repair_events = []
+    evidence = []
+    wire: dict[tuple, list] = {}
+    log_entries: dict[tuple, set] = defaultdict(set)
+    for r in rows:
+        src, kind, ts = r["source"], r["kind"], r["ts_ms"]
+        mid, pid, snd = r.get("message_id"), r.get("participant_id"), r.get("sender_id")
+        kind_counts[(src, kind)] += 1
+        if kind in ("sent", "received", "delivered") and mid is not None:
+            seen.add((src, mid))
+            if snd is not None and ((src, mid) not in sender_of or snd < sender_of[(src, mid)]):
+                sender_of[(src, mid)] = snd
+        if kind == "sent":
+            cur = sent.setdefault((src, mid), [ts, snd])
+            cur[0] = min(cur[0], ts)
+            if snd is not None and (cur[1] is None or snd < cur[1]):
+                cur[1] = snd
+            log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
+        elif kind == "delivered":
+            rep = 1 if _detail(r.get("detail")).get("repaired") is True else 0
+            cur = delivered.setdefault((src, mid, pid), [ts, snd, rep])
+            cur[0] = min(cur[0], ts)
+            cur[2] = max(cur[2], rep)
+            log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
+        elif kind == "acked":
+            acked[(src, mid, pid)] = min(acked.get((src, mid, pid), ts), ts)
+            d = _detail(r.get("detail"))
+            if d.get("by_bloom") is True:
+                evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
+        elif kind == "possibly_acked":
+            d = _detail(r.get("detail"))
+            evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
+        elif kind == "received":
+            received[(src, pid, mid)] = min(received.get((src, pid, mid), ts), ts)
+        elif kind == "missing":
+            for m in _detail(r.get("detail")).get("missing") or ():
+                detected[(src, pid, m)] = min(detected.get((src, pid, m), ts), ts)
+        elif kind in ("repair_requested", "repair_served"):
+            repair_events.append((src, mid, ts, kind, pid))
+        if kind in PUBLISH_KINDS:
+            b = _int(_detail(r.get("detail")).get("bytes"))
+            acc = wire.setdefault((src, kind), [0, None])
+            acc[0] += 1
+            if b is not None:
+                acc[1] = (acc[1] or 0) + b
+    # per message: deliveries to participants other than the sender
+    per_msg: dict[tuple, list] = {}
+    for (src, mid, pid), (ts, _snd, rep) in delivered.items():
+        if pid == sender_of.get((src, mid)):
+            continue
+        acc = per_msg.setdefault((src, mid), [0, ts, ts, 0])
+        acc[0] += 1
+        acc[1] = min(acc[1], ts)
+        acc[2] = max(acc[2], ts)
+        acc[3] += rep
+    messages = []
+    for key in seen:
+        s = sent.get(key)
+        n, first, last, rep = per_msg.get(key, (0, None, None, 0))
+        messages.append((key[0], key[1], sender_of.get(key), s[0] if s else None, n, first, last, rep))
+    hist: Counter = Counter()
+    for (src, mid, pid), (ts, _s, _r) in delivered.items():
+        s = sent.get((src, mid))
+        if s is not None:
+            hist[(src, "send_to_deliver", ts - s[0])] += 1
+    for (src, mid, pid), ts in acked.items():
+        s = sent.get((src, mid))
+        if s is not None and s[1] == pid:
+            hist[(src, "send_to_ack", ts - s[0])] += 1
+    for (src, pid, mid), t0 in detected.items():
+        d = delivered.get((src, mid, pid))
+        if d is not None and d[0] >= t0:
+            hist[(src, "repair", d[0] - t0)] += 1
+    got: dict[tuple, set] = defaultdict(set)
+    for (src, mid, pid), (_ts, snd, _r) in delivered.items():
+        if snd != pid:
+            got[(src, pid)].add(mid)
+    own: dict[tuple, set] = defaultdict(set)
+    for (src, mid), (_ts, snd) in sent.items():
+        own[(src, snd)].add(mid)
+    participants = [(src, pid, len(got.get((src, pid), ())), len(own.get((src, pid), ())))
+                    for src, pid in set(got) | set(own) if pid is not None]
+    bloom = [(*e, received.get((e[0], e[5], e[2])) if e[5] is not None else None) for e in evidence]
+    hashes = []
+    for (src, pid), entries in log_entries.items():
+        ordered = [m for _, m in sorted(entries, key=lambda x: (x[0] if x[0] is not None else -1, x[1]))]
+        hashes.append((src, pid, log_hash(ordered), len(ordered)))
+    return Reduced(
+        kind_counts=[(s, k, n) for (s, k), n in kind_counts.items()],
+        messages=messages,
+        latency_hist=[(s, m, v, n) for (s, m, v), n in hist.items()],
+        participants=participants,
+        repair_events=repair_events,
+        bloom_evidence=bloom,
+        wire_bytes=[(s, k, n, b) for (s, k), (n, b) in wire.items()],
+        event_log_hashes=hashes,
+    )
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------- functions
+
+
+def percentiles(hist: Iterable[tuple[int, int]] | Mapping[int, int], qs: Iterable[float] = QUANTILES) -> dict[str, Any]:
+    """Exact nearest-rank percentiles of a histogram ``{value: count}`` (or ``(value, count)`` pairs).
+
+    Returns ``{"n": ..., "p50": ..., "p95": ..., "p99": ..., "min": ..., "max": ..., "mean": ...}``;
+    values are None for an empty histogram. The p-th percentile is the smallest
+    value v with at least ``ceil(p/100 * n)`` samples <= v.
+    """
+    items = sorted((hist.items() if isinstance(hist, Mapping) else hist))
+    items = [(v, c) for v, c in items if c > 0]
+    n = sum(c for _, c in items)
+    out: dict[str, Any] = {"n": n}
+    if n == 0:
+        for q in qs:
+            out[f"p{q:g}"] = None
+        out.update(min=None, max=None, mean=None)
+        return out
+    for q in qs:
+        rank = max(1, math.ceil(q / 100.0 * n))
+        acc = 0
+        for v, c in items:
+            acc += c
+            if acc >= rank:
+                out[f"p{q:g}"] = v
+                break
+    out["min"] = items[0][0]
+    out["max"] = items[-1][0]
+    out["mean"] = sum(v * c for v, c in items) / n
+    return out
+
+
+def cdf_points(hist: Iterable[tuple[int, int]] | Mapping[int, int]) -> tuple[list[int], list[float]]:
+    """``(values, cumulative fractions)`` of a histogram, for plotting."""
+    items = sorted((hist.items() if isinstance(hist, Mapping) else hist))
+    n = sum(c for _, c in items)
+    xs, ys, acc = [], [], 0
+    for v, c in items:
+        acc += c
+        xs.append(v)
+        ys.append(acc / n if n else 0.0)
+    return xs, ys
+
+
+def delivery(messages: Iterable[tuple], participants: list[str]) -> tuple[list[dict], dict[str, Any]]:
+    """Per-message delivery (rows of :attr:`Reduced.messages` of one source) and a summary.
+
+    Recipients of a message: ``participants`` minus its sender.
+    """
+    members = set(participants)
+    rows = []
+    for _src, mid, sender, sent_ts, n, first, last, repaired in messages:
+        recipients = len(members) - (1 if sender in members else 0)
+        ratio = (n / recipients) if recipients > 0 else None
+        rows.append({
+            "message_id": mid, "sender_id": sender, "sent_ts": sent_ts, "delivered_to": n,
+            "recipients": recipients, "delivery_ratio": ratio, "first_delivery_ts": first,
+            "last_delivery_ts": last, "repaired_deliveries": repaired,
+            "never_delivered": recipients > 0 and n == 0, "complete": recipients > 0 and n >= recipients,
+        })
+    rows.sort(key=lambda r: (r["sent_ts"] is None, r["sent_ts"] or 0, r["message_id"]))
+    ratios = [r["delivery_ratio"] for r in rows if r["delivery_ratio"] is not None]
+    deliveries = sum(r["delivered_to"] for r in rows)
+    expected = sum(r["recipients"] for r in rows)
+    summary = {
+        "messages": len(rows),
+        "deliveries": deliveries,
+        "expected_deliveries": expected,
+        "delivery_ratio": (deliveries / expected) if expected else None,
+        "mean_message_delivery_ratio": (sum(ratios) / len(ratios)) if ratios else None,
+        "min_message_delivery_ratio": min(ratios) if ratios else None,
+        "complete_messages": sum(1 for r in rows if r["complete"]),
+        "incomplete_messages": sum(1 for r in rows if r["recipients"] > 0 and not r["complete"]),
+        "never_delivered_messages": sum(1 for r in rows if r["never_delivered"]),
+    }
+    return rows, summary
+
+
+def repair_rounds(events: Iterable[tuple]) -> tuple[list[dict], dict[str, int]]:
+    """Group ``(message_id, ts_ms, kind, participant_id)`` repair events of one source into rounds.
+
+    Returns per-round rows ``{message_id, round, started_ts, responses}`` (rounds
+    with at least one response; round 0 = responses before any recorded request)
+    and totals (requests, responses, rounds answered, rounds with duplicates,
+    duplicate responses).
+    """
+    order = {"repair_requested": 0, "repair_served": 1}
+    by_msg: dict[str, list] = defaultdict(list)
+    for mid, ts, kind, pid in events:
+        by_msg[mid].append((ts, order[kind], pid))
+    rows = []
+    totals = Counter()
+    for mid, evs in by_msg.items():
+        evs.sort(key=lambda e: (e[0], e[1], e[2] or ""))
+        rnd, started, served = 0, None, 0
+
+        def close() -> None:
+            if served:
+                rows.append({"message_id": mid, "round": rnd, "started_ts": started, "responses": served})
+                totals["rounds_answered"] += 1
+                if served > 1:
+                    totals["rounds_with_duplicates"] += 1
+                    totals["duplicate_responses"] += served - 1
+
+        for ts, k, _pid in evs:
+            if k == 0:
+                totals["requests"] += 1
+                close()
+                rnd += 1
+                started, served = ts, 0
+            else:
+                totals["responses"] += 1
+                served += 1
+        close()
+    for key in ("requests", "responses", "rounds_answered", "rounds_with_duplicates", "duplicate_responses"):
+        totals.setdefault(key, 0)
+    rows.sort(key=lambda r: (r["message_id"], r["round"]))
+    return rows, dict(totals)
+
+
+def bloom_false_positives(evidence: Iterable[tuple]) -> tuple[list[dict], dict[str, Any]]:
+    """Classify bloom-filter ack evidence of one source (rows of :attr:`Reduced.bloom_evidence` minus source).
+
+    Each row: ``(participant_id, message_id, kind, ts_ms, by, frame_ts, by_received_ts)``.
+    """
+    rows = []
+    for pid, mid, kind, ts, by, frame_ts, rts in evidence:
+        known = by is not None and frame_ts is not None
+        false = (rts is None or rts > frame_ts) if known else None
+        rows.append({"participant_id": pid, "message_id": mid, "kind": kind, "ts_ms": ts, "by": by,
+                     "frame_ts": frame_ts, "by_received_ts": rts, "false_positive": false})
+    rows.sort(key=lambda r: (r["participant_id"], r["message_id"], r["ts_ms"], r["kind"]))
+    acks = [r for r in rows if r["kind"] == "acked"]
+    known = [r for r in rows if r["false_positive"] is not None]
+    false_acks = 0
+    for a in acks:
+        chain = [r for r in rows if r["participant_id"] == a["participant_id"] and r["message_id"] == a["message_id"]
+                 and r["ts_ms"] <= a["ts_ms"]]
+        if any(r["false_positive"] for r in chain):
+            false_acks += 1
+    available = bool(rows) and len(known) == len(rows)
+    summary = {
+        "bloom_evidence": len(rows),
+        "bloom_evidence_false": sum(1 for r in known if r["false_positive"]) if available else None,
+        "bloom_acks": len(acks),
+        "bloom_acks_false": false_acks if available else None,
+    }
+    if not rows:
+        summary["bloom_evidence_false"] = 0
+        summary["bloom_acks_false"] = 0
+    return rows, summary
+
+
+def convergence(hashes: Mapping[str, str]) -> dict[str, Any]:
+    """Whether every participant's ordered-log hash is the same (``hashes``: participant -> hash)."""
+    counts = Counter(hashes.values())
+    if not counts:
+        return {"participants": 0, "converged": None, "distinct_logs": 0, "largest_agreeing": 0,
+                "majority_hash": None, "diverging": []}
+    majority, size = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return {
+        "participants": len(hashes),
+        "converged": len(counts) == 1,
+        "distinct_logs": len(counts),
+        "largest_agreeing": size,
+        "majority_hash": majority,
+        "diverging": sorted(p for p, h in hashes.items() if h != majority),
+    }
+
+
+# ------------------------------------------------------------------ report
+
+
+@dataclass
+class Report:
+    """Metric tables (lists of dict rows, each with a ``source`` key) ready to write."""
+
+    summary: list[dict] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    latency: list[dict] = field(default_factory=list)
+    latency_hist: list[dict] = field(default_factory=list)
+    participants: list[dict] = field(default_factory=list)
+    repair_rounds: list[dict] = field(default_factory=list)
+    bloom_evidence: list[dict] = field(default_factory=list)
+    convergence: list[dict] = field(default_factory=list)
+    kind_counts: list[dict] = field(default_factory=list)
+
+    TABLES = ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds", "bloom_evidence",
+              "convergence", "kind_counts")
+
+
+def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = defaultdict(list)
+    for r in rows:
+        out[r[0]].append(r)
+    return out
+
+
+def compute(red: Reduced, sources: list[SourceInfo]) -> Report:
+    """All metric tables from a reduction and what is known about each source."""
+    rep = Report()
+    kinds = _by_source(red.kind_counts)
+    msgs = _by_source(red.messages)
+    hist = _by_source(red.latency_hist)
+    parts = _by_source(red.participants)
+    repairs = _by_source(red.repair_events)
+    bloom = _by_source(red.bloom_evidence)
+    wire = _by_source(red.wire_bytes)
+    ev_hashes = _by_source(red.event_log_hashes)
+    for src in sources:
+        s = src.name
+        kc = {k: n for _, k, n in kinds.get(s, ())}
+        rep.kind_counts += [{"source": s, "kind": k, "n": n} for k, n in sorted(kc.items())]
+        mrows, dsum = delivery(msgs.get(s, ()), src.participants)
+        rep.messages += [{"source": s, **r} for r in mrows]
+        # latency
+        lat: dict[str, Any] = {}
+        for metric in LATENCY_METRICS:
+            h = [(v, n) for _, m, v, n in hist.get(s, ()) if m == metric]
+            pc = percentiles(h)
+            rep.latency.append({"source": s, "metric": metric, **pc})
+            rep.latency_hist += [{"source": s, "metric": metric, "latency_ms": v, "n": n} for v, n in sorted(h)]
+            lat[metric] = pc
+        # per participant
+        members = set(src.participants)
+        sent_count = Counter()
+        for r in mrows:
+            if r["sender_id"] in members:
+                sent_count[r["sender_id"]] += 1
+        counts = {p: (d, snt) for _, p, d, snt in parts.get(s, ())}
+        n_msgs = len(mrows)
+        for p in src.participants:
+            d, snt = counts.get(p, (0, 0))
+            own = sent_count.get(p, snt)
+            expected = n_msgs - own
+            rep.participants.append({"source": s, "participant_id": p, "delivered": d, "sent": own,
+                                     "expected": expected, "delivery_ratio": (d / expected) if expected > 0 else None})
+        # repair rounds
+        rrows, rtot = repair_rounds([(m, ts, k, p) for _, m, ts, k, p in repairs.get(s, ())])
+        rep.repair_rounds += [{"source": s, **r} for r in rrows]
+        # bloom evidence
+        brows, bsum = bloom_false_positives([b[1:] for b in bloom.get(s, ())])
+        if src.kind == "db" and any(r["by"] is None for r in brows):
+            bsum.update(bloom_evidence_false=None, bloom_acks_false=None)
+        rep.bloom_evidence += [{"source": s, **r} for r in brows]
+        # convergence
+        ev = {p: h for _, p, h, _n in ev_hashes.get(s, ())}
+        empty = log_hash([])
+        if src.engine_log_hashes is not None:
+            hashes = {p: src.engine_log_hashes[p][0] for p in src.participants if p in src.engine_log_hashes}
+            basis = "engine log"
+        else:
+            hashes = {p: ev.get(p, empty) for p in src.participants}
+            basis = "events"
+        conv = convergence(hashes)
+        mismatch = sum(1 for p, h in hashes.items() if ev.get(p, empty) != h)
+        majority = conv["majority_hash"]
+        for p in src.participants:
+            h = hashes.get(p)
+            length = (src.engine_log_hashes or {}).get(p, (None, None))[1]
+            if length is None:
+                length = next((n for _, q, _h, n in ev_hashes.get(s, ()) if q == p), 0)
+            rep.convergence.append({"source": s, "participant_id": p, "log_hash": h, "log_length": length,
+                                    "agrees_with_majority": h == majority, "events_log_matches": ev.get(p, empty) == h})
+        # wire
+        wbytes = {k: (n, b) for _, k, n, b in wire.get(s, ())}
+        published = None
+        if src.kind == "sim" or any(b is not None for _, b in wbytes.values()):
+            published = sum(b or 0 for _, b in wbytes.values())
+        deliveries = dsum["deliveries"]
+
+        def per(x):
+            return (x / deliveries) if (x is not None and deliveries) else None
+
+        resends = kc.get("resent", 0)
+        summary = {
+            "source": s, "kind": src.kind, "inputs": ", ".join(src.inputs), "participants": len(src.participants),
+            **dsum,
+            "events": sum(kc.values()),
+        }
+        for metric in LATENCY_METRICS:
+            for q in ("p50", "p95", "p99", "max"):
+                summary[f"{metric}_{q}_ms"] = lat[metric][q]
+            summary[f"{metric}_n"] = lat[metric]["n"]
+        summary.update({
+            "resends": resends,
+            "repair_requests": kc.get("repair_requested", 0),
+            "repair_responses": kc.get("repair_served", 0),
+            "resends_per_delivery": per(resends),
+            "repair_requests_per_delivery": per(kc.get("repair_requested", 0)),
+            "repair_responses_per_delivery": per(kc.get("repair_served", 0)),
+            "repair_rounds_answered": rtot["rounds_answered"],
+            "repair_rounds_with_duplicates": rtot["rounds_with_duplicates"],
+            "duplicate_repair_responses": rtot["duplicate_responses"],
+            "syncs_sent": kc.get("sync_sent", 0),
+            "lost_declared": kc.get("lost", 0),
+            "frames_published": sum(n for n, _ in wbytes.values()) if wbytes else 0,
+            "bytes_published": published,
+            "bytes_published_per_delivery": per(published),
+            "bytes_received": src.bytes_received,
+            "bytes_received_per_delivery": per(src.bytes_received),
+            **bsum,
+            "converged": conv["converged"],
+            "distinct_logs": conv["distinct_logs"],
+            "largest_agreeing": conv["largest_agreeing"],
+            "convergence_basis": basis,
+            "events_log_mismatches": mismatch if src.engine_log_hashes is not None else None,
+        })
+        rep.summary.append(summary)
+    return rep

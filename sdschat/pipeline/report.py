@@ -1,0 +1,293 @@
+"""``sdschat report``: the reliability report, a PySpark job.
+
+What it does
+------------
+1. Stages the inputs (:mod:`sdschat.pipeline.inputs`): simulation directories
+   are read as they are; participant databases are converted to Parquet with
+   sqlite3 + pyarrow (never JDBC: Spark's SQLite JDBC path reads INTEGER as
+   32-bit).
+2. Spark reads every events file into one view (plus a ``source`` column) and
+   reduces it with SQL (:mod:`sdschat.pipeline.queries`) to small tables.
+3. The metrics are computed from those in plain Python
+   (:mod:`sdschat.pipeline.metrics`, where every definition is written down).
+4. Writes ``report.md``, PNG plots and every metric table as Parquet under
+   ``tables/``; prints where.
+
+Running it
+----------
+Embedded (default): ``sdschat report RUN_DIR [DB ...] --out REPORT_DIR`` starts
+Spark in-process on every core (``local[*]``), quietly: log level ERROR, no
+console progress bars, the JVM's own output in ``REPORT_DIR/spark-jvm.log``.
+``--driver-memory`` (default 4g) and ``--spark-conf KEY=VALUE`` tune it.
+
+On a cluster: ``sdschat report ... --master spark://HOST:7077`` (or ``yarn``,
+``k8s://...``) runs the same job with this process as the driver. Inputs and
+``--out`` must be on a filesystem every executor can read (the staged
+Parquet of databases is written under ``--out``); the report's Spark work is
+pure SQL, so executors need no Python packages.
+
+With spark-submit (the cluster manager launches the driver)::
+
+    spark-submit --master spark://HOST:7077 --driver-memory 4g \\
+        "$(python -c 'import sdschat.pipeline.submit as m; print(m.__file__)')" \\
+        report RUN_DIR --out REPORT_DIR
+
+``sdschat/pipeline/submit.py`` takes the same arguments as ``sdschat report``
+and ``sdschat sweep`` and uses the session spark-submit provides. For
+``sweep`` the executors run simulations in Python: install sdschat (and its
+dependencies) on every node, or ship it with ``--py-files``, and point
+``spark.pyspark.python`` at that interpreter.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .inputs import InputError, Staged, stage_inputs
+from .metrics import Report, compute
+from .spark import SparkJobError, one_line, spark_session
+
+__all__ = ["ReportError", "run_report", "write_report", "build_events_view"]
+
+
+class ReportError(Exception):
+    """The report could not be made (one line)."""
+
+
+def build_events_view(spark, staged: list[Staged]) -> None:
+    """Register the view ``events``: every source's event files with a ``source`` column."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    cols = ["seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
+            "lamport_timestamp", "detail"]
+    frames = []
+    for s in staged:
+        if not s.event_files:
+            continue
+        df = spark.read.parquet(*[str(f) for f in s.event_files]).select(
+            *[F.col(c).cast("bigint") if c in ("seq", "ts_ms", "lamport_timestamp") else F.col(c).cast("string")
+              for c in cols])
+        frames.append(df.withColumn("source", F.lit(s.name)))
+    reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView("events")
+
+
+def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str = "4g",
+               spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None) -> dict[str, Any]:
+    """Make the report; returns the paths written. ``spark``: use this session instead of starting one."""
+    from .queries import reduce_with_spark
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / "_staging"
+    if staging.exists():
+        shutil.rmtree(staging)
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    try:
+        staged = stage_inputs([Path(p) for p in inputs], staging)
+    except InputError as exc:
+        raise ReportError(str(exc)) from None
+    say(f"report: {len(staged)} source(s): " + ", ".join(
+        f"{s.name} ({s.info.kind}, {len(s.info.participants)} participants)" for s in staged))
+    timings: dict[str, float] = {"stage_s": time.perf_counter() - t0}
+
+    def on_table(name: str, secs: float) -> None:
+        timings[f"{name}_s"] = round(secs, 2)
+        say(f"report: reduced {name} ({secs:.1f} s)")
+
+    try:
+        if spark is not None:
+            build_events_view(spark, staged)
+            reduced = reduce_with_spark(spark, on_table)
+        else:
+            t1 = time.perf_counter()
+            with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
+                               log_dir=out) as session:
+                timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
+                say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s)")
+                build_events_view(session, staged)
+                reduced = reduce_with_spark(session, on_table)
+    except SparkJobError as exc:
+        raise ReportError(str(exc)) from None
+    except Exception as exc:  # Py4J / Spark analysis errors: one line, the JVM log has the rest
+        if type(exc).__module__.startswith(("py4j", "pyspark")):
+            raise ReportError(f"Spark job failed: {one_line(exc)} (see {out / 'spark-jvm.log'})") from None
+        raise
+    report = compute(reduced, [s.info for s in staged])
+    timings["total_s"] = round(time.perf_counter() - t0, 2)
+    written = write_report(report, out, [s.info for s in staged], timings)
+    shutil.rmtree(staging, ignore_errors=True)
+    written["timings"] = timings
+    written["report_obj"] = report
+    return written
+
+
+# ------------------------------------------------------------------- output
+
+
+def _table(rows: list[dict]) -> pa.Table:
+    if not rows:
+        return pa.table({})
+    keys = list(rows[0].keys())
+    for r in rows[1:]:
+        for k in r:
+            if k not in keys:
+                keys.append(k)
+    cols = {}
+    for k in keys:
+        vals = [r.get(k) for r in rows]
+        if all(v is None or isinstance(v, list) for v in vals) and any(isinstance(v, list) for v in vals):
+            cols[k] = pa.array(vals, pa.list_(pa.string()))
+        else:
+            try:
+                cols[k] = pa.array(vals)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                cols[k] = pa.array([None if v is None else str(v) for v in vals], pa.string())
+    return pa.table(cols)
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "**no**"
+    if isinstance(v, float):
+        if v != 0 and abs(v) < 10 ** -digits:
+            return f"{v:.2e}"
+        return f"{v:.{digits}f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _ms(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v / 1000:.3f} s" if v >= 1000 else f"{v} ms"
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_report(report: Report, out: Path, sources, timings: dict[str, float] | None = None) -> dict[str, Any]:
+    """Write tables (Parquet), plots (PNG) and report.md under ``out``."""
+    from . import plots
+
+    tables = out / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    for name in Report.TABLES:
+        pq.write_table(_table(getattr(report, name)), tables / f"{name}.parquet")
+    undelivered = [r for r in report.messages if not r["complete"] and r["recipients"] > 0]
+    pq.write_table(_table(undelivered), tables / "undelivered.parquet")
+    plot_paths = [
+        plots.latency_cdfs(report.latency_hist, out / "latency_cdf.png"),
+        plots.participant_delivery(report.participants, out / "participant_delivery.png"),
+        plots.message_delivery(report.messages, out / "message_delivery.png"),
+    ]
+    md = _markdown(report, sources, undelivered, timings or {})
+    (out / "report.md").write_text(md, encoding="utf-8")
+    return {"report": out / "report.md", "tables": tables, "plots": plot_paths}
+
+
+def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, float]) -> str:
+    S = rep.summary
+    parts = ["# sdschat reliability report", ""]
+    parts.append("Inputs: " + "; ".join(f"**{s['source']}** ({s['kind']}: {s['inputs']})" for s in S))
+    parts.append("")
+    for src in sources:
+        if src.kind == "sim" and src.meta:
+            p = src.meta.get("params", {})
+            parts.append(
+                f"- **{src.name}**: simulation of {p.get('participants')} participants, {p.get('messages')} messages "
+                f"at {p.get('rate')}/s, loss {p.get('loss')}, latency {p.get('latency_ms')} ms, duplicate "
+                f"{p.get('duplicate')}, churn {p.get('churn')}, causal history {p.get('causal_history')}, bloom "
+                f"capacity {p.get('bloom_capacity')}, SDS-R {'on' if p.get('repair') else 'off'} "
+                f"({p.get('effective_response_groups')} response groups), settle {p.get('settle')}, seed "
+                f"{p.get('seed')}; stopped: {src.meta.get('stop_reason')} at "
+                f"{(src.meta.get('virtual_end_ms') or 0) / 1000:.0f} s virtual.")
+        elif src.kind == "db":
+            parts.append(f"- **{src.name}**: {len(src.participants)} participant database(s) of one channel.")
+    parts += ["", "## Delivery", ""]
+    parts.append(_md_table(
+        ["source", "participants", "messages", "deliveries / expected", "delivery ratio", "mean per message",
+         "worst message", "incomplete", "never delivered"],
+        [[s["source"], _fmt(s["participants"]), _fmt(s["messages"]),
+          f"{_fmt(s['deliveries'])} / {_fmt(s['expected_deliveries'])}", _fmt(s["delivery_ratio"], 6),
+          _fmt(s["mean_message_delivery_ratio"], 6), _fmt(s["min_message_delivery_ratio"], 4),
+          _fmt(s["incomplete_messages"]), _fmt(s["never_delivered_messages"])] for s in S]))
+    never = [r for r in undelivered if r["never_delivered"]]
+    parts.append("")
+    if never:
+        parts.append(f"Never delivered to anyone ({len(never)}; all in `tables/undelivered.parquet`):")
+        parts.append("")
+        for r in never[:50]:
+            parts.append(f"- `{r['source']}` `{r['message_id']}` from `{r['sender_id']}`")
+        if len(never) > 50:
+            parts.append(f"- ... and {len(never) - 50} more")
+    else:
+        parts.append("No message was left undelivered to everyone.")
+    if undelivered:
+        parts.append(f"\n{len(undelivered)} message(s) missed at least one recipient: `tables/undelivered.parquet`.")
+    parts += ["", "![per-participant delivery](participant_delivery.png)",
+              "![per-message delivery](message_delivery.png)", "", "## Latency", ""]
+    parts.append(_md_table(
+        ["source", "metric", "samples", "p50", "p95", "p99", "max"],
+        [[r["source"], r["metric"], _fmt(r["n"]), _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]), _ms(r["max"])]
+         for r in rep.latency]))
+    parts += ["", "![latency CDFs](latency_cdf.png)", "", "## Repair and resend traffic", ""]
+    parts.append(_md_table(
+        ["source", "resends", "repair requests", "repair responses", "per delivery: resends / requests / responses",
+         "rounds answered", "rounds with duplicates", "duplicate responses", "declared lost", "syncs"],
+        [[s["source"], _fmt(s["resends"]), _fmt(s["repair_requests"]), _fmt(s["repair_responses"]),
+          " / ".join(_fmt(s[k], 5) for k in ("resends_per_delivery", "repair_requests_per_delivery",
+                                             "repair_responses_per_delivery")),
+          _fmt(s["repair_rounds_answered"]), _fmt(s["repair_rounds_with_duplicates"]),
+          _fmt(s["duplicate_repair_responses"]), _fmt(s["lost_declared"]), _fmt(s["syncs_sent"])] for s in S]))
+    parts += ["", "## Bytes on the wire", ""]
+    parts.append(_md_table(
+        ["source", "frames published", "bytes published", "published per delivery", "bytes received",
+         "received per delivery"],
+        [[s["source"], _fmt(s["frames_published"]), _fmt(s["bytes_published"]),
+          _fmt(s["bytes_published_per_delivery"], 1), _fmt(s["bytes_received"]),
+          _fmt(s["bytes_received_per_delivery"], 1)] for s in S]))
+    parts.append("\nPublished: each frame counted once. Received: each frame times the copies that reached an "
+                 "online member. Databases record no frame sizes (n/a).")
+    parts += ["", "## Bloom-filter acknowledgements", ""]
+    parts.append(_md_table(
+        ["source", "bloom evidence", "false evidence", "acks by bloom", "false-positive acks"],
+        [[s["source"], _fmt(s["bloom_evidence"]), _fmt(s["bloom_evidence_false"]), _fmt(s["bloom_acks"]),
+          _fmt(s["bloom_acks_false"])] for s in S]))
+    parts.append("\nEvidence = a `possibly_acked`, or an `acked` by bloom filter. False = the participant whose "
+                 "filter claimed the message had not received it when it sent that filter (needs the simulator's "
+                 "`by`/`frame_ts` detail; n/a for databases).")
+    parts += ["", "## Convergence", ""]
+    parts.append(_md_table(
+        ["source", "converged", "distinct logs", "largest agreeing group", "basis", "event-log mismatches"],
+        [[s["source"], _fmt(s["converged"]), _fmt(s["distinct_logs"]),
+          f"{_fmt(s['largest_agreeing'])} of {_fmt(s['participants'])}", s["convergence_basis"],
+          _fmt(s["events_log_mismatches"])] for s in S]))
+    parts.append("\nConverged = every participant's ordered log (ids by Lamport timestamp, then id) has the same "
+                 "SHA-256. Per participant: `tables/convergence.parquet`.")
+    parts += ["", "## Definitions", "",
+              "See `sdschat/pipeline/metrics.py` for each metric's exact definition. Tables (Parquet) in "
+              "`tables/`: " + ", ".join(f"`{t}`" for t in (*Report.TABLES, "undelivered")) + ".", ""]
+    if timings:
+        parts.append("Timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ".")
+    parts.append("")
+    return "\n".join(parts)

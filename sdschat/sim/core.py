@@ -1,0 +1,906 @@
+"""The discrete-event simulator: a group of real ``MessageChannel`` engines on a broadcast network.
+
+Virtual time is whole milliseconds. Each :class:`Shard` owns some members (all
+of them when there is one worker) and one heap of what happens to them, in a
+fixed order: a key ``(t, kind, a, b)`` with kinds, at equal times,
+
+1. ``ARRIVALS`` -- deliveries of a broadcast frame (``a, b`` = publisher,
+   its frame counter). When a member publishes a frame, the network draws
+   for every other member whether the copy is lost, its latency, and whether
+   a duplicate follows; the copies for this shard's members are sorted by
+   arrival time into one *cursor*. The frame is parsed once
+   (:func:`sdschat.sds.wire.parse_pb`, its fields read once into a
+   :class:`~sdschat.sim.frame.FrameView`) and the bloom positions of its id
+   computed once; every receiver gets the same parsed message through
+   :meth:`~sdschat.sds.MessageChannel.receive_parsed`. A popped cursor
+   delivers copies for as long as its next key is below the heap's top, then
+   goes back: one heap operation per batch of receivers, not per receiver.
+2. ``SEND`` -- an application message (times and senders from
+   :func:`~sdschat.sim.plan.make_plan`).
+3. ``SETTLE`` -- sending is over (with ``settle="clean"`` the network turns
+   lossless and everyone comes online).
+4. ``CHURN`` -- a member goes offline or comes back (then it rebroadcasts its
+   outgoing buffer with ``resend_now``, as the node does on reconnecting).
+5. ``TICK`` -- a member's periodic duties. Each member has one scheduled tick
+   at its engine's :meth:`~sdschat.sds.MessageChannel.next_deadline`; after a
+   receive the deadline is re-read only when the events returned can have
+   brought it forward (a gap noticed, a repair answer scheduled, or delayed
+   acks configured). Stale ticks are skipped when popped, so no member is
+   ticked unless it has something due.
+
+A member's engine therefore sees the same calls in the same order however the
+members are split, and every random draw is keyed by what it is about
+(:mod:`sdschat.sim.plan`): the same seed gives the same events for any number
+of workers.
+
+**Workers** (``workers > 1``): each worker process runs one shard (members
+``r`` with ``r % workers == w``); a coordinator advances them in windows of
+virtual time no longer than the minimum latency (conservative parallel
+discrete-event simulation: a frame published inside a window cannot arrive
+inside it), exchanging the frames published in each window. Quiescence is
+checked at fixed times (every :data:`CHECK_INTERVAL_MS` after the last send),
+which are window boundaries, so one and several workers stop at the same
+point; the run stops once the group has been idle at every check for
+:func:`quiet_period_ms`.
+
+Engine events become event rows exactly as the node maps them
+(:meth:`sdschat.node.Node._handle`); see :mod:`sdschat.sim.output`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import gc
+import heapq
+import json
+import resource
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sdschat.sds import (
+    Acknowledged,
+    BloomFilter,
+    Delivered,
+    Evicted,
+    GapDetected,
+    Lost,
+    MessageChannel,
+    Missing,
+    Outgoing,
+    PossiblyAcknowledged,
+    Rejected,
+    RepairRequested,
+    RepairScheduled,
+    RepairServed,
+    SyncReceived,
+)
+from sdschat.sds.wire import parse_pb
+
+from . import output
+from .frame import FrameView
+from .params import SimParams, channel_config
+from .plan import RNG_NETWORK, ChurnTimeline, Plan, make_plan, rng
+
+__all__ = ["Shard", "SimResult", "simulate", "CHECK_INTERVAL_MS", "participant_ids", "quiet_period_ms"]
+
+INF = 1 << 62
+ARRIVALS, SEND, SETTLE, CHURN, TICK = 1, 2, 3, 4, 5
+#: how often (virtual ms, from the last send on) the settle phase checks for quiescence
+CHECK_INTERVAL_MS = 5_000
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _ids(ids) -> str:
+    """A JSON array of message ids. Ids here are engine-made (hex digests, ``sync-<hex>``): no escaping needed."""
+    return '["' + '","'.join(ids) + '"]' if ids else "[]"
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+#: a frame as it travels between workers:
+#: (publisher, counter, t, data, reason, message_id, loss, duplicate)
+FrameMsg = tuple
+
+
+def participant_ids(n: int) -> list[str]:
+    width = max(5, len(str(n - 1)))
+    return [f"p{i:0{width}d}" for i in range(n)]
+
+
+@dataclass
+class SimResult:
+    """What :func:`simulate` returns (``meta`` is also ``meta.json``)."""
+
+    params: SimParams
+    meta: dict[str, Any]
+    log_hashes: list[str] = field(default_factory=list)
+    out_dir: Path | None = None
+
+    @property
+    def converged(self) -> bool:
+        return len(set(self.log_hashes)) <= 1
+
+
+class _Cursor:
+    """One frame's pending arrivals at this shard's members."""
+
+    __slots__ = ("key", "pb", "positions", "times", "receivers", "i", "ctx")
+
+    def __init__(self, key, pb, positions, times, receivers, ctx):
+        self.key = key
+        self.pb = pb
+        self.positions = positions
+        self.times = times
+        self.receivers = receivers
+        self.i = 0
+        self.ctx = ctx
+
+
+class Shard:
+    """The members ``r % workers == wid`` of one simulation, and everything that happens to them."""
+
+    def __init__(self, params: SimParams, plan: Plan, wid: int = 0, workers: int = 1,
+                 out_dir: str | Path | None = None, *, shard_rows: int = 1_000_000, row_group_rows: int = 262_144,
+                 frame_view: bool = True):
+        p = self.p = params
+        #: hand receivers a :class:`~sdschat.sim.frame.FrameView` (read once) instead of the protobuf message
+        self.frame_view = frame_view
+        self.plan = plan
+        self.wid = wid
+        self.workers = workers
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.config = channel_config(p)
+        prefix = "events-" if workers == 1 else f"events-w{wid}-"
+        n = p.participants
+        self.n = n
+        self.pids = participant_ids(n)
+        # rows carry the recording participant as its index (turned into ids column-wise when a shard is written)
+        self.sink = output.EventSink(self.out_dir, p.channel_id, shard_rows, row_group_rows, prefix=prefix,
+                                     seq_stride=workers, seq_offset=wid, participant_names=self.pids)
+        self.owned = list(range(wid, n, workers))
+        self.mine = np.zeros(n, dtype=bool)
+        self.mine[self.owned] = True
+        self.chans: list[MessageChannel | None] = [None] * n
+        self.online = [True] * n
+        self.dl = [INF] * n
+        self.waiting: dict[int, set[str]] = {}
+        self.heap: list[tuple] = []
+        self.counter = [0] * n
+        self.cursors = 0
+        self.busy_cursors = 0  # cursors of frames other than syncs
+        self.outbox: list[FrameMsg] = []
+        self.frames_published: list[tuple] = []  # (publisher, counter, t, reason, message_id, size)
+        self.frame_recv: dict[tuple[int, int], list[int]] = {}  # (publisher, counter) -> [copies, delivered]
+        self.loss = p.loss
+        self.duplicate = p.duplicate
+        self.churning = p.churn is not None
+        self.timeline = ChurnTimeline(p) if p.churn is not None else None
+        self.counts: Counter = Counter()
+        self.frame_count: Counter = Counter()
+        self.frame_bytes: Counter = Counter()
+        self.bloom = BloomFilter(self.config.bloom_capacity, self.config.bloom_error_rate)
+        self._always = self.config.ack_delay_ms is not None
+        self._repair_bytes: dict[int, int] = {}
+        self._busy_hint = 0
+        self.last_t = p.start_ms
+        #: called as ``on_progress(t)`` about every 4,096 events (single-worker progress display)
+        self.on_progress: Callable[[int], None] | None = None
+
+    # -------------------------------------------------------------- setup
+
+    def start(self) -> None:
+        p = self.p
+        t0 = p.start_ms
+        cfg = self.config
+        heap = self.heap
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        for r in self.owned:
+            ch = self.chans[r] = MessageChannel(p.channel_id, self.pids[r], cfg, t0)
+            d = ch.next_deadline()
+            self.dl[r] = d
+            heap.append((d, TICK, r, 0, None))
+        mine = self.mine
+        for k, (t, r) in enumerate(zip(self.plan.send_times, self.plan.senders)):
+            if mine[r]:
+                heap.append((t, SEND, k, 0, None))
+        heap.append((self.plan.settle_ms, SETTLE, 0, 0, None))
+        if self.timeline is not None:
+            tl = self.timeline
+            for r in self.owned:
+                online = not tl.initially_offline(r)
+                self.online[r] = online
+                heap.append((tl.next_toggle(r, t0, online), CHURN, r, 0, None))
+        heapq.heapify(heap)
+
+    # ------------------------------------------------------------ network
+
+    def _publish(self, r: int, out: Outgoing, t: int) -> int:
+        """Member ``r`` broadcasts ``out`` at ``t``; returns the frame's size."""
+        data = out.data
+        size = len(data)
+        reason = out.reason
+        self.frame_count[reason] += 1
+        self.frame_bytes[reason] += size
+        c = self.counter[r]
+        self.counter[r] = c + 1
+        self.frames_published.append((r, c, t, reason, out.message_id, size))
+        if not self.online[r]:
+            self.counts["frames_unpublished_offline"] += 1
+            return size
+        fm = (r, c, t, data, reason, out.message_id, self.loss, self.duplicate)
+        if self.workers > 1:
+            self.outbox.append(fm)
+        self.ingest_one(fm)
+        return size
+
+    def ingest(self, frames: list[FrameMsg]) -> None:
+        for fm in frames:
+            self.ingest_one(fm)
+
+    def ingest_one(self, fm: FrameMsg) -> None:
+        """Schedule this shard's copies of a broadcast frame."""
+        r, c, t, data, reason, mid, loss, dup = fm
+        n = self.n
+        g = rng(self.p.seed, RNG_NETWORK, r, c)
+        lo, hi = self.p.latency_ms
+        keep = g.random(n) >= loss if loss > 0 else np.ones(n, dtype=bool)
+        keep[r] = False
+        lat = g.integers(lo, hi + 1, n) if hi > lo else None
+        mine = self.mine
+        lost = int(np.count_nonzero(mine & ~keep)) - (1 if mine[r] else 0)
+        keep &= mine
+        recv = np.flatnonzero(keep)
+        times = lat[recv] if lat is not None else np.full(len(recv), lo, dtype=np.int64)
+        if dup > 0:
+            d = g.random(n) < dup
+            lat2 = g.integers(lo, hi + 1, n) if hi > lo else None
+            d &= keep
+            drecv = np.flatnonzero(d)
+            if len(drecv):
+                recv = np.concatenate((recv, drecv))
+                times = np.concatenate((times, lat2[drecv] if lat2 is not None else np.full(len(drecv), lo)))
+                self.counts["copies_duplicated"] += len(drecv)
+        self.counts["copies_lost"] += lost
+        copies = len(recv)
+        self.frame_recv[(r, c)] = [copies, 0]
+        if copies == 0:
+            return
+        order = np.argsort(times, kind="stable")
+        times_l = (times[order] + t).tolist()
+        pb = parse_pb(data)
+        if self.frame_view:
+            pb = FrameView(pb)
+        positions = self.bloom.positions(mid) if reason != "sync" else None
+        # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time)
+        ctx = (reason, self.pids[r], pb.sender_id, t)
+        cur = _Cursor((r, c), pb, positions, times_l, recv[order].tolist(), ctx)
+        self.cursors += 1
+        if reason != "sync":
+            self.busy_cursors += 1
+        heapq.heappush(self.heap, (times_l[0], ARRIVALS, r, c, cur))
+
+    def _arrivals(self, cur: _Cursor, t_end: int) -> None:
+        times = cur.times
+        recv = cur.receivers
+        n = len(times)
+        i = cur.i
+        heap = self.heap
+        chans = self.chans
+        online = self.online
+        pids = self.pids
+        dl = self.dl
+        waiting = self.waiting
+        append = self.sink.rows.append
+        pb = cur.pb
+        pos = cur.positions
+        always = self._always
+        pr, pc = cur.key
+        # process arrivals while (t, ARRIVALS, pr, pc) sorts before the heap's top, and before t_end
+        lim = t_end - 1
+        if heap:
+            top = heap[0]
+            if top[0] <= lim:
+                lim = top[0] if (ARRIVALS, pr, pc) < (top[1], top[2], top[3]) else top[0] - 1
+        delivered = 0
+        offline = 0
+        while i < n:
+            t = times[i]
+            if t > lim:
+                break
+            r = recv[i]
+            i += 1
+            if not online[r]:
+                offline += 1
+                continue
+            delivered += 1
+            ch = chans[r]
+            evs = ch.receive_parsed(pb, t, None, pos)
+            if not evs:
+                continue
+            if len(evs) == 1 and not always:  # the common single-event outcomes, inline
+                e = evs[0]
+                tp = type(e)
+                if tp is Delivered:
+                    mid = e.message_id
+                    if not e.repaired and not e.after_lost:
+                        w = waiting.get(r)
+                        if w is None or mid not in w:
+                            append((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
+                            append((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, None))
+                            continue
+                elif tp is SyncReceived:
+                    append((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
+                    continue
+            if self._handle(r, evs, t, cur.ctx) or always:
+                d = ch.next_deadline()
+                if d < t:
+                    d = t
+                if d < dl[r]:
+                    dl[r] = d
+                    heapq.heappush(heap, (d, TICK, r, 0, None))
+                    if d < lim:
+                        lim = d  # a tick at d sorts after arrivals at d
+        self.frame_recv[cur.key][1] += delivered
+        if offline:
+            self.counts["copies_to_offline"] += offline
+        self.counts["receives"] += delivered
+        if i < n:
+            cur.i = i
+            heapq.heappush(heap, (times[i], ARRIVALS, pr, pc, cur))
+        else:
+            self.cursors -= 1
+            if cur.ctx[0] != "sync":
+                self.busy_cursors -= 1
+
+    # ------------------------------------------------------------- events
+
+    def _handle(self, r: int, evs: list, t: int, ctx: tuple | None) -> bool:
+        """Engine events of member ``r`` -> rows (and frames). True if its deadline may have moved earlier."""
+        pid = self.pids[r]
+        append = self.sink.rows.append
+        earlier = False
+        for e in evs:
+            tp = type(e)
+            if tp is Delivered:
+                mid = e.message_id
+                w = self.waiting.get(r)
+                if w is not None and mid in w:
+                    w.discard(mid)
+                    if not w:
+                        del self.waiting[r]
+                else:
+                    append((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
+                detail = None
+                if e.repaired or e.after_lost:
+                    reason = ctx[0] if ctx else None
+                    detail = _dumps({"repaired": e.repaired, "via": reason, "publisher": ctx[1] if ctx else None,
+                                     "after_lost": list(e.after_lost)})
+                append((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, detail))
+            elif tp is Outgoing:
+                size = self._publish(r, e, t)
+                reason = e.reason
+                if reason == "resend":
+                    st = self.chans[r].outgoing_state(e.message_id)
+                    append((t, "resent", e.message_id, pid, r, e.lamport_timestamp,
+                            _dumps({"resends": st[1] if st else None, "bytes": size})))
+                elif reason == "sync":
+                    append((t, "sync_sent", e.message_id, pid, r, e.lamport_timestamp, _dumps({"bytes": size})))
+                elif reason == "repair":
+                    self._repair_bytes[r] = size  # reported with the RepairServed that follows
+                else:
+                    append((t, "sent", e.message_id, pid, r, e.lamport_timestamp, _dumps({"bytes": size})))
+            elif tp is Acknowledged:
+                if ctx is not None:
+                    d = _dumps({"by_bloom": e.by_bloom, "by": ctx[2], "frame_ts": ctx[3]})
+                else:
+                    d = _dumps({"by_bloom": e.by_bloom})
+                append((t, "acked", e.message_id, pid, r, None, d))
+            elif tp is PossiblyAcknowledged:
+                if ctx is not None:
+                    d = _dumps({"count": e.count, "by": ctx[2], "frame_ts": ctx[3]})
+                else:
+                    d = _dumps({"count": e.count})
+                append((t, "possibly_acked", e.message_id, pid, r, None, d))
+            elif tp is Missing:
+                mid = e.message_id
+                self.waiting.setdefault(r, set()).add(mid)
+                append((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
+                append((t, "missing", mid, e.sender_id, r, e.lamport_timestamp,
+                        '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
+                        + _ids(e.waiting_on) + "}"))
+                earlier = True
+            elif tp is SyncReceived:
+                append((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
+            elif tp is GapDetected:
+                append((t, "missing", None, e.sender_id, r, None,
+                        '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"source":"sync"}'))
+                earlier = True
+            elif tp is RepairScheduled:
+                self.counts["repair_scheduled"] += 1
+                earlier = True
+            elif tp is RepairRequested:
+                for mid in e.message_ids:
+                    append((t, "repair_requested", mid, None, r, None, _dumps({"carrier": e.carrier_id})))
+            elif tp is RepairServed:
+                size = self._repair_bytes.pop(r, None)
+                append((t, "repair_served", e.message_id, e.sender_id, r, None,
+                        _dumps({"bytes": size}) if size is not None else None))
+            elif tp is Lost:
+                append((t, "lost", e.message_id, e.sender_id, r, None, _dumps({"dependants": list(e.dependants)})))
+                earlier = True
+            elif tp is Rejected:
+                self.counts["rejected"] += 1
+                append((t, "rejected", e.message_id, e.sender_id, r, None, _dumps({"reason": e.reason})))
+            elif tp is Evicted:
+                self.counts[f"evicted_{e.buffer}"] += 1
+                earlier = True
+            else:  # EphemeralReceived: the simulator sends none
+                self.counts[f"event_{tp.__name__}"] += 1
+        return earlier
+
+    def _tick_at(self, r: int, t: int) -> None:
+        d = self.chans[r].next_deadline()
+        if d < t:
+            d = t
+        if d < self.dl[r]:
+            self.dl[r] = d
+            heapq.heappush(self.heap, (d, TICK, r, 0, None))
+
+    def _send(self, k: int, t: int) -> None:
+        p = self.p
+        r = self.plan.senders[k]
+        pid = self.pids[r]
+        content = f"sim message {k} from {pid} ".encode()
+        if len(content) < p.content_bytes:
+            content += b"." * (p.content_bytes - len(content))
+        out = self.chans[r].send(content, t)
+        size = self._publish(r, out, t)
+        self.sink.rows.append((t, "sent", out.message_id, pid, r, out.lamport_timestamp, _dumps({"bytes": size})))
+        self._tick_at(r, t)
+
+    def _churn(self, r: int, gen: int, t: int) -> None:
+        if not self.churning:
+            return
+        online = not self.online[r]
+        if online:
+            self._come_online(r, t)
+        else:
+            self.online[r] = False
+            self.counts["went_offline"] += 1
+        heapq.heappush(self.heap, (self.timeline.next_toggle(r, t, online), CHURN, r, gen + 1, None))
+
+    def _come_online(self, r: int, t: int) -> None:
+        self.online[r] = True
+        self.counts["came_online"] += 1
+        evs = self.chans[r].resend_now(t)
+        if evs:
+            self._handle(r, evs, t, None)
+        self._tick_at(r, t)
+
+    def _settle(self, t: int) -> None:
+        if self.p.settle == "clean":
+            self.loss = 0.0
+            self.duplicate = 0.0
+            self.churning = False
+            for r in self.owned:
+                if not self.online[r]:
+                    self._come_online(r, t)
+
+    # ---------------------------------------------------------------- run
+
+    def next_time(self) -> int:
+        return self.heap[0][0] if self.heap else INF
+
+    def run(self, t_end: int) -> None:
+        """Process every event before ``t_end`` (exclusive)."""
+        heap = self.heap
+        pop = heapq.heappop
+        dl = self.dl
+        chans = self.chans
+        sink = self.sink
+        steps = 0
+        gc_was = gc.isenabled()
+        gc.disable()  # the engine makes no reference cycles; collections over millions of objects cost ~15%
+        try:
+            while heap and heap[0][0] < t_end:
+                t, kind, a, b, obj = pop(heap)
+                if kind == ARRIVALS:
+                    self._arrivals(obj, t_end)
+                elif kind == TICK:
+                    if dl[a] != t:
+                        continue  # stale
+                    ch = chans[a]
+                    evs = ch.tick(t)
+                    if evs:
+                        self._handle(a, evs, t, None)
+                    d = ch.next_deadline()
+                    if d <= t:
+                        d = t + 1
+                    dl[a] = d
+                    heapq.heappush(heap, (d, TICK, a, 0, None))
+                    self.counts["ticks"] += 1
+                elif kind == SEND:
+                    self._send(a, t)
+                elif kind == CHURN:
+                    self._churn(a, b, t)
+                elif kind == SETTLE:
+                    self._settle(t)
+                if len(sink.rows) >= sink.shard_rows:
+                    sink.flush()
+                steps += 1
+                if not steps & 4095 and self.on_progress is not None:
+                    self.last_t = t
+                    self.on_progress(t)
+        finally:
+            if gc_was:
+                gc.enable()
+
+    def quiescent(self) -> bool:
+        """Idle: no frame but syncs in flight here, and no owned member has work beyond periodic syncs.
+
+        (The simulation stops once this holds at every check for a quiet period: see :func:`quiet_period_ms`.)
+        """
+        if self.busy_cursors:
+            return False
+        owned = self.owned
+        chans = self.chans
+        n = len(owned)
+        start = self._busy_hint
+        for k in range(n):
+            j = (start + k) % n
+            c = chans[owned[j]]
+            if c.outgoing_ids or c.incoming_ids or c.missing_ids or c.repair_request_ids or c.repair_response_ids:
+                self._busy_hint = j
+                return False
+        return True
+
+    def finish(self) -> dict[str, Any]:
+        """Flush events; return this shard's part of the results (plain data, picklable)."""
+        self.sink.close()
+        logs = []
+        stats: Counter = Counter()
+        for r in self.owned:
+            ch = self.chans[r]
+            log = ch.log
+            logs.append((r, len(log), output.log_hash(log), self.online[r], len(ch.outgoing_ids),
+                         len(ch.incoming_ids), len(ch.missing_ids), len(ch.repair_request_ids)))
+            stats.update(ch.stats)
+        in_flight = {}
+        for item in self.heap:
+            if item[1] == ARRIVALS:
+                in_flight[item[4].key] = len(item[4].times) - item[4].i
+        return {
+            "logs": logs,
+            "frames_published": self.frames_published,
+            "frame_recv": self.frame_recv,
+            "counts": dict(self.counts),
+            "frame_count": dict(self.frame_count),
+            "frame_bytes": dict(self.frame_bytes),
+            "kind_counts": dict(self.sink.kind_counts),
+            "rows": self.sink.written,
+            "shards": list(self.sink.shards),
+            "engine_stats": dict(stats),
+            "copies_in_flight": sum(in_flight.values()),
+            "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        }
+
+
+# ------------------------------------------------------------------ drivers
+
+
+class _LocalWorker:
+    """A shard in this process (the one-worker case)."""
+
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+
+    def start(self) -> int:
+        self.shard.start()
+        return self.shard.next_time()
+
+    def run(self, t_end: int, frames: list) -> tuple[int, list]:
+        self.shard.ingest(frames)
+        self.shard.run(t_end)
+        out, self.shard.outbox = self.shard.outbox, []
+        return self.shard.next_time(), out
+
+    def check(self, frames: list) -> tuple[bool, int]:
+        self.shard.ingest(frames)
+        return self.shard.quiescent(), self.shard.next_time()
+
+    def finish(self) -> dict[str, Any]:
+        return self.shard.finish()
+
+    def close(self) -> None:
+        pass
+
+
+def _worker_main(conn, args: tuple) -> None:  # pragma: no cover - runs in a child process (covered via simulate)
+    try:
+        shard = Shard(*args[0], **args[1])
+        w = _LocalWorker(shard)
+        while True:
+            msg = conn.recv()
+            op = msg[0]
+            if op == "start":
+                conn.send(("ok", w.start()))
+            elif op == "run":
+                conn.send(("ok", w.run(msg[1], msg[2])))
+            elif op == "check":
+                conn.send(("ok", w.check(msg[1])))
+            elif op == "finish":
+                conn.send(("ok", w.finish()))
+                return
+    except BaseException as exc:  # report, then exit
+        try:
+            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        except Exception:
+            pass
+
+
+class _ProcessWorker:
+    def __init__(self, ctx, args: tuple) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, args), daemon=True)
+        self.proc.start()
+        child.close()
+        self._pending = False
+
+    def _call(self, *msg):
+        self.conn.send(msg)
+        return self._result()
+
+    def _result(self):
+        try:
+            status, value = self.conn.recv()
+        except EOFError:
+            raise RuntimeError(f"simulation worker {self.proc.pid} died (exit code {self.proc.exitcode})") from None
+        if status == "error":
+            raise RuntimeError(f"simulation worker failed: {value}")
+        return value
+
+    def start(self) -> int:
+        return self._call("start")
+
+    def send_run(self, t_end: int, frames: list) -> None:
+        self.conn.send(("run", t_end, frames))
+
+    def send_check(self, frames: list) -> None:
+        self.conn.send(("check", frames))
+
+    def result(self):
+        return self._result()
+
+    def finish(self) -> dict[str, Any]:
+        return self._call("finish")
+
+    def close(self) -> None:
+        self.conn.close()
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5)
+
+
+def quiet_period_ms(p: SimParams) -> int:
+    """How long the group must stay idle before the settle phase stops early.
+
+    Idle (:meth:`Shard.quiescent`) is not yet settled: a member may not know
+    that a message exists until someone's periodic sync names it in its causal
+    history. Waiting two sync rounds (interval + jitter + the longest latency,
+    twice) gives the members who are up to date the chance to say so.
+    """
+    cfg = channel_config(p)
+    return 2 * (cfg.sync_interval_ms + cfg.sync_jitter_ms + p.latency_ms[1])
+
+
+def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: int = 1,
+             progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
+             shard_rows: int = 1_000_000, row_group_rows: int = 262_144, frame_view: bool = True) -> SimResult:
+    """Run one scenario; write its output to ``out_dir`` (None: write nothing, just return the results).
+
+    ``workers > 1`` runs the members in that many processes (same events as
+    one worker); it needs a minimum latency of at least 1 ms (the lookahead)
+    and falls back to one worker otherwise.
+    """
+    wall0 = time.perf_counter()
+    p = params
+    plan = make_plan(p)
+    lo = p.latency_ms[0]
+    workers = max(1, min(int(workers), p.participants))
+    if lo < 1:
+        workers = 1
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for old in list(out.glob(output.SHARD_GLOB)) + [out / output.META_FILE]:
+            if old.exists():
+                old.unlink()
+    kw = {"shard_rows": shard_rows, "row_group_rows": row_group_rows, "frame_view": frame_view}
+    settle = plan.settle_ms
+    end = settle + p.horizon_ms
+    next_check = settle + CHECK_INTERVAL_MS
+    stop_reason = "horizon"
+    stop_t = end
+    windows = 0
+    quiet = quiet_period_ms(p)
+    idle_since: int | None = None
+
+    def report(now: int, done: bool = False) -> None:
+        if progress is not None:
+            progress({"sent": bisect.bisect_left(plan.send_times, now), "messages": p.messages, "now_ms": now,
+                      "start_ms": p.start_ms, "settle_ms": settle, "end_ms": end, "done": done,
+                      "settling": now > settle})
+
+    last = 0.0
+    if workers == 1:
+        w = _LocalWorker(Shard(p, plan, 0, 1, out, **kw))
+        if progress is not None:
+            def tick_progress(t: int) -> None:
+                nonlocal last
+                if time.perf_counter() - last >= progress_interval_s:
+                    last = time.perf_counter()
+                    report(t)
+
+            w.shard.on_progress = tick_progress
+        w.start()
+        try:
+            while True:
+                t_end = min(next_check, end + 1)
+                w.shard.run(t_end)
+                windows += 1
+                if t_end == next_check:
+                    if w.shard.quiescent():
+                        idle_since = next_check if idle_since is None else idle_since
+                        if next_check - idle_since >= quiet:
+                            stop_reason, stop_t = "quiescent", next_check
+                            break
+                    else:
+                        idle_since = None
+                    next_check += CHECK_INTERVAL_MS
+                if t_end > end:
+                    break
+            parts = [w.finish()]
+        finally:
+            w.close()
+    else:
+        import multiprocessing as mp
+
+        # fork: no re-import of the caller's __main__ (spawn would need an ``if __name__ == "__main__"`` guard
+        # in every script that calls simulate); the parent has no threads of ours at this point
+        ctx = mp.get_context("fork")
+        ws = [_ProcessWorker(ctx, ((p, plan, i, workers, out), kw)) for i in range(workers)]
+        try:
+            nexts = [w.start() for w in ws]
+            transit: list[list] = [[] for _ in ws]  # frames published by worker i in the last window
+            while True:
+                lower = min(nexts)
+                for i, frames in enumerate(transit):
+                    if frames:
+                        lower = min(lower, min(f[2] for f in frames) + lo)
+                cap = min(next_check, end + 1)
+                t_end = cap if lower >= cap else min(lower + lo, cap)
+                for i, w in enumerate(ws):
+                    w.send_run(t_end, [f for j, fr in enumerate(transit) if j != i for f in fr])
+                res = [w.result() for w in ws]
+                nexts = [r[0] for r in res]
+                transit = [r[1] for r in res]
+                windows += 1
+                if t_end == next_check:
+                    for i, w in enumerate(ws):
+                        w.send_check([f for j, fr in enumerate(transit) if j != i for f in fr])
+                    checks = [w.result() for w in ws]
+                    transit = [[] for _ in ws]
+                    nexts = [c[1] for c in checks]
+                    if all(c[0] for c in checks):
+                        idle_since = next_check if idle_since is None else idle_since
+                        if next_check - idle_since >= quiet:
+                            stop_reason, stop_t = "quiescent", next_check
+                            break
+                    else:
+                        idle_since = None
+                    next_check += CHECK_INTERVAL_MS
+                if t_end > end:
+                    break
+                if progress is not None and time.perf_counter() - last >= progress_interval_s:
+                    last = time.perf_counter()
+                    report(t_end)
+            parts = [w.finish() for w in ws]
+        finally:
+            for w in ws:
+                w.close()
+    report(stop_t, done=True)
+    return _merge(p, plan, parts, out, workers, stop_reason, stop_t, windows, time.perf_counter() - wall0)
+
+
+def _merge(p: SimParams, plan: Plan, parts: list[dict], out: Path | None, workers: int, stop_reason: str,
+           stop_t: int, windows: int, wall: float) -> SimResult:
+    pids = participant_ids(p.participants)
+    logs = sorted(x for part in parts for x in part["logs"])
+    hashes = [x[2] for x in logs]
+    recv: dict[tuple[int, int], list[int]] = {}
+    for part in parts:
+        for k, (copies, delivered) in part["frame_recv"].items():
+            acc = recv.setdefault(k, [0, 0])
+            acc[0] += copies
+            acc[1] += delivered
+    published = sorted((f[2], f[0], f[1], f[3], f[4], f[5]) for part in parts for f in part["frames_published"])
+    frames = []
+    for no, (t, r, c, reason, mid, size) in enumerate(published):
+        copies, delivered = recv.get((r, c), (0, 0))
+        frames.append((no, t, pids[r], reason, mid, size, copies, delivered))
+
+    def total(key: str) -> Counter:
+        acc: Counter = Counter()
+        for part in parts:
+            acc.update(part[key])
+        return acc
+
+    kinds = dict(sorted(total("kind_counts").items()))
+    frame_count = total("frame_count")
+    frame_bytes = total("frame_bytes")
+    counts = total("counts")
+    counts["copies_in_flight_at_end"] = sum(part["copies_in_flight"] for part in parts)
+    hash_counts = Counter(hashes)
+    delivered = kinds.get("delivered", 0)
+    sent = kinds.get("sent", 0)
+    expected = sent * (p.participants - 1)
+    bytes_published = sum(frame_bytes.values())
+    bytes_received = sum(f[5] * f[7] for f in frames)
+    rows = sum(part["rows"] for part in parts)
+    config = channel_config(p)
+    meta = {
+        "format": "sdschat-sim/1",
+        "params": p.to_json(),
+        "seed": p.seed,
+        "workers": workers,
+        "engine_config": json.loads(json.dumps(dataclasses.asdict(config), default=str)),
+        "participants": p.participants,
+        "messages_sent": sent,
+        "virtual_start_ms": p.start_ms,
+        "settle_start_ms": plan.settle_ms,
+        "virtual_end_ms": stop_t,
+        "stop_reason": stop_reason,
+        "windows": windows,
+        "wall_time_s": round(wall, 3),
+        "peak_rss_mb": round(max(part["peak_rss_kb"] for part in parts) / 1024, 1),
+        "peak_rss_mb_total": round(sum(part["peak_rss_kb"] for part in parts) / 1024, 1),
+        "events": rows,
+        "event_kinds": kinds,
+        "event_shards": sorted(s for part in parts for s in part["shards"]),
+        "frames": dict(sorted(frame_count.items())),
+        "frame_bytes": dict(sorted(frame_bytes.items())),
+        "bytes_published": bytes_published,
+        "bytes_received": bytes_received,
+        "counts": dict(sorted(counts.items())),
+        "engine_stats": dict(sorted(total("engine_stats").items())),
+        "delivery_ratio": (delivered / expected) if expected else None,
+        "bytes_received_per_delivery": (bytes_received / delivered) if delivered else None,
+        "bytes_published_per_message": (bytes_published / sent) if sent else None,
+        "converged": len(hash_counts) <= 1,
+        "distinct_logs": len(hash_counts),
+        "largest_agreeing": hash_counts.most_common(1)[0][1] if hash_counts else 0,
+        "events_per_s": round(rows / wall, 1) if wall > 0 else None,
+    }
+    if out is not None:
+        import pyarrow as pa
+
+        cols = list(zip(*frames)) if frames else [[] for _ in output.FRAME_SCHEMA.names]
+        output.write_table(out / output.FRAMES_FILE, pa.Table.from_arrays(
+            [pa.array(col, f.type) for col, f in zip(cols, output.FRAME_SCHEMA)], schema=output.FRAME_SCHEMA))
+        lcols = list(zip(*logs)) if logs else [[] for _ in range(8)]
+        output.write_table(out / output.LOGS_FILE, pa.Table.from_arrays(
+            [pa.array([pids[r] for r in lcols[0]], pa.string())]
+            + [pa.array(col, f.type) for col, f in zip(lcols[1:], list(output.LOG_SCHEMA)[1:])],
+            schema=output.LOG_SCHEMA))
+        output.write_meta(out / output.META_FILE, meta)
+    return SimResult(p, meta, hashes, out)

@@ -1,0 +1,186 @@
+"""What a simulation writes: the node's event schema as sharded Parquet, plus frames, logs and meta.
+
+Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckDB...):
+
+``events-00000.parquet``, ``events-00001.parquet``, ...
+    The ``events`` table of ``migrations/0001_initial.sql`` (columns ``seq,
+    ts_ms, kind, channel_id, message_id, sender_id, participant_id,
+    lamport_timestamp, detail``; ``detail`` is JSON text), one row per event
+    exactly as :meth:`sdschat.node.Node._handle` maps engine events to rows, so
+    the pipeline reads a simulation and a participant database alike. Each
+    shard holds at most ``shard_rows`` rows in row groups of ``row_group_rows``:
+    the simulator never holds more than one shard in memory. ``seq`` is global
+    across shards. Simulation-only facts go into ``detail`` (see
+    :data:`DETAIL_KEYS`).
+``frames.parquet``
+    One row per broadcast frame: when, who published it, why (``message``,
+    ``resend``, ``sync``, ``repair``), the SDS message id, its size in bytes
+    and how many copies reached an online receiver.
+``logs.parquet``
+    One row per participant at the end: the length and SHA-256 of its ordered
+    local log (:func:`log_hash`), whether it was online, and what it still had
+    pending. Identical hashes mean identical logs (convergence).
+``meta.json``
+    Parameters (:class:`~sdschat.sim.params.SimParams`), seed, counts, virtual
+    and wall time, peak memory, why the run stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "DETAIL_KEYS", "EventSink", "log_hash",
+    "write_table", "write_meta", "SHARD_GLOB", "META_FILE", "FRAMES_FILE", "LOGS_FILE",
+]
+
+SHARD_GLOB = "events-*.parquet"
+META_FILE = "meta.json"
+FRAMES_FILE = "frames.parquet"
+LOGS_FILE = "logs.parquet"
+
+EVENT_COLUMNS = ("seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
+                 "lamport_timestamp", "detail")
+
+#: The events table as Arrow types (SQLite INTEGER is 64-bit: int64 everywhere).
+EVENT_SCHEMA = pa.schema([
+    pa.field("seq", pa.int64(), nullable=False),
+    pa.field("ts_ms", pa.int64(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("channel_id", pa.string()),
+    pa.field("message_id", pa.string()),
+    pa.field("sender_id", pa.string()),
+    pa.field("participant_id", pa.string()),
+    pa.field("lamport_timestamp", pa.int64()),
+    pa.field("detail", pa.string()),
+])
+
+FRAME_SCHEMA = pa.schema([
+    pa.field("frame", pa.int64(), nullable=False),
+    pa.field("ts_ms", pa.int64(), nullable=False),
+    pa.field("publisher", pa.string(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("message_id", pa.string(), nullable=False),
+    pa.field("bytes", pa.int64(), nullable=False),
+    pa.field("copies", pa.int64(), nullable=False),
+    pa.field("delivered", pa.int64(), nullable=False),
+])
+
+LOG_SCHEMA = pa.schema([
+    pa.field("participant_id", pa.string(), nullable=False),
+    pa.field("log_length", pa.int64(), nullable=False),
+    pa.field("log_hash", pa.string(), nullable=False),
+    pa.field("online", pa.bool_(), nullable=False),
+    pa.field("unacknowledged", pa.int64(), nullable=False),
+    pa.field("waiting", pa.int64(), nullable=False),
+    pa.field("missing", pa.int64(), nullable=False),
+    pa.field("repair_requests", pa.int64(), nullable=False),
+])
+
+#: Keys the simulator adds to ``detail`` beyond what the node writes.
+DETAIL_KEYS = {
+    "bytes": "sent, resent, sync_sent, repair_served: size of the broadcast frame",
+    "by": "acked, possibly_acked: sender_id of the frame whose causal history or bloom filter gave the ack",
+    "frame_ts": "acked, possibly_acked: when that frame was created (its bloom filter is the sender's state then)",
+    "publisher": "delivered (repaired): who broadcast the frame (as the node)",
+}
+
+
+def log_hash(message_ids) -> str:
+    """SHA-256 (hex) of an ordered log: the message ids joined by newlines.
+
+    The pipeline computes the same hash from a database's ``sds_log``
+    (ordered by ``lamport_timestamp, message_id``) and from events.
+    """
+    return sha256("\n".join(message_ids).encode()).hexdigest()
+
+
+def write_table(path: Path, table: pa.Table, row_group_rows: int = 262_144) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, row_group_size=row_group_rows, compression="zstd")
+    os.replace(tmp, path)
+
+
+class EventSink:
+    """Collects event rows (tuples without ``seq``) and writes them as Parquet shards.
+
+    Rows are ``(ts_ms, kind, message_id, sender_id, participant_id,
+    lamport_timestamp, detail)``; ``channel_id`` is constant per run. With
+    ``participant_names``, the participant column holds indices into it
+    (turned into a dictionary column and cast to strings when the shard is
+    written: much cheaper than converting a million Python strings).
+    Appending a tuple to a list is the cheapest per-event work Python offers;
+    the column transpose happens once per shard.
+    """
+
+    def __init__(self, out_dir: Path | None, channel_id: str, shard_rows: int = 1_000_000,
+                 row_group_rows: int = 262_144, *, prefix: str = "events-", seq_stride: int = 1,
+                 seq_offset: int = 0, participant_names: list[str] | None = None) -> None:
+        self.participant_names = pa.array(participant_names, pa.string()) if participant_names is not None else None
+        self.out_dir = out_dir
+        self.channel_id = channel_id
+        self.prefix = prefix
+        self.seq_stride = seq_stride
+        self.seq_offset = seq_offset
+        self.shard_rows = max(1, shard_rows)
+        self.row_group_rows = max(1, row_group_rows)
+        self.rows: list[tuple] = []
+        self.shards: list[str] = []
+        self.written = 0
+        self.kind_counts: Counter = Counter()
+
+    def maybe_flush(self) -> None:
+        if len(self.rows) >= self.shard_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        rows = self.rows
+        if not rows:
+            return
+        self.rows = []
+        n = len(rows)
+        cols = list(zip(*rows))
+        del rows
+        self.kind_counts.update(Counter(cols[1]))
+        if self.out_dir is not None:
+            first = self.written * self.seq_stride + self.seq_offset + 1
+            if self.participant_names is not None:
+                participants = pa.DictionaryArray.from_arrays(
+                    pa.array(cols[4], pa.int32()), self.participant_names).cast(pa.string())
+            else:
+                participants = pa.array(cols[4], pa.string())
+            table = pa.Table.from_arrays(
+                [
+                    pa.array(range(first, first + n * self.seq_stride, self.seq_stride), pa.int64()),
+                    pa.array(cols[0], pa.int64()),
+                    pa.array(cols[1], pa.string()),
+                    pa.array([self.channel_id] * n, pa.string()),
+                    pa.array(cols[2], pa.string()),
+                    pa.array(cols[3], pa.string()),
+                    participants,
+                    pa.array(cols[5], pa.int64()),
+                    pa.array(cols[6], pa.string()),
+                ],
+                schema=EVENT_SCHEMA,
+            )
+            name = f"{self.prefix}{len(self.shards):05d}.parquet"
+            write_table(self.out_dir / name, table, self.row_group_rows)
+            self.shards.append(name)
+        self.written += n
+
+    def close(self) -> None:
+        self.flush()
+
+
+def write_meta(path: Path, meta: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

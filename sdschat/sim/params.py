@@ -1,0 +1,307 @@
+"""Parameters of one simulation and the engine configuration they imply.
+
+Everything a run depends on is in :class:`SimParams` (plus nothing else: no
+clock, no global randomness), so ``meta.json`` records a run completely and
+the same parameters give the same events.
+
+Text forms used by the CLI and by sweep grids (:func:`parse_latency`,
+:func:`parse_churn`, :func:`parse_overrides`) raise :class:`ValueError` with a
+one-line message for bad input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdschat.sds import ChannelConfig, MessageChannel, RepairConfig
+from sdschat.sds.repair import response_groups_for
+
+__all__ = [
+    "SimParams", "SETTLE_MODES", "parse_latency", "parse_churn", "parse_overrides", "channel_config",
+    "CHANNEL_FIELDS", "REPAIR_FIELDS",
+]
+
+SETTLE_MODES = ("continue", "clean")
+
+#: ChannelConfig fields that may be overridden (``--set name=value``; grid keys)
+CHANNEL_FIELDS = {f.name: f for f in dataclasses.fields(ChannelConfig) if f.name != "repair"}
+#: RepairConfig fields, overridden as ``repair_<name>`` (``repair_t_min_ms=2000``)
+REPAIR_FIELDS = {f.name: f for f in dataclasses.fields(RepairConfig)
+                 if f.name not in ("enabled", "num_response_groups", "expected_participants")}
+#: settings that have their own option (``--causal-history`` ...), not ``--set``
+OWN_OPTIONS = {
+    "causal_history_size": "causal_history", "bloom_capacity": "bloom_capacity", "repair_enabled": "repair",
+    "repair_num_response_groups": "response_groups", "repair_expected_participants": "response_groups",
+}
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """One scenario.
+
+    Group and traffic: ``participants`` members, ``messages`` content messages
+    sent by random members (``senders`` limits who talks: the first
+    ``senders`` participants; default everyone) at ``rate`` messages per
+    second in aggregate (exponential gaps), ``content_bytes`` each.
+
+    Network (a broadcast medium): every frame one member publishes reaches
+    every other member independently: dropped with probability ``loss``,
+    otherwise after a latency drawn uniformly from ``latency_ms`` (inclusive,
+    whole milliseconds), and with probability ``duplicate`` a second copy
+    arrives after its own latency.
+
+    Churn (``churn = (fraction, mean_off_ms)``): every member alternates
+    online and offline periods with exponentially distributed lengths; an
+    offline period lasts ``mean_off_ms`` on average and an online period
+    ``mean_off_ms * (1 - fraction) / fraction``, so at any moment about
+    ``fraction`` of the group is offline (the process starts in its steady
+    state). Offline means disconnected: the engine keeps running (its resends
+    and syncs go nowhere) and frames addressed to it are lost; on
+    reconnecting it rebroadcasts its outgoing buffer (``resend_now``), as the
+    node does.
+
+    Phases: sending lasts until the last message; then the settle phase runs
+    until the group is quiescent or ``horizon_ms`` of virtual time after the
+    last send. Quiescent: at every check (each 5 s) for a quiet period of two
+    sync rounds (``2 * (sync_interval_ms + sync_jitter_ms + latency max)``),
+    no frame but periodic syncs was in flight and nobody had unacknowledged own
+    messages, waiting messages, known gaps or pending repair requests or
+    answers. (Idle alone is not settled: a member who missed the last messages
+    learns they exist only from someone's next periodic sync.) ``settle="continue"`` keeps loss, duplication and
+    churn during settling; ``"clean"`` makes the network lossless and brings
+    everyone online for it.
+
+    Engine: the real :class:`~sdschat.sds.MessageChannel` with the engine's
+    defaults (RFC timings: resend 5 s, sync 30 s + 0..10 s, T_min 30 s,
+    T_max 120 s, lost after 300 s) except ``causal_history`` (default 10, as
+    the node: 2 leaves gaps nobody learns of), ``bloom_capacity``, ``repair``
+    (SDS-R on/off) and ``response_groups`` (default the RFC's
+    ``participants // 128 + 1``); ``overrides`` sets any other
+    :class:`~sdschat.sds.ChannelConfig` field by name, or a
+    :class:`~sdschat.sds.RepairConfig` field as ``repair_<name>``.
+    """
+
+    participants: int = 100
+    messages: int = 100
+    rate: float = 1.0
+    senders: int | None = None
+    content_bytes: int = 100
+    loss: float = 0.0
+    latency_ms: tuple[int, int] = (20, 200)
+    duplicate: float = 0.0
+    churn: tuple[float, int] | None = None
+    causal_history: int = 10
+    bloom_capacity: int = 10_000
+    repair: bool = True
+    response_groups: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    settle: str = "continue"
+    horizon_ms: int = 600_000
+    seed: int = 1
+    channel_id: str = "sim"
+    start_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------ checks
+
+    def validate(self) -> None:
+        def bad(msg: str) -> None:
+            raise ValueError(msg)
+
+        if not isinstance(self.participants, int) or self.participants < 2:
+            bad(f"participants must be an integer >= 2, got {self.participants!r}")
+        if not isinstance(self.messages, int) or self.messages < 0:
+            bad(f"messages must be an integer >= 0, got {self.messages!r}")
+        if not _finite(self.rate) or self.rate <= 0:
+            bad(f"rate must be > 0 messages per second, got {self.rate!r}")
+        if self.senders is not None and (not isinstance(self.senders, int) or not 1 <= self.senders <= self.participants):
+            bad(f"senders must be between 1 and participants ({self.participants}), got {self.senders!r}")
+        if not isinstance(self.content_bytes, int) or not 1 <= self.content_bytes <= 1_000_000:
+            bad(f"content_bytes must be between 1 and 1000000, got {self.content_bytes!r}")
+        for name in ("loss", "duplicate"):
+            v = getattr(self, name)
+            if not _finite(v) or not 0.0 <= v <= 1.0:
+                bad(f"{name} must be a probability between 0 and 1, got {v!r}")
+        lo, hi = self.latency_ms
+        if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 0 or hi < lo:
+            bad(f"latency must be LO:HI milliseconds with 0 <= LO <= HI, got {lo!r}:{hi!r}")
+        if self.churn is not None:
+            frac, off = self.churn
+            if not _finite(frac) or not 0.0 <= frac < 1.0:
+                bad(f"churn fraction must be in [0, 1), got {frac!r}")
+            if not isinstance(off, int) or off <= 0:
+                bad(f"churn mean offline time must be a positive number of milliseconds, got {off!r}")
+        if not isinstance(self.causal_history, int) or not 0 <= self.causal_history <= 256:
+            bad(f"causal history must be between 0 and 256, got {self.causal_history!r}")
+        if not isinstance(self.bloom_capacity, int) or not 1 <= self.bloom_capacity <= 10_000_000:
+            bad(f"bloom capacity must be between 1 and 10000000, got {self.bloom_capacity!r}")
+        if self.response_groups is not None and (not isinstance(self.response_groups, int) or self.response_groups < 1):
+            bad(f"response groups must be an integer >= 1, got {self.response_groups!r}")
+        if self.settle not in SETTLE_MODES:
+            bad(f"settle must be one of {', '.join(SETTLE_MODES)}, got {self.settle!r}")
+        if not isinstance(self.horizon_ms, int) or self.horizon_ms < 0:
+            bad(f"horizon must be >= 0 milliseconds, got {self.horizon_ms!r}")
+        if not isinstance(self.seed, int):
+            bad(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.channel_id, str):
+            bad("channel_id must be a string")
+        cfg = channel_config(self)  # unknown or ill-typed overrides fail here
+        try:  # and settings the engine refuses (e.g. a bloom error rate of 2) before any run starts
+            MessageChannel(self.channel_id, "p0", cfg, self.start_ms)
+        except (ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
+            bad(f"engine settings refused: {exc}")
+
+    # ---------------------------------------------------------- derived
+
+    @property
+    def effective_response_groups(self) -> int:
+        return self.response_groups if self.response_groups is not None else response_groups_for(self.participants)
+
+    @property
+    def churn_fraction(self) -> float:
+        return self.churn[0] if self.churn else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["latency_ms"] = list(self.latency_ms)
+        d["churn"] = None if self.churn is None else list(self.churn)
+        d["effective_response_groups"] = self.effective_response_groups
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SimParams:
+        d = dict(d)
+        d.pop("effective_response_groups", None)
+        d["latency_ms"] = tuple(d["latency_ms"])
+        if d.get("churn") is not None:
+            d["churn"] = (float(d["churn"][0]), int(d["churn"][1]))
+        return cls(**d)
+
+    def replace(self, **changes: Any) -> SimParams:
+        return dataclasses.replace(self, **changes)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# -------------------------------------------------------------- engine config
+
+
+def channel_config(p: SimParams) -> ChannelConfig:
+    """The :class:`ChannelConfig` every simulated participant runs."""
+    chan: dict[str, Any] = {}
+    rep: dict[str, Any] = {}
+    for key, value in p.overrides.items():
+        if key in OWN_OPTIONS:
+            raise ValueError(f"engine setting {key} has its own option: {OWN_OPTIONS[key]} (--{OWN_OPTIONS[key].replace('_', '-')})")
+        if key.startswith("repair_") and key[len("repair_"):] in REPAIR_FIELDS:
+            rep[key[len("repair_"):]] = _typed(key, value, REPAIR_FIELDS[key[len("repair_"):]])
+        elif key in CHANNEL_FIELDS:
+            chan[key] = _typed(key, value, CHANNEL_FIELDS[key])
+        else:
+            known = ", ".join(sorted(set(CHANNEL_FIELDS) - set(OWN_OPTIONS))
+                              + [f"repair_{k}" for k in sorted(REPAIR_FIELDS)])
+            raise ValueError(f"unknown engine setting {key!r} (known: {known})")
+    repair = RepairConfig(enabled=p.repair, num_response_groups=p.effective_response_groups, **rep)
+    try:
+        return ChannelConfig(causal_history_size=p.causal_history, bloom_capacity=p.bloom_capacity, repair=repair,
+                             **chan)
+    except (TypeError, ValueError) as exc:  # pragma: no cover - typed above
+        raise ValueError(f"bad engine settings: {exc}") from None
+
+
+def _typed(key: str, value: Any, f: dataclasses.Field) -> Any:
+    """Coerce ``value`` (from TOML or ``name=value`` text) to the field's type."""
+    typ = str(f.type)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("none", "null") and "None" in typ:
+            return None
+        try:
+            if typ.startswith("bool"):
+                if text.lower() in ("true", "1", "yes", "on"):
+                    return True
+                if text.lower() in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError
+            if typ.startswith("int"):
+                value = int(text)
+            elif typ.startswith("float"):
+                value = float(text)
+            else:
+                return text
+        except ValueError:
+            raise ValueError(f"engine setting {key}: expected {typ}, got {value!r}") from None
+    if value is None and "None" in typ:
+        return None
+    if typ.startswith("bool"):
+        if isinstance(value, bool):
+            return value
+    elif typ.startswith("int"):
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 0:
+                raise ValueError(f"engine setting {key} must be >= 0, got {value}")
+            return value
+        if isinstance(value, float) and value.is_integer() and value >= 0:
+            return int(value)
+    elif typ.startswith("float"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            if value < 0:
+                raise ValueError(f"engine setting {key} must be >= 0, got {value}")
+            return float(value)
+    raise ValueError(f"engine setting {key}: expected {typ}, got {value!r}")
+
+
+# ------------------------------------------------------------- text forms
+
+
+def parse_latency(text: str) -> tuple[int, int]:
+    """``"LO:HI"`` (or ``"MS"``) milliseconds -> ``(lo, hi)``."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) == 1:
+            lo = hi = int(parts[0])
+        elif len(parts) == 2:
+            lo, hi = int(parts[0]), int(parts[1])
+        else:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"latency must be LO:HI whole milliseconds, e.g. 20:200, got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise ValueError(f"latency must satisfy 0 <= LO <= HI, got {text!r}")
+    return lo, hi
+
+
+def parse_churn(text: str) -> tuple[float, int] | None:
+    """``"FRACTION:MEAN_OFF_MS"`` -> ``(fraction, mean_off_ms)``; ``"0"``/``"none"`` -> None."""
+    t = str(text).strip().lower()
+    if t in ("", "0", "none", "off"):
+        return None
+    parts = t.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        frac, off = float(parts[0]), int(float(parts[1]))
+    except ValueError:
+        raise ValueError(f"churn must be FRACTION:MEAN_OFF_MS, e.g. 0.1:30000, got {text!r}") from None
+    if not 0.0 <= frac < 1.0 or off <= 0:
+        raise ValueError(f"churn needs 0 <= FRACTION < 1 and MEAN_OFF_MS > 0, got {text!r}")
+    return None if frac == 0.0 else (frac, off)
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """``["name=value", ...]`` -> dict (values stay text; :func:`channel_config` types them)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"engine setting must be NAME=VALUE, got {item!r}")
+        out[name] = value.strip()
+    return out

@@ -1,0 +1,205 @@
+"""Report inputs and sweep grids: staging, conversion, and one-line errors before any Spark starts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pyarrow.parquet as pq
+import pytest
+
+from sdschat.pipeline.__main__ import main
+from sdschat.pipeline.inputs import InputError, stage_inputs
+from sdschat.pipeline.metrics import log_hash
+from sdschat.pipeline.sweep import GridError, parse_grid
+from sdschat.sim import EVENT_SCHEMA, SimParams, simulate
+
+from .conftest import CHANNEL, T0
+
+
+@pytest.fixture
+def sim_dir(tmp_path):
+    out = tmp_path / "sim"
+    simulate(SimParams(participants=5, messages=4, seed=1), out)
+    return out
+
+
+def test_database_is_converted_to_parquet_with_64_bit_integers(tmp_path, databases):
+    db_a, db_b, log = databases
+    staged = stage_inputs([db_a, db_b], tmp_path / "staging")
+    assert len(staged) == 1
+    s = staged[0]
+    assert s.name == f"db:{CHANNEL[:16]}" and s.info.kind == "db"
+    assert s.info.participants == ["alice", "bob"]
+    assert s.info.engine_log_hashes == {"alice": (log_hash(log), 3), "bob": (log_hash(log), 3)}
+    t = pq.read_table(s.event_files)
+    assert t.schema.equals(EVENT_SCHEMA)
+    ts = t.column("ts_ms").to_pylist()
+    assert min(ts) > 2**31 and min(ts) > T0  # read as int64, not truncated
+    assert set(t.column("kind").to_pylist()) == {"sent", "received", "delivered", "acked"}
+    assert set(t.column("participant_id").to_pylist()) == {"alice", "bob"}
+
+
+def test_simulation_directory_is_used_as_is(tmp_path, sim_dir):
+    (s,) = stage_inputs([sim_dir, sim_dir], tmp_path / "staging")  # the same input twice counts once
+    assert s.info.kind == "sim" and len(s.info.participants) == 5
+    assert s.event_files == sorted(sim_dir.glob("events-*.parquet"))
+    assert s.info.bytes_received > 0 and len(s.info.engine_log_hashes) == 5
+
+
+def _newer_schema_db(path):
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (99, 0)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("missing", "no such file or directory"),
+    ("empty_dir", "is not a simulation output directory"),
+    ("no_events", "has no events"),
+    ("garbage", "neither a simulation output directory nor an sdschat database"),
+    ("future_sim", "newer sdschat"),
+    ("bad_meta", "is unreadable"),
+    ("foreign_sqlite", "is not an sdschat database"),
+    ("newer_schema", "newer than this sdschat"),
+    ("empty_db", "has no events"),
+    ("same_participant_twice", "two databases record participant alice"),
+])
+def test_bad_inputs(tmp_path, databases, sim_dir, case, fragment):
+    target = tmp_path / case
+    inputs = [target]
+    if case == "empty_dir":
+        target.mkdir()
+    elif case == "no_events":
+        simulate(SimParams(participants=3, messages=0, horizon_ms=100, seed=1), target)
+    elif case == "garbage":
+        target.write_bytes(b"not a database at all")
+    elif case == "future_sim":
+        target.mkdir()
+        (target / "meta.json").write_text(json.dumps({"format": "sdschat-sim/9", "participants": 2}))
+    elif case == "bad_meta":
+        target.mkdir()
+        (target / "meta.json").write_text("{ nope")
+    elif case == "foreign_sqlite":
+        conn = sqlite3.connect(target)
+        conn.execute("CREATE TABLE t (x)")
+        conn.close()
+    elif case == "newer_schema":
+        _newer_schema_db(databases[0])
+        inputs = [databases[0]]
+    elif case == "empty_db":
+        import asyncio
+
+        from sdschat.sds import MessageChannel
+        from sdschat.store import Store
+
+        async def make():
+            store = await Store.open(target)
+            await store.save_state(MessageChannel("c", "p", None, 0).snapshot(), "{}")
+            await store.close()
+
+        asyncio.run(make())
+    elif case == "same_participant_twice":
+        import shutil
+
+        copy = tmp_path / "copy.db"
+        shutil.copy(databases[0], copy)
+        inputs = [databases[0], copy]
+    with pytest.raises(InputError) as e:
+        stage_inputs(inputs, tmp_path / "staging")
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_report_cli_bad_inputs_are_one_line_and_start_no_spark(tmp_path, databases, capsys, monkeypatch):
+    from sdschat.pipeline import spark as spark_mod
+
+    def no_spark(*a, **k):
+        raise AssertionError("Spark must not start for bad input")
+
+    monkeypatch.setattr(spark_mod, "spark_session", no_spark)
+    _newer_schema_db(databases[0])
+    cases = [
+        ([str(tmp_path / "nothing-here")], "no such file or directory"),
+        ([str(databases[0])], "newer than this sdschat"),
+    ]
+    for inputs, fragment in cases:
+        code = main(["report", *inputs, "--out", str(tmp_path / "rep")])
+        err = capsys.readouterr().err
+        assert code == 2 and fragment in err and err.count("\n") == 1, err
+    assert main(["report", "--out", str(tmp_path / "rep")]) == 2  # no inputs
+    assert "INPUT" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- grids
+
+
+GOOD = """
+[sweep]
+seeds = [1, 2]
+[base]
+messages = 5
+latency_ms = "10:20"
+sync_interval_ms = 5000
+repair_t_min_ms = 1000
+[grid]
+loss = [0.0, 0.1]
+participants = [4, 6]
+repair = [true, false]
+churn = ["0", "0.1:1000"]
+"""
+
+
+def test_grid_expands_every_combination_and_seed():
+    g = parse_grid(GOOD)
+    scen = g.scenarios()
+    assert len(scen) == 2 * 2 * 2 * 2 * 2
+    assert len({s["id"] for s in scen}) == len(scen)
+    p = SimParams.from_json(scen[-1]["params"])
+    assert p.latency_ms == (10, 20) and p.overrides == {"sync_interval_ms": 5000, "repair_t_min_ms": 1000}
+    assert p.churn == (0.1, 1000) and p.seed == 2
+    assert SimParams.from_json(scen[0]["params"]).churn is None
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[grid]\nloss = [0.1]\nfrobnicate = [1]\n", "unknown key 'frobnicate' in [grid]"),
+    ("[base]\nwarp_speed = 9\n", "unknown key 'warp_speed' in [base]"),
+    ("[extra]\nx = 1\n", "unknown section [extra]"),
+    ("[sweep]\nseeds = 3\n", "seeds must be a non-empty list"),
+    ("[sweep]\nparallel = true\n", "unknown key 'parallel' in [sweep]"),
+    ("[grid]\nloss = 0.1\n", "must be a non-empty list"),
+    ("[grid]\nloss = [0.1, 2.0]\n", "loss must be a probability"),
+    ("[base]\nloss = 0.1\n[grid]\nloss = [0.2]\n", "in both [base] and [grid]"),
+    ("[grid]\nseed = [1, 2]\n", "seeds = [...]"),
+    ("[grid]\ncausal_history_size = [2]\n", "its own key: causal_history"),
+    ("[grid\nloss = [0.1]\n", "not valid TOML"),
+    ("[base]\nlatency_ms = \"fast\"\n", "latency"),
+])
+def test_bad_grids(text, fragment):
+    with pytest.raises(GridError) as e:
+        parse_grid(text)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sweep_cli_bad_grid_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[grid]\nloss = [0.1]\nbogus = [1]\n")
+    assert main(["sweep", "--grid", str(bad), "--out", str(tmp_path / "sw")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'bogus' in [grid]" in err and err.count("\n") == 1
+    assert main(["sweep", "--grid", str(tmp_path / "none.toml"), "--out", str(tmp_path / "sw")]) == 2
+    assert "no grid file" in capsys.readouterr().err
+    assert not (tmp_path / "sw").exists()
+
+
+def test_example_grid_is_valid():
+    from pathlib import Path
+
+    import sdschat.pipeline
+
+    example = Path(sdschat.pipeline.__file__).parent / "grids" / "example.toml"
+    g = parse_grid(example.read_text(), example)
+    scen = g.scenarios()
+    assert len(scen) >= 24
+    assert {s["values"]["repair"] for s in scen} == {True, False}
+    assert len({s["values"]["participants"] for s in scen}) >= 2

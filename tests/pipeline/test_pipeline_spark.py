@@ -1,0 +1,95 @@
+"""The real Spark jobs (``report`` and ``sweep`` through the CLI), run once per session on tiny inputs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pyarrow.parquet as pq
+
+from sdschat.pipeline.metrics import Reduced, reduce_events
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_cli_succeeds_and_says_where(spark_run):
+    assert spark_run["report_code"] == 0, spark_run["report_stderr"]
+    out = spark_run["base"] / "report"
+    assert f"wrote {out / 'report.md'}" in spark_run["report_stderr"]
+    assert "Traceback" not in spark_run["report_stderr"] and "WARN" not in spark_run["report_stderr"]
+    md = (out / "report.md").read_text()
+    for heading in ("## Delivery", "## Latency", "## Repair and resend traffic", "## Bytes on the wire",
+                    "## Bloom-filter acknowledgements", "## Convergence"):
+        assert heading in md
+    for png in ("latency_cdf.png", "participant_delivery.png", "message_delivery.png"):
+        assert (out / png).read_bytes()[:8] == PNG
+    for table in ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds",
+                  "bloom_evidence", "convergence", "kind_counts", "undelivered"):
+        pq.read_table(out / "tables" / f"{table}.parquet")
+    assert not (out / "_staging").exists()
+
+
+def test_report_metrics_for_the_simulation_and_the_databases(spark_run):
+    out = spark_run["base"] / "report"
+    summary = {r["source"]: r for r in pq.read_table(out / "tables" / "summary.parquet").to_pylist()}
+    meta = json.loads((spark_run["sim_dir"] / "meta.json").read_text())
+    sim = summary["sim-run"]
+    assert sim["kind"] == "sim" and sim["participants"] == 12
+    assert sim["messages"] == meta["messages_sent"] == 15
+    assert sim["delivery_ratio"] == meta["delivery_ratio"]
+    assert sim["converged"] == meta["converged"] and sim["convergence_basis"] == "engine log"
+    assert sim["events_log_mismatches"] == 0  # the log rebuilt from events is the engine's log
+    assert sim["bytes_received"] == meta["bytes_received"] and sim["bytes_published"] == meta["bytes_published"]
+    assert sim["repair_requests"] == meta["event_kinds"].get("repair_requested", 0)
+    assert sim["bloom_acks_false"] is not None
+    assert sim["send_to_deliver_p50_ms"] <= sim["send_to_deliver_p95_ms"] <= sim["send_to_deliver_p99_ms"]
+    db = next(r for s, r in summary.items() if s.startswith("db:"))
+    assert db["kind"] == "db" and db["participants"] == 2 and db["messages"] == 3
+    assert db["delivery_ratio"] == 1.0 and db["converged"] is True
+    assert db["bytes_published"] is None and db["bytes_received"] is None  # databases record no sizes
+    assert db["bloom_acks"] == 0  # alice's messages were acked by causal history, not by bloom filter
+    assert db["send_to_ack_n"] == 2  # alice's two messages, acked by bob's causal history
+    latency = pq.read_table(out / "tables" / "latency.parquet").to_pylist()
+    dl = next(r for r in latency if r["source"] == db["source"] and r["metric"] == "send_to_deliver")
+    assert (dl["n"], dl["min"], dl["max"]) == (3, 40, 60)
+
+
+def test_spark_reduction_equals_the_python_reference(spark_run):
+    rows = []
+    for s in spark_run["staged"]:
+        if s.info.kind == "sim":
+            for f in s.event_files:
+                for r in pq.read_table(f).to_pylist():
+                    rows.append({**r, "source": s.name})
+    db_source = next(s.name for s in spark_run["staged"] if s.info.kind == "db")
+    for db in spark_run["dbs"]:
+        conn = sqlite3.connect(db)
+        conn.row_factory = sqlite3.Row
+        for r in conn.execute("SELECT * FROM events"):
+            rows.append({**dict(r), "source": db_source})
+        conn.close()
+    python = reduce_events(rows).sorted()
+    spark = spark_run["spark_reduced"].sorted()
+    for table in Reduced.TABLES:
+        assert getattr(spark, table) == getattr(python, table), table
+
+
+def test_sweep_cli_runs_every_scenario_as_a_spark_task(spark_run):
+    assert spark_run["sweep_code"] == 0, spark_run["sweep_stderr"]
+    out = spark_run["base"] / "sweep"
+    err = spark_run["sweep_stderr"]
+    assert "[1/4]" in err and "[4/4]" in err and f"wrote {out / 'sweep.md'}" in err
+    results = pq.read_table(out / "results.parquet").to_pylist()
+    assert len(results) == 4 and all(r["error"] is None for r in results)
+    by = {(r["loss"], r["repair"]): r for r in results}
+    assert by[(0.0, True)]["delivery_ratio"] == 1.0
+    assert by[(0.3, False)]["delivery_ratio"] < by[(0.3, True)]["delivery_ratio"]
+    assert len({r["worker_pid"] for r in results}) >= 1
+    agg = pq.read_table(out / "aggregate.parquet").to_pylist()
+    assert len(agg) == 4 and all(a["runs"] == 1 for a in agg)
+    for png in ("delivery_vs_loss.png", "bandwidth_vs_loss.png"):
+        assert (out / png).read_bytes()[:8] == PNG
+    assert "| n | loss | SDS-R |" in (out / "sweep.md").read_text()
+    # each scenario's events can be fed to `sdschat report`
+    scen = out / "scenarios" / results[0]["scenario"]
+    assert (scen / "meta.json").is_file() and list(scen.glob("events-*.parquet"))

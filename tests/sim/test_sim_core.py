@@ -1,0 +1,243 @@
+"""The simulator: determinism, delivery and convergence, output schema, worker equivalence."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sdschat.sim import EVENT_SCHEMA, SimParams, log_hash, parse_churn, parse_latency, parse_overrides, simulate
+from sdschat.sim.output import FRAME_SCHEMA, LOG_SCHEMA
+from sdschat.store import EVENT_KINDS
+
+#: short SDS-R timings so small lossy runs settle in little virtual time
+FAST_REPAIR = {"repair_t_min_ms": 1000, "repair_t_max_ms": 4000}
+
+
+def events_of(out) -> pa.Table:
+    files = sorted(out.glob("events-*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files])
+
+
+def rows_without_seq(table: pa.Table) -> Counter:
+    t = table.drop(["seq"])
+    return Counter(zip(*[t.column(c).to_pylist() for c in t.column_names]))
+
+
+def test_same_seed_same_events_different_seed_different(tmp_path):
+    p = SimParams(participants=25, messages=20, rate=2.0, loss=0.15, duplicate=0.05, seed=7, overrides=FAST_REPAIR,
+                  horizon_ms=120_000)
+    a = simulate(p, tmp_path / "a")
+    b = simulate(p, tmp_path / "b")
+    c = simulate(p.replace(seed=8), tmp_path / "c")
+    ta, tb, tc = events_of(tmp_path / "a"), events_of(tmp_path / "b"), events_of(tmp_path / "c")
+    assert ta.num_rows > 1000
+    assert ta.equals(tb)  # same rows, same order, same seq
+    assert a.log_hashes == b.log_hashes
+    assert pq.read_table(tmp_path / "a" / "frames.parquet").equals(pq.read_table(tmp_path / "b" / "frames.parquet"))
+    drop = ("wall_time_s", "peak_rss_mb", "peak_rss_mb_total", "events_per_s")
+    assert {k: v for k, v in a.meta.items() if k not in drop} == {k: v for k, v in b.meta.items() if k not in drop}
+    assert not tc.equals(ta)
+
+
+def test_lossless_run_delivers_everything_and_converges(tmp_path):
+    n, m = 12, 15
+    r = simulate(SimParams(participants=n, messages=m, rate=2.0, seed=3), tmp_path)
+    meta = r.meta
+    kinds = meta["event_kinds"]
+    assert kinds["sent"] == m
+    assert kinds["delivered"] == m * (n - 1)
+    assert kinds["received"] == m * (n - 1)
+    assert meta["delivery_ratio"] == 1.0
+    assert meta["converged"] and r.converged and meta["distinct_logs"] == 1
+    assert meta["stop_reason"] == "quiescent"
+    assert meta["counts"].get("copies_lost", 0) == 0
+    logs = pq.read_table(tmp_path / "logs.parquet").to_pylist()
+    assert len(logs) == n and {x["log_length"] for x in logs} == {m}
+    assert len({x["log_hash"] for x in logs}) == 1
+
+
+def test_lossy_run_with_repair_converges_and_without_repair_does_not(tmp_path):
+    base = SimParams(participants=20, messages=30, rate=2.0, loss=0.2, seed=2, overrides=FAST_REPAIR,
+                     horizon_ms=120_000)
+    with_repair = simulate(base)
+    assert with_repair.meta["delivery_ratio"] == 1.0
+    assert with_repair.converged
+    assert with_repair.meta["event_kinds"]["repair_served"] > 0
+    assert with_repair.meta["counts"]["copies_lost"] > 0
+    without = simulate(base.replace(repair=False))
+    assert without.meta["delivery_ratio"] < 1.0
+    assert not without.converged
+    assert "repair_served" not in without.meta["event_kinds"]
+
+
+def test_churn_with_clean_settle_converges(tmp_path):
+    p = SimParams(participants=20, messages=25, rate=1.0, loss=0.05, churn=(0.2, 5_000), settle="clean", seed=4,
+                  overrides=FAST_REPAIR, horizon_ms=200_000)
+    r = simulate(p, tmp_path)
+    counts = r.meta["counts"]
+    assert counts["went_offline"] > 0 and counts["came_online"] > 0
+    assert counts["copies_to_offline"] > 0
+    assert r.converged and r.meta["delivery_ratio"] == 1.0
+    assert all(x["online"] for x in pq.read_table(tmp_path / "logs.parquet").to_pylist())
+
+
+def test_output_schema_matches_the_node_event_table(tmp_path):
+    r = simulate(SimParams(participants=15, messages=10, rate=2.0, loss=0.2, seed=5, overrides=FAST_REPAIR,
+                           horizon_ms=60_000), tmp_path, shard_rows=200)
+    shards = sorted(tmp_path.glob("events-*.parquet"))
+    assert len(shards) == len(r.meta["event_shards"]) > 1
+    for f in shards:
+        assert pq.read_schema(f).equals(EVENT_SCHEMA)
+    t = events_of(tmp_path)
+    seq = t.column("seq").to_pylist()
+    assert sorted(seq) == list(range(1, t.num_rows + 1))  # global across shards
+    kinds = set(t.column("kind").to_pylist())
+    assert kinds <= EVENT_KINDS
+    assert {"sent", "received", "delivered", "acked", "missing", "repair_requested", "repair_served"} <= kinds
+    assert set(t.column("channel_id").to_pylist()) == {"sim"}
+    rows = t.to_pylist()
+    for row in rows:
+        if row["detail"] is not None:
+            assert isinstance(json.loads(row["detail"]), dict)
+        if row["kind"] in ("sent", "resent", "sync_sent"):
+            assert row["sender_id"] == row["participant_id"]
+            assert json.loads(row["detail"])["bytes"] > 0
+        if row["kind"] in ("acked", "possibly_acked"):
+            d = json.loads(row["detail"])
+            assert "by" in d and "frame_ts" in d and d["frame_ts"] <= row["ts_ms"]
+    assert pq.read_schema(tmp_path / "frames.parquet").equals(FRAME_SCHEMA)
+    assert pq.read_schema(tmp_path / "logs.parquet").equals(LOG_SCHEMA)
+    frames = pq.read_table(tmp_path / "frames.parquet").to_pylist()
+    assert sum(f["bytes"] for f in frames) == r.meta["bytes_published"]
+    assert sum(f["bytes"] * f["delivered"] for f in frames) == r.meta["bytes_received"]
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["params"]["seed"] == 5 and meta["events"] == t.num_rows
+    assert SimParams.from_json(meta["params"]) == r.params
+
+
+def test_log_hashes_are_the_hash_of_the_ordered_log(tmp_path):
+    r = simulate(SimParams(participants=6, messages=8, rate=2.0, seed=9), tmp_path)
+    sent = [x for x in events_of(tmp_path).to_pylist() if x["kind"] == "sent"]
+    ordered = [x["message_id"] for x in sorted(sent, key=lambda x: (x["lamport_timestamp"], x["message_id"]))]
+    assert set(r.log_hashes) == {log_hash(ordered)}
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_worker_processes_give_the_same_events(tmp_path, workers):
+    p = SimParams(participants=30, messages=20, rate=2.0, loss=0.2, duplicate=0.05, churn=(0.1, 8_000),
+                  latency_ms=(5, 150), seed=11, overrides=FAST_REPAIR, horizon_ms=120_000)
+    one = simulate(p, tmp_path / "one", workers=1)
+    many = simulate(p, tmp_path / "many", workers=workers)
+    assert many.meta["workers"] == workers
+    assert rows_without_seq(events_of(tmp_path / "one")) == rows_without_seq(events_of(tmp_path / "many"))
+    assert one.log_hashes == many.log_hashes
+    assert pq.read_table(tmp_path / "one" / "frames.parquet").equals(
+        pq.read_table(tmp_path / "many" / "frames.parquet"))
+    assert one.meta["stop_reason"] == many.meta["stop_reason"]
+    assert one.meta["virtual_end_ms"] == many.meta["virtual_end_ms"]
+
+
+def test_zero_minimum_latency_falls_back_to_one_worker():
+    r = simulate(SimParams(participants=5, messages=3, latency_ms=(0, 10), seed=1), None, workers=2)
+    assert r.meta["workers"] == 1
+
+
+def test_no_messages_and_horizon_stop():
+    r = simulate(SimParams(participants=4, messages=0, horizon_ms=1_000, seed=1))
+    assert r.meta["messages_sent"] == 0 and r.meta["events"] == 0
+    # an unacknowledged message keeps its sender busy: the horizon ends the run
+    r = simulate(SimParams(participants=3, messages=1, loss=1.0, horizon_ms=20_000, seed=1))
+    assert r.meta["stop_reason"] == "horizon"
+    assert r.meta["event_kinds"]["resent"] >= 1
+    assert r.meta["delivery_ratio"] == 0.0
+
+
+def test_senders_limit_who_talks(tmp_path):
+    simulate(SimParams(participants=10, messages=12, senders=2, seed=1), tmp_path)
+    senders = {x["participant_id"] for x in events_of(tmp_path).to_pylist() if x["kind"] == "sent"}
+    assert senders <= {"p00000", "p00001"}
+
+
+def test_progress_callback_reports_sending_and_settling():
+    seen = []
+    simulate(SimParams(participants=5, messages=5, seed=1), None, progress=seen.append, progress_interval_s=0.0)
+    assert seen[-1]["done"] and seen[-1]["sent"] == 5
+
+
+# ----------------------------------------------------------------- params
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    ({"participants": 1}, "participants"),
+    ({"loss": 1.5}, "loss"),
+    ({"duplicate": -0.1}, "duplicate"),
+    ({"latency_ms": (5, 2)}, "latency"),
+    ({"rate": 0}, "rate"),
+    ({"senders": 101}, "senders"),
+    ({"churn": (1.0, 100)}, "churn"),
+    ({"settle": "later"}, "settle"),
+    ({"overrides": {"no_such_setting": 1}}, "unknown engine setting"),
+    ({"overrides": {"sync_interval_ms": "soon"}}, "sync_interval_ms"),
+    ({"overrides": {"causal_history_size": 3}}, "own option"),
+])
+def test_bad_params_are_one_line_value_errors(kw, fragment):
+    with pytest.raises(ValueError) as e:
+        SimParams(**kw)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_text_forms():
+    assert parse_latency("20:200") == (20, 200) and parse_latency("7") == (7, 7)
+    assert parse_churn("0.1:30000") == (0.1, 30000) and parse_churn("0") is None
+    assert parse_overrides(["sync_interval_ms=5000", "repair_t_min_ms = 10"]) == {
+        "sync_interval_ms": "5000", "repair_t_min_ms": "10"}
+    for bad in ("a:b", "5:1", "1:2:3"):
+        with pytest.raises(ValueError):
+            parse_latency(bad)
+    for bad in ("x", "1.5:10", "0.1:-5"):
+        with pytest.raises(ValueError):
+            parse_churn(bad)
+    with pytest.raises(ValueError):
+        parse_overrides(["novalue"])
+    p = SimParams(overrides={"sync_interval_ms": "5000", "repair_t_min_ms": "10", "ack_delay_ms": "none"})
+    from sdschat.sim import channel_config
+
+    cfg = channel_config(p)
+    assert cfg.sync_interval_ms == 5000 and cfg.repair.t_min_ms == 10 and cfg.ack_delay_ms is None
+    assert cfg.repair.num_response_groups == 1  # 100 // 128 + 1
+    assert channel_config(SimParams(participants=1000)).repair.num_response_groups == 8
+
+
+def test_frame_view_gives_the_same_events_as_the_protobuf_message(tmp_path):
+    p = SimParams(participants=20, messages=15, rate=2.0, loss=0.2, duplicate=0.1, seed=12, overrides=FAST_REPAIR,
+                  horizon_ms=120_000)
+    view = simulate(p, tmp_path / "view")
+    plain = simulate(p, tmp_path / "plain", frame_view=False)
+    assert events_of(tmp_path / "view").equals(events_of(tmp_path / "plain"))
+    assert view.log_hashes == plain.log_hashes
+
+
+def test_frame_view_reads_like_the_message():
+    from sdschat.sds import ChannelConfig, MessageChannel
+    from sdschat.sds.wire import parse_pb
+    from sdschat.sim.frame import FrameView
+
+    a = MessageChannel("c", "a", ChannelConfig(), 0)
+    a.send(b"one", 1)
+    out = a.send(b"two", 2)
+    pb = parse_pb(out.data)
+    v = FrameView(pb)
+    for name in ("message_id", "sender_id", "channel_id", "content", "lamport_timestamp", "bloom_filter"):
+        assert getattr(v, name) == getattr(pb, name)
+    for name in ("content", "lamport_timestamp", "bloom_filter"):
+        assert v.HasField(name) == pb.HasField(name)
+    assert [e.message_id for e in v.causal_history] == [e.message_id for e in pb.causal_history]
+    assert [e.HasField("sender_id") for e in v.causal_history] == [e.HasField("sender_id") for e in pb.causal_history]
+    assert len(v.repair_request) == len(pb.repair_request) == 0 and not v.repair_request
+    assert v.ByteSize() == pb.ByteSize()  # anything else falls through to the message
+    sync = FrameView(parse_pb(a.sync(3).data))
+    assert not sync.HasField("content") and sync.content == b""
