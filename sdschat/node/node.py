@@ -84,7 +84,6 @@ def node_channel_config(**overrides) -> ChannelConfig:
         sync_interval_ms=10_000,
         sync_jitter_ms=3_000,
         possible_acks_group_cap=True,
-        bloom_certain_ack_fp=1e-9,
         ack_delay_ms=300,
         ack_jitter_ms=700,
         lost_after_ms=120_000,

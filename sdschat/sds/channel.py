@@ -7,6 +7,11 @@ pseudo-random choice is a hash of the participant id and a counter.
 Decisions where the RFC is silent or where running engines against each other
 under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
 
+* **Causal history** names the K messages most recently added to the log (in
+  log order): the last K for in-order arrivals, but a late message with an old
+  Lamport timestamp is named too, so members who missed it learn it exists
+  (otherwise a late arrival can stay unnamed forever, and whoever missed it
+  never notices the gap).
 * **Own messages** enter the local log (and the bloom filter) at send time, as
   @waku/sds does, so later messages name them in their causal history. Sync
   frames never enter the log, the bloom filter or the outgoing buffer.
@@ -85,7 +90,7 @@ persist each change as one row write instead of rewriting the state.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from hashlib import sha256
 
 from bitarray import bitarray
@@ -177,6 +182,7 @@ class MessageChannel:
         self.lamport_timestamp: int = int(now_ms)
         self._log_keys: list[tuple[int, str]] = []
         self._log: dict[str, LogRow] = {}
+        self._recent: deque[str] = deque(maxlen=max(0, config.causal_history_size))  # newest log additions
         self._bloom = RollingBloomFilter(config.bloom_capacity, config.bloom_error_rate, rolling=config.bloom_rolling)
         self._bloom_len = self._bloom.n_bytes
         self._outgoing: dict[str, _Out] = {}
@@ -316,11 +322,18 @@ class MessageChannel:
         return lt
 
     def _causal_history(self) -> list[LogRow]:
-        k = self.config.causal_history_size
-        if k <= 0:
+        """The K messages most recently added to the log, in log order.
+
+        For messages arriving in order these are the last K of the log. A message that
+        arrives late with an old Lamport timestamp lands deep in the log but is still
+        named here, so members who missed it learn it exists.
+        """
+        if self.config.causal_history_size <= 0:
             return []
         log = self._log
-        return [log[mid] for _, mid in self._log_keys[-k:]]
+        rows = [log[mid] for mid in self._recent if mid in log]
+        rows.sort(key=lambda r: (r.lamport_timestamp, r.message_id))
+        return rows
 
     def _due_repair_requests(self, now_ms: int) -> list[HistoryEntry]:
         """Pop up to ``max_requests`` due requests (lowest T_req first) and re-schedule them."""
@@ -398,6 +411,7 @@ class MessageChannel:
 
             insort(keys, key)
         self._log[row.message_id] = row
+        self._recent.append(row.message_id)
         if self.journal is not None:
             self._j("log", row.message_id, row)
 
@@ -999,6 +1013,7 @@ class MessageChannel:
             sync_counter=self._sync_counter,
             next_sync_at=self._next_sync_at,
             recent_syncs=list(self._recent_syncs),
+            recent_log=list(self._recent),
         )
 
     @classmethod
@@ -1015,6 +1030,8 @@ class MessageChannel:
             ch._log[row.message_id] = row
             if row.sender_id != ch.participant_id:
                 ch._peers.add(row.sender_id)
+        recent = state.recent_log or [mid for _, mid in ch._log_keys[-ch.config.causal_history_size:]]
+        ch._recent.extend(recent if ch.config.causal_history_size > 0 else ())
         ch._bloom.load(state.bloom_ids)
         for r in state.outgoing:
             out = _Out(r.lamport_timestamp, list(r.causal_history), r.content, r.sent_at, r.resends,

@@ -33,7 +33,9 @@ snapshots: losing them merely shifts the next sync).
 ``next_sync_at`` is likewise snapshot-only; ``None`` means "derive it from
 ``last_activity``". ``recent_syncs`` (ids of sync frames already processed,
 for dedup) is snapshot-only too: a store that does not keep it may act once
-more on a duplicated sync frame arriving right after a restart.
+more on a duplicated sync frame arriving right after a restart. ``recent_log``
+(the ids most recently added to the log, which the causal history names) is
+snapshot-only too; empty means "the last K of the log".
 """
 
 from __future__ import annotations
@@ -121,3 +123,4 @@ class ChannelState:
     sync_counter: int = 0
     next_sync_at: int | None = None
     recent_syncs: list[str] = field(default_factory=list)
+    recent_log: list[str] = field(default_factory=list)

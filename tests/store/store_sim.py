@@ -190,7 +190,7 @@ class Sim:
 # ------------------------------------------------------------------ comparing states
 
 #: ChannelState fields the engine does not journal (only snapshots carry them).
-UNJOURNALED = ("last_activity", "sync_counter", "next_sync_at", "recent_syncs")
+UNJOURNALED = ("last_activity", "sync_counter", "next_sync_at", "recent_syncs", "recent_log")
 _SET_LIKE = ("outgoing", "incoming", "missing", "lost", "repair_requests", "repair_responses", "cache", "recent_syncs")
 
 
