@@ -209,7 +209,8 @@ def _bot_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=_non_negative, default=1.0, help="seconds between messages")
     p.add_argument("--linger", type=_non_negative, default=12.0,
                    help="after sending, exit once nothing was pending here, and no peer resent, repaired or asked "
-                        "for a repair, for this many seconds (keep it above the repair backoff T_max, 10 s)")
+                        "for a repair, for this many seconds (keep it above the repair backoff T_max and the longest resend interval, "
+                        "both 10 s by default)")
     p.add_argument("--max-runtime", type=_non_negative, default=0.0, help="give up (exit 3) after this many seconds (0: never)")
     p.add_argument("--text", default="{name} #{i}", help="message template ({name}, {i})")
     p.add_argument("--start-after", type=_non_negative, default=0.0,

@@ -80,7 +80,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
         resend_unacknowledged_ms=2_000,
         resend_possibly_acknowledged_ms=6_000,
         resend_backoff=1.5,
-        resend_max_interval_ms=30_000,
+        resend_max_interval_ms=10_000,
         sync_interval_ms=10_000,
         sync_jitter_ms=3_000,
         possible_acks_group_cap=True,

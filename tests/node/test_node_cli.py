@@ -57,7 +57,7 @@ def own_accepted(db: Path) -> set[str]:
 
 def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
     run("keygen", str(tmp_path / "k.key"), check=True)
-    procs = [bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", "3", *FAST)
+    procs = [bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", "5", *FAST)
              for n in ("ann", "bob", "cyd")]
     for p in procs:
         out, err = p.communicate(timeout=150)
@@ -85,7 +85,7 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
 
 def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     run("keygen", str(tmp_path / "k.key"), check=True)
-    others = [bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", "3", *FAST)
+    others = [bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", "5", *FAST)
               for n in ("bob", "cyd")]
     victim = bot(tmp_path, "ann", node_mosquitto.url, "--count", "200", "--interval", "0.02", *FAST)
     db = tmp_path / "ann.db"
@@ -102,7 +102,7 @@ def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     victim.wait(10)
     accepted = own_accepted(db)
     assert 8 <= len(accepted) < 200
-    restarted = bot(tmp_path, "ann", node_mosquitto.url, "--count", "0", "--linger", "3", *FAST)
+    restarted = bot(tmp_path, "ann", node_mosquitto.url, "--count", "0", "--linger", "5", *FAST)
     for p in [*others, restarted]:
         out, err = p.communicate(timeout=150)
         assert p.returncode == 0, err
