@@ -142,7 +142,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     key = load_key(args)
     db = args.db or default_db(args.name, key)
     try:
-        db.parent.mkdir(parents=True, exist_ok=True)
+        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private even under umask 0
     except OSError as exc:
         raise CliError(f"cannot create {db.parent}: {exc.strerror}") from None
     config = NodeConfig(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -448,6 +449,10 @@ class Node:
             self._reject("malformed", str(exc)[:120], now)
             return
         if msg.content:
+            if msg.message_id != hashlib.sha256(msg.content).hexdigest():
+                # ids are content hashes: another id for the same signed content would be a replay
+                self._reject("bad_message_id", "message id is not the hash of its content", now)
+                return
             try:
                 signed = open_signed_content(msg.content, self.key.channel_binding)
             except SignatureError as exc:

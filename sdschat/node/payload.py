@@ -54,12 +54,12 @@ class AppPayload:
     def decode(cls, data: bytes) -> AppPayload:
         try:
             obj = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # incl. huge ints, deep nesting
             raise PayloadError(f"payload is not JSON: {exc.__class__.__name__}") from None
         if not isinstance(obj, dict):
             raise PayloadError("payload is not an object")
         v = obj.get("v")
-        if not isinstance(v, int) or v < 1:
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise PayloadError("payload has no version")
         if v > VERSION:
             raise PayloadError(f"payload version {v} is newer than this sdschat understands ({VERSION})")
@@ -72,4 +72,8 @@ class AppPayload:
             raise PayloadError("payload timestamp is invalid")
         if len(text) > MAX_TEXT:
             raise PayloadError("payload text too long")
+        try:  # lone surrogates decode from JSON escapes but cannot be stored or shown
+            (nick + text + nonce).encode("utf-8")
+        except UnicodeEncodeError:
+            raise PayloadError("payload has invalid characters") from None
         return cls(kind, nick[:MAX_NICK], text, ts, nonce)
