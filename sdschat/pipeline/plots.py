@@ -107,7 +107,8 @@ def message_delivery(messages: list[dict], path: Path) -> Path:
 
 
 def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool = False) -> Path:
-    """``y`` against loss: one line per (group size, SDS-R on/off), SDS-R off dashed.
+    """``y`` against loss: one line per (group size, SDS-R on/off, variant); colour = size, SDS-R off dashed,
+    marker = variant (the grid's other dimensions).
 
     ``rows``: aggregated sweep results with ``loss``, ``participants``, ``repair`` and ``y``
     (other grid dimensions are averaged over by the caller or shown as separate lines).
@@ -121,13 +122,15 @@ def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool 
         key = (r["participants"], bool(r["repair"]), r.get("variant", ""))
         groups[key].append((r["loss"], r[y]))
     sizes = sorted({k[0] for k in groups})
+    variants = sorted({k[2] for k in groups})
+    markers = "os^Dvx*P"
     cmap = plt.get_cmap("viridis")
     for (n, repair, variant), pts in sorted(groups.items()):
         pts.sort()
         color = cmap(sizes.index(n) / max(1, len(sizes) - 1) * 0.85)
         label = f"n={n}, SDS-R {'on' if repair else 'off'}" + (f", {variant}" if variant else "")
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linestyle="-" if repair else "--",
-                color=color, label=label)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[variants.index(variant) % len(markers)],
+                linestyle="-" if repair else "--", color=color, label=label)
     ax.set_xlabel("loss probability")
     ax.set_ylabel(ylabel)
     if logy:

@@ -54,7 +54,8 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str = "
     """Start a SparkSession, yield it, stop it. The JVM output goes to ``log_dir/spark-jvm.log``."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1") if master is None else None
+    if master is None:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: no network interface lookup
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession

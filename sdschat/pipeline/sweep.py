@@ -435,9 +435,10 @@ def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall:
 
     pq.write_table(_table(rows), out / "results.parquet")
     pq.write_table(_table(aggregate), out / "aggregate.parquet")
-    varying = [k for k in ("causal_history", "bloom_capacity", "response_groups", "duplicate", "churn")
-               if len({a.get(k) for a in aggregate}) > 1]
-    varying += [k for k in aggregate[0] if k.startswith("grid_")] if aggregate else []
+    # the grid's own dimensions besides loss, group size and SDS-R (response groups follow from the size
+    # unless the grid sets them)
+    dims = ("causal_history", "bloom_capacity", "response_groups", "duplicate", "churn")
+    varying = [k if k in dims else f"grid_{k}" for k in grid.axes if k not in ("loss", "participants", "repair")]
     plot_rows = []
     for a in aggregate:
         variant = ", ".join(f"{_abbrev(k.removeprefix('grid_'))}={_short(a[k])}" for k in varying)
