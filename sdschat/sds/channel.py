@@ -912,7 +912,8 @@ class MessageChannel:
         cfg = self.config
         out.resends += 1
         base = cfg.resend_possibly_acknowledged_ms if out.ack_senders else cfg.resend_unacknowledged_ms
-        interval = min(cfg.resend_max_interval_ms, int(base * cfg.resend_backoff ** out.resends))
+        # the exponent is capped: a message nobody acknowledges for hours must not overflow the float
+        interval = min(cfg.resend_max_interval_ms, int(base * cfg.resend_backoff ** min(out.resends, 64)))
         out.next_resend = now_ms + max(1, interval)
         heapq.heappush(self._resend_heap, (out.next_resend, mid))
         if self.journal is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["StoreError", "SchemaTooNewError", "MigrationError", "WriterFailedError"]
+__all__ = ["StoreError", "SchemaTooNewError", "MigrationError", "WriterFailedError", "CorruptRowError"]
 
 
 class StoreError(Exception):
@@ -18,6 +18,10 @@ class SchemaTooNewError(StoreError):
         super().__init__(
             f"database schema version {version} is newer than this sdschat (knows up to {known}); upgrade sdschat"
         )
+
+
+class CorruptRowError(StoreError):
+    """A stored row does not hold what sdschat wrote there (damaged file or edited by hand)."""
 
 
 class MigrationError(StoreError):

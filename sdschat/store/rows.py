@@ -20,6 +20,8 @@ from typing import Any
 from sdschat.sds.state import CacheRow, InRow, LogRow, MissingRow, OutRow, RequestRow
 from sdschat.sds.wire import HistoryEntry
 
+from .errors import CorruptRowError
+
 __all__ = [
     "EVENT_KINDS",
     "EventRow",
@@ -110,7 +112,10 @@ def ids_to_json(ids) -> str:
 
 
 def ids_from_json(text: str) -> tuple[str, ...]:
-    return tuple(_loads(text))
+    ids = _json(text)
+    if not isinstance(ids, list):
+        raise CorruptRowError("an id list is not a JSON array")
+    return tuple(_id(i) for i in ids)
 
 
 def history_to_json(history) -> str:
@@ -120,9 +125,104 @@ def history_to_json(history) -> str:
 
 
 def history_from_json(text: str) -> tuple[HistoryEntry, ...]:
-    return tuple(
-        HistoryEntry(mid, None if hint is None else bytes.fromhex(hint), sender) for mid, sender, hint in _loads(text)
-    )
+    entries = _json(text)
+    if not isinstance(entries, list):
+        raise CorruptRowError("a causal history is not a JSON array")
+    out = []
+    for e in entries:
+        if not isinstance(e, list) or len(e) != 3:
+            raise CorruptRowError("a causal-history entry is not [id, sender, hint]")
+        mid, sender, hint = e
+        if hint is not None:
+            if not isinstance(hint, str):
+                raise CorruptRowError("a retrieval hint is not hex text")
+            try:
+                hint = bytes.fromhex(hint)
+            except ValueError:
+                raise CorruptRowError("a retrieval hint is not hex text") from None
+        out.append(HistoryEntry(_id(mid), hint, _opt_sender(sender)))
+    return tuple(out)
+
+
+# ---- checked readers: a damaged row raises CorruptRowError (a StoreError), never anything else
+
+#: Bounds of stored integers: timestamps and counters of a sound database are far inside them.
+_INT_MAX = 2**63 - 1  # SQLite's INTEGER
+_COUNT_MAX = 2**31
+_ID_MAX = 1024
+
+
+def _json(text):
+    if not isinstance(text, str):
+        raise CorruptRowError("a JSON column holds no text")
+    try:
+        return _loads(text)
+    except ValueError:  # JSONDecodeError and RecursionError-free invalid input
+        raise CorruptRowError("a JSON column is not valid JSON") from None
+    except RecursionError:
+        raise CorruptRowError("a JSON column nests too deeply") from None
+
+
+def _id(v) -> str:
+    if not isinstance(v, str) or not v or len(v) > _ID_MAX:
+        raise CorruptRowError("an id is not a non-empty string")
+    return v
+
+
+def _opt_id(v) -> str | None:
+    return None if v is None else _id(v)
+
+
+def _sender(v) -> str:
+    """A sender id: text, possibly empty (the wire allows an empty sender)."""
+    if not isinstance(v, str) or len(v) > _ID_MAX:
+        raise CorruptRowError("a sender id is not a string")
+    return v
+
+
+def _opt_sender(v) -> str | None:
+    return None if v is None else _sender(v)
+
+
+def _int(v, lo: int = 0, hi: int = _INT_MAX) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        raise CorruptRowError("a number is out of range or not an integer")
+    return v
+
+
+def _opt_int(v) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _blob(v) -> bytes:
+    if not isinstance(v, bytes):
+        raise CorruptRowError("a binary column holds no bytes")
+    return v
+
+
+def _opt_blob(v) -> bytes | None:
+    return None if v is None else _blob(v)
+
+
+def _flag(v) -> bool:
+    return bool(_int(v, 0, 1))
+
+
+def channel_head(t) -> tuple[str, int, int | None, int | None, int | None]:
+    """``channels`` row: participant_id, lamport_timestamp, last_activity, sync_counter, next_sync_at."""
+    return (_id(t[0]), _int(t[1]), _opt_int(t[2]), _opt_int(t[3]), _opt_int(t[4]))
+
+
+def lost_row(t) -> tuple[str, str | None]:
+    return (_id(t[0]), _opt_sender(t[1]))
+
+
+def response_row(t) -> tuple[str, int]:
+    return (_id(t[0]), _int(t[1]))
+
+
+def id_row(t) -> str:
+    return _id(t[0])
 
 
 def detail_to_json(detail: dict[str, Any] | None) -> str | None:
@@ -130,7 +230,12 @@ def detail_to_json(detail: dict[str, Any] | None) -> str | None:
 
 
 def detail_from_json(text: str | None) -> dict[str, Any] | None:
-    return None if text is None else _loads(text)
+    if text is None:
+        return None
+    detail = _json(text)
+    if not isinstance(detail, dict):
+        raise CorruptRowError("an event detail is not a JSON object")
+    return detail
 
 
 # ---- engine rows -> parameter tuples (column order = the INSERT statements in store.py)
@@ -177,28 +282,29 @@ def cache_params(channel_id: str, r: CacheRow) -> tuple:
 
 
 def log_row(t) -> LogRow:
-    return LogRow(t[0], t[1], t[2], t[3])
+    return LogRow(_id(t[0]), _int(t[1]), _sender(t[2]), _opt_blob(t[3]))
 
 
 def out_row(t) -> OutRow:
-    return OutRow(t[0], t[1], history_from_json(t[2]), t[3], t[4], t[5], t[6], ids_from_json(t[7]))
+    return OutRow(_id(t[0]), _int(t[1]), history_from_json(t[2]), _blob(t[3]), _int(t[4]), _int(t[5], 0, _COUNT_MAX),
+                  _int(t[6]), ids_from_json(t[7]))
 
 
 def in_row(t) -> InRow:
-    return InRow(t[0], t[1], t[2], history_from_json(t[3]), t[4], t[5], ids_from_json(t[6]), bool(t[7]),
-                 ids_from_json(t[8]), t[9])
+    return InRow(_id(t[0]), _sender(t[1]), _int(t[2]), history_from_json(t[3]), _blob(t[4]), _int(t[5]),
+                 ids_from_json(t[6]), _flag(t[7]), ids_from_json(t[8]), _opt_blob(t[9]))
 
 
 def missing_row(t) -> MissingRow:
-    return MissingRow(HistoryEntry(t[0], t[2], t[1]), t[3])
+    return MissingRow(HistoryEntry(_id(t[0]), _opt_blob(t[2]), _opt_sender(t[1])), _int(t[3]))
 
 
 def request_row(t) -> RequestRow:
-    return RequestRow(HistoryEntry(t[0], t[2], t[1]), t[3], t[4])
+    return RequestRow(HistoryEntry(_id(t[0]), _opt_blob(t[2]), _opt_sender(t[1])), _int(t[3]), _int(t[4], 0, _COUNT_MAX))
 
 
 def cache_row(t) -> CacheRow:
-    return CacheRow(t[0], t[1], t[2], history_from_json(t[3]), t[4])
+    return CacheRow(_id(t[0]), _sender(t[1]), _int(t[2]), history_from_json(t[3]), _blob(t[4]))
 
 
 # ---- application rows
@@ -210,7 +316,10 @@ def message_params(channel_id: str, m: MessageRow) -> tuple:
 
 
 def message_row(t) -> MessageRow:
-    return MessageRow(t[0], t[1], t[2], t[3], t[4], t[5], t[6], bool(t[7]), ids_from_json(t[8]), t[9])
+    if not isinstance(t[4], str):
+        raise CorruptRowError("a message row has no state")
+    return MessageRow(_id(t[0]), _sender(t[1]), _int(t[2]), _blob(t[3]), t[4], _int(t[5], 0, _COUNT_MAX),
+                      _int(t[6], 0, _COUNT_MAX), _flag(t[7]), ids_from_json(t[8]), _opt_int(t[9]))
 
 
 def message_update_params(channel_id: str, u: MessageUpdate) -> tuple:

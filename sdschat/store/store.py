@@ -44,7 +44,7 @@ from sdschat.sds.state import ChannelState
 
 from . import migrate as _migrate
 from . import rows as R
-from .errors import StoreError
+from .errors import CorruptRowError, StoreError
 from .rows import EventRow, MessageRow, MessageUpdate, ParticipantRow
 
 __all__ = ["Store", "Batch"]
@@ -225,9 +225,12 @@ class Store:
         store = cls(db, p, sync)
         try:
             await store._run(store._setup, int(busy_timeout_ms), sync, migrations, memory)
-        except sqlite3.DatabaseError as exc:
+        except StoreError as exc:
             await db.close()
-            raise StoreError(f"cannot open {path}: {exc}") from exc
+            cause = exc.__cause__
+            if type(exc) is StoreError and isinstance(cause, sqlite3.Error):  # translated by _run
+                raise StoreError(f"cannot open {path}: {cause}") from cause
+            raise
         except BaseException:
             await db.close()
             raise
@@ -273,7 +276,10 @@ class Store:
         if self._closed:
             raise StoreError("store is closed")
         db = self._db
-        return await db._execute(lambda: fn(db._conn, *args))
+        try:
+            return await db._execute(lambda: fn(db._conn, *args))
+        except sqlite3.Error as exc:  # disk full, read-only file system, a damaged page ...: one clear error
+            raise StoreError(f"database {self.path or ':memory:'}: {exc}") from exc
 
     async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(conn, *args)`` inside one ``BEGIN IMMEDIATE ... COMMIT`` transaction."""
@@ -366,8 +372,20 @@ class Store:
         )
 
     async def load_state(self, channel_id: str) -> ChannelState | None:
-        """Rebuild the channel's :class:`ChannelState` (for ``MessageChannel.restore``), or None."""
-        return await self._run(self._load_state_sync, channel_id)
+        """Rebuild the channel's :class:`ChannelState` (for ``MessageChannel.restore``), or None.
+
+        A row that does not hold what sdschat writes raises :class:`CorruptRowError`.
+        """
+        try:
+            return await self._run(self._load_state_sync, channel_id)
+        except CorruptRowError as exc:
+            raise CorruptRowError(f"database {self.path}: {exc}") from None
+
+    def _parsed(self, table: str, parse: Callable[[tuple], Any], rows: list[tuple]) -> list:
+        try:
+            return [parse(t) for t in rows]
+        except CorruptRowError as exc:
+            raise CorruptRowError(f"database {self.path}: damaged row in {table}: {exc}") from None
 
     @staticmethod
     def _load_state_sync(conn: sqlite3.Connection, cid: str) -> ChannelState | None:
@@ -381,33 +399,31 @@ class Store:
             if head is None:
                 return None
 
-            def q(sql: str) -> list[tuple]:
-                return conn.execute(sql, (cid,)).fetchall()
+            def q(table: str, cols: str, parse: Callable[[tuple], Any], order: str = "seq") -> list:
+                rows = conn.execute(f"SELECT {cols} FROM {table} WHERE channel_id = ? ORDER BY {order}", (cid,))
+                try:
+                    return [parse(t) for t in rows]
+                except CorruptRowError as exc:
+                    raise CorruptRowError(f"damaged row in {table}: {exc}") from None
 
-            log_rows = [R.log_row(t) for t in q(
-                "SELECT message_id, lamport_timestamp, sender_id, retrieval_hint FROM sds_log "
-                "WHERE channel_id = ? ORDER BY lamport_timestamp, message_id")]
-            outgoing = [R.out_row(t) for t in q(
-                "SELECT message_id, lamport_timestamp, causal_history, content, sent_at, resends, next_resend, "
-                "ack_senders FROM sds_outgoing WHERE channel_id = ? ORDER BY seq")]
-            incoming = [R.in_row(t) for t in q(
-                "SELECT message_id, sender_id, lamport_timestamp, causal_history, content, received_at, unmet, "
-                "repaired, after_lost, retrieval_hint FROM sds_incoming WHERE channel_id = ? ORDER BY seq")]
-            missing = [R.missing_row(t) for t in q(
-                "SELECT message_id, sender_id, retrieval_hint, detected_at FROM sds_missing WHERE channel_id = ? "
-                "ORDER BY seq")]
-            lost = [(t[0], t[1]) for t in q(
-                "SELECT message_id, sender_id FROM sds_lost WHERE channel_id = ? ORDER BY seq")]
-            requests = [R.request_row(t) for t in q(
-                "SELECT message_id, sender_id, retrieval_hint, t_req, attempts FROM sds_repair_requests "
-                "WHERE channel_id = ? ORDER BY seq")]
-            responses = [(t[0], t[1]) for t in q(
-                "SELECT message_id, t_resp FROM sds_repair_responses WHERE channel_id = ? ORDER BY seq")]
-            cache = [R.cache_row(t) for t in q(
-                "SELECT message_id, sender_id, lamport_timestamp, causal_history, content FROM sds_cache "
-                "WHERE channel_id = ? ORDER BY seq")]
-            bloom = [t[0] for t in q("SELECT message_id FROM sds_bloom_ids WHERE channel_id = ? ORDER BY seq")]
-            syncs = [t[0] for t in q("SELECT message_id FROM sds_recent_syncs WHERE channel_id = ? ORDER BY seq")]
+            try:
+                head = R.channel_head(head)
+            except CorruptRowError as exc:
+                raise CorruptRowError(f"damaged row in channels: {exc}") from None
+            log_rows = q("sds_log", "message_id, lamport_timestamp, sender_id, retrieval_hint", R.log_row,
+                         "lamport_timestamp, message_id")
+            outgoing = q("sds_outgoing", "message_id, lamport_timestamp, causal_history, content, sent_at, resends, "
+                         "next_resend, ack_senders", R.out_row)
+            incoming = q("sds_incoming", "message_id, sender_id, lamport_timestamp, causal_history, content, "
+                         "received_at, unmet, repaired, after_lost, retrieval_hint", R.in_row)
+            missing = q("sds_missing", "message_id, sender_id, retrieval_hint, detected_at", R.missing_row)
+            lost = q("sds_lost", "message_id, sender_id", R.lost_row)
+            requests = q("sds_repair_requests", "message_id, sender_id, retrieval_hint, t_req, attempts",
+                         R.request_row)
+            responses = q("sds_repair_responses", "message_id, t_resp", R.response_row)
+            cache = q("sds_cache", "message_id, sender_id, lamport_timestamp, causal_history, content", R.cache_row)
+            bloom = q("sds_bloom_ids", "message_id", R.id_row)
+            syncs = q("sds_recent_syncs", "message_id", R.id_row)
         finally:
             conn.execute("COMMIT")
         return ChannelState(
@@ -543,8 +559,8 @@ class Store:
                 )
                 params = [*base, after[0], after[1], chunk]
             rows = await self._fetchall(sql, params)
-            for t in rows:
-                yield R.message_row(t)
+            for m in self._parsed("messages", R.message_row, rows):
+                yield m
             if len(rows) < chunk:
                 return
             after = (rows[-1][2], rows[-1][0])
@@ -553,7 +569,7 @@ class Store:
         rows = await self._fetchall(
             f"SELECT {_MESSAGE_COLS} FROM messages WHERE channel_id = ? AND message_id = ?", (channel_id, message_id)
         )
-        return R.message_row(rows[0]) if rows else None
+        return self._parsed("messages", R.message_row, rows)[0] if rows else None
 
     async def message_count(self, channel_id: str | None = None) -> int:
         if channel_id is None:
@@ -577,8 +593,8 @@ class Store:
                     f"SELECT {_EVENT_COLS} FROM events WHERE seq > ? AND kind = ? ORDER BY seq LIMIT ?",
                     (seq, kind, chunk),
                 )
-            for t in rows:
-                yield R.event_row(t)
+            for e in self._parsed("events", R.event_row, rows):
+                yield e
             if len(rows) < chunk:
                 return
             seq = rows[-1][0]
