@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chaos_harness import percentile  # noqa: E402
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -30,14 +33,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    k = (len(values) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 def main() -> int:

@@ -219,7 +219,7 @@ def _bot_configure(p: argparse.ArgumentParser) -> None:
 
 
 async def _bot_run(args: argparse.Namespace) -> int:
-    from .store import StoreError
+    from .node import NodeFailed
 
     node = await start_node(args)
     stop = asyncio.Event()
@@ -244,8 +244,7 @@ async def _bot_run(args: argparse.Namespace) -> int:
                 break
             try:
                 await node.send_text(args.text.format(name=args.name, i=i))
-            except StoreError as exc:
-                node.failure = node.failure or f"database write failed: {exc}"
+            except NodeFailed:  # node.failure says why
                 break
             try:
                 await asyncio.wait_for(stop.wait(), args.interval)

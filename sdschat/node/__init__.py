@@ -1,7 +1,7 @@
 """The asyncio runtime of one participant (see :mod:`sdschat.node.node`)."""
 
 from .events import *  # noqa: F401,F403
-from .node import Node, NodeConfig, node_channel_config
+from .node import Node, NodeConfig, NodeFailed, node_channel_config
 from .payload import AppPayload, PayloadError
 
-__all__ = ["Node", "NodeConfig", "node_channel_config", "AppPayload", "PayloadError"]
+__all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "AppPayload", "PayloadError"]

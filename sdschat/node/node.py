@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
-from ..crypto import ChannelKey, EnvelopeError, Identity, SignatureError, envelope_hash, open_signed_content, signed_content
+from ..crypto import ChannelKey, CryptoError, EnvelopeError, Identity, SignatureError, envelope_hash, open_signed_content, signed_content
 from ..sds import (
     Acknowledged,
     ChannelConfig,
@@ -51,13 +51,28 @@ from ..sds import (
     wire,
 )
 from ..storenode import protocol as store_proto
-from ..store import EventRow, MessageRow, MessageUpdate, ParticipantRow, Store, StoreWriter
+from ..store import EventRow, MessageRow, MessageUpdate, ParticipantRow, Store, StoreError, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, MqttTransport, StateChange, resolve_broker
 from . import events as ev
 from .frame import FrameError, pack, unpack
 from .payload import AppPayload, PayloadError
 
-__all__ = ["Node", "NodeConfig", "node_channel_config"]
+__all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config"]
+
+
+#: message states that no later event changes (such messages may leave memory; see ``memory_messages``)
+_FINAL_STATES = frozenset({ev.RECEIVED, ev.ACKNOWLEDGED})
+
+
+class NodeFailed(Exception):
+    """The node can take nothing more in: its database can no longer be written (``Node.failure`` says why)."""
+
+
+def _write_failure(exc: BaseException) -> str:
+    """One line for a failed database write (the store's own message, without wrapper class names)."""
+    while isinstance(exc, StoreError) and isinstance(getattr(exc, "original", None), BaseException):
+        exc = exc.original
+    return f"database write failed: {exc if isinstance(exc, StoreError) else f'{type(exc).__name__}: {exc}'}"
 
 log = logging.getLogger("sdschat.node")
 
@@ -114,6 +129,9 @@ class NodeConfig:
     store_timeout_s: float = 3.0
     #: catch-ups start this much before the last time we were known to be in sync (clock skew, in-flight)
     store_sync_margin_ms: int = 10_000
+    #: messages kept in memory (the newest; plus every one whose state can still change); the rest is read
+    #: from the database by :meth:`Node.history`
+    memory_messages: int = 5_000
 
 
 Listener = Callable[[ev.NodeEvent], None]
@@ -188,28 +206,36 @@ class Node:
             self.identity = Identity.generate()
             await self.store.set_identity(self.identity.private_bytes())
         else:
-            self.identity = Identity.from_private_bytes(raw)
+            try:
+                self.identity = Identity.from_private_bytes(raw)
+            except (CryptoError, ValueError, TypeError) as exc:
+                raise StoreError(f"database {cfg.db_path}: the stored identity is damaged ({exc})") from None
         pid = self.identity.participant_id
         cid = self.key.channel_id
         state = await self.store.load_state(cid)
         config_json = json.dumps(dataclasses.asdict(cfg.channel_config), sort_keys=True)
         if state is not None:
-            self.channel = MessageChannel.restore(state, cfg.channel_config, journal=True)
+            if state.participant_id != pid:
+                raise StoreError(f"database {cfg.db_path}: the channel state belongs to another identity (damaged)")
+            try:
+                self.channel = MessageChannel.restore(state, cfg.channel_config, journal=True)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise StoreError(f"database {cfg.db_path}: the channel state is damaged ({exc})") from None
         else:
             self.channel = MessageChannel(cid, pid, cfg.channel_config, self._now(), journal=True)
             await self.store.save_state(self.channel.snapshot(), config_json)
         await self.store.kv_set("nick", self.nick)
         await self.store.kv_set("channel_name", self.key.channel_name)
         async for row in self.store.iter_messages(cid):
-            app = self._decode_app(row.content)
-            if app is not None:
-                self._messages[row.message_id] = self._chat(row.message_id, row.sender_id, app, row.lamport_timestamp,
-                                                             row.state, row.received_at_ms or 0, row.possible_ack_count,
-                                                             row.resends, row.repaired)
+            chat = self._chat_of_row(row)
+            if chat is not None:
+                self._messages[row.message_id] = chat
+                self._trim_messages()
         for p in await self.store.participants():
             self._participants[p.participant_id] = p
         self.broker_url, self._embedded = await resolve_broker(cfg.broker_url, probe_port=cfg.probe_port)
-        inner = MqttTransport(self.broker_url, qos=cfg.qos, client_id=f"sdschat-{pid[:12]}-{id(self) & 0xFFFF:04x}")
+        # a random client id: the broker learns nothing of who connects
+        inner = MqttTransport(self.broker_url, qos=cfg.qos, client_id=f"sdschat-{os.urandom(8).hex()}")
         self.transport = ImpairedTransport(inner, seed=cfg.seed, **cfg.impairment)
         self.transport.set_message_handler(self._on_frame)
         self.transport.add_state_listener(self._on_connection)
@@ -244,10 +270,8 @@ class Node:
         if self.transport is not None:
             await self._bounded("transport stop", self.transport.stop(), 5.0)
         if self.writer is not None:
-            try:
+            if self.failure is None:
                 self._persist(self._now())
-            except Exception as exc:
-                self.failure = self.failure or f"database write failed: {exc}"
             if not await self._bounded("final database flush", self.writer.close(), 10.0):
                 self.failure = self.failure or "database write failed: final flush did not complete"
         if self.store is not None:
@@ -262,9 +286,10 @@ class Node:
         except (asyncio.TimeoutError, TimeoutError):
             log.warning("%s did not finish in %.0f s", what, timeout)
         except Exception as exc:
-            log.warning("%s failed: %s", what, exc)
+            if self.failure is None:  # after a failure, what follows from it is no news
+                log.warning("%s failed: %s", what, exc)
             if what == "final database flush":
-                self.failure = self.failure or f"database write failed: {exc}"
+                self.failure = self.failure or _write_failure(exc)
         return False
 
     # ----------------------------------------------------------------- views
@@ -278,8 +303,48 @@ class Node:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def messages(self) -> list[ev.ChatMessage]:
-        """Every known message in local-log order (waiting ones by their Lamport place)."""
+        """The messages held in memory, in local-log order (waiting ones by their Lamport place): the newest
+        ``memory_messages`` and every one whose state can still change. :meth:`history` has them all."""
         return sorted(self._messages.values(), key=lambda m: (m.lamport_timestamp, m.message_id))
+
+    async def history(self) -> list[ev.ChatMessage]:
+        """Every message of the channel in local-log order: the database's rows, with what is in memory
+        (newer: the writer batches) taking precedence."""
+        known = dict(self._messages)
+        out: list[ev.ChatMessage] = []
+        try:
+            await self.writer.flush()
+        except StoreError:
+            pass  # node.failure says it; the database still holds everything flushed before
+        async for row in self.store.iter_messages(self.key.channel_id):
+            chat = known.pop(row.message_id, None) or self._chat_of_row(row)
+            if chat is not None:
+                out.append(chat)
+        out.extend(known.values())
+        out.sort(key=lambda m: (m.lamport_timestamp, m.message_id))
+        return out
+
+    def _chat_of_row(self, row: MessageRow) -> ev.ChatMessage | None:
+        app = self._decode_app(row.content)
+        if app is None:
+            return None
+        return self._chat(row.message_id, row.sender_id, app, row.lamport_timestamp, row.state,
+                          row.received_at_ms or 0, row.possible_ack_count, row.resends, row.repaired)
+
+    def _trim_messages(self) -> None:
+        """Forget the oldest messages whose state is final (they stay in the database) beyond the cap."""
+        cap = self.config.memory_messages
+        excess = len(self._messages) - cap
+        if excess <= max(64, cap // 10):  # trim in batches: one pass per many messages
+            return
+        drop = []
+        for mid, chat in self._messages.items():
+            if chat.state in _FINAL_STATES:
+                drop.append(mid)
+                if len(drop) >= excess:
+                    break
+        for mid in drop:
+            del self._messages[mid]
 
     def participants(self) -> list[ParticipantRow]:
         return sorted(self._participants.values(), key=lambda p: -p.last_seen_ms)
@@ -313,9 +378,14 @@ class Node:
     # ------------------------------------------------------------------ send
 
     async def send_text(self, text: str, kind: str = "msg") -> str:
-        """Send a chat line; returns its message id once it is durable (publishing follows)."""
+        """Send a chat line; returns its message id once it is durable (publishing follows).
+
+        Raises :class:`NodeFailed` once the database can no longer be written.
+        """
         if not text.strip():
             raise ValueError("empty message")
+        if self.failure is not None:
+            raise NodeFailed(self.failure)
         now = self._now()
         app = AppPayload.new(kind, self.nick, text, now)
         body = app.encode()
@@ -329,7 +399,12 @@ class Node:
         self._persist(now, messages=[MessageRow(mid, self.participant_id, out.lamport_timestamp, body, ev.SENDING,
                                                 received_at_ms=now)],
                       events=[EventRow("sent", now, mid, self.participant_id, lamport_timestamp=out.lamport_timestamp)])
-        await self.writer.flush()  # durable before published
+        try:
+            await self.writer.flush()  # durable before published
+        except StoreError as exc:
+            self._writer_failed(exc)
+        if self.failure is not None:
+            raise NodeFailed(self.failure)
         self._outbox.put_nowait((out.data, "message", mid))
         self._set_state(mid, ev.UNACKNOWLEDGED, now)
         return mid
@@ -354,17 +429,24 @@ class Node:
                 log.exception("node listener failed")
 
     def _writer_failed(self, exc) -> None:
-        # the store is no longer being written: surface it; the caller decides (the CLI exits with one line)
-        self.failure = f"database write failed: {exc.original.__class__.__name__}: {exc.original}" if hasattr(exc, "original") else str(exc)
-        log.error("%s", self.failure)
+        # the store is no longer being written: the node stops taking anything in (nothing it accepts could be
+        # made durable) and says so once; the owner decides (the CLI exits with one line, the UI shows it)
+        if self.failure is not None:
+            return
+        self.failure = _write_failure(exc)
+        log.debug("%s", self.failure)
         self._emit(ev.FrameRejected("storage", self.failure))
 
     def _persist(self, now: int, *, messages=(), updates=(), events=(), participants=()) -> None:
+        """Hand this turn's changes to the writer. After a write failure nothing more is persisted."""
         ops = self.channel.drain_journal()
-        if not (ops or messages or updates or events or participants):
+        if not (ops or messages or updates or events or participants) or self.failure is not None:
             return
-        self.writer.submit(self.channel.channel_id, ops, messages=messages, message_updates=updates, events=events,
-                           participants=participants)
+        try:
+            self.writer.submit(self.channel.channel_id, ops, messages=messages, message_updates=updates,
+                               events=events, participants=participants)
+        except StoreError as exc:
+            self._writer_failed(exc)
 
     def _chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0, repaired=False):
         return ev.ChatMessage(mid, sender, app.nick, app.text, app.kind, app.sent_at_ms, lamport,
@@ -430,7 +512,7 @@ class Node:
             self._was_connected = True
 
     def _on_frame(self, topic: str, payload: bytes, source: str | None = None) -> None:
-        if self._stopping or self.channel is None:
+        if self._stopping or self.channel is None or self.failure is not None:
             return
         if topic == self._store_reply_topic and source is None:
             self._on_store_reply(payload)
@@ -582,6 +664,8 @@ class Node:
             elif isinstance(e, Evicted):
                 log.info("evicted %s from %s", e.message_id, e.buffer)
         self._persist(now, messages=messages, updates=updates, events=rows, participants=parts)
+        if messages:
+            self._trim_messages()
 
     async def _publisher(self) -> None:
         while True:

@@ -158,7 +158,9 @@ class StoreWriter:
         dropped = n_batches + len(self._pending)
         self._pending = []
         self._committed += dropped  # nothing is in flight any more
-        log.error("store writer: flush of %d batch(es) failed: %s: %s", dropped, type(exc).__name__, exc)
+        # the owner hears of it through on_error (or the next submit/flush); a log line would say it twice
+        log.log(logging.DEBUG if self.on_error is not None else logging.ERROR,
+                "store writer: flush of %d batch(es) failed: %s: %s", dropped, type(exc).__name__, exc)
         waiters, self._waiters = self._waiters, []
         for _, fut in waiters:
             if not fut.done():

@@ -148,13 +148,16 @@ class FakeNode:
     participant_id: str = ALICE
     key: FakeKey = field(default_factory=FakeKey)
     broker_url: str = "mqtt://127.0.0.1:1883"
-    history: list = field(default_factory=fixed_messages)
+    stored: list = field(default_factory=fixed_messages)
     impairment: FakeImpairment = field(default_factory=FakeImpairment)
     failure: str | None = None
     sent: list = field(default_factory=list)
 
     def messages(self):
-        return list(self.history)
+        return list(self.stored)
+
+    async def history(self):
+        return list(self.stored)
 
     def participants(self):
         return [FakeParticipant(BOB, "bob", T0_MS, T0_MS + 9 * 60_000),

@@ -134,12 +134,12 @@ class ChatPane(Vertical):
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         view = self.view
         for p in self.node.participants():
             if p.nick:
                 view.timeline.nicks[p.participant_id] = p.nick
-        view.load(self.node.messages())
+        view.load(await self.node.history())  # the whole channel (the node holds only the newest in memory)
         self._health = dict(self.node.health())
         self.connection = str(self._health.get("connection", "connecting"))
         self._was_connected = self.connection == "connected"
@@ -402,8 +402,8 @@ class ChatPane(Vertical):
     # ------------------------------------------------------------ export
 
     def export(self, path: Path) -> None:
-        messages = self.node.messages()  # read on the loop thread; write in a thread
         tz = self.tz
+        messages: list = []
 
         def write() -> int:
             with open(path, "w", encoding="utf-8") as f:
@@ -419,6 +419,7 @@ class ChatPane(Vertical):
         async def run() -> None:
             import asyncio
 
+            messages.extend(await self.node.history())  # read on the loop; write in a thread
             try:
                 n = await asyncio.to_thread(write)
             except OSError as exc:

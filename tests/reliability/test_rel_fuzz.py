@@ -1,0 +1,215 @@
+"""Fuzzing, short: generated and mutated frames and database rows through every parser.
+
+bench/fuzz_frames.py runs >= 100,000 inputs; these run a few thousand with the same code, plus
+the inputs that found bugs (so a regression names itself). The rule everywhere: each bad input
+is rejected and counted by reason; nothing raises an exception the layer does not document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from brokers import Mosquitto, mosquitto_binary
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sdschat.crypto import ChannelKey, EnvelopeError
+from sdschat.node.frame import FrameError, pack, unpack
+from sdschat.sds import WireError, wire
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def F(bench):
+    return bench("fuzz_frames")
+
+
+@pytest.fixture(scope="module")
+def corpus(F):
+    return F.Corpus(ChannelKey(bytes(range(32)), "fuzz"), seed=3)
+
+
+@pytest.fixture(scope="module")
+def rel_mosquitto(tmp_path_factory):
+    broker = Mosquitto(mosquitto_binary(), tmp_path_factory.mktemp("rel-fuzz-mosquitto"))
+    broker.start()
+    yield broker
+    broker.close()
+
+
+def test_mutated_frames_through_open_decode_and_receive_raise_nothing(F, tmp_path):
+    tally = F.run(frames=4_000, rows=0, hyp=150, seed=11, workdir=tmp_path, url=None)
+    by = tally.by_target()
+    assert tally.bug_count == 0, tally.bugs
+    assert sum(by["open"].values()) >= 1_000 and by["open"].get("auth", 0) > 0
+    assert sum(by["receive"].values()) >= 1_500
+    # the mutations reach past the parser: some frames are accepted, others rejected for many reasons
+    reasons = {k for k in by["receive"] if k.startswith("rejected:")}
+    assert {"rejected:malformed", "rejected:wrong_channel", "rejected:invalid"} <= reasons, by["receive"]
+    assert any(k.startswith("accepted:") for k in by["receive"]), by["receive"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data())
+def test_every_single_byte_change_of_a_real_envelope_is_rejected(F, corpus, data):
+    env = data.draw(st.sampled_from(corpus.envelopes))
+    i = data.draw(st.integers(0, len(env) - 1))
+    x = data.draw(st.integers(1, 255))
+    bad = env[:i] + bytes([env[i] ^ x]) + env[i + 1:]
+    with pytest.raises(EnvelopeError):
+        corpus.key.open(bad)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.binary(max_size=600))
+def test_random_node_frames_decode_or_fail_cleanly(data):
+    for candidate in (data, b"\x01\x00\x03abc" + data):
+        try:
+            wire.decode(unpack(candidate)[2])
+        except (FrameError, WireError):
+            pass
+
+
+def test_receiver_state_stays_sound_under_a_stream_of_hostile_frames(F, corpus):
+    """Mutated frames into one long-lived engine: invariants hold, persistence round-trips."""
+    tally = F.Tally()
+    target = F.ReceiveTarget(corpus, tally)
+    rng = random.Random(5)
+    ids = [wire.decode(d).message_id for _, _, d in corpus.sds]
+    for _, _, data in corpus.sds:  # some real traffic first, so the engine has state to damage
+        target(data)
+    for _ in range(3_000):
+        _, _, data = rng.choice(corpus.sds)
+        target(F.mutate_pb(data, rng, ids, corpus.key.channel_id) if rng.random() < 0.6
+               else F.mutate_bytes(data, rng, [d for _, _, d in corpus.sds]))
+    target.round_trip()
+    assert tally.bug_count == 0, tally.bugs
+    assert target.channel.check_invariants() == []
+    assert len(target.channel.log) > 0
+
+
+# ------------------------------------------------------------------ the whole node
+
+
+def _member_frame(corpus, body: bytes) -> bytes:
+    from sdschat.crypto import signed_content
+    from sdschat.sds import MessageChannel
+
+    member = corpus.members[1]
+    content = signed_content(member, corpus.key.channel_binding, body)
+    ch = MessageChannel(corpus.key.channel_id, member.participant_id, corpus.channels[member.participant_id].config,
+                        int(time.time() * 1000))
+    return pack(member.participant_id, ch.send(content, int(time.time() * 1000)).data, "message")
+
+
+# Application payloads a member can sign (it holds the channel key and its own identity). Each one
+# must be rejected and counted ("bad_payload"), never raise out of Node._on_frame or break the store.
+HOSTILE_PAYLOADS = {
+    "deeply_nested_json": b"[" * 100_000,
+    "integer_over_4300_digits": b'{"v":1,"k":"msg","nick":"a","text":"x","ts":1' + b"0" * 5000 + b"}",
+    "lone_surrogate_in_nick": b'{"v":1,"k":"msg","nick":"\\ud800","text":"hi","ts":1763769600000,"n":"ab"}',
+    "lone_surrogate_in_text": b'{"v":1,"k":"msg","nick":"eve","text":"\\udfff","ts":1763769600000,"n":"ab"}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_PAYLOADS))
+def test_member_signed_hostile_payload_is_rejected_by_the_node(F, corpus, rel_mosquitto, tmp_path, name):
+    """Found by bench/fuzz_frames.py (node target)."""
+
+    async def main():
+        tally = F.Tally()
+        target = F.NodeTarget(corpus, tally, rel_mosquitto.url, tmp_path)
+        await target.start()
+        try:
+            await target.feed(_member_frame(corpus, HOSTILE_PAYLOADS[name]), name)
+            node = target.node
+            # the node goes on: a normal message from the same member is still delivered and stored
+            ok = _member_frame(corpus, b'{"v":1,"k":"msg","nick":"eve","text":"after","ts":1763769600000,"n":"cd"}')
+            await target.feed(ok, "normal")
+            return tally, node is target.node, [m.text for m in target.node.messages()]
+        finally:
+            await target.stop()
+
+    tally, same_node, texts = asyncio.run(main())
+    assert tally.bug_count == 0, {k: v for k, v in tally.bugs.items()}
+    assert same_node and texts[-1:] == ["after"], texts
+
+
+def test_mutated_frames_through_a_running_node(F, corpus, rel_mosquitto, tmp_path):
+    """Sealed with the channel key (so they pass AEAD): mutated SDS frames and node frames."""
+
+    async def main():
+        tally = F.Tally()
+        target = F.NodeTarget(corpus, tally, rel_mosquitto.url, tmp_path)
+        await target.start()
+        rng = random.Random(17)
+        ids = [wire.decode(d).message_id for _, _, d in corpus.sds]
+        try:
+            for i in range(400):
+                reason, pub, data = rng.choice(corpus.sds)
+                if i % 2:
+                    plain = pack(pub, F.mutate_pb(data, rng, ids, corpus.key.channel_id), reason)
+                else:
+                    plain = F.mutate_bytes(pack(pub, data, reason), rng, corpus.node_frames)
+                await target.feed(plain)
+            await target.check()
+        finally:
+            await target.stop()
+        return tally
+
+    tally = asyncio.run(main())
+    assert tally.bug_count == 0, tally.bugs
+    assert tally.total("node") == 400
+
+
+# ------------------------------------------------------------------ database rows
+
+
+@pytest.fixture(scope="module")
+def template(F, rel_mosquitto, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rel-fuzz-template")
+    db, key = asyncio.run(F.make_template(folder, rel_mosquitto.url))
+    return db, key
+
+
+def test_mutated_database_rows_give_store_error_or_a_sound_engine(F, template, tmp_path):
+    """Store.load_state + MessageChannel.restore on copies of a real database with rows mutated via sqlite3:
+    a damaged row must surface as StoreError (the CLI's one line), not as any other exception."""
+    db, _ = template
+    tally = F.Tally()
+    asyncio.run(F.fuzz_rows(db, 150, random.Random(23), tally, tmp_path))
+    by = tally.by_target()["rows"]
+    assert sum(by.values()) == 150
+    assert tally.bug_count == 0, "\n".join(f"{b['type']} at {b['where']}: {b['message']} <- {b['sample']}"
+                                          for b in tally.bugs.values())
+
+
+def test_damaged_database_row_gives_one_line_not_a_traceback(template, rel_mosquitto, tmp_path):
+    """A user-visible case of the above: one damaged JSON column in `messages`, then `sdschat bot`."""
+    db, key = template
+    copy = tmp_path / "damaged.db"
+    shutil.copyfile(db, copy)
+    os.chmod(copy, 0o600)
+    con = sqlite3.connect(copy)
+    con.execute("UPDATE messages SET after_lost = 'not json' WHERE rowid = (SELECT MIN(rowid) FROM messages)")
+    con.commit()
+    con.close()
+    key_file = tmp_path / "k.key"
+    key.write_key_file(key_file)
+    p = subprocess.run([sys.executable, "-m", "sdschat", "bot", "--name", "bob", "--channel", "fuzz-rows",
+                        "--key-file", str(key_file), "--db", str(copy), "--broker", rel_mosquitto.url,
+                        "--count", "0", "--linger", "0", "--quiet", "--max-runtime", "10"],
+                       capture_output=True, text=True, timeout=60)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode != 0
+    assert "Traceback" not in p.stderr and len(lines) == 1, p.stderr[-1500:]
+    assert "damaged.db" in lines[0] or "database" in lines[0].lower(), lines

@@ -1,0 +1,548 @@
+"""SECURITY.md, claim by claim: what is protected, and what is not (each limitation demonstrated).
+
+Real nodes on a real mosquitto; a raw MQTT client subscribed to '#' plays the broker's view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from brokers import Mosquitto, mosquitto_binary
+from node_helpers import FAST, log_of, settle
+
+from sdschat.crypto import ChannelKey, EnvelopeError, Identity, signed_content
+from sdschat.crypto.keys import _hkdf
+from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config
+from sdschat.node import events as ev
+from sdschat.node.frame import pack, unpack
+from sdschat.sds import MessageChannel, wire
+from sdschat.transport import MqttTransport
+
+pytestmark = pytest.mark.timeout(90)
+
+SDSCHAT = [sys.executable, "-m", "sdschat"]
+
+
+@pytest.fixture(scope="module")
+def mosq(tmp_path_factory):
+    broker = Mosquitto(mosquitto_binary(), tmp_path_factory.mktemp("rel-sec-mosquitto"))
+    broker.start()
+    yield broker
+    broker.close()
+
+
+class Clock:
+    """A node clock that can jump ahead (minutes of virtual time)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+async def node(name, key, folder: Path, url, *, clock=None, seed=0, impairment=None) -> Node:
+    cfg = NodeConfig(name, key, folder / f"{name}.db", url, channel_config=node_channel_config(**FAST),
+                     impairment=impairment or {}, seed=seed, clock=clock or time.time)
+    return await Node.start(cfg)
+
+
+class Tap:
+    """A raw MQTT client subscribed to '#': everything the broker relays, as (topic, payload)."""
+
+    def __init__(self, url: str) -> None:
+        self.t = MqttTransport(url, suppress_echoes=False)
+        self.frames: list[tuple[str, bytes]] = []
+
+    async def __aenter__(self) -> Tap:
+        await self.t.start()
+        self.t.set_message_handler(lambda topic, payload: self.frames.append((topic, bytes(payload))))
+        await self.t.subscribe("#")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.t.stop()
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        assert await self.t.publish(topic, payload)
+
+    def on(self, topic: str) -> list[bytes]:
+        return [p for t, p in self.frames if t == topic]
+
+
+async def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def sds_of(key: ChannelKey, envelope: bytes):
+    publisher, reason, frame = unpack(key.open(envelope))
+    return publisher, reason, wire.decode(frame)
+
+
+# ----------------------------------------------------------- confidentiality against the broker
+
+
+def test_broker_sees_no_plaintext_no_channel_name_no_key_material(mosq, tmp_path):
+    name = "zebra-crossing-4711"
+    key = ChannelKey.generate(name)
+    secret = key._secret  # the channel secret, as in the key file
+    texts = [f"PLAINTEXT-MARKER-{i} attack at dawn ✓" for i in range(6)]
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("alice-NICKA7", key, tmp_path, mosq.url, seed=1, impairment={"loss_in": 0.3})
+            b = await node("bob-NICKB8", key, tmp_path, mosq.url, seed=2, impairment={"loss_out": 0.3})
+            try:
+                for i, text in enumerate(texts):
+                    await (a if i % 2 else b).send_text(text)
+                await a.send_typing()
+                await settle([a, b], len(texts))
+                ids = [a.identity, b.identity]
+                pids = [a.participant_id, b.participant_id]
+            finally:
+                await a.stop()
+                await b.stop()
+            await asyncio.sleep(0.2)
+            return tap.frames, ids, pids
+
+    frames, identities, pids = asyncio.run(main())
+    assert len(frames) >= len(texts) + 2, "the tap saw the traffic"
+    seen = b"\n".join(t.encode() + b"\x00" + p for t, p in frames)
+    secrets = {
+        "channel name": name.encode(),
+        "channel secret": secret, "secret (base64)": base64.b64encode(secret),
+        "secret (hex)": secret.hex().encode(),
+        "AEAD key": _hkdf(secret, b"aead", name.encode(), 32), "channel binding": key.channel_binding,
+        "SDS channel id": key.channel_id.encode(),
+        **{f"nick {n}": n.encode() for n in ("alice-NICKA7", "bob-NICKB8", "NICKA7", "NICKB8")},
+        **{f"text {i}": t.encode() for i, t in enumerate(texts)},
+        "marker": b"PLAINTEXT-MARKER", "attack at dawn": b"attack at dawn",
+        **{f"identity key {i}": ident.private_bytes() for i, ident in enumerate(identities)},
+        **{f"public key {i}": ident.public_bytes() for i, ident in enumerate(identities)},
+        **{f"participant id {i}": pid.encode() for i, pid in enumerate(pids)},
+    }
+    leaked = [what for what, needle in secrets.items() if needle in seen]
+    assert leaked == [], f"the broker saw: {leaked}"
+    # channel frames go to one opaque topic derived from the key; nothing else names the channel
+    chan = [t for t, _ in frames if t.startswith("sdschat/")]
+    assert set(chan) == {key.topic} and len(key.topic) == len("sdschat/") + 32
+
+
+# ----------------------------------------------------------------------- integrity
+
+
+def _capture_one_message(mosq, tmp_path, key) -> tuple[bytes, bytes]:
+    """A real message envelope (~19 KB, bloom filter included) and a real resend envelope (small)."""
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("a", key, tmp_path, mosq.url)
+            try:
+                await a.send_text("flip me")  # nobody acknowledges: it is resent
+                await wait_for(lambda: any(sds_of(key, p)[1] == "resend" for p in tap.on(key.topic)))
+            finally:
+                await a.stop()
+            by = {}
+            for p in tap.on(key.topic):
+                by.setdefault(sds_of(key, p)[1], p)
+            return by["message"], by["resend"]
+
+    return asyncio.run(main())
+
+
+def test_a_flipped_bit_anywhere_in_a_frame_is_rejected(mosq, tmp_path):
+    key = ChannelKey.generate("bits")
+    message, resend = _capture_one_message(mosq, tmp_path, key)
+    assert len(message) > 18_000
+    # every bit of a real ~19 KB message envelope: the AEAD refuses each
+    buf = bytearray(message)
+    accepted = 0
+    for i in range(len(buf) * 8):
+        buf[i // 8] ^= 1 << (i % 8)
+        try:
+            key.open(bytes(buf))
+            accepted += 1
+        except EnvelopeError:
+            pass
+        buf[i // 8] ^= 1 << (i % 8)
+    assert accepted == 0
+    assert key.open(bytes(buf))  # and the unflipped frame still opens
+
+    # every bit of a real (resend) envelope through a running node: counted as undecryptable, nothing delivered
+    async def main():
+        b = await node("b", key, tmp_path, mosq.url)
+        try:
+            before = b.counters["undecryptable"]
+            shown = []
+            b.add_listener(lambda e: shown.append(e) if isinstance(e, ev.MessageShown) else None)
+            flips = bytearray(resend)
+            for i in range(len(flips) * 8):
+                flips[i // 8] ^= 1 << (i % 8)
+                b._on_frame(key.topic, bytes(flips))
+                flips[i // 8] ^= 1 << (i % 8)
+            await b.writer.flush()
+            n = b.counters["undecryptable"] - before
+            b._on_frame(key.topic, resend)  # the genuine frame is accepted
+            return n, shown, b.failure
+        finally:
+            await b.stop()
+
+    rejected, shown, failure = asyncio.run(main())
+    assert rejected == len(resend) * 8
+    assert [e.message.text for e in shown] == ["flip me"] and failure is None
+
+
+def test_a_frame_replayed_later_is_not_delivered_twice(mosq, tmp_path):
+    """Captured envelopes republished 10 minutes (virtual) later, and again after the receiver restarted."""
+    key = ChannelKey.generate("replay")
+    clock = Clock()
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("a", key, tmp_path, mosq.url)
+            b = await node("b", key, tmp_path, mosq.url, clock=clock)
+            shown = []
+            b.add_listener(lambda e: shown.append(e.message.message_id) if isinstance(e, ev.MessageShown) else None)
+            try:
+                for i in range(3):
+                    await a.send_text(f"pay bob {i} coins")
+                await settle([a, b], 3)
+                captured = list(tap.on(key.topic))
+                log_before = list(log_of(b))
+                stored = await b.store.message_count()
+                clock.offset += 600  # ten minutes later
+                for env in captured:
+                    await tap.publish(key.topic, env)
+                await wait_for(lambda: b.counters["received_frames"] >= len(captured) * 2)
+                await asyncio.sleep(0.3)
+                first = (list(log_of(b)), await b.store.message_count(), list(shown))
+            finally:
+                await b.stop()
+            # the receiver restarts from its database; the same envelopes come again
+            clock.offset += 600
+            b2 = await node("b", key, tmp_path, mosq.url, clock=clock)
+            shown2 = []
+            b2.add_listener(lambda e: shown2.append(e) if isinstance(e, ev.MessageShown) else None)
+            try:
+                for env in captured:
+                    await tap.publish(key.topic, env)
+                await wait_for(lambda: b2.counters["received_frames"] >= len(captured))
+                await asyncio.sleep(0.3)
+                second = (list(log_of(b2)), await b2.store.message_count(), shown2, b2.channel.stats["duplicates"])
+            finally:
+                await b2.stop()
+                await a.stop()
+            return log_before, stored, first, second
+
+    log_before, stored, first, second = asyncio.run(main())
+    assert len(log_before) == 3
+    assert first[0] == log_before and first[1] == stored == 3
+    assert len(first[2]) == 3, "each message was shown once, replays never"
+    assert second[0] == log_before and second[1] == 3 and second[2] == []
+    assert second[3] >= 3  # recognised as duplicates
+
+
+def test_member_cannot_replay_another_members_message_under_a_new_id(mosq, tmp_path):
+    """A member (holds the channel key) takes alice's signed content and republishes it as a new SDS message
+    claiming to be alice, with a fresh message id. The signature is alice's and still valid, so only
+    binding the id to the content (message_id = SHA-256(content), as @waku/sds computes it) catches it."""
+    key = ChannelKey.generate("replay-member")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("alice", key, tmp_path, mosq.url)
+            b = await node("bob", key, tmp_path, mosq.url)
+            try:
+                await a.send_text("transfer 100 to mallory")
+                await settle([a, b], 1)
+                _, _, original = sds_of(key, tap.on(key.topic)[0])
+                forger = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST),
+                                        int(time.time() * 1000))
+                out = forger.send(original.content, int(time.time() * 1000), message_id="f" * 64)
+                await tap.publish(key.topic, key.seal(pack(a.participant_id, out.data)))
+                await asyncio.sleep(0.5)
+                return [m.text for m in b.messages()]
+            finally:
+                await a.stop()
+                await b.stop()
+
+    texts = asyncio.run(main())
+    assert texts == ["transfer 100 to mallory"], f"alice's message was delivered {len(texts)} times: {texts}"
+
+
+def test_member_signing_as_another_member_is_rejected(mosq, tmp_path):
+    key = ChannelKey.generate("impostor")
+
+    async def main():
+        a = await node("alice", key, tmp_path, mosq.url)
+        b = await node("bob", key, tmp_path, mosq.url)
+        reasons = []
+        b.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+        async with Tap(mosq.url) as tap:
+            try:
+                await a.send_text("hello from alice")
+                await settle([a, b], 1)
+                _, _, real = sds_of(key, tap.on(key.topic)[0])
+                mallory = Identity.generate()
+                now = int(time.time() * 1000)
+                body = AppPayload.new("msg", "alice", "send me your password", now).encode()
+                frames = []
+                # 1. mallory's signature, alice's sender id
+                ch = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
+                frames.append(ch.send(signed_content(mallory, key.channel_binding, body), now).data)
+                # 2. alice's real signed content with the text changed (signature no longer matches)
+                tampered = real.content.replace(b"hello from alice", b"hello from ALICE")
+                ch2 = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
+                frames.append(ch2.send(tampered, now).data)
+                # 3. alice's genuine signed content sent under mallory's own sender id
+                ch3 = MessageChannel(key.channel_id, mallory.participant_id, node_channel_config(**FAST), now)
+                frames.append(ch3.send(real.content, now + 1).data)
+                # 4. alice's genuine signed content replayed under a fresh message id (ids are content hashes)
+                ch4 = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
+                frames.append(ch4.send(real.content, now + 2, message_id="e" * 64).data)
+                for data in frames:
+                    await tap.publish(key.topic, key.seal(pack(mallory.participant_id, data)))
+                await wait_for(lambda: len(reasons) >= 4)
+                return reasons, [m.text for m in b.messages()], b.counters["impersonation"]
+            finally:
+                await a.stop()
+                await b.stop()
+
+    reasons, texts, impersonations = asyncio.run(main())
+    assert sorted(reasons) == ["bad_message_id", "bad_signature", "impersonation", "impersonation"]
+    assert impersonations == 2 and texts == ["hello from alice"]
+
+
+# ----------------------------------------------------------------------- files
+
+
+def test_database_and_key_files_are_created_0600_even_under_umask_0(mosq, tmp_path):
+    def under_umask0(*args, **kw):
+        return subprocess.Popen([*SDSCHAT, *args], preexec_fn=lambda: os.umask(0), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, **kw)
+
+    p = under_umask0("keygen", str(tmp_path / "k.key"))
+    assert p.wait(60) == 0, p.stderr.read()
+    assert stat.S_IMODE((tmp_path / "k.key").stat().st_mode) == 0o600
+    home = tmp_path / "home"
+    env = {**os.environ, "SDSCHAT_HOME": str(home)}
+    explicit = tmp_path / "db" / "x.db"
+    fast = [a for kv in ("resend_unacknowledged_ms=300", "sync_interval_ms=500", "sync_jitter_ms=100")
+            for a in ("--tune", kv)]
+    common = ["--key-file", str(tmp_path / "k.key"), "--broker", mosq.url, "--count", "2", "--interval", "0.1",
+              "--linger", "0.5", "--quiet", "--max-runtime", "4", *fast]
+    bots = [under_umask0("bot", "--name", "u0", *common, env=env),
+            under_umask0("bot", "--name", "u1", "--db", str(explicit), *common)]
+    modes: dict[str, int] = {}
+    while any(b.poll() is None for b in bots):  # -wal and -shm exist only while the database is open
+        for f in [*home.glob("*.db*"), *explicit.parent.glob("*.db*")]:
+            try:
+                modes[f.name] = stat.S_IMODE(f.stat().st_mode)
+            except FileNotFoundError:
+                pass
+        time.sleep(0.02)
+    for b in bots:
+        assert b.returncode in (0, 3), b.stderr.read()
+    names = set(modes)
+    assert any(n.endswith(".db") for n in names) and any(n.endswith("-wal") for n in names), names
+    assert any(n.endswith("-shm") for n in names), names
+    assert all(m == 0o600 for m in modes.values()), {n: oct(m) for n, m in modes.items()}
+
+
+def test_default_data_directory_is_private_even_under_umask_0(tmp_path, mosq):
+    """The folder holding every database (SDSCHAT_HOME or the platform's data dir) is created 0700:
+    under umask 0 a 0777 folder would let any local user delete or swap a participant's database."""
+    home = tmp_path / "fresh" / "sdschat-home"
+    (tmp_path / "k.key").write_bytes(b"")
+    subprocess.run([*SDSCHAT, "keygen", "--force", str(tmp_path / "k.key")], check=True, capture_output=True)
+    p = subprocess.run([*SDSCHAT, "bot", "--name", "u", "--key-file", str(tmp_path / "k.key"), "--broker", mosq.url,
+                        "--count", "0", "--linger", "0", "--quiet", "--max-runtime", "5"],
+                       preexec_fn=lambda: os.umask(0), env={**os.environ, "SDSCHAT_HOME": str(home)},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_IMODE(home.stat().st_mode) & 0o077 == 0, oct(stat.S_IMODE(home.stat().st_mode))
+
+
+# ------------------------------------------------------- what is NOT protected (demonstrated)
+
+
+def test_not_protected_traffic_metadata_topic_sizes_timing(mosq, tmp_path):
+    """The broker sees one stable topic per channel and every frame's size and time (and so who is active).
+    It does not see the participant id: MQTT client ids are random per session."""
+    key = ChannelKey.generate("meta")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("a", key, tmp_path, mosq.url)
+            b = await node("b", key, tmp_path, mosq.url)
+            try:
+                await a.send_text("x" * 10)
+                await settle([a, b], 1)
+                await a.send_text("x" * 2_010)
+                await settle([a, b], 2)
+            finally:
+                await a.stop()
+                await b.stop()
+            return [(p, sds_of(key, p)) for p in tap.on(key.topic)], a.participant_id
+
+    frames, pid = asyncio.run(main())
+    broker_log = mosq.log_path.read_text(errors="replace")  # the broker's own log
+    assert broker_log.count("New client connected") >= 2 and pid[:8] not in broker_log
+    messages = [p for p, (_, reason, _) in frames if reason == "message"]
+    assert len(messages) == 2
+    # sizes leak (no padding): 2,000 more characters of text, ~2,000 more bytes on the wire (plus a longer history)
+    assert 2_000 <= len(messages[1]) - len(messages[0]) <= 2_300
+
+
+def test_not_protected_a_member_can_forge_another_members_sync_and_acknowledge_for_them(mosq, tmp_path):
+    """Sync frames carry no content, hence no signature: any member can send one as anyone. Here mallory
+    tells bob that alice has his message (she never received it): bob stops resending it."""
+    key = ChannelKey.generate("sync-forgery")
+
+    async def main():
+        a = await node("alice", key, tmp_path, mosq.url, impairment={"loss_in": 1.0})  # alice hears nothing
+        b = await node("bob", key, tmp_path, mosq.url)
+        acked = []
+        b.add_listener(lambda e: acked.append(e.message_id)
+                       if isinstance(e, ev.AckStateChanged) and e.state == ev.ACKNOWLEDGED else None)
+        async with Tap(mosq.url) as tap:
+            try:
+                mid = await b.send_text("did alice get this?")
+                await asyncio.sleep(0.2)
+                assert acked == []
+                now = int(time.time() * 1000)
+                forged = wire.Message(sender_id=a.participant_id, message_id="sync-forged", channel_id=key.channel_id,
+                                      lamport_timestamp=now, causal_history=[wire.HistoryEntry(mid)])
+                await tap.publish(key.topic, key.seal(pack(a.participant_id, wire.encode(forged), "sync")))
+                await wait_for(lambda: mid in acked)
+                return mid, list(log_of(a)), b.counters["rejected"], b.channel.outgoing_ids
+            finally:
+                await a.stop()
+                await b.stop()
+
+    mid, alice_log, rejected, outgoing = asyncio.run(main())
+    assert mid not in alice_log  # alice never got it ...
+    assert outgoing == [] and rejected == 0  # ... yet bob took the forged sync as her acknowledgement
+
+
+def test_not_protected_a_member_can_reorder_anothers_message_by_relaying_it_with_a_forged_lamport(mosq, tmp_path):
+    """The signature covers the application payload, not the SDS metadata (Lamport timestamp, causal
+    history), which third parties must be able to rebroadcast (SDS-R). A member relaying alice's message
+    with a forged timestamp gets it ordered differently for whoever receives the forged copy first."""
+    key = ChannelKey.generate("reorder")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("alice", key, tmp_path, mosq.url)
+            b = await node("bob", key, tmp_path, mosq.url, impairment={"loss_in": 1.0})
+            try:
+                first = await a.send_text("first")
+                await asyncio.sleep(0.2)
+                _, _, real = sds_of(key, next(p for p in tap.on(key.topic) if sds_of(key, p)[2].message_id == first))
+                second = await a.send_text("second")
+                await asyncio.sleep(0.2)
+                # mallory relays "first" with a Lamport timestamp an hour ahead and no history; bob hears again
+                now = int(time.time() * 1000)
+                relay = wire.Message(sender_id=real.sender_id, message_id=real.message_id, channel_id=key.channel_id,
+                                     lamport_timestamp=now + 3_600_000, content=real.content)
+                b.set_impairment(loss_in=0.0)
+                await tap.publish(key.topic, key.seal(pack(Identity.generate().participant_id, wire.encode(relay),
+                                                            "repair")))
+                await settle([a, b], 2, timeout=20)
+                return list(log_of(a)), list(log_of(b)), first, second
+            finally:
+                await a.stop()
+                await b.stop()
+
+    alice_log, bob_log, first, second = asyncio.run(main())
+    assert alice_log == [first, second]
+    assert bob_log == [second, first]  # same messages, different order
+
+
+def test_not_protected_a_member_withholding_a_message_makes_it_lost_for_others():
+    """Only members hold a message; if the sender leaves and the one member that has it will not answer
+    repair requests, the others declare it lost after lost_after_ms (engine level, virtual time)."""
+    cfg = node_channel_config(**FAST, lost_after_ms=5_000)
+    quiet = node_channel_config(**{**FAST, "repair_enabled": False}, lost_after_ms=5_000)
+    alice, bob, carol = (MessageChannel("c", n, c, 0) for n, c in (("alice", cfg), ("bob", quiet), ("carol", cfg)))
+    m1 = alice.send(b"only bob gets this", 1_000)
+    bob.receive(m1.data, 1_001)  # carol misses it; alice then goes away
+    m2 = bob.send(b"bob names m1 in his history", 2_000)
+    events = carol.receive(m2.data, 2_001)
+    assert any(type(e).__name__ == "Missing" for e in events)
+    lost = []
+    asked = 0
+    for t in range(2_100, 12_000, 100):  # carol asks and asks; bob (withholding) never answers
+        for e in carol.tick(t):
+            if type(e).__name__ == "Lost":
+                lost.append(e)
+            elif hasattr(e, "data"):
+                asked += bool(e.repair_request)
+                for ev_ in bob.receive(e.data, t):
+                    assert type(ev_).__name__ != "RepairScheduled"
+    assert asked > 0
+    assert [e.message_id for e in lost] == [m1.message_id]
+    assert m1.message_id not in carol.log and m2.message_id in carol.log
+
+
+def test_not_protected_key_compromise_reveals_past_traffic_and_the_identity_key_sits_in_the_database(mosq, tmp_path):
+    """No forward secrecy: whoever gets the channel key later reads every captured envelope. The identity
+    key is stored unencrypted in the 0600 database: whoever reads that file can sign as its owner."""
+    key = ChannelKey.generate("compromise")
+    key.write_key_file(tmp_path / "leaked.key")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("a", key, tmp_path, mosq.url)
+            try:
+                await a.send_text("yesterday's secret")
+                await asyncio.sleep(0.3)
+                return tap.on(key.topic), a.participant_id
+            finally:
+                await a.stop()
+
+    captured, pid = asyncio.run(main())
+    thief = ChannelKey.from_file(tmp_path / "leaked.key", "compromise")
+    assert any(b"yesterday's secret" in thief.open(env) for env in captured)
+    con = sqlite3.connect(tmp_path / "a.db")
+    raw = con.execute("SELECT private_key FROM identity").fetchone()[0]
+    con.close()
+    assert Identity.from_private_bytes(raw).participant_id == pid
+
+
+def test_not_protected_denial_of_service_garbage_is_counted_not_prevented(mosq, tmp_path):
+    """Anyone who can publish on the topic (the topic is not secret from the broker) makes every member
+    spend work on each frame; it is rejected and counted, and real messages still get through."""
+    key = ChannelKey.generate("flood")
+
+    async def main():
+        a = await node("a", key, tmp_path, mosq.url)
+        b = await node("b", key, tmp_path, mosq.url)
+        async with Tap(mosq.url) as tap:
+            try:
+                for i in range(2_000):
+                    await tap.publish(key.topic, os.urandom(64 + i % 500))
+                await a.send_text("still here")
+                await settle([a, b], 1)
+                await wait_for(lambda: b.counters["undecryptable"] >= 2_000)
+                return b.counters["undecryptable"], [m.text for m in b.messages()]
+            finally:
+                await a.stop()
+                await b.stop()
+
+    rejected, texts = asyncio.run(main())
+    assert rejected == 2_000 and texts == ["still here"]
