@@ -153,7 +153,8 @@ class Node:
         self._embedded = None
         self._listeners: list[Listener] = []
         self._messages: dict[str, ev.ChatMessage] = {}
-        self._apps: OrderedDict[str, AppPayload] = OrderedDict()
+        #: message id -> (payload, signed body) of content whose signature and id were checked on arrival
+        self._apps: OrderedDict[str, tuple[AppPayload, bytes]] = OrderedDict()
         self._participants: dict[str, ParticipantRow] = {}
         self._outbox: asyncio.Queue[tuple[bytes, str, str | None]] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
@@ -392,7 +393,7 @@ class Node:
         content = signed_content(self.identity, self.key.channel_binding, body)
         out = self.channel.send(content, now)
         mid = out.message_id
-        self._apps[mid] = app
+        self._remember_app(mid, app, body)
         chat = self._chat(mid, self.participant_id, app, out.lamport_timestamp, ev.SENDING, now)
         self._messages[mid] = chat
         self._emit(ev.MessageShown(chat))
@@ -459,17 +460,27 @@ class Node:
             return None
 
     def _app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
-        """The verified application payload inside signed SDS content (cached by message id)."""
+        """The verified application payload inside signed SDS content and its signed body.
+
+        Checked once: content verified on arrival (its id is its hash) is remembered by id, so delivering it
+        later costs no second signature check.
+        """
+        known = self._apps.get(mid)
+        if known is not None:
+            return known
         try:
             signed = open_signed_content(content, self.key.channel_binding)
         except SignatureError:
             return None, b""
-        app = self._apps.get(mid) or self._decode_app(signed.message)
+        app = self._decode_app(signed.message)
         if app is not None and mid:
-            self._apps[mid] = app
-            if len(self._apps) > 4096:
-                self._apps.popitem(last=False)
+            self._remember_app(mid, app, signed.message)
         return app, signed.message
+
+    def _remember_app(self, mid: str, app: AppPayload, body: bytes) -> None:
+        self._apps[mid] = (app, body)
+        if len(self._apps) > 4096:
+            self._apps.popitem(last=False)
 
     def _set_state(self, mid: str, state: str, now: int, acks: int | None = None, resends: int | None = None) -> MessageUpdate | None:
         chat = self._messages.get(mid)
@@ -548,7 +559,7 @@ class Node:
                 self._reject("bad_payload", "unreadable application payload", now)
                 return
             if msg.message_id:
-                self._apps[msg.message_id] = app
+                self._remember_app(msg.message_id, app, signed.message)
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             self.last_peer_work_ms = now
         events = self.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))

@@ -91,6 +91,45 @@ def test_missing_marker_appears_then_repair_slides_the_message_into_place(tmp_pa
     run(scenario())
 
 
+def test_gap_filled_from_the_store_node_is_tagged_so(tmp_path, run) -> None:
+    """With a store node on the broker, a missed message comes from it (by retrieval hint, before SDS-R's
+    T_req is due): the line says "filled from the store", not "repaired ... (SDS-R)"."""
+    from sdschat.storenode import StoreNode
+
+    # the node's real SDS-R timing (T_min 2 s) and no early resends, so only the store can fill the gap first
+    slow = fast_config(repair_t_min_ms=2_000, repair_t_max_ms=10_000, resend_unacknowledged_ms=60_000,
+                       resend_possibly_acknowledged_ms=60_000)
+
+    async def scenario():
+        async with cluster(tmp_path, configs={"alice": slow, "bob": slow}) as (alice, bob):
+            store = await StoreNode.start(alice.broker_url, tmp_path / "store.db")
+            try:
+                app = ChatApp(alice, blink=False)
+                async with app.run_test(size=SIZE) as pilot:
+                    await bob.send_text("everyone gets this")
+                    await wait_until(pilot, lambda: line_with(lines_of(app), "everyone gets this"), what="first")
+                    alice.set_impairment(loss_in=1.0)
+                    await bob.send_text("the store keeps this")
+                    await wait_until(pilot, lambda: store.counters["stored"] >= 2, what="stored")
+                    await pilot.pause(0.1)
+                    alice.set_impairment(loss_in=0.0)
+                    await bob.send_text("next one")
+                    await wait_until(pilot, lambda: line_with(lines_of(app), "the store keeps this"), timeout=4,
+                                     what="gap filled")
+                    line = line_with(lines_of(app), "the store keeps this")
+                    assert "↺ filled from the store" in line, line
+                    assert "SDS-R" not in line
+                    lines = lines_of(app)
+                    assert lines.index(line) < lines.index(line_with(lines, "next one"))
+                    assert not line_with(lines, "possibly missing")
+                    assert alice.store_counters["repaired"] == 1 and alice.channel.stats["repairs_requested"] == 0
+                    assert app.errors == []
+            finally:
+                await store.stop()
+
+    run(scenario())
+
+
 def test_marker_turns_into_lost_when_the_sender_never_comes_back(tmp_path, run) -> None:
     async def scenario():
         configs = {"alice": fast_config(lost_after_ms=700), "bob": fast_config(resend_unacknowledged_ms=5_000)}
