@@ -219,9 +219,13 @@ class Node:
             if state.participant_id != pid:
                 raise StoreError(f"database {cfg.db_path}: the channel state belongs to another identity (damaged)")
             try:
-                self.channel = MessageChannel.restore(state, cfg.channel_config, journal=True)
+                channel = MessageChannel.restore(state, cfg.channel_config, journal=True)
+                problems = channel.check_invariants()
             except (ValueError, TypeError, KeyError) as exc:
-                raise StoreError(f"database {cfg.db_path}: the channel state is damaged ({exc})") from None
+                problems = [str(exc)]
+            if problems:  # never run on a state the engine's own rules say cannot be
+                raise StoreError(f"database {cfg.db_path}: the channel state is damaged ({problems[0]})")
+            self.channel = channel
         else:
             self.channel = MessageChannel(cid, pid, cfg.channel_config, self._now(), journal=True)
             await self.store.save_state(self.channel.snapshot(), config_json)
@@ -271,7 +275,7 @@ class Node:
         if self.transport is not None:
             await self._bounded("transport stop", self.transport.stop(), 5.0)
         if self.writer is not None:
-            if self.failure is None:
+            if self.failure is None and self.channel is not None:
                 self._persist(self._now())
             if not await self._bounded("final database flush", self.writer.close(), 10.0):
                 self.failure = self.failure or "database write failed: final flush did not complete"
