@@ -295,7 +295,11 @@ class Store:
     async def get_identity(self) -> bytes | None:
         """The participant's Ed25519 private key bytes, or None if none is stored."""
         rows = await self._fetchall("SELECT private_key FROM identity WHERE id = 1")
-        return bytes(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        if not isinstance(rows[0][0], bytes):
+            raise CorruptRowError(f"database {self.path}: damaged row in identity: the private key is not bytes")
+        return rows[0][0]
 
     async def set_identity(self, private_key: bytes, *, replace: bool = False) -> None:
         """Store the private key. Refuses to overwrite a different key unless ``replace=True``."""
