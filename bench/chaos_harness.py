@@ -176,6 +176,19 @@ class Bot:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def wait_connected(self, timeout: float = 20.0) -> bool:
+        """Wait until this start of the bot reports itself connected (True) or exits (False)."""
+        marker = f"--- start {self.starts - 1}:"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.output()
+            if f"{self.name}: participant " in out[out.rfind(marker):]:
+                return True
+            if not self.running():
+                return False
+            time.sleep(0.05)
+        return self.running()
+
     def kill9(self) -> None:
         if self.running():
             self.proc.send_signal(signal.SIGKILL)
