@@ -72,6 +72,10 @@ def main() -> int:
               f"(1 min), {load_after[2]:.2f} (15 min)")
         print(f"CPU time           {cpu:.1f} s in all processes ({cpu / wall:.2f} cores busy on average)")
         print(f"virtual time       {(m['virtual_end_ms'] - m['virtual_start_ms']) / 1000:.0f} s ({m['stop_reason']})")
+        if m["workers"] > 1:
+            print(f"workers            busy {', '.join(f'{b:.0f}' for b in m['worker_busy_s'])} s, waiting for "
+                  f"each other {', '.join(f'{w:.0f}' for w in m['worker_wait_s'])} s, CPU "
+                  f"{', '.join(f'{c:.0f}' for c in m['worker_cpu_s'])} s")
         print(f"peak RSS           {m['peak_rss_mb']:.0f} MB per simulation process, "
               f"{m['peak_rss_mb_total']:.0f} MB all workers; coordinator {own:.0f} MB")
         print(f"events             {m['events']:,} in {len(m['event_shards'])} shards, {size / 1e6:.0f} MB on disk")

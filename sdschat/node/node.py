@@ -103,6 +103,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
         ack_delay_ms=300,
         ack_jitter_ms=700,
         lost_after_ms=120_000,
+        gap_hints=10,
     )
     base.update(chan_over)
     return ChannelConfig(repair=repair, **base)

@@ -243,7 +243,9 @@ class RollingBloomFilter:
                 for idx, mask in positions:
                     nxt[idx] |= mask
         ids.append(item)
-        f.add_positions(positions)
+        bits = f._bits  # f.add_positions(positions), inline
+        for idx, mask in positions:
+            bits[idx] |= mask
         return rolled
 
     def __contains__(self, item: str) -> bool:

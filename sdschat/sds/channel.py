@@ -30,6 +30,13 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   a content *or sync* frame that is neither logged, buffered nor declared lost
   is *missing*: it gets an SDS-R request (``GapDetected`` when a sync revealed
   it, ``Missing`` when a content message waits on it).
+* **Gap hints** (``gap_hints > 0``; the node uses 10). A message acknowledged
+  to its sender by bloom filters alone may be named by no causal history a
+  member ever receives: that member would never learn it exists. A filter has
+  no false negatives, so an id we logged at least ``gap_hint_margin_ms`` ago
+  (and at most ``gap_hint_max_age_ms``) that a peer's received filter lacks is
+  named in our next sync (brought forward like a delayed ack); the peer then
+  notices the gap and repairs it through SDS-R.
 * **Lost means delivered with a marker.** A missing id that has not arrived
   ``lost_after_ms`` after it was first noticed is declared lost (``Lost``
   event); messages waiting on it are delivered without it
@@ -90,6 +97,7 @@ persist each change as one row write instead of rewriting the state.
 from __future__ import annotations
 
 import heapq
+from bisect import insort
 from collections import OrderedDict, deque
 from hashlib import sha256
 
@@ -119,7 +127,7 @@ from .state import CacheRow, ChannelState, InRow, LogRow, MissingRow, OutRow, Re
 from .wire import MAX_FRAME_BYTES, HistoryEntry, WireError, entry_from_pb, parse_pb
 from . import sds_pb2
 
-__all__ = ["MessageChannel", "message_id"]
+__all__ = ["MessageChannel", "Frame", "message_id"]
 
 _PbMessage = sds_pb2.Message
 _SYNC_DEDUP = 4096
@@ -129,6 +137,95 @@ _LOST_MEMORY = 10_000
 def message_id(payload: bytes) -> str:
     """Lowercase hex SHA-256 of ``payload`` (as @waku/sds)."""
     return sha256(payload).hexdigest()
+
+
+class Frame:
+    """A parsed frame, read once: what :meth:`MessageChannel.receive_parsed` needs of it.
+
+    Everything here is independent of the receiver, so a simulator that hands
+    one broadcast frame to thousands of receivers builds it once
+    (``Frame(parse_pb(data))``) and passes it to every ``receive_parsed``:
+    the protobuf fields are decoded once, the receiver-independent validity
+    checks run once per engine configuration, the causal history becomes
+    :class:`HistoryEntry` values once (after the checks pass; immutable,
+    shared by every receiver's state), and the sender's half of the SDS-R
+    response-group test is hashed once. ``receive_parsed`` given a protobuf
+    message builds a ``Frame`` itself, so both give the same events and the
+    same state. Any other attribute (``HasField``, ``causal_history``...) reads through to the
+    parsed message: a ``Frame`` reads like the message it wraps.
+    """
+
+    __slots__ = ("pb", "message_id", "sender_id", "channel_id", "has_lamport", "lamport", "content", "has_content",
+                 "history", "history_ids", "repair", "bloom", "_vcfg", "_vchan", "_problem", "_sender_hash")
+
+    def __init__(self, pb: sds_pb2.Message) -> None:
+        self.pb = pb
+        self.message_id = pb.message_id
+        self.sender_id = pb.sender_id
+        self.channel_id = pb.channel_id
+        self.has_lamport = pb.HasField("lamport_timestamp")
+        self.lamport = pb.lamport_timestamp
+        self.content = pb.content
+        self.has_content = pb.HasField("content") and len(self.content) > 0
+        # the lists are read once the frame passed the checks (a frame over the limits costs no more than before)
+        self.history: tuple[HistoryEntry, ...] | None = None
+        self.history_ids: tuple[str, ...] | None = None
+        self.repair: tuple[tuple[str, str], ...] | None = None  # (id, sender_id as on the wire: "" when absent)
+        self.bloom = pb.bloom_filter if pb.HasField("bloom_filter") else None
+        self._vcfg = None
+        self._vchan = None
+        self._problem = None
+        self._sender_hash = None
+
+    def static_problem(self, config: ChannelConfig, channel_id: str) -> tuple[str, str] | None:
+        """The checks of a frame that do not depend on the receiver's state (all but the Lamport skew)."""
+        if self._vcfg is config and self._vchan == channel_id:
+            return self._problem
+        pb = self.pb
+        problem = None
+        if pb.channel_id != channel_id:
+            problem = ("wrong_channel", f"frame for channel {pb.channel_id[:64]!r}")
+        else:
+            mid = pb.message_id
+            max_id = config.max_id_length
+            if not mid or not pb.sender_id:
+                problem = ("invalid", "empty message_id or sender_id")
+            elif len(mid) > max_id or len(pb.sender_id) > max_id:
+                problem = ("invalid", "message_id or sender_id too long")
+            elif len(pb.causal_history) > config.max_history_entries:
+                problem = ("too_large", f"causal history of {len(pb.causal_history)} entries")
+            elif len(pb.repair_request) > config.max_repair_entries:
+                problem = ("too_large", f"{len(pb.repair_request)} repair requests")
+            elif any(not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id
+                     for e in pb.causal_history):
+                problem = ("invalid", "bad causal history entry")
+            elif any(not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id
+                     for e in pb.repair_request):
+                problem = ("invalid", "bad repair request entry")
+        if problem is None and self.history is None:
+            self.history = tuple(entry_from_pb(e) for e in pb.causal_history)
+            self.history_ids = tuple(e.message_id for e in self.history)
+            self.repair = tuple((e.message_id, e.sender_id) for e in pb.repair_request)
+        self._vcfg = config
+        self._vchan = channel_id
+        self._problem = problem
+        return problem
+
+    def __getattr__(self, name: str):
+        # anything else reads through to the parsed message (a read-only view of it)
+        if name == "pb":
+            raise AttributeError(name)
+        return getattr(self.pb, name)
+
+    def HasField(self, name: str) -> bool:  # noqa: N802 - the protobuf method's name
+        return self.pb.HasField(name)
+
+    def sender_hash(self) -> int:
+        """``repair.hash64(sender_id + message_id)``: the sender's side of the response-group test."""
+        h = self._sender_hash
+        if h is None:
+            h = self._sender_hash = _repair.hash64(self.sender_id + self.message_id)
+        return h
 
 
 class _Out:
@@ -161,6 +258,19 @@ class _In:
 
 class MessageChannel:
     """SDS (+ SDS-R) state machine of ``participant_id`` in ``channel_id``."""
+
+    # Slots, not an instance dict: a channel has more attributes than a dict shares keys for, so each
+    # instance would carry its own 1.5 KB hash table and every attribute read would probe it. A simulator
+    # touches thousands of channels in turn (cold in the CPU caches); slots keep the attributes in the
+    # object, those of the receive path first (adjacent cache lines).
+    __slots__ = (
+        "config", "channel_id", "participant_id", "stats", "_requests", "_responses", "_log", "_incoming",
+        "_recent_syncs", "_recent_sync_order", "_peers", "_ack_owed", "_outgoing", "_last_activity",
+        "_jitter_for", "_sync_counter", "_jitter", "_next_sync_at", "lamport_timestamp", "_missing", "_lost",
+        "_cache", "_groups", "journal", "_bloom", "_waiters", "_log_keys", "_recent", "_hint_map",
+        "_lost_heap", "_missing_heap", "_req_heap", "_resp_heap", "_resend_heap", "_deferred", "_bloom_len",
+        "max_content_bytes", "_additions", "_add_seq", "_hint_cursor", "_hints", "_hint_due", "_now_hint",
+    )
 
     def __init__(
         self,
@@ -200,13 +310,25 @@ class MessageChannel:
         self._cache: OrderedDict[str, CacheRow] = OrderedDict()
         self._hint_map: dict[str, bytes] = {}  # retrieval hints of buffered messages, until delivery
         self._ack_owed: dict[str, tuple[int, str]] = {}  # delayed ack: id -> (due, its sender)
-        self._peers: set[str] = set()  # other participants seen (bounds the possible-ack threshold)
-        self._recent_syncs: OrderedDict[str, None] = OrderedDict()
+        # gap hints: recent log additions (seq, logged_at, id, sender, bloom positions), a per-peer cursor into
+        # them, and the ids some peer's filter showed it lacks (to be named in our next sync)
+        self._additions: deque[tuple[int, int, str, str, tuple]] = deque(maxlen=max(1, config.gap_hint_window))
+        self._add_seq = 0
+        self._hint_cursor: OrderedDict[str, int] = OrderedDict()
+        self._hints: OrderedDict[str, None] = OrderedDict()
+        self._hint_due: int | None = None
+        # other participants seen (bounds the possible-ack threshold): only counted up to that threshold
+        self._peers: set[str] = set()
+        # ids of sync frames seen (dedup), oldest first: a plain dict and a queue of the same ids take half an
+        # OrderedDict's memory (10,000 simulated members each hold thousands) and evict the oldest in O(1)
+        self._recent_syncs: dict[str, None] = {}
+        self._recent_sync_order: deque[str] = deque()
         self._last_activity = int(now_ms)
         self._sync_counter = 0
         self._jitter_for = -1
         self._jitter = 0
         self._next_sync_at = self._sync_due_after(int(now_ms))
+        self._now_hint = int(now_ms)
         self._groups = config.repair.response_groups
         #: largest content :meth:`send` accepts: the frame must stay under the wire limit
         self.max_content_bytes = MAX_FRAME_BYTES - self._bloom_len - 64 * 1024
@@ -256,6 +378,11 @@ class MessageChannel:
     def repair_response_ids(self) -> list[str]:
         return list(self._responses)
 
+    def pending(self) -> bool:
+        """Whether anything is outstanding: own unacknowledged messages, waiting messages, known gaps,
+        repair requests or answers (what the ``*_ids`` views list, without building the lists)."""
+        return bool(self._outgoing or self._incoming or self._missing or self._requests or self._responses)
+
     @property
     def bloom(self) -> RollingBloomFilter:
         return self._bloom
@@ -286,14 +413,70 @@ class MessageChannel:
         }
 
     def next_deadline(self) -> int:
-        """Earliest ``now_ms`` at which :meth:`tick` may have work (may be early, never late)."""
+        """Earliest ``now_ms`` at which :meth:`tick` may have work (may be early, never late).
+
+        Timer entries that :meth:`tick` would skip (the message arrived, was
+        answered, delivered or rescheduled since) are dropped from the tops of
+        their heaps first, so an idle member is not woken for nothing: every
+        message that waited in the incoming buffer leaves such an entry due
+        ``2 * lost_after_ms`` later. (While events deferred from :meth:`send`
+        wait for the next tick, the heaps are left alone: that tick comes when
+        it always did.)
+        """
+        if not self._deferred:
+            self._drop_stale_timers()
         due = self._next_sync_at
+        if self._hint_due is not None and self._hint_due < due:
+            due = self._hint_due
         if self._ack_owed:
             due = min(due, min(t for t, _ in self._ack_owed.values()))
         for heap in (self._resend_heap, self._req_heap, self._resp_heap, self._lost_heap, self._missing_heap):
             if heap and heap[0][0] < due:
                 due = heap[0][0]
         return due
+
+    def _drop_stale_timers(self) -> None:
+        """Pop heap tops that :meth:`tick` would pop and skip (the same tests, so tick does the same work)."""
+        pop = heapq.heappop
+        heap = self._missing_heap
+        if heap:
+            missing = self._missing
+            after = self.config.lost_after_ms
+            while heap:
+                t, mid = heap[0]
+                row = missing.get(mid)
+                if row is not None and row.detected_at + after == t:
+                    break
+                pop(heap)
+        heap = self._lost_heap
+        if heap:
+            incoming = self._incoming
+            span = 2 * self.config.lost_after_ms
+            while heap:
+                t, mid = heap[0]
+                entry = incoming.get(mid)
+                if entry is not None and entry.received_at + span == t:
+                    break
+                pop(heap)
+        heap = self._resend_heap
+        if heap:
+            outgoing = self._outgoing
+            while heap:
+                t, mid = heap[0]
+                out = outgoing.get(mid)
+                if out is not None and out.next_resend == t:
+                    break
+                pop(heap)
+        heap = self._resp_heap
+        if heap:
+            responses = self._responses
+            while heap and responses.get(heap[0][1]) != heap[0][0]:
+                pop(heap)
+        heap = self._req_heap
+        if heap:
+            requests = self._requests
+            while heap and requests.get(heap[0][1], (None,))[0] != heap[0][0]:
+                pop(heap)
 
     # ----------------------------------------------------------------- helpers
 
@@ -401,14 +584,53 @@ class MessageChannel:
             if self.journal is not None:
                 self._j("cache-", old, None)
 
+    def _note_addition(self, mid: str, sender: str, now_ms: int, positions=None) -> None:
+        if self.config.gap_hints > 0:
+            self._add_seq += 1
+            self._additions.append((self._add_seq, now_ms, mid, sender, positions or self._bloom.positions(mid)))
+
+    def _check_peer_bloom(self, f: Frame, sender: str, now_ms: int) -> None:
+        """Ids we logged at least the margin ago that ``sender``'s filter lacks become gap hints."""
+        bloom = f.bloom
+        if bloom is None or len(bloom) != self._bloom_len or not self._additions:
+            return
+        cursor = self._hint_cursor.get(sender, 0)
+        if cursor >= self._add_seq:
+            return
+        limit = now_ms - self.config.gap_hint_margin_ms
+        oldest = now_ms - self.config.gap_hint_max_age_ms  # a late joiner is not handed the whole window
+        last = cursor
+        log = self._log
+        hints = self._hints
+        for seq, at, mid, origin, positions in self._additions:
+            if seq <= cursor:
+                continue
+            if at > limit:
+                break
+            last = seq
+            if at < oldest or origin == sender or mid not in log or mid in hints:
+                continue
+            if not contains_in(bloom, positions):  # no false negatives: the peer lacks it
+                hints[mid] = None
+                if len(hints) > self.config.gap_hint_window:
+                    hints.popitem(last=False)
+        if last != cursor:
+            self._hint_cursor[sender] = last
+            self._hint_cursor.move_to_end(sender)
+            if len(self._hint_cursor) > 4096:
+                self._hint_cursor.popitem(last=False)
+        if hints and self._hint_due is None:
+            delay = self.config.ack_delay_ms or 0
+            span = self.config.ack_jitter_ms
+            jitter = _repair.hash64(f"{self.participant_id}/hint/{now_ms}") % (span + 1) if span > 0 else 0
+            self._hint_due = now_ms + delay + jitter
+
     def _log_insert(self, row: LogRow) -> None:
         key = (row.lamport_timestamp, row.message_id)
         keys = self._log_keys
         if not keys or keys[-1] < key:
             keys.append(key)
         else:
-            from bisect import insort
-
             insort(keys, key)
         self._log[row.message_id] = row
         self._recent.append(row.message_id)
@@ -477,6 +699,7 @@ class MessageChannel:
         positions = self._bloom.positions(mid)
         self._bloom_add(mid, positions)
         self._log_insert(LogRow(mid, lamport, self.participant_id, None))
+        self._note_addition(mid, self.participant_id, now_ms, positions)
         cfg = self.config
         out = _Out(lamport, causal, content, now_ms, 0, now_ms + cfg.resend_unacknowledged_ms, set(), positions)
         self._outgoing[mid] = out
@@ -520,6 +743,17 @@ class MessageChannel:
         """
         repair = self._due_repair_requests(now_ms)
         history = self._causal_history()
+        if self._hints:  # gap hints: ids a peer's filter showed it lacks, beyond the K most recent
+            named = {r.message_id for r in history}
+            extra = []
+            while self._hints and len(extra) < self.config.gap_hints:
+                mid, _ = self._hints.popitem(last=False)
+                row = self._log.get(mid)
+                if row is not None and mid not in named:
+                    extra.append(row)
+            if extra:
+                history = sorted(history + extra, key=lambda r: (r.lamport_timestamp, r.message_id))
+            self._hint_due = None if not self._hints else now_ms + (self.config.ack_delay_ms or 0)
         self._sync_counter += 1
         if not history and not repair:
             self._next_sync_at = self._sync_due_after(now_ms)
@@ -564,113 +798,137 @@ class MessageChannel:
             return [Rejected("malformed", str(exc))]
         return self.receive_parsed(pb, now_ms, retrieval_hint)
 
-    def receive_parsed(self, pb: sds_pb2.Message, now_ms: int, retrieval_hint: bytes | None = None,
+    def receive_parsed(self, pb: sds_pb2.Message | Frame, now_ms: int, retrieval_hint: bytes | None = None,
                        positions: tuple[tuple[int, int], ...] | None = None) -> list[Event]:
         """:meth:`receive` for a frame already parsed with :func:`sdschat.sds.wire.parse_pb`.
 
         For simulators that broadcast one frame to many receivers: parse once,
-        and optionally pass the bloom ``positions`` of its message id
-        (``channel.bloom.positions(id)``, identical for equal bloom parameters).
-        The parsed message is only read, never modified.
+        wrap it once in a :class:`Frame` (fields read once, shared by every
+        receiver), and optionally pass the bloom ``positions`` of its message
+        id (``channel.bloom.positions(id)``, identical for equal bloom
+        parameters). The parsed message is only read, never modified.
         """
-        problem = self._validate(pb, now_ms)
+        f = pb if type(pb) is Frame else Frame(pb)
+        cfg = self.config
+        self._now_hint = now_ms
+        # self._validate(f, now_ms), inline: the frame's own checks are made once per configuration
+        if f._vcfg is cfg and f._vchan == self.channel_id:
+            problem = f._problem
+        else:
+            problem = f.static_problem(cfg, self.channel_id)
+        if problem is None and f.has_lamport:
+            lamport = f.lamport
+            skew = cfg.max_clock_skew_ms
+            if lamport > now_ms + skew and lamport > self.lamport_timestamp + skew:
+                problem = ("lamport_future", f"lamport timestamp {lamport} too far ahead")
+        stats = self.stats
         if problem is not None:
-            self.stats["rejected"] += 1
-            return [Rejected(problem[0], problem[1], pb.message_id or None, pb.sender_id or None)]
-        mid = pb.message_id
-        sender = pb.sender_id
-        has_content = pb.HasField("content") and len(pb.content) > 0
-        if not pb.HasField("lamport_timestamp"):
+            stats["rejected"] += 1
+            return [Rejected(problem[0], problem[1], f.message_id or None, f.sender_id or None)]
+        mid = f.message_id
+        sender = f.sender_id
+        has_content = f.has_content
+        if not f.has_lamport:
             if not has_content:
-                self.stats["rejected"] += 1
+                stats["rejected"] += 1
                 return [Rejected("empty", "frame has neither lamport timestamp nor content", mid, sender)]
-            self.stats["ephemeral_received"] += 1
-            return [EphemeralReceived(sender, pb.content, mid)] if sender != self.participant_id else []
+            stats["ephemeral_received"] += 1
+            return [EphemeralReceived(sender, f.content, mid)] if sender != self.participant_id else []
         # cancel before dedup
         if mid in self._requests:
             self._drop_request(mid)
         if mid in self._responses:
             self._drop_response(mid)
         if sender == self.participant_id:
-            self.stats["own_echoes"] += 1
+            stats["own_echoes"] += 1
             return []
         if has_content:
             if mid in self._log or mid in self._incoming:
-                self.stats["duplicates"] += 1
-                if self.config.ack_delay_ms is not None and mid not in self._ack_owed:
+                stats["duplicates"] += 1
+                if cfg.ack_delay_ms is not None and mid not in self._ack_owed:
                     self._owe_ack(mid, sender, now_ms)  # a resend: the sender lacks our acknowledgement
                 return []
         else:
             syncs = self._recent_syncs
             if mid in syncs:
-                self.stats["duplicates"] += 1
+                stats["duplicates"] += 1
                 return []
             syncs[mid] = None
-            if len(syncs) > _SYNC_DEDUP:
-                syncs.popitem(last=False)
-        self.stats["received"] += 1
-        self._peers.add(sender)
+            order = self._recent_sync_order
+            order.append(mid)
+            if len(order) > _SYNC_DEDUP:
+                del syncs[order.popleft()]
+        stats["received"] += 1
+        peers = self._peers
+        if len(peers) < cfg.possible_acks_threshold:  # only the count up to the threshold is ever used
+            peers.add(sender)
         events: list[Event] = []
         if self._ack_owed:
             owed = self._ack_owed
-            for e in pb.causal_history:
-                got = owed.get(e.message_id)
+            for d in f.history_ids:
+                got = owed.get(d)
                 if got is not None and got[1] != sender:
-                    del owed[e.message_id]  # someone else acknowledged it to its sender
+                    del owed[d]  # someone else acknowledged it to its sender
         if self._outgoing:
-            self._review_acks(pb, sender, events)
-        if pb.repair_request:
-            self._on_repair_requests(pb, sender, now_ms, events)
-        self._activity(now_ms)
-        lamport = pb.lamport_timestamp
+            self._review_acks(f, sender, events)
+        if cfg.gap_hints > 0:
+            if self._hints:
+                for d in f.history_ids:
+                    self._hints.pop(d, None)  # someone else named it
+            self._check_peer_bloom(f, sender, now_ms)
+        if f.repair:
+            self._on_repair_requests(f, sender, now_ms, events)
+        if now_ms > self._last_activity:  # self._activity(now_ms), inline
+            self._last_activity = now_ms
+            if self._jitter_for == self._sync_counter:  # self._sync_due_after(now_ms), jitter already drawn
+                self._next_sync_at = now_ms + cfg.sync_interval_ms + self._jitter
+            else:
+                self._next_sync_at = self._sync_due_after(now_ms)
+        lamport = f.lamport
         if not has_content:
-            self.stats["syncs_received"] += 1
+            stats["syncs_received"] += 1
             events.append(SyncReceived(sender, mid, lamport))
-            gaps = [e for e in (entry_from_pb(h) for h in pb.causal_history) if self._note_missing(e, now_ms, events)]
+            log = self._log
+            missing = self._missing
+            incoming = self._incoming
+            lost = self._lost
+            gaps = None
+            for e in f.history:
+                d = e.message_id
+                if d in log or d in missing or d in incoming or d in lost:
+                    continue  # known here: _note_missing would do nothing
+                if self._note_missing(e, now_ms, events):
+                    if gaps is None:
+                        gaps = []
+                    gaps.append(e)
             if gaps:
                 events.append(GapDetected(gaps, sender, mid))
             return events
-        self._on_content(pb, mid, sender, lamport, now_ms, retrieval_hint, events, positions)
+        self._on_content(f, mid, sender, lamport, now_ms, retrieval_hint, events, positions)
         return events
 
-    def _validate(self, pb, now_ms: int) -> tuple[str, str] | None:
+    def _validate(self, f: Frame, now_ms: int) -> tuple[str, str] | None:
         cfg = self.config
-        if pb.channel_id != self.channel_id:
-            return ("wrong_channel", f"frame for channel {pb.channel_id[:64]!r}")
-        mid = pb.message_id
-        if not mid or not pb.sender_id:
-            return ("invalid", "empty message_id or sender_id")
-        max_id = cfg.max_id_length
-        if len(mid) > max_id or len(pb.sender_id) > max_id:
-            return ("invalid", "message_id or sender_id too long")
-        if len(pb.causal_history) > cfg.max_history_entries:
-            return ("too_large", f"causal history of {len(pb.causal_history)} entries")
-        if len(pb.repair_request) > cfg.max_repair_entries:
-            return ("too_large", f"{len(pb.repair_request)} repair requests")
-        for e in pb.causal_history:
-            if not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id:
-                return ("invalid", "bad causal history entry")
-        for e in pb.repair_request:
-            if not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id:
-                return ("invalid", "bad repair request entry")
-        if pb.HasField("lamport_timestamp") and pb.lamport_timestamp > max(now_ms, self.lamport_timestamp) + cfg.max_clock_skew_ms:
-            return ("lamport_future", f"lamport timestamp {pb.lamport_timestamp} too far ahead")
+        problem = f.static_problem(cfg, self.channel_id)
+        if problem is not None:
+            return problem
+        if f.has_lamport and f.lamport > max(now_ms, self.lamport_timestamp) + cfg.max_clock_skew_ms:
+            return ("lamport_future", f"lamport timestamp {f.lamport} too far ahead")
         return None
 
-    def _review_acks(self, pb, sender: str, events: list[Event]) -> None:
+    def _review_acks(self, f: Frame, sender: str, events: list[Event]) -> None:
         outgoing = self._outgoing
         journal = self.journal
-        for e in pb.causal_history:
-            mid = e.message_id
+        for mid in f.history_ids:
             if mid in outgoing:
                 del outgoing[mid]
                 if journal is not None:
                     self._j("out-", mid, None)
                 self.stats["acked"] += 1
                 events.append(Acknowledged(mid))
-        if not outgoing or not pb.HasField("bloom_filter"):
+        bloom = f.bloom
+        if not outgoing or bloom is None:
             return
-        bloom = pb.bloom_filter
         if len(bloom) != self._bloom_len:
             return
         threshold = self.config.possible_acks_threshold
@@ -715,22 +973,26 @@ class MessageChannel:
         f = self._bloom.filter
         return (bits.count() / f.m) ** f.k
 
-    def _on_repair_requests(self, pb, sender: str, now_ms: int, events: list[Event]) -> None:
+    def _on_repair_requests(self, f: Frame, sender: str, now_ms: int, events: list[Event]) -> None:
         cfg = self.config.repair
         if not cfg.enabled:
             return
-        for e in pb.repair_request:
-            rid = e.message_id
-            self.stats["repair_requests_received"] += 1
-            rec = self._requests.get(rid)
-            if rec is not None:
-                # someone else asked: back off afresh, but keep asking until it arrives
-                rec[2] += 1
-                self._schedule_request(rid, rec, now_ms)
-            cached = self._cache.get(rid)
-            if cached is None or rid in self._responses:
+        stats = self.stats
+        requests = self._requests
+        cache = self._cache
+        responses = self._responses
+        for rid, rsender in f.repair:
+            stats["repair_requests_received"] += 1
+            if requests:
+                rec = requests.get(rid)
+                if rec is not None:
+                    # someone else asked: back off afresh, but keep asking until it arrives
+                    rec[2] += 1
+                    self._schedule_request(rid, rec, now_ms)
+            cached = cache.get(rid)
+            if cached is None or rid in responses:
                 continue
-            origin = cached.sender_id or e.sender_id
+            origin = cached.sender_id or rsender
             if not _repair.in_response_group(self.participant_id, origin, rid, self._groups):
                 continue
             t = _repair.t_resp(self.participant_id, origin, rid, now_ms, cfg.t_max_ms)
@@ -748,9 +1010,9 @@ class MessageChannel:
                 self._j("resp", rid, t)
             events.append(RepairScheduled(rid, sender, t))
 
-    def _on_content(self, pb, mid, sender, lamport, now_ms, hint, events, positions=None) -> None:
-        content = pb.content
-        causal = [entry_from_pb(e) for e in pb.causal_history]
+    def _on_content(self, f: Frame, mid, sender, lamport, now_ms, hint, events, positions=None) -> None:
+        content = f.content
+        causal = f.history  # a tuple of immutable entries, shared by every receiver of the frame
         self._bloom_add(mid, positions)
         repaired = False
         if mid in self._missing:
@@ -763,8 +1025,9 @@ class MessageChannel:
             repaired = True
             if self.journal is not None:
                 self._j("lost-", mid, None)
-        if self.config.repair.enabled and _repair.in_response_group(self.participant_id, sender, mid, self._groups):
-            self._cache_put(CacheRow(mid, sender, lamport, tuple(causal), content))
+        cfg = self.config
+        if cfg.repair.enabled and self._in_sender_group(f):
+            self._cache_put(CacheRow(mid, sender, lamport, causal, content))
         log = self._log
         incoming = self._incoming
         lost = self._lost
@@ -780,18 +1043,23 @@ class MessageChannel:
                 waiting.append(d)
             else:
                 missing.append(e)
-        if self.config.ack_delay_ms is not None:
+        if cfg.ack_delay_ms is not None:
             self._owe_ack(mid, sender, now_ms)
         if not unmet:
             self._deliver(mid, sender, lamport, content, hint, repaired, (), events)
             return
-        if len(incoming) >= self.config.incoming_buffer_size:
+        if len(incoming) >= cfg.incoming_buffer_size:
             self._evict_incoming(now_ms, events)
-        entry = _In(sender, lamport, tuple(causal), content, now_ms, unmet, repaired)
+        entry = _In(sender, lamport, causal, content, now_ms, unmet, repaired)
         incoming[mid] = entry
+        waiters = self._waiters
         for d in unmet:
-            self._waiters.setdefault(d, []).append(mid)
-        heapq.heappush(self._lost_heap, (now_ms + 2 * self.config.lost_after_ms, mid))
+            lst = waiters.get(d)
+            if lst is None:
+                waiters[d] = [mid]
+            else:
+                lst.append(mid)
+        heapq.heappush(self._lost_heap, (now_ms + 2 * cfg.lost_after_ms, mid))
         if hint is not None:
             self._hint_map[mid] = hint
         if self.journal is not None:
@@ -799,6 +1067,15 @@ class MessageChannel:
         for e in missing:
             self._note_missing(e, now_ms, events)
         events.append(Missing(mid, missing, sender, content, lamport, tuple(waiting)))
+
+    def _in_sender_group(self, f: Frame) -> bool:
+        """``repair.in_response_group(self, f.sender_id, f.message_id, groups)``, the sender's hash read once per frame."""
+        groups = self._groups
+        if not f.sender_id:
+            return False
+        if groups <= 1:
+            return True
+        return _repair.hash64(self.participant_id + f.message_id) % groups == f.sender_hash() % groups
 
     def _note_missing(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> bool:
         """Record ``entry`` as missing if nothing here knows it; True if it is newly missing."""
@@ -822,6 +1099,8 @@ class MessageChannel:
         incoming = self._incoming
         waiters = self._waiters
         journal = self.journal
+        stats = self.stats
+        emit = events.append
         while stack:
             mid, sender, lamport, content, hint, repaired, after_lost = stack.pop()
             if lamport > self.lamport_timestamp:
@@ -829,14 +1108,19 @@ class MessageChannel:
                 if journal is not None:
                     self._j("lamport", None, lamport)
             self._log_insert(LogRow(mid, lamport, sender, hint))
-            self.stats["delivered"] += 1
-            events.append(Delivered(mid, sender, content, lamport, repaired, after_lost))
-            for w in waiters.pop(mid, ()):
+            self._note_addition(mid, sender, self._now_hint)
+            stats["delivered"] += 1
+            emit(Delivered(mid, sender, content, lamport, repaired, after_lost))
+            dependants = waiters.pop(mid, None)
+            if not dependants:
+                continue
+            for w in dependants:
                 entry = incoming.get(w)
                 if entry is None:
                     continue
-                entry.unmet.discard(mid)
-                if not entry.unmet:
+                unmet = entry.unmet
+                unmet.discard(mid)
+                if not unmet:
                     del incoming[w]
                     if journal is not None:
                         self._j("in-", w, None)
@@ -934,6 +1218,7 @@ class MessageChannel:
         events: list[Event] = self._deferred
         self._deferred = []
         cfg = self.config
+        self._now_hint = now_ms
         # irretrievably lost dependencies
         heap = self._missing_heap
         while heap and heap[0][0] <= now_ms:
@@ -984,7 +1269,10 @@ class MessageChannel:
             heapq.heappop(heap)  # stale: answered, cancelled or re-scheduled
         req_due = cfg.repair.enabled and heap and heap[0][0] <= now_ms
         ack_due = bool(self._ack_owed) and min(t for t, _ in self._ack_owed.values()) <= now_ms
-        if req_due or ack_due or now_ms >= self._next_sync_at:
+        if self._hint_due is not None and not self._hints:
+            self._hint_due = None  # others named them first
+        hint_due = self._hint_due is not None and self._hint_due <= now_ms
+        if req_due or ack_due or hint_due or now_ms >= self._next_sync_at:
             out = self.sync(now_ms)
             if out is not None:
                 events.append(out)
@@ -1029,7 +1317,7 @@ class MessageChannel:
         for row in sorted(state.log, key=lambda r: (r.lamport_timestamp, r.message_id)):
             ch._log_keys.append((row.lamport_timestamp, row.message_id))
             ch._log[row.message_id] = row
-            if row.sender_id != ch.participant_id:
+            if row.sender_id != ch.participant_id and len(ch._peers) < ch.config.possible_acks_threshold:
                 ch._peers.add(row.sender_id)
         recent = state.recent_log or [mid for _, mid in ch._log_keys[-ch.config.causal_history_size:]]
         ch._recent.extend(recent if ch.config.causal_history_size > 0 else ())
@@ -1062,7 +1350,9 @@ class MessageChannel:
         for row in state.cache:
             ch._cache[row.message_id] = row
         for sid in state.recent_syncs:
-            ch._recent_syncs[sid] = None
+            if sid not in ch._recent_syncs:
+                ch._recent_syncs[sid] = None
+                ch._recent_sync_order.append(sid)
         if journal:
             ch.journal = []
         return ch

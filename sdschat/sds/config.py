@@ -75,6 +75,14 @@ class ChannelConfig:
     possible_acks_threshold: int = 2
     possible_acks_group_cap: bool = False
     bloom_certain_ack_fp: float | None = None
+    #: gap hints: a message in our log that a peer's received bloom filter does not hold (a filter has no
+    #: false negatives), at least ``gap_hint_margin_ms`` after we logged it, is named in our next sync's
+    #: causal history (at most ``gap_hints`` extra entries per sync), so the peer notices the gap and asks
+    #: SDS-R for it. 0 disables. Only the last ``gap_hint_window`` log additions are checked, each once per peer.
+    gap_hints: int = 0
+    gap_hint_margin_ms: int = 2_000
+    gap_hint_window: int = 1_000
+    gap_hint_max_age_ms: int = 60_000
     resend_unacknowledged_ms: int = 5_000
     resend_possibly_acknowledged_ms: int = 15_000
     resend_backoff: float = 2.0

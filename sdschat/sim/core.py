@@ -9,12 +9,15 @@ fixed order: a key ``(t, kind, a, b)`` with kinds, at equal times,
    for every other member whether the copy is lost, its latency, and whether
    a duplicate follows; the copies for this shard's members are sorted by
    arrival time into one *cursor*. The frame is parsed once
-   (:func:`sdschat.sds.wire.parse_pb`, its fields read once into a
-   :class:`~sdschat.sim.frame.FrameView`) and the bloom positions of its id
-   computed once; every receiver gets the same parsed message through
-   :meth:`~sdschat.sds.MessageChannel.receive_parsed`. A popped cursor
-   delivers copies for as long as its next key is below the heap's top, then
-   goes back: one heap operation per batch of receivers, not per receiver.
+   (:func:`sdschat.sds.wire.parse_pb`) and read once into the engine's
+   :class:`~sdschat.sds.channel.Frame` (fields, causal history, validity
+   checks, the sender's half of the response-group hash), and the bloom
+   positions of its id are computed once; every receiver gets the same
+   ``Frame`` through :meth:`~sdschat.sds.MessageChannel.receive_parsed`. A
+   popped cursor delivers copies for as long as its next key is below the
+   heap's top, then goes back: one heap operation per batch of receivers, not
+   per receiver. Event rows go into one flat list (no object per row; see
+   :class:`~sdschat.sim.output.EventSink`).
 2. ``SEND`` -- an application message (times and senders from
    :func:`~sdschat.sim.plan.make_plan`).
 3. ``SETTLE`` -- sending is over (with ``settle="clean"`` the network turns
@@ -34,18 +37,22 @@ members are split, and every random draw is keyed by what it is about
 of workers.
 
 **Workers** (``workers > 1``): each worker process (forked) runs one shard
-(members ``r`` with ``r % workers == w``) and advances in windows of virtual
-time no longer than the minimum latency (conservative parallel discrete-event
-simulation: a frame published inside a window cannot arrive inside it). After
-each window the workers exchange, directly over one pipe per pair, their next
-event time and the frames they published; each computes the same next window
-from the same data, so no coordinator sits on the critical path (the parent
-only collects progress and results). Quiescence is checked at fixed times
-(every :data:`CHECK_INTERVAL_MS` after the last send), which are window
-boundaries, so one and several workers stop at the same point; the run stops
-once the group has been idle at every check for :func:`quiet_period_ms`.
-Measured: 1.5x with two workers on two cores (4,000 members); windows of
-<= 20 ms leave each worker waiting ~30% of the time.
+(members ``r`` with ``r % workers == w``). They synchronise conservatively
+without a barrier (:func:`_run_peer`): each advances in steps of a quarter of
+the minimum latency (the lookahead) and after each step sends the others,
+directly over one socket per pair, the frames it published and the promise
+that it has processed every event before the step's end; a frame published
+at ``t`` cannot arrive before ``t + lookahead``, so a worker may process every
+event before ``min(promises) + lookahead``. A faster worker thus runs up to
+the lookahead ahead of a slower one instead of waiting for it at every
+window, and nothing waits for a coordinator (the parent only collects
+progress and results). Quiescence is checked at fixed times (every
+:data:`CHECK_INTERVAL_MS` after the last send), where every worker stops and
+all compare notes, so one and several workers stop at the same point; the
+run stops once the group has been idle at every check for
+:func:`quiet_period_ms`. The cyclic garbage collector is off while a shard
+lives (:func:`_no_gc`): the engine makes no reference cycles, and full
+collections over tens of millions of objects cost seconds each.
 
 Engine events become event rows exactly as the node maps them
 (:meth:`sdschat.node.Node._handle`); see :mod:`sdschat.sim.output`.
@@ -55,10 +62,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import gc
 import heapq
 import json
+import os
+import pickle
 import resource
+import select
 import time
 import traceback
 from collections import Counter
@@ -86,10 +97,10 @@ from sdschat.sds import (
     RepairServed,
     SyncReceived,
 )
+from sdschat.sds.channel import Frame
 from sdschat.sds.wire import parse_pb
 
 from . import output
-from .frame import FrameView
 from .params import SimParams, channel_config
 from .plan import RNG_NETWORK, ChurnTimeline, Plan, make_plan, rng
 
@@ -106,6 +117,26 @@ _dumps = json.JSONEncoder(separators=(",", ":")).encode
 def _ids(ids) -> str:
     """A JSON array of message ids. Ids here are engine-made (hex digests, ``sync-<hex>``): no escaping needed."""
     return '["' + '","'.join(ids) + '"]' if ids else "[]"
+
+
+def _no_gc(fn):
+    """Run ``fn`` with the cyclic garbage collector off (restored after).
+
+    The engine makes no reference cycles, and with ~10,000 engines the heap
+    holds tens of millions of objects: every full collection would walk them
+    all (seconds each), triggered by allocations anywhere in the loop.
+    """
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+    return wrapper
+
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -155,7 +186,7 @@ class Shard:
                  out_dir: str | Path | None = None, *, shard_rows: int = 1_000_000, row_group_rows: int = 262_144,
                  frame_view: bool = True):
         p = self.p = params
-        #: hand receivers a :class:`~sdschat.sim.frame.FrameView` (read once) instead of the protobuf message
+        #: hand receivers the engine's :class:`~sdschat.sds.channel.Frame` (read once) instead of the protobuf message
         self.frame_view = frame_view
         self.plan = plan
         self.wid = wid
@@ -196,6 +227,7 @@ class Shard:
         self._busy_hint = 0
         self.last_t = p.start_ms
         self.busy_s = 0.0  # wall time spent processing events (the rest, with workers, is waiting for the others)
+        self.wait_s = 0.0  # with workers: wall time blocked waiting for another worker's promise or flag
         #: called as ``on_progress(t)`` about every 4,096 events (single-worker progress display)
         self.on_progress: Callable[[int], None] | None = None
 
@@ -283,7 +315,7 @@ class Shard:
         times_l = (times[order] + t).tolist()
         pb = parse_pb(data)
         if self.frame_view:
-            pb = FrameView(pb)
+            pb = Frame(pb)
         positions = self.bloom.positions(mid) if reason != "sync" else None
         # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time)
         ctx = (reason, self.pids[r], pb.sender_id, t)
@@ -301,10 +333,9 @@ class Shard:
         heap = self.heap
         chans = self.chans
         online = self.online
-        pids = self.pids
         dl = self.dl
         waiting = self.waiting
-        append = self.sink.rows.append
+        add = self.sink.rows.extend  # flat rows: see output.EventSink
         pb = cur.pb
         pos = cur.positions
         always = self._always
@@ -315,7 +346,7 @@ class Shard:
             top = heap[0]
             if top[0] <= lim:
                 lim = top[0] if (ARRIVALS, pr, pc) < (top[1], top[2], top[3]) else top[0] - 1
-        delivered = 0
+        first = i
         offline = 0
         while i < n:
             t = times[i]
@@ -326,7 +357,6 @@ class Shard:
             if not online[r]:
                 offline += 1
                 continue
-            delivered += 1
             ch = chans[r]
             evs = ch.receive_parsed(pb, t, None, pos)
             if not evs:
@@ -339,11 +369,12 @@ class Shard:
                     if not e.repaired and not e.after_lost:
                         w = waiting.get(r)
                         if w is None or mid not in w:
-                            append((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
-                            append((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, None))
+                            s = e.sender_id
+                            lam = e.lamport_timestamp
+                            add((t, "received", mid, s, r, lam, None, t, "delivered", mid, s, r, lam, None))
                             continue
                 elif tp is SyncReceived:
-                    append((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
+                    add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
                     continue
             if self._handle(r, evs, t, cur.ctx) or always:
                 d = ch.next_deadline()
@@ -354,6 +385,7 @@ class Shard:
                     heapq.heappush(heap, (d, TICK, r, 0, None))
                     if d < lim:
                         lim = d  # a tick at d sorts after arrivals at d
+        delivered = i - first - offline
         self.frame_recv[cur.key][1] += delivered
         if offline:
             self.counts["copies_to_offline"] += offline
@@ -371,7 +403,7 @@ class Shard:
     def _handle(self, r: int, evs: list, t: int, ctx: tuple | None) -> bool:
         """Engine events of member ``r`` -> rows (and frames). True if its deadline may have moved earlier."""
         pid = self.pids[r]
-        append = self.sink.rows.append
+        add = self.sink.rows.extend  # flat rows: see output.EventSink
         earlier = False
         for e in evs:
             tp = type(e)
@@ -383,50 +415,56 @@ class Shard:
                     if not w:
                         del self.waiting[r]
                 else:
-                    append((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
+                    add((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
                 detail = None
                 if e.repaired or e.after_lost:
                     reason = ctx[0] if ctx else None
                     detail = _dumps({"repaired": e.repaired, "via": reason, "publisher": ctx[1] if ctx else None,
                                      "after_lost": list(e.after_lost)})
-                append((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, detail))
+                add((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, detail))
             elif tp is Outgoing:
                 size = self._publish(r, e, t)
                 reason = e.reason
                 if reason == "resend":
                     st = self.chans[r].outgoing_state(e.message_id)
-                    append((t, "resent", e.message_id, pid, r, e.lamport_timestamp,
+                    add((t, "resent", e.message_id, pid, r, e.lamport_timestamp,
                             _dumps({"resends": st[1] if st else None, "bytes": size})))
                 elif reason == "sync":
-                    append((t, "sync_sent", e.message_id, pid, r, e.lamport_timestamp, _dumps({"bytes": size})))
+                    add((t, "sync_sent", e.message_id, pid, r, e.lamport_timestamp, _dumps({"bytes": size})))
                 elif reason == "repair":
                     self._repair_bytes[r] = size  # reported with the RepairServed that follows
                 else:
-                    append((t, "sent", e.message_id, pid, r, e.lamport_timestamp, _dumps({"bytes": size})))
+                    add((t, "sent", e.message_id, pid, r, e.lamport_timestamp, _dumps({"bytes": size})))
             elif tp is Acknowledged:
                 if ctx is not None:
                     d = _dumps({"by_bloom": e.by_bloom, "by": ctx[2], "frame_ts": ctx[3]})
                 else:
                     d = _dumps({"by_bloom": e.by_bloom})
-                append((t, "acked", e.message_id, pid, r, None, d))
+                add((t, "acked", e.message_id, pid, r, None, d))
             elif tp is PossiblyAcknowledged:
                 if ctx is not None:
                     d = _dumps({"count": e.count, "by": ctx[2], "frame_ts": ctx[3]})
                 else:
                     d = _dumps({"count": e.count})
-                append((t, "possibly_acked", e.message_id, pid, r, None, d))
+                add((t, "possibly_acked", e.message_id, pid, r, None, d))
             elif tp is Missing:
                 mid = e.message_id
-                self.waiting.setdefault(r, set()).add(mid)
-                append((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
-                append((t, "missing", mid, e.sender_id, r, e.lamport_timestamp,
-                        '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
-                        + _ids(e.waiting_on) + "}"))
+                w = self.waiting.get(r)
+                if w is None:
+                    self.waiting[r] = {mid}
+                else:
+                    w.add(mid)
+                s = e.sender_id
+                lam = e.lamport_timestamp
+                add((t, "received", mid, s, r, lam, None,
+                     t, "missing", mid, s, r, lam,
+                     '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
+                     + _ids(e.waiting_on) + "}"))
                 earlier = True
             elif tp is SyncReceived:
-                append((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
+                add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
             elif tp is GapDetected:
-                append((t, "missing", None, e.sender_id, r, None,
+                add((t, "missing", None, e.sender_id, r, None,
                         '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"source":"sync"}'))
                 earlier = True
             elif tp is RepairScheduled:
@@ -434,17 +472,17 @@ class Shard:
                 earlier = True
             elif tp is RepairRequested:
                 for mid in e.message_ids:
-                    append((t, "repair_requested", mid, None, r, None, _dumps({"carrier": e.carrier_id})))
+                    add((t, "repair_requested", mid, None, r, None, _dumps({"carrier": e.carrier_id})))
             elif tp is RepairServed:
                 size = self._repair_bytes.pop(r, None)
-                append((t, "repair_served", e.message_id, e.sender_id, r, None,
+                add((t, "repair_served", e.message_id, e.sender_id, r, None,
                         _dumps({"bytes": size}) if size is not None else None))
             elif tp is Lost:
-                append((t, "lost", e.message_id, e.sender_id, r, None, _dumps({"dependants": list(e.dependants)})))
+                add((t, "lost", e.message_id, e.sender_id, r, None, _dumps({"dependants": list(e.dependants)})))
                 earlier = True
             elif tp is Rejected:
                 self.counts["rejected"] += 1
-                append((t, "rejected", e.message_id, e.sender_id, r, None, _dumps({"reason": e.reason})))
+                add((t, "rejected", e.message_id, e.sender_id, r, None, _dumps({"reason": e.reason})))
             elif tp is Evicted:
                 self.counts[f"evicted_{e.buffer}"] += 1
                 earlier = True
@@ -469,7 +507,7 @@ class Shard:
             content += b"." * (p.content_bytes - len(content))
         out = self.chans[r].send(content, t)
         size = self._publish(r, out, t)
-        self.sink.rows.append((t, "sent", out.message_id, pid, r, out.lamport_timestamp, _dumps({"bytes": size})))
+        self.sink.rows.extend((t, "sent", out.message_id, pid, r, out.lamport_timestamp, _dumps({"bytes": size})))
         self._tick_at(r, t)
 
     def _churn(self, r: int, gen: int, t: int) -> None:
@@ -512,6 +550,8 @@ class Shard:
         dl = self.dl
         chans = self.chans
         sink = self.sink
+        rows = sink.rows
+        limit = sink.limit
         steps = 0
         started = time.perf_counter()
         gc_was = gc.isenabled()
@@ -540,7 +580,7 @@ class Shard:
                     self._churn(a, b, t)
                 elif kind == SETTLE:
                     self._settle(t)
-                if len(sink.rows) >= sink.shard_rows:
+                if len(rows) >= limit:
                     sink.flush()
                 steps += 1
                 if not steps & 4095 and self.on_progress is not None:
@@ -564,12 +604,12 @@ class Shard:
         start = self._busy_hint
         for k in range(n):
             j = (start + k) % n
-            c = chans[owned[j]]
-            if c.outgoing_ids or c.incoming_ids or c.missing_ids or c.repair_request_ids or c.repair_response_ids:
+            if chans[owned[j]].pending():
                 self._busy_hint = j
                 return False
         return True
 
+    @_no_gc
     def finish(self) -> dict[str, Any]:
         """Flush events; return this shard's part of the results (plain data, picklable)."""
         self.sink.close()
@@ -599,6 +639,7 @@ class Shard:
             "copies_in_flight": sum(in_flight.values()),
             "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "busy_s": round(self.busy_s, 2),
+            "wait_s": round(self.wait_s, 2),
             "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 2),
         }
 
@@ -639,6 +680,7 @@ class _Clock:
         return False
 
 
+@_no_gc
 def _run_alone(shard: Shard, clock: _Clock) -> None:
     """One worker: windows only at the quiescence checks."""
     shard.start()
@@ -652,72 +694,161 @@ def _run_alone(shard: Shard, clock: _Clock) -> None:
             return
 
 
-class _Peers:
-    """All-to-all exchange between worker processes (one duplex pipe per pair)."""
+class _Links:
+    """Messages to and from the other workers: one socket per pair, non-blocking, length-prefixed pickles.
 
-    def __init__(self, wid: int, conns: dict[int, Any]) -> None:
-        self.wid = wid
-        self.conns = dict(sorted(conns.items()))
+    Writes never block (what the socket does not take waits in a buffer and
+    goes out at the next :meth:`flush`, or while :meth:`receive` waits), so
+    two workers sending to each other at once cannot deadlock on full socket
+    buffers however large their frames.
+    """
 
-    def exchange(self, payload) -> dict[int, Any]:
-        import pickle
+    _HEAD = 8
 
-        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        got: dict[int, Any] = {}
-        if len(data) <= 16_384:
-            # fits in the socket buffers: send to everyone, then read everyone (one message latency)
-            for conn in self.conns.values():
-                conn.send_bytes(data)
-            for peer, conn in self.conns.items():
-                got[peer] = pickle.loads(conn.recv_bytes())
-        else:
-            # large (frames with 19 KB bloom filters): a fixed order per pair cannot deadlock on full buffers
-            for peer, conn in self.conns.items():
-                if self.wid < peer:
-                    conn.send_bytes(data)
-                    got[peer] = pickle.loads(conn.recv_bytes())
-                else:
-                    got[peer] = pickle.loads(conn.recv_bytes())
-                    conn.send_bytes(data)
-        return got
+    def __init__(self, conns: dict[int, Any]) -> None:
+        self.conns = dict(sorted(conns.items()))  # the Connection objects own the file descriptors
+        self.fds = {peer: conn.fileno() for peer, conn in self.conns.items()}
+        for fd in self.fds.values():
+            os.set_blocking(fd, False)
+        self.out = {peer: bytearray() for peer in self.fds}
+        self.inb = {peer: bytearray() for peer in self.fds}
+
+    def send_all(self, msg: Any) -> None:
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        head = len(data).to_bytes(self._HEAD, "little")
+        for buf in self.out.values():
+            buf += head
+            buf += data
+        self.flush()
+
+    def flush(self) -> None:
+        for peer, buf in self.out.items():
+            while buf:
+                try:
+                    n = os.write(self.fds[peer], buf)
+                except BlockingIOError:
+                    break
+                del buf[:n]
+
+    def drain(self) -> None:
+        """Block until everything queued has been written."""
+        self.flush()
+        while any(self.out.values()):
+            select.select([], [self.fds[p] for p, b in self.out.items() if b], [], 5.0)
+            self.flush()
+
+    def receive(self, block: bool) -> list[tuple[int, Any]]:
+        """The messages that have arrived, as ``(peer, message)`` in order per peer.
+
+        With ``block``, wait until there is at least one (flushing queued output meanwhile).
+        """
+        head = self._HEAD
+        got: list[tuple[int, Any]] = []
+        while True:
+            for peer, fd in self.fds.items():
+                buf = self.inb[peer]
+                while True:
+                    try:
+                        chunk = os.read(fd, 1 << 20)
+                    except BlockingIOError:
+                        break
+                    if not chunk:
+                        raise RuntimeError(f"simulation worker {peer} went away")
+                    buf += chunk
+                    if len(chunk) < 1 << 20:
+                        break
+                pos = 0
+                end = len(buf)
+                while end - pos >= head:
+                    size = int.from_bytes(buf[pos:pos + head], "little")
+                    if end - pos - head < size:
+                        break
+                    got.append((peer, pickle.loads(buf[pos + head:pos + head + size])))
+                    pos += head + size
+                if pos:
+                    del buf[:pos]
+            if got or not block:
+                return got
+            pending = [self.fds[p] for p, b in self.out.items() if b]
+            _, writable, _ = select.select(list(self.fds.values()), pending, [], 5.0)
+            if writable:
+                self.flush()
 
 
-def _run_peer(shard: Shard, clock: _Clock, peers: _Peers, report: Callable[[int], None] | None) -> None:
-    """One of several workers: windows of at most the lookahead, frames exchanged directly with the peers.
+@_no_gc
+def _run_peer(shard: Shard, clock: _Clock, links: _Links, report: Callable[[int], None] | None) -> None:
+    """One of several workers: conservative parallel simulation without a barrier.
 
-    Every worker computes the same window ends from the same exchanged data
-    (each one's next event time and the frames each published), so they stay
-    in step without a coordinator.
+    Every worker processes events in steps of a few virtual milliseconds and,
+    after each step, sends the others ``("p", t, frames)``: the frames it
+    published, and the promise that it has processed every event before
+    ``t`` (so whatever it publishes later is published at ``t`` or after, and
+    arrives at ``t + lookahead`` or after). A worker may therefore process
+    every event before ``min(promises) + lookahead``: a fast worker runs
+    ahead of a slow one by up to the lookahead instead of waiting for it at
+    every window boundary, and nobody waits for a round trip. At a
+    quiescence check time every worker stops there, waits until every other
+    has promised that time (so all frames published before it are
+    scheduled everywhere), then all exchange ``("q", t, idle)`` and take the
+    same decision. Which events happen, and in which order for each member,
+    does not depend on the steps (see :class:`Shard`).
     """
     shard.start()
-    lo = clock.lookahead
-    got = peers.exchange((shard.next_time(), []))
-    mine_out: list = []
+    lookahead = clock.lookahead
+    step = max(1, lookahead // 4)
+    start = shard.p.start_ms
+    promised = dict.fromkeys(links.fds, start)
+    flags: dict[int, bool] = {}
+    done = start  # every event before `done` has been processed
     last = 0.0
+
+    def take(block: bool) -> None:
+        if block:
+            t0 = time.perf_counter()
+            got = links.receive(True)
+            shard.wait_s += time.perf_counter() - t0
+        else:
+            got = links.receive(False)
+        for peer, msg in got:
+            if msg[0] == "p":
+                shard.ingest(msg[2])
+                promised[peer] = msg[1]
+            else:  # ("q", t, idle)
+                flags[peer] = msg[2]
+
     while True:
-        incoming = [f for peer in sorted(got) for f in got[peer][1]]
-        lower = min([shard.next_time()] + [g[0] for g in got.values()]
-                    + [f[2] + lo for f in incoming] + [f[2] + lo for f in mine_out])
-        t_end = clock.window_end(lower)
-        shard.ingest(incoming)
-        shard.run(t_end)
-        clock.windows += 1
-        mine_out, shard.outbox = shard.outbox, []
-        got = peers.exchange((shard.next_time(), mine_out))
-        if t_end == clock.next_check:
-            # quiescence needs every frame published so far scheduled everywhere: ingest now, then compare notes
-            shard.ingest([f for peer in sorted(got) for f in got[peer][1]])
-            mine_out = []
-            idle = shard.quiescent()
-            flags = peers.exchange((shard.next_time(), idle))
-            got = {peer: (nxt, []) for peer, (nxt, _idle) in flags.items()}
-            if clock.checked(t_end, idle and all(f[1] for f in flags.values())):
-                return
-        if t_end > clock.end:
+        cap = min(clock.next_check, clock.end + 1)
+        bound = min(min(promised.values()) + lookahead, cap)
+        if done < bound:
+            t_end = min(bound, done + step)
+            shard.run(t_end)
+            done = t_end
+            clock.windows += 1
+            out, shard.outbox = shard.outbox, []
+            links.send_all(("p", done, out))
+            take(False)
+            if report is not None and time.perf_counter() - last >= 0.25:
+                last = time.perf_counter()
+                report(done)
+            continue
+        if done < cap:
+            take(True)  # a slower worker holds us back: wait for its next promise
+            continue
+        if cap > clock.end:
+            links.drain()  # the others may still need our last promise
             return
-        if report is not None and time.perf_counter() - last >= 0.25:
-            last = time.perf_counter()
-            report(t_end)
+        # quiescence check at `cap`: every frame published before it must be scheduled everywhere
+        while min(promised.values()) < cap:
+            take(True)
+        idle = shard.quiescent()
+        links.send_all(("q", cap, idle))
+        while len(flags) < len(promised):
+            take(True)
+        everyone = idle and all(flags.values())
+        flags.clear()
+        if clock.checked(cap, everyone):
+            links.drain()  # the others may still need our flag
+            return
 
 
 def _worker_main(ctl, peer_conns: dict, args: tuple, kwargs: dict) -> None:  # pragma: no cover - child process
@@ -727,7 +858,7 @@ def _worker_main(ctl, peer_conns: dict, args: tuple, kwargs: dict) -> None:  # p
         shard = Shard(p, plan, wid, workers, out, **kwargs)
         clock = _Clock(p, plan, p.latency_ms[0])
         report = (lambda t: ctl.send(("progress", t))) if wid == 0 else None
-        _run_peer(shard, clock, _Peers(wid, peer_conns), report)
+        _run_peer(shard, clock, _Links(peer_conns), report)
         result = shard.finish()
         result.update(stop_reason=clock.stop_reason, stop_t=clock.stop_t, windows=clock.windows)
         ctl.send(("done", result))
@@ -750,6 +881,7 @@ def quiet_period_ms(p: SimParams) -> int:
     return 2 * (cfg.sync_interval_ms + cfg.sync_jitter_ms + p.latency_ms[1])
 
 
+@_no_gc
 def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: int = 1,
              progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
              shard_rows: int = 1_000_000, row_group_rows: int = 262_144, frame_view: bool = True) -> SimResult:
@@ -911,6 +1043,7 @@ def _merge(p: SimParams, plan: Plan, parts: list[dict], out: Path | None, worker
         "windows": windows,
         "worker_busy_s": [part["busy_s"] for part in parts],
         "worker_cpu_s": [part["cpu_s"] for part in parts],
+        "worker_wait_s": [part["wait_s"] for part in parts],
         "wall_time_s": round(wall, 3),
         "peak_rss_mb": round(max(part["peak_rss_kb"] for part in parts) / 1024, 1),
         "peak_rss_mb_total": round(sum(part["peak_rss_kb"] for part in parts) / 1024, 1),

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = [
-    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "DETAIL_KEYS", "EventSink", "log_hash",
+    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "ROW_WIDTH", "DETAIL_KEYS", "EventSink", "log_hash",
     "write_table", "write_meta", "SHARD_GLOB", "META_FILE", "FRAMES_FILE", "LOGS_FILE",
 ]
 
@@ -46,6 +46,9 @@ SHARD_GLOB = "events-*.parquet"
 META_FILE = "meta.json"
 FRAMES_FILE = "frames.parquet"
 LOGS_FILE = "logs.parquet"
+
+#: values per buffered row (:class:`EventSink`): every column but ``seq`` and ``channel_id``
+ROW_WIDTH = 7
 
 EVENT_COLUMNS = ("seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
                  "lamport_timestamp", "detail")
@@ -110,15 +113,19 @@ def write_table(path: Path, table: pa.Table, row_group_rows: int = 262_144) -> N
 
 
 class EventSink:
-    """Collects event rows (tuples without ``seq``) and writes them as Parquet shards.
+    """Collects event rows (without ``seq``) and writes them as Parquet shards.
 
-    Rows are ``(ts_ms, kind, message_id, sender_id, participant_id,
-    lamport_timestamp, detail)``; ``channel_id`` is constant per run. With
-    ``participant_names``, the participant column holds indices into it
-    (turned into a dictionary column and cast to strings when the shard is
-    written: much cheaper than converting a million Python strings).
-    Appending a tuple to a list is the cheapest per-event work Python offers;
-    the column transpose happens once per shard.
+    A row is ``(ts_ms, kind, message_id, sender_id, participant_id,
+    lamport_timestamp, detail)``; ``channel_id`` is constant per run. Rows are
+    kept *flat*: ``rows.extend((ts_ms, kind, ...))`` appends the
+    :data:`ROW_WIDTH` values of a row (or of several rows at once) to one
+    list, so no per-row object survives, and a shard's columns are strided
+    slices of that list (``rows[j::ROW_WIDTH]``, C-speed and sequential),
+    not a transpose of a million tuples. With ``participant_names``, the
+    participant column holds indices into it (turned into a dictionary column
+    and cast to strings when the shard is written: much cheaper than
+    converting a million Python strings). ``rows`` is cleared in place, so a
+    bound ``rows.extend`` stays valid across flushes.
     """
 
     def __init__(self, out_dir: Path | None, channel_id: str, shard_rows: int = 1_000_000,
@@ -131,24 +138,35 @@ class EventSink:
         self.seq_stride = seq_stride
         self.seq_offset = seq_offset
         self.shard_rows = max(1, shard_rows)
+        #: flush once ``len(rows)`` reaches this (``shard_rows`` rows)
+        self.limit = self.shard_rows * ROW_WIDTH
         self.row_group_rows = max(1, row_group_rows)
-        self.rows: list[tuple] = []
+        self.rows: list = []
         self.shards: list[str] = []
         self.written = 0
         self.kind_counts: Counter = Counter()
 
+    def add(self, *row) -> None:
+        """Append one row (convenience; the simulator extends :attr:`rows` directly)."""
+        self.rows.extend(row)
+
+    def __len__(self) -> int:
+        """Rows buffered (not yet written)."""
+        return len(self.rows) // ROW_WIDTH
+
     def maybe_flush(self) -> None:
-        if len(self.rows) >= self.shard_rows:
+        if len(self.rows) >= self.limit:
             self.flush()
 
     def flush(self) -> None:
         rows = self.rows
         if not rows:
             return
-        self.rows = []
-        n = len(rows)
-        cols = list(zip(*rows))
-        del rows
+        if len(rows) % ROW_WIDTH:
+            raise ValueError(f"event buffer holds {len(rows)} values, not whole rows of {ROW_WIDTH}")
+        n = len(rows) // ROW_WIDTH
+        cols = [rows[j::ROW_WIDTH] for j in range(ROW_WIDTH)]
+        rows.clear()  # in place: bound methods of the list stay valid
         self.kind_counts.update(Counter(cols[1]))
         if self.out_dir is not None:
             first = self.written * self.seq_stride + self.seq_offset + 1
@@ -171,6 +189,7 @@ class EventSink:
                 ],
                 schema=EVENT_SCHEMA,
             )
+            del cols
             name = f"{self.prefix}{len(self.shards):05d}.parquet"
             write_table(self.out_dir / name, table, self.row_group_rows)
             self.shards.append(name)

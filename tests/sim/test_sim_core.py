@@ -38,7 +38,8 @@ def test_same_seed_same_events_different_seed_different(tmp_path):
     assert ta.equals(tb)  # same rows, same order, same seq
     assert a.log_hashes == b.log_hashes
     assert pq.read_table(tmp_path / "a" / "frames.parquet").equals(pq.read_table(tmp_path / "b" / "frames.parquet"))
-    drop = ("wall_time_s", "peak_rss_mb", "peak_rss_mb_total", "events_per_s", "worker_busy_s", "worker_cpu_s")
+    drop = ("wall_time_s", "peak_rss_mb", "peak_rss_mb_total", "events_per_s", "worker_busy_s", "worker_cpu_s",
+            "worker_wait_s")
     assert {k: v for k, v in a.meta.items() if k not in drop} == {k: v for k, v in b.meta.items() if k not in drop}
     assert not tc.equals(ta)
 
