@@ -156,7 +156,8 @@ class Frame:
     """
 
     __slots__ = ("pb", "message_id", "sender_id", "channel_id", "has_lamport", "lamport", "content", "has_content",
-                 "history", "history_ids", "repair", "bloom", "_vcfg", "_vchan", "_problem", "_sender_hash")
+                 "history", "history_ids", "repair", "bloom", "_vcfg", "_vchan", "_problem", "_sender_hash",
+                 "_sync_event", "_delivery")
 
     def __init__(self, pb: sds_pb2.Message) -> None:
         self.pb = pb
@@ -176,6 +177,10 @@ class Frame:
         self._vchan = None
         self._problem = None
         self._sender_hash = None
+        # immutable results every receiver shares: its SyncReceived, and (LogRow, Delivered, log key) of a plain
+        # delivery
+        self._sync_event = None
+        self._delivery = None
 
     def static_problem(self, config: ChannelConfig, channel_id: str) -> tuple[str, str] | None:
         """The checks of a frame that do not depend on the receiver's state (all but the Lamport skew)."""
@@ -417,66 +422,81 @@ class MessageChannel:
 
         Timer entries that :meth:`tick` would skip (the message arrived, was
         answered, delivered or rescheduled since) are dropped from the tops of
-        their heaps first, so an idle member is not woken for nothing: every
-        message that waited in the incoming buffer leaves such an entry due
-        ``2 * lost_after_ms`` later. (While events deferred from :meth:`send`
-        wait for the next tick, the heaps are left alone: that tick comes when
-        it always did.)
+        their heaps when they would decide the deadline, so an idle member is
+        not woken for nothing: every message that waited in the incoming
+        buffer leaves such an entry due ``2 * lost_after_ms`` later. (While
+        events deferred from :meth:`send` wait for the next tick, the heaps
+        are left alone: that tick comes when it always did.)
         """
-        if not self._deferred:
-            self._drop_stale_timers()
         due = self._next_sync_at
         if self._hint_due is not None and self._hint_due < due:
             due = self._hint_due
         if self._ack_owed:
             due = min(due, min(t for t, _ in self._ack_owed.values()))
-        for heap in (self._resend_heap, self._req_heap, self._resp_heap, self._lost_heap, self._missing_heap):
-            if heap and heap[0][0] < due:
-                due = heap[0][0]
-        return due
+        if self._deferred:
+            for heap in (self._resend_heap, self._req_heap, self._resp_heap, self._lost_heap, self._missing_heap):
+                if heap and heap[0][0] < due:
+                    due = heap[0][0]
+            return due
+        return self._live_timers_before(due)
 
-    def _drop_stale_timers(self) -> None:
-        """Pop heap tops that :meth:`tick` would pop and skip (the same tests, so tick does the same work)."""
+    def _live_timers_before(self, due: int) -> int:
+        """``min(due, the earliest live timer)``, popping stale heap tops before ``due`` on the way.
+
+        Stale means what :meth:`tick` tests before it skips an entry, so tick does the same work.
+        """
         pop = heapq.heappop
-        heap = self._missing_heap
-        if heap:
-            missing = self._missing
-            after = self.config.lost_after_ms
-            while heap:
-                t, mid = heap[0]
-                row = missing.get(mid)
-                if row is not None and row.detected_at + after == t:
-                    break
-                pop(heap)
-        heap = self._lost_heap
-        if heap:
-            incoming = self._incoming
-            span = 2 * self.config.lost_after_ms
-            while heap:
-                t, mid = heap[0]
-                entry = incoming.get(mid)
-                if entry is not None and entry.received_at + span == t:
-                    break
-                pop(heap)
         heap = self._resend_heap
-        if heap:
+        if heap and heap[0][0] < due:
             outgoing = self._outgoing
-            while heap:
+            while heap and heap[0][0] < due:
                 t, mid = heap[0]
                 out = outgoing.get(mid)
                 if out is not None and out.next_resend == t:
+                    due = t
+                    break
+                pop(heap)
+        heap = self._req_heap
+        if heap and heap[0][0] < due:
+            requests = self._requests
+            while heap and heap[0][0] < due:
+                t, mid = heap[0]
+                if requests.get(mid, (None,))[0] == t:
+                    due = t
                     break
                 pop(heap)
         heap = self._resp_heap
-        if heap:
+        if heap and heap[0][0] < due:
             responses = self._responses
-            while heap and responses.get(heap[0][1]) != heap[0][0]:
+            while heap and heap[0][0] < due:
+                t, mid = heap[0]
+                if responses.get(mid) == t:
+                    due = t
+                    break
                 pop(heap)
-        heap = self._req_heap
-        if heap:
-            requests = self._requests
-            while heap and requests.get(heap[0][1], (None,))[0] != heap[0][0]:
+        heap = self._lost_heap
+        if heap and heap[0][0] < due:
+            incoming = self._incoming
+            span = 2 * self.config.lost_after_ms
+            while heap and heap[0][0] < due:
+                t, mid = heap[0]
+                entry = incoming.get(mid)
+                if entry is not None and entry.received_at + span == t:
+                    due = t
+                    break
                 pop(heap)
+        heap = self._missing_heap
+        if heap and heap[0][0] < due:
+            missing = self._missing
+            after = self.config.lost_after_ms
+            while heap and heap[0][0] < due:
+                t, mid = heap[0]
+                row = missing.get(mid)
+                if row is not None and row.detected_at + after == t:
+                    due = t
+                    break
+                pop(heap)
+        return due
 
     # ----------------------------------------------------------------- helpers
 
@@ -625,8 +645,9 @@ class MessageChannel:
             jitter = _repair.hash64(f"{self.participant_id}/hint/{now_ms}") % (span + 1) if span > 0 else 0
             self._hint_due = now_ms + delay + jitter
 
-    def _log_insert(self, row: LogRow) -> None:
-        key = (row.lamport_timestamp, row.message_id)
+    def _log_insert(self, row: LogRow, key: tuple[int, str] | None = None) -> None:
+        if key is None:
+            key = (row.lamport_timestamp, row.message_id)
         keys = self._log_keys
         if not keys or keys[-1] < key:
             keys.append(key)
@@ -887,7 +908,10 @@ class MessageChannel:
         lamport = f.lamport
         if not has_content:
             stats["syncs_received"] += 1
-            events.append(SyncReceived(sender, mid, lamport))
+            ev = f._sync_event
+            if ev is None:
+                ev = f._sync_event = SyncReceived(sender, mid, lamport)
+            events.append(ev)
             log = self._log
             missing = self._missing
             incoming = self._incoming
@@ -895,8 +919,8 @@ class MessageChannel:
             gaps = None
             for e in f.history:
                 d = e.message_id
-                if d in log or d in missing or d in incoming or d in lost:
-                    continue  # known here: _note_missing would do nothing
+                if d in log or d in incoming or d in missing or d in lost:
+                    continue  # known here (logged, or waiting behind a gap): nothing to note
                 if self._note_missing(e, now_ms, events):
                     if gaps is None:
                         gaps = []
@@ -978,11 +1002,11 @@ class MessageChannel:
         if not cfg.enabled:
             return
         stats = self.stats
+        stats["repair_requests_received"] += len(f.repair)  # one count per entry
         requests = self._requests
         cache = self._cache
         responses = self._responses
         for rid, rsender in f.repair:
-            stats["repair_requests_received"] += 1
             if requests:
                 rec = requests.get(rid)
                 if rec is not None:
@@ -1046,7 +1070,13 @@ class MessageChannel:
         if cfg.ack_delay_ms is not None:
             self._owe_ack(mid, sender, now_ms)
         if not unmet:
-            self._deliver(mid, sender, lamport, content, hint, repaired, (), events)
+            shared = None
+            if hint is None and not repaired:
+                shared = f._delivery
+                if shared is None:
+                    shared = f._delivery = (LogRow(mid, lamport, sender, None),
+                                            Delivered(mid, sender, content, lamport, False, ()), (lamport, mid))
+            self._deliver(mid, sender, lamport, content, hint, repaired, (), events, shared)
             return
         if len(incoming) >= cfg.incoming_buffer_size:
             self._evict_incoming(now_ms, events)
@@ -1094,7 +1124,12 @@ class MessageChannel:
         return InRow(mid, entry.sender_id, entry.lamport, entry.causal, entry.content, entry.received_at,
                      tuple(sorted(entry.unmet)), entry.repaired, tuple(entry.after_lost), hint)
 
-    def _deliver(self, mid, sender, lamport, content, hint, repaired, after_lost, events) -> None:
+    def _deliver(self, mid, sender, lamport, content, hint, repaired, after_lost, events, shared=None) -> None:
+        """Log and deliver ``mid``, then whatever waited only for it (and so on).
+
+        ``shared``: the ``(LogRow, Delivered, log key)`` of ``mid`` made once for every receiver of its
+        frame (all immutable; equal to what would be made here).
+        """
         stack = [(mid, sender, lamport, content, hint, repaired, tuple(after_lost))]
         incoming = self._incoming
         waiters = self._waiters
@@ -1107,10 +1142,17 @@ class MessageChannel:
                 self.lamport_timestamp = lamport
                 if journal is not None:
                     self._j("lamport", None, lamport)
-            self._log_insert(LogRow(mid, lamport, sender, hint))
+            if shared is not None:
+                row, delivered, key = shared
+                shared = None
+            else:
+                row = LogRow(mid, lamport, sender, hint)
+                delivered = Delivered(mid, sender, content, lamport, repaired, after_lost)
+                key = None
+            self._log_insert(row, key)
             self._note_addition(mid, sender, self._now_hint)
             stats["delivered"] += 1
-            emit(Delivered(mid, sender, content, lamport, repaired, after_lost))
+            emit(delivered)
             dependants = waiters.pop(mid, None)
             if not dependants:
                 continue
