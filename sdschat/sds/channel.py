@@ -831,7 +831,6 @@ class MessageChannel:
         """
         f = pb if type(pb) is Frame else Frame(pb)
         cfg = self.config
-        self._now_hint = now_ms
         # self._validate(f, now_ms), inline: the frame's own checks are made once per configuration
         if f._vcfg is cfg and f._vchan == self.channel_id:
             problem = f._problem
@@ -880,6 +879,7 @@ class MessageChannel:
             if len(order) > _SYNC_DEDUP:
                 del syncs[order.popleft()]
         stats["received"] += 1
+        self._now_hint = now_ms
         peers = self._peers
         if len(peers) < cfg.possible_acks_threshold:  # only the count up to the threshold is ever used
             peers.add(sender)
@@ -917,10 +917,10 @@ class MessageChannel:
             incoming = self._incoming
             lost = self._lost
             gaps = None
-            for e in f.history:
-                d = e.message_id
+            for d in f.history_ids:
                 if d in log or d in incoming or d in missing or d in lost:
                     continue  # known here (logged, or waiting behind a gap): nothing to note
+                e = f.history[f.history_ids.index(d)]  # rare: the entry itself
                 if self._note_missing(e, now_ms, events):
                     if gaps is None:
                         gaps = []

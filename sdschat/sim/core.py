@@ -46,7 +46,9 @@ at ``t`` cannot arrive before ``t + lookahead``, so a worker may process every
 event before ``min(promises) + lookahead``. A faster worker thus runs up to
 the lookahead ahead of a slower one instead of waiting for it at every
 window, and nothing waits for a coordinator (the parent only collects
-progress and results). Quiescence is checked at fixed times (every
+progress and results). Workers write their event shards at the same
+virtual times (:data:`FLUSH_GRID_MS`), so one writing does not hold the
+others back. Quiescence is checked at fixed times (every
 :data:`CHECK_INTERVAL_MS` after the last send), where every worker stops and
 all compare notes, so one and several workers stop at the same point; the
 run stops once the group has been idle at every check for
@@ -110,6 +112,10 @@ INF = 1 << 62
 ARRIVALS, SEND, SETTLE, CHURN, TICK = 1, 2, 3, 4, 5
 #: how often (virtual ms, from the last send on) the settle phase checks for quiescence
 CHECK_INTERVAL_MS = 5_000
+#: with several workers, each writes its buffered events at the first step that crosses a multiple of this
+#: (virtual ms) once the buffer is half a shard: balanced shards fill alike, so the workers write at about the
+#: same wall time instead of each stalling the others in turn (a full buffer is still written at once)
+FLUSH_GRID_MS = 10_000
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -798,6 +804,8 @@ def _run_peer(shard: Shard, clock: _Clock, links: _Links, report: Callable[[int]
     step = max(1, lookahead // 4)
     start = shard.p.start_ms
     promised = dict.fromkeys(links.fds, start)
+    sink = shard.sink
+    half_shard = sink.limit // 2
     flags: dict[int, bool] = {}
     done = start  # every event before `done` has been processed
     last = 0.0
@@ -822,10 +830,13 @@ def _run_peer(shard: Shard, clock: _Clock, links: _Links, report: Callable[[int]
         if done < bound:
             t_end = min(bound, done + step)
             shard.run(t_end)
+            crossed = t_end // FLUSH_GRID_MS != done // FLUSH_GRID_MS
             done = t_end
             clock.windows += 1
             out, shard.outbox = shard.outbox, []
             links.send_all(("p", done, out))
+            if crossed and len(sink.rows) >= half_shard:
+                sink.flush()  # after the promise: the others go on meanwhile
             take(False)
             if report is not None and time.perf_counter() - last >= 0.25:
                 last = time.perf_counter()

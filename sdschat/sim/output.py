@@ -8,8 +8,10 @@ Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckD
     lamport_timestamp, detail``; ``detail`` is JSON text), one row per event
     exactly as :meth:`sdschat.node.Node._handle` maps engine events to rows, so
     the pipeline reads a simulation and a participant database alike. Each
-    shard holds at most ``shard_rows`` rows in row groups of ``row_group_rows``:
-    the simulator never holds more than one shard in memory. ``seq`` is global
+    shard holds about ``shard_rows`` rows (it is written once that many are
+    buffered, after the event that filled it) in row groups of
+    ``row_group_rows``: the simulator never holds more than one shard in
+    memory. ``seq`` is global
     across shards. Simulation-only facts go into ``detail`` (see
     :data:`DETAIL_KEYS`).
 ``frames.parquet``

@@ -142,6 +142,30 @@ def test_worker_processes_give_the_same_events(tmp_path, workers):
     assert one.meta["virtual_end_ms"] == many.meta["virtual_end_ms"]
 
 
+def test_workers_write_their_shards_at_the_same_virtual_times(tmp_path):
+    from sdschat.sim.core import FLUSH_GRID_MS
+
+    p = SimParams(participants=20, messages=40, rate=1.0, loss=0.1, seed=3, overrides=FAST_REPAIR,
+                  horizon_ms=120_000)
+    one = simulate(p, tmp_path / "one", workers=1)
+    shard_rows = 400
+    two = simulate(p, tmp_path / "two", workers=2, shard_rows=shard_rows)
+    assert rows_without_seq(events_of(tmp_path / "one")) == rows_without_seq(events_of(tmp_path / "two"))
+    assert one.log_hashes == two.log_hashes
+    ends = {}
+    for w in (0, 1):
+        shards = sorted((tmp_path / "two").glob(f"events-w{w}-*.parquet"))
+        assert len(shards) > 2
+        sizes = [pq.read_metadata(f).num_rows for f in shards]
+        # (a full buffer is written after the event that filled it: a few rows over; the last: what was left)
+        assert all(shard_rows // 2 <= n < shard_rows + 20 for n in sizes[:-1]), sizes
+        assert min(sizes[:-1]) < shard_rows  # written at a grid time, before the buffer was full
+        ends[w] = [max(pq.read_table(f, columns=["ts_ms"]).column(0).to_pylist()) // FLUSH_GRID_MS
+                   for f in shards[:-1]]
+    # both workers wrote in the same grid intervals (balanced shards fill alike)
+    assert len(set(ends[0]) & set(ends[1])) >= min(len(ends[0]), len(ends[1])) - 1, ends
+
+
 def test_zero_minimum_latency_falls_back_to_one_worker():
     r = simulate(SimParams(participants=5, messages=3, latency_ms=(0, 10), seed=1), None, workers=2)
     assert r.meta["workers"] == 1
