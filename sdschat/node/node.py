@@ -313,6 +313,20 @@ class Node:
         ``memory_messages`` and every one whose state can still change. :meth:`history` has them all."""
         return sorted(self._messages.values(), key=lambda m: (m.lamport_timestamp, m.message_id))
 
+    def open_gaps(self) -> list[ev.GapOpened]:
+        """The gaps still open, as the :class:`~sdschat.node.events.GapOpened` events that reported them.
+
+        For a view opened later (after a restart, say): the engine's waiting
+        messages with what each waits for, then the missing ids only a sync
+        named (``message_id`` ""). Messages this node does not show (not
+        decodable) are left out, as they were live.
+        """
+        if self.channel is None:
+            return []
+        shown = self._messages
+        return [ev.GapOpened(mid, ids, senders) for mid, ids, senders in self.channel.open_gaps()
+                if not mid or mid in shown]
+
     async def history(self) -> list[ev.ChatMessage]:
         """Every message of the channel in local-log order: the database's rows, with what is in memory
         (newer: the writer batches) taking precedence."""

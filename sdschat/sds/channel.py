@@ -375,6 +375,30 @@ class MessageChannel:
         """Dependencies known to be missing (named by a waiting message, not here, not lost)."""
         return list(self._missing)
 
+    def open_gaps(self) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+        """What this member still waits for, as ``(message_id, ids, senders)``.
+
+        First each waiting message, in log order, with the ids it waits on
+        (missing ones, and waiting ones it depends on); then ``("", ids,
+        senders)`` for missing ids that no waiting message names (learnt from
+        the causal history of a sync). ``senders``: of the missing ids, where
+        the causal history named them. For a view opened later (after a
+        restart) to show the gaps the live events reported.
+        """
+        missing = self._missing
+        gaps = []
+        named = set()
+        for mid, e in sorted(self._incoming.items(), key=lambda kv: (kv[1].lamport, kv[0])):
+            ids = tuple(sorted(e.unmet))
+            named.update(ids)
+            senders = {missing[d].entry.sender_id for d in ids if d in missing}
+            gaps.append((mid, ids, tuple(sorted(x for x in senders if x))))
+        rest = [row.entry for d, row in missing.items() if d not in named]
+        if rest:
+            senders = {e.sender_id for e in rest if e.sender_id}
+            gaps.append(("", tuple(e.message_id for e in rest), tuple(sorted(senders))))
+        return gaps
+
     @property
     def repair_request_ids(self) -> list[str]:
         return list(self._requests)

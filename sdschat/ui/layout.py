@@ -311,8 +311,7 @@ class Layout:
             forms = (f"✗ {core}{who}", f"✗ {core}")
             style = S.lost
         else:
-            core = (f"{_plural(len(item.pending), 'message')} possibly missing" if item.pending
-                    else "earlier messages possibly missing")
+            core = f"{_plural(len(item.pending), 'message')} possibly missing"
             forms = (f"┈┈ {core}{who} ┈┈", f"┈ {core}{who}", f"{core}{who}", f"┈ {core}")
         style = S.lost if item.kind == "lost" else S.missing
         pad = " " * PREFIX

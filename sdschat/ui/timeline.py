@@ -58,7 +58,7 @@ class MsgItem(_Base):
 class MarkerItem(_Base):
     """"N messages possibly missing" (pending ids) that turns into "N messages lost"."""
 
-    __slots__ = ("anchor", "pending", "lost", "senders", "waiting")
+    __slots__ = ("anchor", "pending", "lost", "senders")
 
     def __init__(self, key: tuple, anchor: str) -> None:
         super().__init__(key)
@@ -66,12 +66,10 @@ class MarkerItem(_Base):
         self.pending: set[str] = set()
         self.lost: set[str] = set()
         self.senders: set[str] = set()
-        #: for markers rebuilt from history (the node does not report old gaps): waiting messages under it
-        self.waiting: set[str] = set()
 
     @property
     def kind(self) -> str | None:
-        if self.pending or self.waiting:
+        if self.pending:
             return "missing"
         if self.lost:
             return "lost"
@@ -163,8 +161,9 @@ class Timeline:
 
     # ------------------------------------------------------------ messages
 
-    def load(self, messages: Iterable[ev.ChatMessage]) -> None:
-        """Replace everything with a history (already in log order, as ``node.messages()`` gives it)."""
+    def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = ()) -> None:
+        """Replace everything with a history (in log order, as ``node.history()`` gives it) and the gaps still
+        open in it (``node.open_gaps()``: the markers the live events would have left)."""
         items = [MsgItem(m) for m in messages]
         items.sort(key=lambda it: it.key)
         self.items = list(items)
@@ -175,20 +174,8 @@ class Timeline:
         for it in items:
             self.nicks[it.msg.sender_id] = it.msg.nick
         self.last_lamport = items[-1].key[0] if items else 0
-        # the node does not replay old gaps: one marker above each run of waiting messages
-        run: MarkerItem | None = None
-        for it in items:
-            if it.msg.state == ev.WAITING:
-                if run is None:
-                    run = MarkerItem((it.key[0], it.key[1], 0, next(self._seq)), it.msg.message_id)
-                    self._anchored[it.msg.message_id] = run
-                run.waiting.add(it.msg.message_id)
-            else:
-                run = None
-        for marker in {id(m): m for m in self._anchored.values()}.values():
-            for mid in marker.waiting:
-                self._anchored[mid] = marker
-            self._insert(marker)
+        for gap in gaps:
+            self.gap_opened(gap.message_id, gap.missing, gap.senders)
         self.first_moved = 0
         self.updated = set()
 
@@ -249,8 +236,6 @@ class Timeline:
         """GapOpened: ``anchor`` arrived but ``ids`` did not (ids already shown or counted are skipped)."""
         new = [i for i in ids if i not in self.by_mid and i not in self._owner]
         marker = self._anchored.get(anchor) if anchor else None
-        if marker is not None and marker.anchor != anchor:
-            marker = None  # a history marker above an earlier message of the run: this gap gets its own
         if not new:
             return marker
         created = marker is None
@@ -279,16 +264,6 @@ class Timeline:
         if item is not None and item.msg.state == ev.WAITING:
             self.set_state(anchor, ev.RECEIVED)
         lost = [m for m in lost if m not in self.by_mid]
-        marker = self._anchored.get(anchor)
-        if marker is not None and anchor in marker.waiting:
-            marker.waiting.discard(anchor)
-            self._anchored.pop(anchor, None)
-            for mid in lost:
-                if mid not in self._owner:
-                    marker.lost.add(mid)
-                    self._owner[mid] = marker
-            self._settle(marker)
-            return
         for mid in lost:
             owner = self._owner.get(mid)
             if owner is not None:

@@ -60,7 +60,22 @@ def test_snapshot_restore_round_trip_is_identity():
         assert again.log == ch.log and again.lamport_timestamp == ch.lamport_timestamp
         assert again.outgoing_ids == ch.outgoing_ids and again.incoming_ids == ch.incoming_ids
         assert again.bloom.to_bytes() == ch.bloom.to_bytes()
+        assert again.open_gaps() == ch.open_gaps()
         assert again.check_invariants() == []
+
+
+def test_open_gaps_name_what_each_waiting_message_waits_for_then_what_only_syncs_named():
+    ch = channel("dave")
+    ch.receive(frame("bob", "b3", lamport=3, history=[HistoryEntry("b2", None, "bob"), "b1"]), 10)
+    ch.receive(frame("bob", "b4", lamport=4, history=["b3", HistoryEntry("b2", None, "bob")]), 11)
+    ch.receive(frame("carol", "s1", lamport=5, history=[HistoryEntry("c9", None, "carol")], content=None), 12)
+    assert ch.incoming_ids == ["b3", "b4"]
+    assert ch.open_gaps() == [("b3", ("b1", "b2"), ("bob",)), ("b4", ("b2", "b3"), ("bob",)),
+                              ("", ("c9",), ("carol",))]
+    ch.receive(frame("bob", "b1", lamport=1), 13)
+    ch.receive(frame("bob", "b2", lamport=2, history=["b1"]), 14)
+    assert ch.incoming_ids == [] and ch.open_gaps() == [("", ("c9",), ("carol",))]
+    assert MessageChannel.restore(ch.snapshot(), ch.config).open_gaps() == ch.open_gaps()
 
 
 def test_snapshot_is_detached_from_the_channel():

@@ -130,6 +130,49 @@ def test_gap_filled_from_the_store_node_is_tagged_so(tmp_path, run) -> None:
     run(scenario())
 
 
+def test_gap_marker_is_the_same_after_a_restart(tmp_path, run) -> None:
+    """A message waiting on a missed one shows "1 message possibly missing · from bob" above it; after alice
+    restarts, the marker her node rebuilds from its database says the same, in the same place."""
+    from sdschat.node import Node
+
+    # nothing repairs the gap during the test: no early resends, SDS-R's T_req far away
+    slow = fast_config(repair_t_min_ms=60_000, repair_t_max_ms=120_000, resend_unacknowledged_ms=60_000,
+                       resend_possibly_acknowledged_ms=60_000)
+
+    def marker_and_next(lines):
+        marker = line_with(lines, "possibly missing")
+        return marker, lines[lines.index(marker) + 1] if marker is not None else None
+
+    async def scenario():
+        async with cluster(tmp_path, configs={"alice": slow, "bob": slow}) as (alice, bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                alice.set_impairment(loss_in=1.0)
+                await bob.send_text("never arrives")
+                await pilot.pause(0.3)
+                alice.set_impairment(loss_in=0.0)
+                await bob.send_text("the one after it")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="marker")
+                live = marker_and_next(lines_of(app))
+            assert "1 message possibly missing · from bob" in live[0] and "the one after it" in live[1], live
+            gaps = alice.open_gaps()
+            assert len(gaps) == 1 and gaps[0].senders == (bob.participant_id,)
+            config = alice.config
+            await alice.stop()
+            again = await Node.start(config)
+            try:
+                assert again.open_gaps() == gaps  # the engine state came back from the database
+                app = ChatApp(again, blink=False)
+                async with app.run_test(size=SIZE) as pilot:
+                    await wait_until(pilot, lambda: line_with(lines_of(app), "the one after it"), what="history")
+                    assert marker_and_next(lines_of(app)) == live
+                    assert app.errors == []
+            finally:
+                await again.stop()
+
+    run(scenario())
+
+
 def test_marker_turns_into_lost_when_the_sender_never_comes_back(tmp_path, run) -> None:
     async def scenario():
         configs = {"alice": fast_config(lost_after_ms=700), "bob": fast_config(resend_unacknowledged_ms=5_000)}

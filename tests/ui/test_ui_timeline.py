@@ -78,13 +78,35 @@ def test_gap_from_a_sync_frame_floats_at_the_end() -> None:
     assert order(tl) == ["m1", "m2"]
 
 
-def test_history_rebuilds_a_marker_over_waiting_messages() -> None:
+def test_history_with_open_gaps_gets_the_markers_the_live_events_left() -> None:
+    # the live run: m3 arrived without m2, m4 named m2 and m3, a sync named m9
+    live = Timeline()
+    for m in (msg("m1", 1), msg("m5", 5)):
+        live.add_message(m)
+    gaps = [ev.GapOpened("m3", ("m2",), (B,)), ev.GapOpened("m4", ("m2", "m3"), ()), ev.GapOpened("", ("m9",), (B,))]
+    live.add_message(msg("m3", 3, ev.WAITING))
+    live.gap_opened(gaps[0].message_id, gaps[0].missing, gaps[0].senders)
+    live.add_message(msg("m4", 4, ev.WAITING))
+    for g in gaps[1:]:
+        live.gap_opened(g.message_id, g.missing, g.senders)
+    # a view opened later (after a restart): the history plus node.open_gaps()
     tl = Timeline()
-    tl.load([msg("m1", 1), msg("m3", 3, ev.WAITING), msg("m4", 4, ev.WAITING), msg("m5", 5)])
-    assert order(tl) == ["m1", "[missing:0]", "m3", "m4", "m5"]
+    tl.load([msg("m1", 1), msg("m3", 3, ev.WAITING), msg("m4", 4, ev.WAITING), msg("m5", 5)], gaps)
+    assert order(tl) == order(live) == ["m1", "[missing:1]", "m3", "m4", "m5", "[missing:1]"]
+    assert [sorted(m.pending) for m in tl.markers()] == [["m2"], ["m9"]]
+    assert [sorted(m.senders) for m in tl.markers()] == [[B], [B]]
+    tl.add_message(msg("m2", 2))
     tl.gap_closed("m3")
     tl.gap_closed("m4")
-    assert order(tl) == ["m1", "m3", "m4", "m5"]
+    assert order(tl) == ["m1", "m2", "m3", "m4", "m5", "[missing:1]"]
+    tl.add_message(msg("m9", 9))
+    assert order(tl) == ["m1", "m2", "m3", "m4", "m5", "m9"]
+
+
+def test_history_without_gaps_has_no_markers() -> None:
+    tl = Timeline()
+    tl.load([msg("m1", 1), msg("m3", 3, ev.WAITING)])
+    assert order(tl) == ["m1", "m3"]
 
 
 def test_changes_are_recorded_for_the_view() -> None:

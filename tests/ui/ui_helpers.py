@@ -126,6 +126,11 @@ def fixed_messages() -> list[ev.ChatMessage]:
     ]
 
 
+def fixed_gaps() -> list[ev.GapOpened]:
+    """What ``node.open_gaps()`` says of :func:`fixed_messages`: carol's message 09 waits for one of bob's."""
+    return [ev.GapOpened("09" + "0" * 62, ("x1" * 32,), (BOB,))]
+
+
 def fixed_events() -> list[ev.NodeEvent]:
     """Applied after the history: a gap, a repair (highlighted), a loss."""
     repaired = ev.ChatMessage("08" + "0" * 62, BOB, "bob", "I was missing, then repaired by carol", "msg",
@@ -152,9 +157,13 @@ class FakeNode:
     impairment: FakeImpairment = field(default_factory=FakeImpairment)
     failure: str | None = None
     sent: list = field(default_factory=list)
+    gaps: list = field(default_factory=lambda: fixed_gaps())
 
     def messages(self):
         return list(self.stored)
+
+    def open_gaps(self):
+        return list(self.gaps)
 
     async def history(self):
         return list(self.stored)

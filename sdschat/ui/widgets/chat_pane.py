@@ -139,7 +139,9 @@ class ChatPane(Vertical):
         for p in self.node.participants():
             if p.nick:
                 view.timeline.nicks[p.participant_id] = p.nick
-        view.load(await self.node.history())  # the whole channel (the node holds only the newest in memory)
+        # the whole channel (the node holds only the newest in memory), and the gaps still open in it (after a
+        # restart: what the live events reported before)
+        view.load(await self.node.history(), self.node.open_gaps())
         self._health = dict(self.node.health())
         self.connection = str(self._health.get("connection", "connecting"))
         self._was_connected = self.connection == "connected"

@@ -81,12 +81,12 @@ class MessageView(ScrollView, can_focus=False):
     def nick_of(self, pid: str | None) -> str:
         return self.timeline.nick(pid)
 
-    def load(self, messages: Iterable[ev.ChatMessage]) -> None:
-        """Show a whole history (e.g. ``node.messages()``) and stick to its end."""
+    def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = ()) -> None:
+        """Show a whole history (``node.history()``) with its open gaps (``node.open_gaps()``); stick to its end."""
         collecting = gc.isenabled()
         gc.disable()  # 100,000 new objects would trigger full collections of the whole heap several times
         try:
-            self.timeline.load(messages)
+            self.timeline.load(messages, gaps)
             self.timeline.take_changes()
             self._cache.clear()
             self._relayout(full=True)
