@@ -465,62 +465,40 @@ class MessageChannel:
         return self._live_timers_before(due)
 
     def _live_timers_before(self, due: int) -> int:
-        """``min(due, the earliest live timer)``, popping stale heap tops before ``due`` on the way.
-
-        Stale means what :meth:`tick` tests before it skips an entry, so tick does the same work.
-        """
-        pop = heapq.heappop
-        heap = self._resend_heap
-        if heap and heap[0][0] < due:
-            outgoing = self._outgoing
+        """``min(due, the earliest live timer)``, popping stale heap tops before ``due`` on the way."""
+        for heap, live in ((self._resend_heap, self._resend_live), (self._req_heap, self._request_live),
+                           (self._resp_heap, self._response_live), (self._lost_heap, self._wait_live),
+                           (self._missing_heap, self._missing_live)):
             while heap and heap[0][0] < due:
-                t, mid = heap[0]
-                out = outgoing.get(mid)
-                if out is not None and out.next_resend == t:
-                    due = t
+                if live(*heap[0]):
+                    due = heap[0][0]
                     break
-                pop(heap)
-        heap = self._req_heap
-        if heap and heap[0][0] < due:
-            requests = self._requests
-            while heap and heap[0][0] < due:
-                t, mid = heap[0]
-                if requests.get(mid, (None,))[0] == t:
-                    due = t
-                    break
-                pop(heap)
-        heap = self._resp_heap
-        if heap and heap[0][0] < due:
-            responses = self._responses
-            while heap and heap[0][0] < due:
-                t, mid = heap[0]
-                if responses.get(mid) == t:
-                    due = t
-                    break
-                pop(heap)
-        heap = self._lost_heap
-        if heap and heap[0][0] < due:
-            incoming = self._incoming
-            span = 2 * self.config.lost_after_ms
-            while heap and heap[0][0] < due:
-                t, mid = heap[0]
-                entry = incoming.get(mid)
-                if entry is not None and entry.received_at + span == t:
-                    due = t
-                    break
-                pop(heap)
-        heap = self._missing_heap
-        if heap and heap[0][0] < due:
-            missing = self._missing
-            after = self.config.lost_after_ms
-            while heap and heap[0][0] < due:
-                t, mid = heap[0]
-                row = missing.get(mid)
-                if row is not None and row.detected_at + after == t:
-                    due = t
-                    break
-                pop(heap)
+                heapq.heappop(heap)
         return due
+
+    # Timer heaps hold (due, id) entries that go stale when what they time changes (the message arrived, was
+    # answered, delivered or rescheduled): these tell a live entry. tick() skips stale ones, next_deadline()
+    # drops them.
+
+    def _resend_live(self, t: int, mid: str) -> bool:
+        out = self._outgoing.get(mid)
+        return out is not None and out.next_resend == t
+
+    def _request_live(self, t: int, mid: str) -> bool:
+        return self._requests.get(mid, (None,))[0] == t
+
+    def _response_live(self, t: int, mid: str) -> bool:
+        return self._responses.get(mid) == t
+
+    def _wait_live(self, t: int, mid: str) -> bool:
+        """A waiting message's forced delivery (``2 * lost_after_ms`` after it arrived)."""
+        entry = self._incoming.get(mid)
+        return entry is not None and entry.received_at + 2 * self.config.lost_after_ms == t
+
+    def _missing_live(self, t: int, mid: str) -> bool:
+        """A missing id's loss (``lost_after_ms`` after it was noticed)."""
+        row = self._missing.get(mid)
+        return row is not None and row.detected_at + self.config.lost_after_ms == t
 
     # ----------------------------------------------------------------- helpers
 
@@ -855,7 +833,7 @@ class MessageChannel:
         """
         f = pb if type(pb) is Frame else Frame(pb)
         cfg = self.config
-        # self._validate(f, now_ms), inline: the frame's own checks are made once per configuration
+        # the frame's own checks are made once per configuration (Frame.static_problem), the Lamport skew here
         if f._vcfg is cfg and f._vchan == self.channel_id:
             problem = f._problem
         else:
@@ -954,15 +932,6 @@ class MessageChannel:
             return events
         self._on_content(f, mid, sender, lamport, now_ms, retrieval_hint, events, positions)
         return events
-
-    def _validate(self, f: Frame, now_ms: int) -> tuple[str, str] | None:
-        cfg = self.config
-        problem = f.static_problem(cfg, self.channel_id)
-        if problem is not None:
-            return problem
-        if f.has_lamport and f.lamport > max(now_ms, self.lamport_timestamp) + cfg.max_clock_skew_ms:
-            return ("lamport_future", f"lamport timestamp {f.lamport} too far ahead")
-        return None
 
     def _review_acks(self, f: Frame, sender: str, events: list[Event]) -> None:
         outgoing = self._outgoing
@@ -1289,24 +1258,20 @@ class MessageChannel:
         heap = self._missing_heap
         while heap and heap[0][0] <= now_ms:
             t, mid = heapq.heappop(heap)
-            row = self._missing.get(mid)
-            if row is None or row.detected_at + cfg.lost_after_ms != t:
-                continue
-            self._declare_lost(mid, events)
+            if self._missing_live(t, mid):
+                self._declare_lost(mid, events)
         heap = self._lost_heap
         while heap and heap[0][0] <= now_ms:
             t, mid = heapq.heappop(heap)
-            entry = self._incoming.get(mid)
-            if entry is None or entry.received_at + 2 * cfg.lost_after_ms != t:
-                continue
-            self._force_deliver(mid, events)
+            if self._wait_live(t, mid):
+                self._force_deliver(mid, events)
         # resends of own unacknowledged messages
         heap = self._resend_heap
         while heap and heap[0][0] <= now_ms:
             t, mid = heapq.heappop(heap)
-            out = self._outgoing.get(mid)
-            if out is None or out.next_resend != t:
+            if not self._resend_live(t, mid):
                 continue
+            out = self._outgoing[mid]
             if cfg.max_resends is not None and out.resends >= cfg.max_resends:
                 del self._outgoing[mid]
                 if self.journal is not None:
@@ -1319,7 +1284,7 @@ class MessageChannel:
         heap = self._resp_heap
         while heap and heap[0][0] <= now_ms:
             t, mid = heapq.heappop(heap)
-            if self._responses.get(mid) != t:
+            if not self._response_live(t, mid):
                 continue
             self._drop_response(mid)
             row = self._cache.get(mid)
@@ -1331,7 +1296,7 @@ class MessageChannel:
             events.append(RepairServed(mid, row.sender_id))
         # due repair requests go out at once in a sync frame; else the periodic sync
         heap = self._req_heap
-        while heap and self._requests.get(heap[0][1], (None,))[0] != heap[0][0]:
+        while heap and not self._request_live(*heap[0]):
             heapq.heappop(heap)  # stale: answered, cancelled or re-scheduled
         req_due = cfg.repair.enabled and heap and heap[0][0] <= now_ms
         ack_due = bool(self._ack_owed) and min(t for t, _ in self._ack_owed.values()) <= now_ms
