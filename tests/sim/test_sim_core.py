@@ -249,13 +249,13 @@ def test_frame_view_gives_the_same_events_as_the_protobuf_message(tmp_path):
 def test_frame_view_reads_like_the_message():
     from sdschat.sds import ChannelConfig, MessageChannel
     from sdschat.sds.wire import parse_pb
-    from sdschat.sim.frame import FrameView
+    from sdschat.sds.channel import Frame
 
     a = MessageChannel("c", "a", ChannelConfig(), 0)
     a.send(b"one", 1)
     out = a.send(b"two", 2)
     pb = parse_pb(out.data)
-    v = FrameView(pb)
+    v = Frame(pb)
     for name in ("message_id", "sender_id", "channel_id", "content", "lamport_timestamp", "bloom_filter"):
         assert getattr(v, name) == getattr(pb, name)
     for name in ("content", "lamport_timestamp", "bloom_filter"):
@@ -264,5 +264,5 @@ def test_frame_view_reads_like_the_message():
     assert [e.HasField("sender_id") for e in v.causal_history] == [e.HasField("sender_id") for e in pb.causal_history]
     assert len(v.repair_request) == len(pb.repair_request) == 0 and not v.repair_request
     assert v.ByteSize() == pb.ByteSize()  # anything else falls through to the message
-    sync = FrameView(parse_pb(a.sync(3).data))
+    sync = Frame(parse_pb(a.sync(3).data))
     assert not sync.HasField("content") and sync.content == b""
