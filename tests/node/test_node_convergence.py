@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from node_helpers import log_of, run, settle, start
+from node_helpers import log_of, run, settle, shown_ids, start
 
 from sdschat.crypto import ChannelKey
 from sdschat.node import events as ev
@@ -48,8 +48,7 @@ def test_duplication_and_reordering_deliver_each_message_once(broker, tmp_path):
         bad = dict(duplicate=0.5, delay_ms=20, jitter_ms=20)
         a = await start("a", key, tmp_path, broker.url, seed=1, impairment=bad)
         b = await start("b", key, tmp_path, broker.url, seed=2, impairment=bad)
-        shown = []
-        b.add_listener(lambda e: shown.append(e.message.message_id) if isinstance(e, ev.MessageShown) else None)
+        shown = shown_ids(b)
         try:
             for i in range(15):
                 await a.send_text(f"m{i}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from brokers import Mosquitto, mosquitto_binary
-from node_helpers import FAST, log_of, settle
+from node_helpers import FAST, log_of, settle, shown_ids
 
 from sdschat.crypto import ChannelKey, EnvelopeError, Identity, signed_content
 from sdschat.crypto.keys import _hkdf
@@ -221,8 +221,7 @@ def test_a_frame_replayed_later_is_not_delivered_twice(mosq, tmp_path):
 
     async def replays(tap, a):
         b = await node("b", key, tmp_path, mosq.url, clock=clock)
-        shown = []
-        b.add_listener(lambda e: shown.append(e.message.message_id) if isinstance(e, ev.MessageShown) else None)
+        shown = shown_ids(b)
         try:
             for i in range(3):
                 await a.send_text(f"pay bob {i} coins")

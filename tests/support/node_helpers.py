@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
+from sdschat.node import events as ev
 
 FAST = dict(resend_unacknowledged_ms=500, resend_possibly_acknowledged_ms=1500, sync_interval_ms=2_000,
             sync_jitter_ms=500, repair_t_min_ms=300, repair_t_max_ms=1500)
@@ -17,6 +18,13 @@ async def start(name: str, key: ChannelKey, folder: Path, url: str, *, seed: int
     config = NodeConfig(name, key, folder / f"{name}.db", url, channel_config=node_channel_config(**{**FAST, **cfg}),
                         impairment=impairment or {}, seed=seed)
     return await Node.start(config)
+
+
+def shown_ids(node: Node) -> list[str]:
+    """A list that fills with the id of every message the node shows (``MessageShown``), in order."""
+    shown: list[str] = []
+    node.add_listener(lambda e: shown.append(e.message.message_id) if isinstance(e, ev.MessageShown) else None)
+    return shown
 
 
 def log_of(node: Node) -> list[str]:

@@ -15,6 +15,16 @@ from sdschat.ui.widgets import StatusLine
 SIZE = (110, 30)
 
 
+async def miss_one(pilot, app, alice, bob, missed: str, after: str) -> None:
+    """alice misses bob's ``missed``; his ``after`` names it, so it shows at once under a marker."""
+    alice.set_impairment(loss_in=1.0)
+    await bob.send_text(missed)
+    await pilot.pause(0.3)
+    alice.set_impairment(loss_in=0.0)
+    await bob.send_text(after)
+    await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="marker")
+
+
 def glyph(line: str | None) -> str:
     """The state column of a message line ("HH:MM g...")."""
     assert line is not None
@@ -63,12 +73,7 @@ def test_missing_marker_appears_then_repair_slides_the_message_into_place(tmp_pa
             async with app.run_test(size=SIZE) as pilot:
                 await bob.send_text("everyone gets this")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "everyone gets this"), what="first")
-                alice.set_impairment(loss_in=1.0)  # alice goes deaf for one message
-                await bob.send_text("alice misses this")
-                await pilot.pause(0.3)
-                alice.set_impairment(loss_in=0.0)
-                await bob.send_text("did you see my last one?")
-                await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="marker")
+                await miss_one(pilot, app, alice, bob, "alice misses this", "did you see my last one?")
                 lines = lines_of(app)
                 marker = lines.index(line_with(lines, "possibly missing"))
                 assert "1 message possibly missing · from bob" in lines[marker]
@@ -147,12 +152,7 @@ def test_gap_marker_is_the_same_after_a_restart(tmp_path, run) -> None:
         async with cluster(tmp_path, configs={"alice": slow, "bob": slow}) as (alice, bob):
             app = ChatApp(alice, blink=False)
             async with app.run_test(size=SIZE) as pilot:
-                alice.set_impairment(loss_in=1.0)
-                await bob.send_text("never arrives")
-                await pilot.pause(0.3)
-                alice.set_impairment(loss_in=0.0)
-                await bob.send_text("the one after it")
-                await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="marker")
+                await miss_one(pilot, app, alice, bob, "never arrives", "the one after it")
                 live = marker_and_next(lines_of(app))
             assert "1 message possibly missing · from bob" in live[0] and "the one after it" in live[1], live
             gaps = alice.open_gaps()
@@ -179,12 +179,7 @@ def test_marker_turns_into_lost_when_the_sender_never_comes_back(tmp_path, run) 
         async with cluster(tmp_path, configs=configs) as (alice, bob):
             app = ChatApp(alice, blink=False)
             async with app.run_test(size=SIZE) as pilot:
-                alice.set_impairment(loss_in=1.0)
-                await bob.send_text("never arrives")
-                await pilot.pause(0.3)
-                alice.set_impairment(loss_in=0.0)
-                await bob.send_text("the one after it")
-                await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="marker")
+                await miss_one(pilot, app, alice, bob, "never arrives", "the one after it")
                 bob.set_impairment(offline=True)  # and bob is gone for good: nobody can repair
                 await wait_until(pilot, lambda: line_with(lines_of(app), "lost"), timeout=8, what="lost marker")
                 lines = lines_of(app)
