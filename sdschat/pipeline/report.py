@@ -29,10 +29,10 @@ pure SQL, so executors need no Python packages.
 With spark-submit (the cluster manager launches the driver)::
 
     spark-submit --master spark://HOST:7077 --driver-memory 4g \\
-        "$(python -c 'import sdschat.pipeline.submit as m; print(m.__file__)')" \\
+        "$(python -c 'import sdschat.cli.submit as m; print(m.__file__)')" \\
         report RUN_DIR --out REPORT_DIR
 
-``sdschat/pipeline/submit.py`` takes the same arguments as ``sdschat report``
+``sdschat/cli/submit.py`` takes the same arguments as ``sdschat report``
 and ``sdschat sweep`` and uses the session spark-submit provides. For
 ``sweep`` the executors run simulations in Python: install sdschat (and its
 dependencies) on every node, or ship it with ``--py-files``, and point

@@ -1,9 +1,7 @@
 """The Textual chat UI (``sdschat chat``, ``sdschat demo``).
 
-Layering: everything here talks to :mod:`sdschat.node` only. The two
-launchers (:mod:`sdschat.ui.commands` and the screenshot script) are the
-exception, like ``sdschat/commands.py``: they generate an in-memory channel
-key and start the demo's embedded broker.
+Layering: everything here talks to :mod:`sdschat.node` only; brokers, stores
+and nodes are built by the CLI (:mod:`sdschat.cli.chat`) and handed in.
 
 Threading (after harlequin's rule): node callbacks run on the event-loop
 thread but never touch widgets. :class:`~sdschat.ui.bridge.NodeBridge`

@@ -1,7 +1,7 @@
 """The Textual apps: :class:`ChatApp` (one participant) and :class:`DemoApp` (N side by side).
 
-Both get already-started nodes (the launchers in :mod:`sdschat.ui.commands`
-start and stop them), so the apps run on the same asyncio loop as the nodes.
+Both get already-started nodes (:mod:`sdschat.cli.chat` starts and stops
+them), so the apps run on the same asyncio loop as the nodes.
 """
 
 from __future__ import annotations

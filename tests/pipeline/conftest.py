@@ -93,7 +93,7 @@ def spark_run(tmp_path_factory):
     """The real Spark jobs, once per test session: ``report`` and ``sweep`` through the CLI, on one session."""
     from sdschat.pipeline import report as report_mod
     from sdschat.pipeline import spark as spark_mod
-    from sdschat.pipeline.__main__ import main
+    from sdschat.cli import main
     from sdschat.pipeline.inputs import stage_inputs
     from sdschat.pipeline.queries import reduce_with_spark
     from sdschat.sim import SimParams, simulate
@@ -131,4 +131,12 @@ def spark_run(tmp_path_factory):
         build_events_view(session, staged)
         result["spark_reduced"] = reduce_with_spark(session)
         result["staged"] = staged
+        # last: the spark-submit entry point, on the session spark-submit would provide (it stops it)
+        from sdschat.cli import submit
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            result["submit_code"] = submit.main(["report", str(sim_dir), str(db_a), str(db_b),
+                                                 "--out", str(base / "report-submit"), "--quiet"])
+        result["submit_stderr"] = err.getvalue()
     return result

@@ -8,7 +8,7 @@ import sqlite3
 import pyarrow.parquet as pq
 import pytest
 
-from sdschat.pipeline.__main__ import main
+from sdschat.cli import main
 from sdschat.pipeline.inputs import InputError, stage_inputs
 from sdschat.pipeline.metrics import log_hash
 from sdschat.pipeline.sweep import GridError, parse_grid
@@ -129,6 +129,24 @@ def test_report_cli_bad_inputs_are_one_line_and_start_no_spark(tmp_path, databas
         assert code == 2 and fragment in err and err.count("\n") == 1, err
     assert main(["report", "--out", str(tmp_path / "rep")]) == 2  # no inputs
     assert "INPUT" in capsys.readouterr().err
+
+
+def test_spark_submit_script_runs_as_a_file_and_refuses_bad_input_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from sdschat.cli import submit
+
+    result = subprocess.run([sys.executable, submit.__file__, "report", str(tmp_path / "nothing-here"),
+                             "--out", str(tmp_path / "rep")], capture_output=True, text=True, timeout=120)
+    # under spark-submit Spark is up before the script runs (its start-up lines come first): ours is one line
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("sdschat: no such file or directory"), result.stderr
+    assert "Traceback" not in result.stderr
+    result = subprocess.run([sys.executable, submit.__file__, "report", "--out", str(tmp_path / "rep")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "INPUT" in result.stderr and result.stderr.count("\n") == 1
 
 
 # ----------------------------------------------------------------- grids

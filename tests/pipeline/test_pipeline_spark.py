@@ -29,6 +29,13 @@ def test_report_cli_succeeds_and_says_where(spark_run):
     assert not (out / "_staging").exists()
 
 
+def test_spark_submit_entry_point_writes_the_same_report(spark_run):
+    assert spark_run["submit_code"] == 0, spark_run["submit_stderr"]
+    ours = pq.read_table(spark_run["base"] / "report-submit" / "tables" / "summary.parquet").to_pylist()
+    cli = pq.read_table(spark_run["base"] / "report" / "tables" / "summary.parquet").to_pylist()
+    assert ours == cli and len(ours) == 2
+
+
 def test_report_metrics_for_the_simulation_and_the_databases(spark_run):
     out = spark_run["base"] / "report"
     summary = {r["source"]: r for r in pq.read_table(out / "tables" / "summary.parquet").to_pylist()}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sdschat.pipeline.__main__ import main
+from sdschat.cli import main
 
 
 def test_simulate_writes_outputs_and_summary(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Layering (DESIGN.md): sdschat.sim -> sds only; sdschat.pipeline -> sim, store (read-only) and the CLI's error type."""
+"""Layering (DESIGN.md): sdschat.sim -> sds only; sdschat.pipeline -> sim and store (read-only)."""
 
 from __future__ import annotations
 
@@ -44,5 +44,5 @@ def test_sim_imports_only_the_engine():
     _check(sdschat.sim, {"sdschat.sds", "sdschat.sim"})
 
 
-def test_pipeline_imports_only_sim_store_and_the_cli_error():
-    _check(sdschat.pipeline, {"sdschat.sim", "sdschat.store", "sdschat.pipeline", "sdschat.cli"})
+def test_pipeline_imports_only_sim_and_store():
+    _check(sdschat.pipeline, {"sdschat.sim", "sdschat.store", "sdschat.pipeline"})

@@ -7,13 +7,15 @@ import argparse
 import pytest
 from ui_helpers import line_with, lines_of, wait_until
 
-from sdschat.cli import CliError, _Parser
+from sdschat.cli import CliError
+from sdschat.cli.args import Parser
+from sdschat.cli.chat import chat_configure, chat_run, demo_configure, demo_run
+from sdschat.cli.wiring import start_demo_nodes
 from sdschat.ui.app import DemoApp
-from sdschat.ui.commands import chat_configure, chat_run, demo_configure, demo_run, start_demo_nodes
 
 
 def parser(configure) -> argparse.ArgumentParser:
-    p = _Parser(prog="sdschat x")
+    p = Parser(prog="sdschat x")
     configure(p)
     return p
 

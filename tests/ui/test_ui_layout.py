@@ -78,10 +78,6 @@ def test_slash_parse_and_complete() -> None:
         slash.parse_ms("soon")
 
 
-LAUNCHERS = {"commands.py", "screenshots.py"}  # may start brokers and make keys, like sdschat/commands.py
-LAUNCHER_MAY_USE = {"sdschat.cli", "sdschat.commands", "sdschat.crypto", "sdschat.transport", "sdschat.store"}
-
-
 def test_ui_talks_only_to_the_node() -> None:
     root = Path(sdschat.ui.__file__).parent
     sources = sorted(root.rglob("*.py"))
@@ -99,7 +95,4 @@ def test_ui_talks_only_to_the_node() -> None:
             for name in names:
                 if not name.startswith("sdschat"):
                     continue
-                allowed = name.startswith(("sdschat.node", "sdschat.ui"))
-                if str(rel) in LAUNCHERS:
-                    allowed = allowed or name.startswith(tuple(LAUNCHER_MAY_USE))
-                assert allowed, f"sdschat/ui/{rel} imports {name}"
+                assert name.startswith(("sdschat.node", "sdschat.ui")), f"sdschat/ui/{rel} imports {name}"

@@ -1,10 +1,7 @@
-"""CLI hooks of the data pipeline: ``sdschat simulate``, ``sdschat report``, ``sdschat sweep``.
+"""``sdschat simulate``, ``sdschat report`` and ``sdschat sweep``: the data pipeline's commands.
 
-Each command is a ``*_configure(parser)`` and a ``*_run(args) -> int``; bad
-input raises :class:`sdschat.cli.CliError` (one line, non-zero exit; never a
-JVM stack trace). Heavy imports (numpy, pyarrow, pyspark, matplotlib) happen
-inside the ``run`` functions. :data:`COMMANDS` maps the command names to
-``(configure, run, help)`` in the shape of :func:`sdschat.commands.registry`.
+Heavy imports (numpy, pyarrow, pyspark, matplotlib) happen inside the ``run``
+functions; bad input is one :class:`CliError` line, never a JVM stack trace.
 """
 
 from __future__ import annotations
@@ -14,79 +11,12 @@ import os
 import sys
 from pathlib import Path
 
-from sdschat.cli import CliError
+from .args import add_spark_args, at_least, parsed_by, positive_float, probability, spark_conf
+from .errors import CliError
 
 __all__ = [
     "simulate_configure", "simulate_run", "report_configure", "report_run", "sweep_configure", "sweep_run",
-    "COMMANDS",
 ]
-
-
-# ------------------------------------------------------------------ shared
-
-
-def _probability(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return v
-
-
-def _int_at_least(lo: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {text}")
-        return v
-
-    parse.__name__ = f"integer >= {lo}"
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0 or v != v or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return v
-
-
-def _text_type(fn, what: str):
-    def parse(text: str):
-        try:
-            return fn(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = what
-    return parse
-
-
-def _spark_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("spark")
-    g.add_argument("--master", default=None,
-                   help="Spark master URL (default local[*]: an embedded Spark using every core)")
-    g.add_argument("--driver-memory", default="4g", help="driver JVM memory in local mode (default 4g)")
-    g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark configuration (repeatable)")
-
-
-def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
-    conf = {}
-    for item in args.spark_conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"--spark-conf must be KEY=VALUE, got {item!r}")
-        conf[key.strip()] = value.strip()
-    return conf
 
 
 def _check_out_dir(path: Path, marker_files: tuple[str, ...], what: str) -> None:
@@ -106,6 +36,13 @@ def _check_out_dir(path: Path, marker_files: tuple[str, ...], what: str) -> None
         raise CliError(f"cannot write to {path}: {exc.strerror or exc}") from None
 
 
+def _say_written(written: dict, data: str, quiet: bool) -> None:
+    print(f"wrote {written['report']}", file=sys.stderr)
+    if not quiet:
+        print(f"  {data + ':':<8} {written[data]}", file=sys.stderr)
+        print(f"  {'plots:':<8} {', '.join(str(p) for p in written['plots'])}", file=sys.stderr)
+
+
 def _show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
@@ -119,36 +56,36 @@ def simulate_configure(p: argparse.ArgumentParser) -> None:
         "Writes the node's event schema as Parquet shards, frames.parquet, logs.parquet and meta.json."
     )
     g = p.add_argument_group("group and traffic")
-    g.add_argument("--participants", type=_int_at_least(2), default=100, metavar="N", help="group size (default 100)")
-    g.add_argument("--messages", type=_int_at_least(0), default=100, metavar="M",
+    g.add_argument("--participants", type=at_least(2), default=100, metavar="N", help="group size (default 100)")
+    g.add_argument("--messages", type=at_least(0), default=100, metavar="M",
                    help="content messages to send (default 100)")
-    g.add_argument("--rate", type=_positive_float, default=1.0, metavar="PER_S",
+    g.add_argument("--rate", type=positive_float, default=1.0, metavar="PER_S",
                    help="aggregate send rate, messages per second, exponential gaps (default 1)")
-    g.add_argument("--senders", type=_int_at_least(1), default=None, metavar="K",
+    g.add_argument("--senders", type=at_least(1), default=None, metavar="K",
                    help="only the first K participants send (default: everyone); each message "
                         "comes from a random online one")
-    g.add_argument("--content-bytes", type=_int_at_least(1), default=100, metavar="B",
+    g.add_argument("--content-bytes", type=at_least(1), default=100, metavar="B",
                    help="content size of each message (default 100)")
     g = p.add_argument_group("network")
-    g.add_argument("--loss", type=_probability, default=0.0, metavar="P",
+    g.add_argument("--loss", type=probability, default=0.0, metavar="P",
                    help="probability that a copy of a frame is lost, per receiver (default 0)")
-    g.add_argument("--latency-ms", type=_text_type(_parse_latency, "LO:HI"), default=(20, 200), metavar="LO:HI",
+    g.add_argument("--latency-ms", type=parsed_by(_parse_latency, "LO:HI"), default=(20, 200), metavar="LO:HI",
                    help="latency of each copy, uniform in [LO, HI] ms (default 20:200)")
-    g.add_argument("--duplicate", type=_probability, default=0.0, metavar="P",
+    g.add_argument("--duplicate", type=probability, default=0.0, metavar="P",
                    help="probability that a delivered copy arrives twice (default 0)")
-    g.add_argument("--churn", type=_text_type(_parse_churn, "FRACTION:MEAN_OFF_MS"), default=None,
+    g.add_argument("--churn", type=parsed_by(_parse_churn, "FRACTION:MEAN_OFF_MS"), default=None,
                    metavar="FRACTION:MEAN_OFF_MS",
                    help="members alternate online/offline periods (exponential lengths): FRACTION of the group "
                         "is offline at any time on average, offline periods last MEAN_OFF_MS on average; "
                         "offline members get nothing and their frames go nowhere (default: no churn)")
     g = p.add_argument_group("engine (defaults: the engine's RFC timings)")
-    g.add_argument("--causal-history", type=_int_at_least(0), default=10, metavar="K",
+    g.add_argument("--causal-history", type=at_least(0), default=10, metavar="K",
                    help="causal history length (default 10, as the node)")
-    g.add_argument("--bloom-capacity", type=_int_at_least(1), default=10_000, metavar="C",
+    g.add_argument("--bloom-capacity", type=at_least(1), default=10_000, metavar="C",
                    help="bloom filter capacity (default 10000: 18,752-byte filters)")
     g.add_argument("--repair", action=argparse.BooleanOptionalAction, default=True,
                    help="SDS-R repair (default on)")
-    g.add_argument("--response-groups", type=_int_at_least(1), default=None, metavar="G",
+    g.add_argument("--response-groups", type=at_least(1), default=None, metavar="G",
                    help="SDS-R response groups (default: the RFC's participants // 128 + 1)")
     g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="overrides",
                    help="any other ChannelConfig field (e.g. sync_interval_ms=10000) or RepairConfig field "
@@ -157,14 +94,14 @@ def simulate_configure(p: argparse.ArgumentParser) -> None:
     g.add_argument("--settle", choices=("continue", "clean"), default="continue",
                    help="after the last send: keep loss/duplication/churn (continue, default) or make the "
                         "network lossless with everyone online (clean) while the group settles")
-    g.add_argument("--horizon-ms", type=_int_at_least(0), default=600_000, metavar="MS",
+    g.add_argument("--horizon-ms", type=at_least(0), default=600_000, metavar="MS",
                    help="settle for at most this long after the last send (default 600000); stops earlier "
                         "once quiescent")
     g.add_argument("--seed", type=int, default=1, help="seed: same seed, same events (default 1)")
-    g.add_argument("--workers", type=_int_at_least(0), default=0, metavar="W",
+    g.add_argument("--workers", type=at_least(0), default=0, metavar="W",
                    help="worker processes (same events for any W; default 0 = auto: one per core, at most 4, "
                         "for groups of 2,000 or more, else 1)")
-    g.add_argument("--shard-rows", type=_int_at_least(1000), default=1_000_000, metavar="ROWS",
+    g.add_argument("--shard-rows", type=at_least(1000), default=1_000_000, metavar="ROWS",
                    help="rows per events-*.parquet shard, the most held in memory (default 1000000)")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     g.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -288,22 +225,19 @@ def report_configure(p: argparse.ArgumentParser) -> None:
                         "channel are reported together as one group)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="print only where the report was written")
-    _spark_args(p)
+    add_spark_args(p)
 
 
 def report_run(args: argparse.Namespace) -> int:
-    from .report import ReportError, run_report
+    from sdschat.pipeline.report import ReportError, run_report
 
     _check_out_dir(args.out, ("report.md", "tables"), "a report")
     try:
         written = run_report(args.inputs, args.out, master=args.master, driver_memory=args.driver_memory,
-                             spark_conf=_spark_conf(args), quiet=args.quiet)
+                             spark_conf=spark_conf(args), quiet=args.quiet)
     except ReportError as exc:
         raise CliError(str(exc)) from None
-    print(f"wrote {written['report']}", file=sys.stderr)
-    if not args.quiet:
-        print(f"  tables: {written['tables']}", file=sys.stderr)
-        print(f"  plots:  {', '.join(str(p) for p in written['plots'])}", file=sys.stderr)
+    _say_written(written, "tables", args.quiet)
     return 0
 
 
@@ -320,11 +254,11 @@ def sweep_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-events", action="store_true",
                    help="keep only each scenario's summary (no per-scenario event shards)")
     p.add_argument("--quiet", action="store_true", help="no per-scenario progress lines")
-    _spark_args(p)
+    add_spark_args(p)
 
 
 def sweep_run(args: argparse.Namespace) -> int:
-    from .sweep import GridError, load_grid, run_sweep
+    from sdschat.pipeline.sweep import GridError, load_grid, run_sweep
 
     try:
         grid = load_grid(args.grid)
@@ -333,18 +267,8 @@ def sweep_run(args: argparse.Namespace) -> int:
     _check_out_dir(args.out, ("sweep.md", "scenarios", "results.parquet"), "a sweep")
     try:
         written = run_sweep(grid, args.out, master=args.master, driver_memory=args.driver_memory,
-                            spark_conf=_spark_conf(args), keep_events=not args.no_events, quiet=args.quiet)
+                            spark_conf=spark_conf(args), keep_events=not args.no_events, quiet=args.quiet)
     except GridError as exc:
         raise CliError(str(exc)) from None
-    print(f"wrote {written['report']}", file=sys.stderr)
-    if not args.quiet:
-        print(f"  results: {written['results']}", file=sys.stderr)
-        print(f"  plots:   {', '.join(str(p) for p in written['plots'])}", file=sys.stderr)
+    _say_written(written, "results", args.quiet)
     return 0
-
-
-COMMANDS = {
-    "simulate": (simulate_configure, simulate_run, "simulate a large group on the real engine (virtual time)"),
-    "report": (report_configure, report_run, "reliability report (PySpark) over simulations and databases"),
-    "sweep": (sweep_configure, sweep_run, "run a grid of simulations as Spark tasks and compare them"),
-}

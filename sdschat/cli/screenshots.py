@@ -1,6 +1,6 @@
 """Make the SVG screenshots in ``screenshots/`` from the real app driving real nodes.
 
-    .venv/bin/python -m sdschat.ui.screenshots [--out screenshots] [--only chat,demo,repair,help]
+    python -m sdschat.cli.screenshots [--out screenshots] [--only chat,demo,repair,help]
 
 Everything runs headless (``App.run_test``) over one embedded broker with
 in-memory channel keys; nothing is drawn by hand. Takes about half a minute
@@ -18,13 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sdschat.crypto import ChannelKey
-from sdschat.node import Node, NodeConfig, node_channel_config
 from sdschat.transport import EmbeddedBroker
+from sdschat.ui.app import ChatApp, DemoApp
+from sdschat.ui.timeline import MarkerItem
 
-from .app import ChatApp, DemoApp
-from .commands import start_demo_nodes
-from .timeline import MarkerItem
+from .wiring import start_demo_nodes, stop_all
 
 __all__ = ["main"]
 
@@ -48,25 +46,20 @@ async def _wait(pilot, predicate, timeout: float, what: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _group(workdir: Path, nicks, channel: str = "general", config=None):
+async def _group(workdir: Path, n: int, channel: str = "general", *, loss: float = 0.0, seed: int | None = None):
+    """``n`` demo nodes (alice, bob, ...) on one embedded broker, stopped on exit."""
     broker = await EmbeddedBroker.start()
-    key = ChannelKey.generate(channel)
     nodes = []
     try:
-        for nick in nicks:
-            cfg = NodeConfig(nick, key, workdir / f"{channel}-{nick}.db", broker.url,
-                             channel_config=config or node_channel_config())
-            nodes.append(await Node.start(cfg))
+        nodes = await start_demo_nodes(n, loss, channel=channel, db_dir=workdir, seed=seed, broker_url=broker.url)
         yield nodes
     finally:
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                await node.stop()
+        await stop_all(nodes)
         await broker.close()
 
 
 async def shoot_chat(out: Path, workdir: Path) -> None:
-    async with _group(workdir, ("alice", "bob", "carol")) as (alice, bob, carol):
+    async with _group(workdir, 3) as (alice, bob, carol):
         app = ChatApp(alice, blink=False)
         async with app.run_test(size=CHAT_SIZE) as pilot:
             await bob.send_text("morning! the new build is up on staging")
@@ -90,7 +83,7 @@ async def shoot_chat(out: Path, workdir: Path) -> None:
 
 async def shoot_repair(out: Path, workdir: Path) -> None:
     """alice misses one of bob's messages; the next one reveals the gap; a peer repairs it (SDS-R)."""
-    async with _group(workdir, ("alice", "bob", "carol")) as (alice, bob, carol):
+    async with _group(workdir, 3) as (alice, bob, carol):
         app = ChatApp(alice, blink=False)
         async with app.run_test(size=CHAT_SIZE) as pilot:
             await bob.send_text("release notes are in the doc")
@@ -114,24 +107,16 @@ async def shoot_repair(out: Path, workdir: Path) -> None:
 
 
 async def shoot_demo(out: Path, workdir: Path) -> None:
-    broker = await EmbeddedBroker.start()
-    nodes = []
-    try:
-        nodes = await start_demo_nodes(3, 0.2, db_dir=workdir, broker_url=broker.url, seed=7)
+    async with _group(workdir, 3, "demo", loss=0.2, seed=7) as nodes:
         app = DemoApp(nodes, bots=True, bot_interval=1.2, seed=7, blink=False,
-                      subtitle=f"3 participants on {broker.url} · loss 20% each way · bots")
+                      subtitle=f"3 participants on {nodes[0].broker_url} · loss 20% each way · bots")
         async with app.run_test(size=DEMO_SIZE) as pilot:
             await pilot.pause(9)
             _save(app, out / "demo.svg")
-    finally:
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                await node.stop()
-        await broker.close()
 
 
 async def shoot_help(out: Path, workdir: Path) -> None:
-    async with _group(workdir, ("alice",), channel="help") as (alice,):
+    async with _group(workdir, 1, channel="help") as (alice,):
         app = ChatApp(alice, blink=False)
         async with app.run_test(size=(108, 42)) as pilot:
             await pilot.press("f1")
@@ -152,7 +137,7 @@ async def run(out: Path, only: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sdschat.ui.screenshots", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m sdschat.cli.screenshots", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("screenshots"))
     ap.add_argument("--only", default=",".join(SHOTS), help=f"comma-separated subset of {', '.join(SHOTS)}")
     args = ap.parse_args(argv)

@@ -3,11 +3,11 @@
 Usage (see :mod:`sdschat.pipeline.report` for the details)::
 
     spark-submit --master spark://HOST:7077 \\
-        "$(python -c 'import sdschat.pipeline.submit as m; print(m.__file__)')" \\
+        "$(python -c 'import sdschat.cli.submit as m; print(m.__file__)')" \\
         report RUN_DIR [DB ...] --out REPORT_DIR
 
     spark-submit --master spark://HOST:7077 --conf spark.pyspark.python=/path/to/venv/bin/python \\
-        "$(python -c 'import sdschat.pipeline.submit as m; print(m.__file__)')" \\
+        "$(python -c 'import sdschat.cli.submit as m; print(m.__file__)')" \\
         sweep --grid GRID.toml --out SWEEP_DIR
 
 The arguments are those of ``sdschat report`` / ``sdschat sweep``; the Spark
@@ -20,15 +20,33 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from sdschat.cli.args import Parser  # absolute: spark-submit runs this file as a script
+from sdschat.cli.errors import CliError
+from sdschat.cli.pipeline import report_configure, sweep_configure
+
+__all__ = ["main"]
+
+
+def _run(args, spark) -> dict:
+    if args.command == "report":
+        from sdschat.pipeline.report import ReportError, run_report
+
+        try:
+            return run_report(args.inputs, args.out, quiet=args.quiet, spark=spark)
+        except ReportError as exc:
+            raise CliError(str(exc)) from None
+    from sdschat.pipeline.sweep import GridError, load_grid, run_sweep
+
+    try:
+        return run_sweep(load_grid(args.grid), args.out, keep_events=not args.no_events, quiet=args.quiet,
+                         spark=spark)
+    except GridError as exc:
+        raise CliError(str(exc)) from None
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pyspark.sql import SparkSession
-
-    from sdschat.cli import CliError, _Parser
-    from sdschat.pipeline.commands import report_configure, sweep_configure
-
-    parser = _Parser(prog="sdschat-submit", description="sdschat report/sweep under spark-submit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser = Parser(prog="sdschat-submit", description="sdschat report/sweep under spark-submit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     report_configure(sub.add_parser("report"))
     sweep_configure(sub.add_parser("sweep"))
     try:
@@ -36,24 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
+        from pyspark.sql import SparkSession
+
         spark = SparkSession.builder.appName(f"sdschat-{args.command}").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            if args.command == "report":
-                from sdschat.pipeline.report import ReportError, run_report
-
-                try:
-                    written = run_report(args.inputs, args.out, quiet=args.quiet, spark=spark)
-                except ReportError as exc:
-                    raise CliError(str(exc)) from None
-            else:
-                from sdschat.pipeline.sweep import GridError, load_grid, run_sweep
-
-                try:
-                    written = run_sweep(load_grid(args.grid), args.out, keep_events=not args.no_events,
-                                        quiet=args.quiet, spark=spark)
-                except GridError as exc:
-                    raise CliError(str(exc)) from None
+            written = _run(args, spark)
         finally:
             spark.stop()
         print(f"wrote {written['report']}", file=sys.stderr)

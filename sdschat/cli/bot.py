@@ -1,0 +1,92 @@
+"""``sdschat bot``: a headless participant that sends N messages, then lingers until the channel settles."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from .args import add_channel_args, non_negative, positive_int
+from .errors import CliError
+from .wiring import start_node, stop_event
+
+__all__ = ["bot_configure", "bot_run"]
+
+
+def bot_configure(p: argparse.ArgumentParser) -> None:
+    add_channel_args(p)
+    p.add_argument("--count", type=positive_int, default=10, help="messages to send")
+    p.add_argument("--interval", type=non_negative, default=1.0, help="seconds between messages")
+    p.add_argument("--linger", type=non_negative, default=12.0,
+                   help="after sending, exit once nothing was pending here, and no peer resent, repaired or asked "
+                        "for a repair, for this many seconds (keep it above the repair backoff T_max and the longest "
+                        "resend interval, both 10 s by default)")
+    p.add_argument("--max-runtime", type=non_negative, default=0.0,
+                   help="give up (exit 3) after this many seconds (0: never)")
+    p.add_argument("--text", default="{name} #{i}", help="message template ({name}, {i})")
+    p.add_argument("--start-after", type=non_negative, default=0.0,
+                   help="wait this many seconds after connecting before sending (lets peers subscribe first)")
+    p.add_argument("--quiet", action="store_true")
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except (asyncio.TimeoutError, TimeoutError):
+        pass
+
+
+async def _send_all(node, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    from sdschat.node import NodeFailed
+
+    if args.start_after:
+        await _wait(stop, args.start_after)
+    for i in range(args.count):
+        if stop.is_set() or node.failure:
+            return
+        try:
+            await node.send_text(args.text.format(name=args.name, i=i))
+        except NodeFailed:  # node.failure says why
+            return
+        await _wait(stop, args.interval)
+
+
+async def _linger(node, args: argparse.Namespace, stop: asyncio.Event, started: float) -> int:
+    """Wait until nothing happened for ``--linger`` seconds; 3 if ``--max-runtime`` runs out first."""
+    quiet_since = time.monotonic()
+    linger_ms = int(args.linger * 1000)
+    while not stop.is_set() and node.failure is None:
+        if not node.settled(linger_ms):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= args.linger:
+            return 0
+        if args.max_runtime and time.monotonic() - started > args.max_runtime:
+            summary = {k: v for k, v in node.channel.summary().items() if v and k != "lamport_timestamp"}
+            summary["link"] = {k: v for k, v in vars(node.transport.counters).items() if v}
+            summary["mqtt"] = {k: v for k, v in vars(node.transport.inner.stats).items() if v}
+            print(f"{args.name}: gave up after {args.max_runtime:g} s with work pending: {summary}", file=sys.stderr)
+            return 3
+        await _wait(stop, 0.1)
+    return 0
+
+
+async def bot_run(args: argparse.Namespace) -> int:
+    node = await start_node(args)
+    stop = stop_event()
+    started = time.monotonic()
+    try:
+        if not args.quiet:
+            print(f"{args.name}: participant {node.participant_id[:12]} on {node.broker_url}", flush=True)
+        await _send_all(node, args, stop)
+        code = await _linger(node, args, stop, started)
+        if not args.quiet:
+            h = node.health()
+            print(f"{args.name}: log {h['log']} messages, sent {h['sent']}, resends {h['resends']}, "
+                  f"repairs requested {h['repairs_requested']}, served {h['repairs_served']}, lost {h['lost']}",
+                  flush=True)
+    finally:
+        await node.stop()
+    if node.failure:
+        raise CliError(node.failure, code=1)
+    return code

@@ -1,0 +1,34 @@
+"""``sdschat export``: a database's ordered log (or events) as JSON lines or Parquet."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import CliError
+
+__all__ = ["export_configure", "export_run"]
+
+
+def export_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", type=Path, required=True, help="a participant's database file")
+    p.add_argument("--events", action="store_true", help="export the event table instead of the ordered log")
+    p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    p.add_argument("--out", type=Path, help="output file (default: standard output; required for parquet)")
+
+
+async def export_run(args: argparse.Namespace) -> int:
+    from sdschat.export import ExportError, export
+
+    if not args.db.exists():
+        raise CliError(f"no database at {args.db}")
+    if args.format == "parquet" and args.out is None:
+        raise CliError("--format parquet needs --out FILE")
+    try:
+        n = await export(args.db, events=args.events, fmt=args.format, out=args.out)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+    if args.out is not None:
+        print(f"wrote {n} {'events' if args.events else 'messages'} to {args.out}", file=sys.stderr)
+    return 0

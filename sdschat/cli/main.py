@@ -1,0 +1,64 @@
+"""The ``sdschat`` command: the parser and the dispatch to one module per command group.
+
+Each command is a ``configure(parser)`` and a ``run(args)`` (a coroutine for the
+async ones); heavy imports happen inside ``run`` so ``sdschat --help`` is fast.
+Bad input gets one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from . import bot, broker, chat, export, keys, pipeline, storenode
+from .args import Parser
+from .errors import CliError
+
+__all__ = ["main", "build_parser", "COMMANDS"]
+
+COMMANDS = {
+    "demo": (chat.demo_configure, chat.demo_run, "N participants side by side over an embedded broker (the main demo)"),
+    "chat": (chat.chat_configure, chat.chat_run, "the chat UI: join a channel as NAME"),
+    "keygen": (keys.keygen_configure, keys.keygen_run, "write a fresh random channel key file (mode 0600)"),
+    "broker": (broker.broker_configure, broker.broker_run, "run an embedded MQTT broker"),
+    "bot": (bot.bot_configure, bot.bot_run, "a headless participant that sends N messages, then lingers until settled"),
+    "store": (storenode.storenode_configure, storenode.storenode_run,
+              "a key-less store node: caches every channel's envelopes so participants catch up and fill gaps"),
+    "simulate": (pipeline.simulate_configure, pipeline.simulate_run,
+                 "simulate a large group running the real engine in virtual time; writes Parquet events"),
+    "report": (pipeline.report_configure, pipeline.report_run,
+               "reliability report (PySpark) over simulations and/or participant databases"),
+    "sweep": (pipeline.sweep_configure, pipeline.sweep_run, "run a grid of simulations as Spark tasks and plot the results"),
+    "export": (export.export_configure, export.export_run,
+               "write a database's ordered log (or events) as JSON lines or Parquet"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="sdschat", description="Terminal group chat with end-to-end reliability you can see.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, (configure, run, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        configure(p)
+        p.set_defaults(_run=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
+        result = args._run(args)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+        return int(result or 0)
+    except CliError as exc:
+        print(f"sdschat: {exc}" if not str(exc).startswith("sdschat") else str(exc), file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130

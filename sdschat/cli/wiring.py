@@ -1,0 +1,131 @@
+"""Building the parts for a command: channel keys, database paths, nodes, demo groups, stop signals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .args import impairment_of
+from .errors import CliError
+
+__all__ = [
+    "DEMO_NICKS", "data_dir", "load_key", "default_db", "start_node", "start_demo_nodes", "stop_all",
+    "stop_event",
+]
+
+DEMO_NICKS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
+
+
+def data_dir() -> Path:
+    """Where databases live: ``$SDSCHAT_HOME``, else the platform's user data folder."""
+    from platformdirs import user_data_dir
+
+    return Path(os.environ.get("SDSCHAT_HOME") or user_data_dir("sdschat"))
+
+
+def load_key(args: argparse.Namespace):
+    """The channel key from ``--key-file``, else from a passphrase (environment or prompt)."""
+    from sdschat.crypto import ChannelKey, CryptoError, key_file_is_private
+
+    if args.key_file is not None:
+        try:
+            key = ChannelKey.from_file(args.key_file, args.channel)
+        except CryptoError as exc:
+            raise CliError(str(exc)) from None
+        try:
+            if not key_file_is_private(args.key_file):
+                print(f"sdschat: warning: {args.key_file} is readable by others; chmod 600 it", file=sys.stderr)
+        except CryptoError:
+            pass
+        return key
+    passphrase = os.environ.get("SDSCHAT_PASSPHRASE")
+    if not passphrase:
+        if not sys.stdin.isatty():
+            raise CliError("no key: pass --key-file, or set SDSCHAT_PASSPHRASE (no terminal to prompt on)")
+        passphrase = getpass.getpass(f"passphrase for #{args.channel}: ")
+    if not passphrase:
+        raise CliError("empty passphrase")
+    try:
+        return ChannelKey.from_passphrase(args.channel, passphrase)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def default_db(name: str, key) -> Path:
+    """One database per participant and channel under :func:`data_dir`."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40] or "me"
+    return data_dir() / f"{safe}-{key.topic.rsplit('/', 1)[-1][:12]}.db"
+
+
+async def start_node(args: argparse.Namespace, *, channel_config=None):
+    """Start a node from the channel options, turning every expected failure into a :class:`CliError`."""
+    from sdschat.node import Node, NodeConfig, node_channel_config
+    from sdschat.store import StoreError
+    from sdschat.transport import TransportError
+
+    key = load_key(args)
+    db = args.db or default_db(args.name, key)
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private even under umask 0
+    except OSError as exc:
+        raise CliError(f"cannot create {db.parent}: {exc.strerror}") from None
+    config = NodeConfig(
+        nick=args.name, key=key, db_path=db, broker_url=args.broker, qos=args.qos,
+        channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
+        impairment=impairment_of(args), seed=args.seed,
+    )
+    try:
+        return await Node.start(config)
+    except (TransportError, StoreError) as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot open {db}: {exc.strerror or exc}") from None
+
+
+async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir: Path, seed: int | None = None,
+                           broker_url: str, channel_config=None) -> list:
+    """Start ``n`` nodes sharing one in-memory channel key (no key file, no passphrase)."""
+    from sdschat.crypto import ChannelKey
+    from sdschat.node import Node, NodeConfig, node_channel_config
+
+    key = ChannelKey.generate(channel)
+    nodes = []
+    try:
+        for i in range(n):
+            nick = DEMO_NICKS[i]
+            config = NodeConfig(
+                nick=nick, key=key, db_path=db_dir / f"{nick}.db", broker_url=broker_url,
+                channel_config=channel_config or node_channel_config(),
+                impairment={"loss_in": loss, "loss_out": loss},
+                seed=None if seed is None else seed * 1000 + i,
+            )
+            nodes.append(await Node.start(config))
+    except BaseException:
+        await stop_all(nodes)
+        raise
+    return nodes
+
+
+async def stop_all(parts) -> None:
+    """Stop nodes (or store nodes) one by one; one failing to stop does not keep the others running."""
+    for part in parts:
+        with contextlib.suppress(Exception):
+            await part.stop()
+
+
+def stop_event() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM (for the headless commands that run until stopped)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover
+            pass
+    return stop
