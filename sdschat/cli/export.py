@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .errors import CliError
+from .extras import require_pipeline
 
 __all__ = ["export_configure", "export_run"]
 
@@ -23,8 +24,10 @@ async def export_run(args: argparse.Namespace) -> int:
 
     if not args.db.exists():
         raise CliError(f"no database at {args.db}")
-    if args.format == "parquet" and args.out is None:
-        raise CliError("--format parquet needs --out FILE")
+    if args.format == "parquet":
+        if args.out is None:
+            raise CliError("--format parquet needs --out FILE")
+        require_pipeline("sdschat export --format parquet", ("pyarrow",))
     try:
         n = await export(args.db, events=args.events, fmt=args.format, out=args.out)
     except ExportError as exc:

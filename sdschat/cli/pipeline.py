@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .args import add_spark_args, at_least, parsed_by, positive_float, probability, spark_conf
 from .errors import CliError
+from .extras import require_pipeline
 
 __all__ = [
     "simulate_configure", "simulate_run", "report_configure", "report_run", "sweep_configure", "sweep_run",
@@ -108,12 +109,14 @@ def simulate_configure(p: argparse.ArgumentParser) -> None:
 
 
 def _parse_latency(text: str):
+    require_pipeline("sdschat simulate", ("numpy", "pyarrow"))
     from sdschat.sim.params import parse_latency
 
     return parse_latency(text)
 
 
 def _parse_churn(text: str):
+    require_pipeline("sdschat simulate", ("numpy", "pyarrow"))
     from sdschat.sim.params import parse_churn
 
     return parse_churn(text)
@@ -126,6 +129,7 @@ def auto_workers(participants: int) -> int:
 
 
 def simulate_run(args: argparse.Namespace) -> int:
+    require_pipeline("sdschat simulate", ("numpy", "pyarrow"))
     from sdschat.sim import SimParams, simulate
     from sdschat.sim.params import parse_overrides
 
@@ -229,6 +233,7 @@ def report_configure(p: argparse.ArgumentParser) -> None:
 
 
 def report_run(args: argparse.Namespace) -> int:
+    require_pipeline("sdschat report")
     from sdschat.pipeline.report import ReportError, run_report
 
     _check_out_dir(args.out, ("report.md", "tables"), "a report")
@@ -258,6 +263,7 @@ def sweep_configure(p: argparse.ArgumentParser) -> None:
 
 
 def sweep_run(args: argparse.Namespace) -> int:
+    require_pipeline("sdschat sweep")
     from sdschat.pipeline.sweep import GridError, load_grid, run_sweep
 
     try:
