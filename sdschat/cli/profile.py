@@ -1,0 +1,185 @@
+"""``sdschat init``, ``new``, ``invite``, ``join``, ``part``: the profile and the channels in it.
+
+Results go to stdout (a path, a channel name, a token); notes go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from .errors import CliError
+
+__all__ = [
+    "add_home_arg", "load_profile", "init_configure", "init_run", "new_configure", "new_run", "invite_configure",
+    "invite_run", "join_configure", "join_run", "part_configure", "part_run",
+]
+
+
+def add_home_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--home", type=Path, help="the profile's folder (default: $SDSCHAT_HOME, else the platform's "
+                   "config and data folders)")
+
+
+def load_profile(args: argparse.Namespace):
+    from sdschat.profile import Profile, ProfileError, resolve_paths
+
+    try:
+        return Profile.load(resolve_paths(getattr(args, "home", None)))
+    except ProfileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _profile_call(fn, *a, **k):
+    from sdschat.profile import ProfileError
+
+    try:
+        return fn(*a, **k)
+    except ProfileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def init_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", required=True, help="your display name in every channel")
+    p.add_argument("--broker", default="", help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, "
+                   "else an embedded broker)")
+    add_home_arg(p)
+
+
+def init_run(args: argparse.Namespace) -> int:
+    from sdschat.profile import Profile, resolve_paths
+
+    if args.broker:
+        _check_broker(args.broker)
+    profile = _profile_call(Profile.create, resolve_paths(args.home), args.name, args.broker)
+    print(profile.paths.profile_file)
+    print(f"sdschat: created the profile of {profile.name}; `sdschat new CHANNEL` starts a channel", file=sys.stderr)
+    return 0
+
+
+def _check_broker(url: str) -> None:
+    from sdschat.transport import TransportError, parse_broker_url
+
+    try:
+        parse_broker_url(url)
+    except (TransportError, ValueError) as exc:
+        raise CliError(f"--broker: {exc}") from None
+
+
+def new_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("channel", help="the new channel's name (local: never sent to the broker)")
+    add_home_arg(p)
+
+
+def new_run(args: argparse.Namespace) -> int:
+    profile = load_profile(args)
+    entry = _profile_call(profile.add_channel, args.channel, os.urandom(32))
+    print(entry.name)
+    print(f"sdschat: created #{entry.name} with a fresh key; `sdschat invite {entry.name}` brings people in",
+          file=sys.stderr)
+    return 0
+
+
+def invite_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("channel", help="a joined channel")
+    add_home_arg(p)
+
+
+def invite_run(args: argparse.Namespace) -> int:
+    from sdschat.profile import encode_invite
+
+    profile = load_profile(args)
+    invite = _profile_call(profile.invite, args.channel)
+    print(encode_invite(invite))
+    print(f"sdschat: this token is #{invite.channel}'s key: whoever holds it reads and writes the channel; "
+          "send it only to the people you invite, over a private channel", file=sys.stderr)
+    return 0
+
+
+def join_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("token", nargs="?", help="an invite token (from `sdschat invite`)")
+    g = p.add_argument_group("importing a channel of sdschat 0.1")
+    g.add_argument("--key-file", type=Path, help="its key file (with --channel)")
+    g.add_argument("--channel", help="its channel name")
+    g.add_argument("--db", type=Path, help="its database: copied into the profile, history and all")
+    add_home_arg(p)
+
+
+def join_run(args: argparse.Namespace) -> int:
+    from sdschat.profile import decode_invite
+
+    profile = load_profile(args)
+    if args.token is not None:
+        if args.key_file or args.channel or args.db:
+            raise CliError("join takes a token, or --key-file and --channel, not both")
+        invite = _profile_call(decode_invite, args.token)
+        name, secret, db = invite.channel, invite.secret, None
+        if invite.broker and profile.broker and invite.broker != profile.broker:
+            print(f"sdschat: note: the invite names the broker {invite.broker}; your profile uses {profile.broker}",
+                  file=sys.stderr)
+    else:
+        name, secret, db = _imported(profile, args)
+    entry = _profile_call(profile.add_channel, name, secret, db=db)
+    if db is not None:
+        try:
+            _copy_database(args.db, profile.db_path(entry))
+        except BaseException:
+            profile.remove_channel(entry.name, forget=True)
+            raise
+    print(entry.name)
+    return 0
+
+
+def _imported(profile, args: argparse.Namespace) -> tuple[str, bytes, Path | None]:
+    from sdschat.crypto import CryptoError
+    from sdschat.crypto.keyfile import read_key_file
+
+    if not (args.key_file and args.channel):
+        raise CliError("join needs an invite token, or --key-file FILE --channel NAME")
+    try:
+        secret = read_key_file(args.key_file)
+    except CryptoError as exc:
+        raise CliError(str(exc)) from None
+    db = None
+    if args.db is not None:
+        if not args.db.is_file():
+            raise CliError(f"no database at {args.db}")
+        db = Path("db") / f"imported-{os.urandom(6).hex()}.db"
+    return args.channel, secret, db
+
+
+def _copy_database(source: Path, target: Path) -> None:
+    """A consistent copy (SQLite's backup, WAL included), created 0600."""
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    try:
+        src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+        try:
+            dst = sqlite3.connect(target)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        raise CliError(f"cannot import {source}: {exc}") from None
+
+
+def part_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("channel", help="a joined channel")
+    p.add_argument("--forget", action="store_true", help="also delete its history (the database)")
+    add_home_arg(p)
+
+
+def part_run(args: argparse.Namespace) -> int:
+    profile = load_profile(args)
+    entry = _profile_call(profile.remove_channel, args.channel, forget=args.forget)
+    print(entry.name)
+    kept = "its history is deleted" if args.forget else f"its history stays in {profile.db_path(entry)}"
+    print(f"sdschat: left #{entry.name}; {kept}", file=sys.stderr)
+    return 0

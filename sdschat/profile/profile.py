@@ -1,0 +1,239 @@
+"""The user's profile: a name, a broker, one identity for every channel, the channels' keys and databases.
+
+Layout (``$SDSCHAT_HOME`` or ``--home DIR`` puts both folders in one)::
+
+    <config>/profile.toml       name, broker URL, notification settings
+    <data>/identity.key         the Ed25519 identity (base64 of the private key)
+    <data>/channels.json        joined channels: name, key file, database, when joined, read up to
+    <data>/keys/<topic>.key     each channel's key (the key file format of sdschat keygen)
+    <data>/db/<topic>.db        each channel's database
+
+Folders are 0700 and files 0600.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import time
+import tomllib
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sdschat.crypto import ChannelKey, CryptoError, Identity
+from sdschat.crypto.keyfile import read_key_file
+
+from .errors import ProfileError
+from .files import private_dir, remove_quietly, write_private
+from .token import Invite
+
+__all__ = ["ProfilePaths", "Profile", "ChannelEntry", "Notifications", "resolve_paths", "valid_name"]
+
+PROFILE_VERSION = 1
+IDENTITY_HEADER = "sdschat-identity v1"
+MAX_NAME = 40
+
+
+@dataclass(frozen=True)
+class ProfilePaths:
+    config: Path
+    data: Path
+
+    @property
+    def profile_file(self) -> Path:
+        return self.config / "profile.toml"
+
+
+def resolve_paths(home: Path | None = None) -> ProfilePaths:
+    """``home`` (``--home``), else ``$SDSCHAT_HOME``, else the platform's config and data folders."""
+    if home is None and os.environ.get("SDSCHAT_HOME"):
+        home = Path(os.environ["SDSCHAT_HOME"])
+    if home is not None:
+        return ProfilePaths(home, home)
+    from platformdirs import user_config_dir, user_data_dir
+
+    return ProfilePaths(Path(user_config_dir("sdschat")), Path(user_data_dir("sdschat")))
+
+
+def valid_name(name: str, what: str = "name") -> str:
+    """A display or channel name: 1-40 printable characters, no leading/trailing space (NFC)."""
+    name = unicodedata.normalize("NFC", name)
+    if not name or name != name.strip() or len(name) > MAX_NAME:
+        raise ProfileError(f"a {what} is 1 to {MAX_NAME} characters, without leading or trailing spaces")
+    if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in name):
+        raise ProfileError(f"a {what} cannot hold control or separator characters")
+    return name
+
+
+@dataclass
+class Notifications:
+    bell: bool = True
+    desktop: bool = True
+
+
+@dataclass
+class ChannelEntry:
+    name: str
+    key_file: str
+    db_file: str
+    joined_ms: int
+    read_ms: int = 0
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "key_file": self.key_file, "db_file": self.db_file,
+                "joined_ms": self.joined_ms, "read_ms": self.read_ms}
+
+
+@dataclass
+class Profile:
+    paths: ProfilePaths
+    name: str
+    broker: str = ""
+    notifications: Notifications = field(default_factory=Notifications)
+    channels: dict[str, ChannelEntry] = field(default_factory=dict)
+
+    # ------------------------------------------------------------ create / load
+
+    @classmethod
+    def exists(cls, paths: ProfilePaths) -> bool:
+        return paths.profile_file.exists()
+
+    @classmethod
+    def create(cls, paths: ProfilePaths, name: str, broker: str = "") -> Profile:
+        if cls.exists(paths):
+            raise ProfileError(f"a profile already exists at {paths.profile_file}")
+        profile = cls(paths, valid_name(name), broker)
+        private_dir(paths.config)
+        private_dir(paths.data)
+        identity = Identity.generate()
+        text = f"{IDENTITY_HEADER}\n{base64.b64encode(identity.private_bytes()).decode('ascii')}\n"
+        write_private(paths.data / "identity.key", text.encode("ascii"))
+        profile._save_channels()
+        profile.save()
+        return profile
+
+    @classmethod
+    def load(cls, paths: ProfilePaths) -> Profile:
+        file = paths.profile_file
+        try:
+            doc = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ProfileError(f"no profile at {file}: create one with `sdschat init --name NAME`") from None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ProfileError(f"{file} is damaged ({str(exc).splitlines()[0]})") from None
+        try:
+            notify = doc.get("notifications", {})
+            profile = cls(paths, valid_name(str(doc["name"])), str(doc.get("broker", "")),
+                          Notifications(bool(notify.get("bell", True)), bool(notify.get("desktop", True))))
+        except (KeyError, TypeError, AttributeError):
+            raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
+        profile.channels = profile._load_channels()
+        return profile
+
+    def save(self) -> None:
+        lines = [f"# sdschat profile (version {PROFILE_VERSION})", f"name = {_toml_str(self.name)}",
+                 f"broker = {_toml_str(self.broker)}", "", "[notifications]",
+                 f"bell = {str(self.notifications.bell).lower()}",
+                 f"desktop = {str(self.notifications.desktop).lower()}", ""]
+        write_private(self.paths.profile_file, "\n".join(lines).encode("utf-8"))
+
+    # ------------------------------------------------------------ identity
+
+    def identity(self) -> Identity:
+        file = self.paths.data / "identity.key"
+        try:
+            header, b64 = file.read_text(encoding="ascii").strip().splitlines()
+            if header.strip() != IDENTITY_HEADER:
+                raise ValueError
+            return Identity.from_private_bytes(base64.b64decode(b64, validate=True))
+        except FileNotFoundError:
+            raise ProfileError(f"no identity at {file}: the profile is incomplete") from None
+        except (OSError, ValueError, UnicodeDecodeError, binascii.Error, CryptoError):
+            raise ProfileError(f"{file} is damaged") from None
+
+    # ------------------------------------------------------------ channels
+
+    def _channels_file(self) -> Path:
+        return self.paths.data / "channels.json"
+
+    def _load_channels(self) -> dict[str, ChannelEntry]:
+        file = self._channels_file()
+        try:
+            doc = json.loads(file.read_text(encoding="utf-8"))
+            return {c["name"]: ChannelEntry(**c) for c in doc["channels"]}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ProfileError(f"{file} is damaged") from None
+
+    def _save_channels(self) -> None:
+        doc = {"version": PROFILE_VERSION, "channels": [c.to_json() for c in self.channels.values()]}
+        write_private(self._channels_file(), json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8"))
+
+    def channel(self, name: str) -> ChannelEntry:
+        try:
+            return self.channels[unicodedata.normalize("NFC", name)]
+        except KeyError:
+            raise ProfileError(f"not in channel {name!r} (joined: {', '.join(self.channels) or 'none'})") from None
+
+    def add_channel(self, name: str, secret: bytes, *, db: Path | None = None) -> ChannelEntry:
+        """Join ``name`` with ``secret``: write its key file; its database is ``db`` or a new one."""
+        name = valid_name(name, "channel name")
+        if name in self.channels:
+            raise ProfileError(f"already in channel {name!r}")
+        key = ChannelKey(secret, name)
+        stem = key.topic.rsplit("/", 1)[-1]
+        key_file = self.paths.data / "keys" / f"{stem}.key"
+        private_dir(key_file.parent)
+        private_dir(self.paths.data / "db")
+        try:
+            key.write_key_file(key_file, overwrite=True)
+        except CryptoError as exc:
+            raise ProfileError(str(exc)) from None
+        db_file = str(db) if db is not None else f"db/{stem}.db"
+        entry = ChannelEntry(name, f"keys/{stem}.key", db_file, int(time.time() * 1000))
+        self.channels[name] = entry
+        self._save_channels()
+        return entry
+
+    def remove_channel(self, name: str, *, forget: bool = False) -> ChannelEntry:
+        """Leave ``name``: forget its key; with ``forget`` its database too."""
+        entry = self.channel(name)
+        del self.channels[entry.name]
+        self._save_channels()
+        remove_quietly(self.paths.data / entry.key_file)
+        if forget:
+            db = self.db_path(entry)
+            remove_quietly(db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
+        return entry
+
+    def key(self, entry: ChannelEntry) -> ChannelKey:
+        return ChannelKey(self._secret(entry), entry.name)
+
+    def _secret(self, entry: ChannelEntry) -> bytes:
+        try:
+            return read_key_file(self.paths.data / entry.key_file)
+        except CryptoError as exc:
+            raise ProfileError(str(exc)) from None
+
+    def db_path(self, entry: ChannelEntry) -> Path:
+        path = Path(entry.db_file)
+        return path if path.is_absolute() else self.paths.data / path
+
+    def invite(self, name: str) -> Invite:
+        entry = self.channel(name)
+        return Invite(entry.name, self._secret(entry), self.broker)
+
+    def mark_read(self, name: str, read_ms: int) -> None:
+        entry = self.channel(name)
+        if read_ms > entry.read_ms:
+            entry.read_ms = read_ms
+            self._save_channels()
+
+
+def _toml_str(text: str) -> str:
+    """A TOML basic string (JSON's escapes are a subset of TOML's; DEL must be escaped too)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")

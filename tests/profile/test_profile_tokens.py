@@ -1,0 +1,88 @@
+"""Invite tokens: round trip, and every damaged or foreign token refused with one line."""
+
+from __future__ import annotations
+
+import base64
+import os
+import random
+import struct
+import zlib
+
+import pytest
+
+from sdschat.profile import TOKEN_PREFIX, Invite, TokenError, decode_invite, encode_invite
+
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def token(channel="team", broker="mqtt://chat.example:1883") -> tuple[Invite, str]:
+    invite = Invite(channel, os.urandom(32), broker)
+    return invite, encode_invite(invite)
+
+
+@pytest.mark.parametrize("channel,broker", [("team", "mqtt://127.0.0.1:1883"), ("équipe ☕", ""),
+                                            ("x" * 40, "mqtts://u:p@h:8883?ca=/etc/ca.pem")])
+def test_round_trip(channel, broker) -> None:
+    invite, text = token(channel, broker)
+    assert text.startswith(TOKEN_PREFIX) and "\n" not in text and " " not in text
+    assert decode_invite(text) == invite
+    assert decode_invite(f"  {text}\n") == invite  # pasted with blanks around
+    assert invite.secret.hex() not in repr(invite)
+
+
+def test_every_truncation_is_refused() -> None:
+    _, text = token()
+    for n in range(len(text)):
+        with pytest.raises(TokenError) as e:
+            decode_invite(text[:n])
+        assert "\n" not in str(e.value)
+
+
+def test_every_single_character_change_is_refused() -> None:
+    _, text = token()
+    tried = 0
+    for i in range(len(TOKEN_PREFIX), len(text)):
+        for c in ALPHABET + "=+/ .é":
+            if c == text[i]:
+                continue
+            with pytest.raises(TokenError):
+                decode_invite(text[:i] + c + text[i + 1:])
+            tried += 1
+        with pytest.raises(TokenError):
+            decode_invite(text[:i] + text[i + 1:])  # dropped
+    assert tried > 60 * (len(text) - len(TOKEN_PREFIX))
+
+
+def test_random_damage_never_gets_through() -> None:
+    rng = random.Random(7)
+    _, text = token()
+    for _ in range(5_000):
+        chars = list(text)
+        for _ in range(rng.randint(1, 4)):
+            chars[rng.randrange(len(TOKEN_PREFIX), len(chars))] = rng.choice(ALPHABET)
+        damaged = "".join(chars)
+        if damaged != text:
+            with pytest.raises(TokenError):
+                decode_invite(damaged)
+
+
+def _forge(version: int, body: bytes) -> str:
+    raw = bytes([version]) + body
+    raw += struct.pack(">I", zlib.crc32(raw))
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def test_other_versions_and_foreign_tokens_are_refused() -> None:
+    invite, text = token()
+    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")
+    with pytest.raises(TokenError, match="version 2"):
+        decode_invite(_forge(2, raw[1:-4]))
+    for foreign in ("", "sdschat:", "hello", "sdschat-key v1", "https://example.org/invite/abc",
+                    text.replace("sdschat:", "sdschat;"), text + text, "sdschat:" + "A" * 10_000):
+        with pytest.raises(TokenError):
+            decode_invite(foreign)
+    # checksummed but malformed inside: no name, a control character, lengths that do not add up
+    for body in (b"\x00" + invite.secret + b"\x00\x00", b"\x02a\x07" + invite.secret + b"\x00\x00",
+                 b"\x04team" + invite.secret + b"\x00\x09mqtt://", b"\x04team" + invite.secret[:10]):
+        with pytest.raises(TokenError, match="malformed"):
+            decode_invite(_forge(1, body))
