@@ -85,6 +85,7 @@ def new_run(args: argparse.Namespace) -> int:
 
 def invite_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("channel", help="a joined channel")
+    p.add_argument("--qr", action="store_true", help="also print the token as a QR code for the terminal")
     add_home_arg(p)
 
 
@@ -93,7 +94,12 @@ def invite_run(args: argparse.Namespace) -> int:
 
     profile = load_profile(args)
     invite = _profile_call(profile.invite, args.channel)
-    print(encode_invite(invite))
+    token = encode_invite(invite)
+    print(token)
+    if args.qr:
+        import segno
+
+        segno.make(token, error="m").terminal(out=sys.stdout, compact=True)
     print(f"sdschat: this token is #{invite.channel}'s key: whoever holds it reads and writes the channel; "
           "send it only to the people you invite, over a private channel", file=sys.stderr)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sqlite3
@@ -9,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import segno
 
 from sdschat.cli import main
 from sdschat.profile import Profile, decode_invite, resolve_paths
@@ -35,6 +37,12 @@ def test_init_new_invite_join_part(tmp_path, capsys) -> None:
     assert code == 0 and token.count("\n") == 1 and "key" in err and "secret" not in token
     invite = decode_invite(token)
     assert (invite.channel, invite.broker) == ("team", "mqtt://127.0.0.1:1883")
+    code, out, _ = sdschat(capsys, "invite", "team", "--qr", "--home", alice)
+    first, qr = out.split("\n", 1)
+    assert code == 0 and decode_invite(first) == invite
+    expected = io.StringIO()
+    segno.make(first, error="m").terminal(out=expected, compact=True)
+    assert qr == expected.getvalue() and qr.count("\n") > 20 and "▀" in qr
 
     assert sdschat(capsys, "init", "--name", "bob", "--home", bob)[0] == 0
     assert sdschat(capsys, "join", token.strip(), "--home", bob)[:2] == (0, "team\n")
