@@ -30,9 +30,36 @@ CHAT_SIZE = (108, 28)
 DEMO_SIZE = (150, 36)
 
 
+_TEXT = re.compile(r'<text ([^>]*?)x="([\d.]+)"([^>]*?)textLength="([\d.]+)"([^>]*)>((?:&#160;)+)((?!&#160;)[^<]+)</text>')
+_ASCII_TEXT = re.compile(r'textLength="([\d.]+)"[^>]*>([ -;=-~]+)</text>')
+
+
+def leading_blanks_as_offsets(svg: str) -> str:
+    """Move the blanks that open a text run into its x position.
+
+    SVG renderers (librsvg, some browsers) drop the leading no-break spaces of a
+    ``<text>`` run that has a ``textLength``, so "connected" and "  unacked 1"
+    in two runs render as "connectedunacked 1". A terminal shows the blanks;
+    so do the screenshots once they are offsets.
+    """
+    cells = [float(n) / len(t.replace("&#160;", " ")) for n, t in _ASCII_TEXT.findall(svg)]
+    if not cells:
+        return svg
+    cell = max(set(cells), key=cells.count)
+
+    def shift(m: re.Match) -> str:
+        before, x, middle, length, after, blanks, rest = m.groups()
+        n = blanks.count("&#160;")
+        return (f'<text {before}x="{float(x) + n * cell:g}"{middle}textLength="{float(length) - n * cell:g}"'
+                f"{after}>{rest}</text>")
+
+    return _TEXT.sub(shift, svg)
+
+
 def _save(app, path: Path) -> None:
     svg = app.export_screenshot(title=path.stem)
     svg = re.sub(r"[ \t]+\n", "\n", svg)  # a few KB of trailing blanks
+    svg = leading_blanks_as_offsets(svg)
     path.write_text(svg, encoding="utf-8")
     print(f"wrote {path} ({len(svg) // 1024} KB)")
 

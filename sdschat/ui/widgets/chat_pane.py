@@ -244,7 +244,7 @@ class ChatPane(Vertical):
             nick=node.nick, participant_id=node.participant_id, channel=self.channel_name,
             broker_url=getattr(node, "broker_url", "") or "", connection=self.connection,
             connection_detail=self.connection_detail, health=self._health, participants=node.participants(),
-            impairment=node.impairment, now_ms=self.now_ms(),
+            impairment=node.impairment, now_ms=self.now_ms(), tz=self.tz,
         )
 
     def refresh_panel(self) -> None:

@@ -8,6 +8,7 @@ two-line form under each pane of the demo.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 
 from rich.console import Group
 from rich.table import Table
@@ -16,7 +17,7 @@ from textual.widgets import Static
 
 from ..theme import nick_style
 
-__all__ = ["SidePanel", "PanelState", "ago"]
+__all__ = ["SidePanel", "PanelState", "ago", "lamport_text"]
 
 _CONN_STYLE = {"connected": "green", "connecting": "yellow", "disconnected": "red", "stopped": "grey50"}
 
@@ -33,6 +34,17 @@ class PanelState:
     participants: list = field(default_factory=list)  # ParticipantRow-like: participant_id, nick, last_seen_ms
     impairment: object = None  # Impairment-like: loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline
     now_ms: int = 0
+    tz: tzinfo | None = None
+
+
+def lamport_text(lamport: int, now_ms: int, tz: tzinfo | None = None) -> str:
+    """A Lamport time as a person reads it: the engine keeps it at least the wall clock in ms, so a time."""
+    if lamport < 1_000_000_000_000:  # a plain counter (a peer that does not follow the clock)
+        return str(lamport)
+    at = datetime.fromtimestamp(lamport / 1000, tz)
+    now = datetime.fromtimestamp(now_ms / 1000, tz) if now_ms else at
+    text = at.strftime("%H:%M:%S.") + f"{lamport % 1000:03d}"
+    return text if at.date() == now.date() else f"{at.strftime('%d %b')} {text}"
 
 
 def ago(now_ms: int, then_ms: int) -> str:
@@ -139,7 +151,7 @@ class SidePanel(Static):
         def row(label: str, value, style: str = "") -> None:
             t.add_row(Text(label, "grey70"), Text(str(value), style))
 
-        row("lamport", h.get("lamport_timestamp", 0))
+        row("lamport", lamport_text(h.get("lamport_timestamp", 0), st.now_ms, st.tz))
         row("log", h.get("log", 0))
         row("unacknowledged", h.get("unacknowledged", 0), "yellow" if h.get("unacknowledged") else "")
         row("possibly acked", h.get("possibly_acknowledged", 0), "cyan" if h.get("possibly_acknowledged") else "")
@@ -170,7 +182,7 @@ class SidePanel(Static):
                                         n("possibly", "possibly_acknowledged", "cyan"),
                                         n("missing", "missing", "yellow")))
         line2 = Text.assemble((f"resends {h.get('resends', 0)}  repairs {h.get('repairs_requested', 0)}/"
-                               f"{h.get('repairs_served', 0)}  ", "grey70"), n("lost", "lost", "red"))
+                               f"{h.get('repairs_served', 0)}", "grey70"), n("lost", "lost", "red"))
         line3 = Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "grey70")
         for line in (line1, line2, line3):
             line.no_wrap = True
