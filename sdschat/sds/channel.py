@@ -106,7 +106,6 @@ persist each change as one row write instead of rewriting the state.
 from __future__ import annotations
 
 from hashlib import sha256
-from heapq import heappop
 
 from .bloom import RollingBloomFilter
 from .config import ChannelConfig
@@ -119,10 +118,18 @@ from .outgoing import OutgoingBuffer
 from .repair import RepairScheduler
 from .state import CacheRow, ChannelState, LogRow
 from .sync import Syncer
+from .timers import Timers
 from .wire import MAX_FRAME_BYTES, HistoryEntry, WireError, encode_frame, parse_pb
 from . import sds_pb2
 
 __all__ = ["MessageChannel", "Frame", "message_id"]
+
+
+_STATS = (
+    "sent", "received", "delivered", "duplicates", "own_echoes", "rejected", "resends", "syncs_sent",
+    "syncs_received", "ephemeral_sent", "ephemeral_received", "acked", "acked_by_bloom", "possibly_acked",
+    "repairs_requested", "repair_requests_received", "repairs_served", "lost", "evicted",
+)
 
 
 def message_id(payload: bytes) -> str:
@@ -133,13 +140,12 @@ def message_id(payload: bytes) -> str:
 class MessageChannel:
     """SDS (+ SDS-R) state machine of ``participant_id`` in ``channel_id``."""
 
-    # Slots, not an instance dict: a simulator touches thousands of channels in turn (cold in the CPU
-    # caches); slots keep the attributes in the object, those of the receive path first. The receive path
-    # reads the collaborators' shared dicts through direct references (``_requests`` is the repair
-    # scheduler's ``requests``, ``_logged`` the log's ``rows``...), never through a second attribute lookup.
+    # Slots (a simulator touches thousands of channels in turn, cold in the CPU caches), those of the receive
+    # path first; it reads the collaborators' shared dicts through direct references (``_requests`` is the
+    # repair scheduler's ``requests``, ``_logged`` the log's ``rows``...), not through a second lookup.
     __slots__ = (
         "config", "channel_id", "participant_id", "stats", "_requests", "_responses", "_logged", "_incoming",
-        "_peers", "_ack_owed", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out", "_in", "_accept",
+        "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out", "_in",
         "_deferred", "_timers", "_journal", "max_content_bytes",
     )
 
@@ -160,15 +166,7 @@ class MessageChannel:
         self.channel_id = channel_id
         self.participant_id = participant_id
         self.config = config = config or ChannelConfig()
-        self.stats: dict[str, int] = dict.fromkeys(
-            (
-                "sent", "received", "delivered", "duplicates", "own_echoes", "rejected", "resends",
-                "syncs_sent", "syncs_received", "ephemeral_sent", "ephemeral_received", "acked",
-                "acked_by_bloom", "possibly_acked", "repairs_requested", "repair_requests_received",
-                "repairs_served", "lost", "evicted",
-            ),
-            0,
-        )
+        self.stats: dict[str, int] = dict.fromkeys(_STATS, 0)
         self._wire(int(now_ms))
         #: largest content :meth:`send` accepts: the frame must stay under the wire limit
         self.max_content_bytes = MAX_FRAME_BYTES - self._clog.bloom.n_bytes - 64 * 1024
@@ -181,10 +179,9 @@ class MessageChannel:
         self._clog = log = LocalLog(cfg, now_ms)
         self._repair = repair = RepairScheduler(cfg, cid, pid, stats)
         self._hints = hints = GapHints(cfg, pid, log.rows, log.bloom)
-        self._sync = sync = Syncer(cfg, cid, pid, stats, now_ms, log, repair, hints)
+        self._in = incoming = IncomingBuffer(cfg, stats, log, repair, hints)
+        self._sync = sync = Syncer(cfg, cid, pid, stats, now_ms, log, repair, hints, incoming)
         self._out = out = OutgoingBuffer(cfg, cid, pid, stats, log.bloom)
-        self._in = incoming = IncomingBuffer(cfg, stats, log, repair, hints, sync)
-        self._accept = incoming.accept
         self._logged = log.rows
         self._incoming = incoming.entries
         self._outgoing = out.entries
@@ -192,10 +189,10 @@ class MessageChannel:
         self._requests = repair.requests
         self._responses = repair.responses
         self._ack_owed = sync.ack_owed
-        # timer heaps and their liveness tests, in the order next_deadline() consults them
-        self._timers = ((out.heap, out.live), (repair.req_heap, repair.request_live),
-                        (repair.resp_heap, repair.response_live), (incoming.wait_heap, incoming.wait_live),
-                        (incoming.missing_heap, incoming.missing_live))
+        self._recent_syncs = sync.recent
+        self._timers = Timers((out.heap, out.live), (repair.req_heap, repair.request_live),
+                              (repair.resp_heap, repair.response_live), (incoming.wait_heap, incoming.wait_live),
+                              (incoming.missing_heap, incoming.missing_live))
 
     @property
     def journal(self) -> list[tuple] | None:
@@ -304,19 +301,7 @@ class MessageChannel:
         events deferred from :meth:`send` wait for the next tick, the heaps
         are left alone: that tick comes when it always did.)
         """
-        due = self._sync.deadline()
-        if self._deferred:
-            for heap, _ in self._timers:
-                if heap and heap[0][0] < due:
-                    due = heap[0][0]
-            return due
-        for heap, live in self._timers:
-            while heap and heap[0][0] < due:
-                if live(*heap[0]):
-                    due = heap[0][0]
-                    break
-                heappop(heap)
-        return due
+        return self._timers.earliest(self._sync.deadline(), prune=not self._deferred)
 
     # -------------------------------------------------------------------- send
 
@@ -386,13 +371,11 @@ class MessageChannel:
 
     def receive_parsed(self, pb: sds_pb2.Message | Frame, now_ms: int, retrieval_hint: bytes | None = None,
                        positions: tuple[tuple[int, int], ...] | None = None) -> list[Event]:
-        """:meth:`receive` for a frame already parsed with :func:`sdschat.sds.wire.parse_pb`.
+        """:meth:`receive` for a frame parsed with :func:`~sdschat.sds.wire.parse_pb` (only read, never modified).
 
-        For simulators that broadcast one frame to many receivers: parse once, wrap it once in a
-        :class:`Frame` (fields read once, shared by every receiver), and optionally pass the bloom
-        ``positions`` of its message id (``channel.bloom.positions(id)``, identical for equal bloom
-        parameters). The parsed message is only read, never modified.
-        """
+        Simulators broadcasting one frame to many receivers wrap it once in a :class:`Frame` (read once, shared)
+        and may pass the bloom ``positions`` of its id (``channel.bloom.positions(id)``, equal for equal bloom
+        parameters)."""
         f = pb if type(pb) is Frame else Frame(pb)
         cfg = self.config
         # the frame's own checks are made once per configuration (Frame.static_problem), the Lamport skew here
@@ -400,15 +383,11 @@ class MessageChannel:
             problem = f._problem
         else:
             problem = f.static_problem(cfg, self.channel_id)
-        if problem is None and f.has_lamport:
-            lamport = f.lamport
-            skew = cfg.max_clock_skew_ms
-            if lamport > now_ms + skew and lamport > self._clog.lamport + skew:
-                problem = ("lamport_future", f"lamport timestamp {lamport} too far ahead")
+        if problem is None and f.has_lamport and f.lamport > now_ms + cfg.max_clock_skew_ms:
+            problem = self._ahead(f)
         if problem is not None or not f.has_lamport:
             return self._unsequenced(f, problem)
-        mid = f.message_id
-        sender = f.sender_id
+        mid, sender = f.message_id, f.sender_id
         if mid in self._requests:  # cancel before dedup
             self._repair.drop_request(mid)
         if mid in self._responses:
@@ -424,7 +403,8 @@ class MessageChannel:
                 if cfg.ack_delay_ms is not None and mid not in self._ack_owed:
                     self._sync.owe_ack(mid, sender, now_ms)  # a resend: the sender lacks our acknowledgement
                 return []
-        elif self._sync.seen(mid):
+            self._sync.activity(now_ms)
+        elif mid in self._recent_syncs:  # (Syncer.on_sync remembers it)
             stats["duplicates"] += 1
             return []
         stats["received"] += 1
@@ -440,12 +420,19 @@ class MessageChannel:
             self._hints.on_frame(f, sender, now_ms)
         if f.repair:
             self._repair.on_requests(f, sender, now_ms, events)
-        self._sync.activity(now_ms)
         if has_content:
-            self._accept(f, mid, sender, f.lamport, now_ms, retrieval_hint, events, positions)
+            if cfg.ack_delay_ms is not None:
+                self._sync.owe_ack(mid, sender, now_ms)
+            self._in.accept(f, mid, sender, f.lamport, now_ms, retrieval_hint, events, positions)
         else:
-            self._in.note_sync(f, mid, sender, now_ms, events)
+            self._sync.on_sync(f, mid, sender, now_ms, events)
         return events
+
+    def _ahead(self, f: Frame) -> tuple[str, str] | None:
+        """A frame ahead of ``now_ms`` by more than the skew: rejected if ahead of our clock by as much."""
+        if f.lamport > self._clog.lamport + self.config.max_clock_skew_ms:
+            return ("lamport_future", f"lamport timestamp {f.lamport} too far ahead")
+        return None
 
     def _unsequenced(self, f: Frame, problem: tuple[str, str] | None) -> list[Event]:
         """A frame that failed a check, or has no Lamport timestamp (ephemeral, or else empty)."""

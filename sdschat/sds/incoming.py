@@ -6,12 +6,11 @@ import heapq
 from collections import OrderedDict
 
 from .config import ChannelConfig
-from .events import Delivered, Event, Evicted, GapDetected, Lost, Missing, SyncReceived
+from .events import Delivered, Event, Evicted, Lost, Missing
 from .hints import GapHints
 from .log import LocalLog
 from .repair import RepairScheduler
 from .state import CacheRow, InRow, LogRow, MissingRow
-from .sync import Syncer
 from .wire import HistoryEntry
 
 __all__ = ["IncomingBuffer"]
@@ -43,10 +42,10 @@ class IncomingBuffer:
     """
 
     __slots__ = ("entries", "waiters", "wait_heap", "missing", "missing_heap", "lost", "hint_map", "log", "logged",
-                 "repair", "hints", "syncer", "config", "stats", "journal")
+                 "repair", "hints", "config", "stats", "journal")
 
     def __init__(self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler,
-                 hints: GapHints, syncer: Syncer) -> None:
+                 hints: GapHints) -> None:
         self.entries: dict[str, _In] = {}
         self.waiters: dict[str, list[str]] = {}  # dependency -> ids of the messages waiting on it
         self.wait_heap: list[tuple[int, str]] = []
@@ -58,7 +57,6 @@ class IncomingBuffer:
         self.logged = log.rows
         self.repair = repair
         self.hints = hints
-        self.syncer = syncer
         self.config = config
         self.stats = stats
         self.journal: list[tuple] | None = None
@@ -101,8 +99,6 @@ class IncomingBuffer:
                 waiting.append(d)
             else:
                 missing.append(e)
-        if cfg.ack_delay_ms is not None:
-            self.syncer.owe_ack(mid, sender, now_ms)
         if not unmet:
             shared = None
             if hint is None and not repaired:
@@ -136,29 +132,6 @@ class IncomingBuffer:
         if self.journal is not None:
             self.journal.append(("in", mid, self.row(mid, entry, hint)))
 
-    def note_sync(self, f, mid: str, sender: str, now_ms: int, events: list[Event]) -> None:
-        """A new sync frame: ``SyncReceived``, and ``GapDetected`` for ids it names that nobody here has."""
-        self.stats["syncs_received"] += 1
-        ev = f._sync_event
-        if ev is None:
-            ev = f._sync_event = SyncReceived(sender, mid, f.lamport)
-        events.append(ev)
-        log = self.logged
-        missing = self.missing
-        incoming = self.entries
-        lost = self.lost
-        gaps = None
-        for d in f.history_ids:
-            if d in log or d in incoming or d in missing or d in lost:
-                continue  # known here (logged, or waiting behind a gap): nothing to note
-            e = f.history[f.history_ids.index(d)]  # rare: the entry itself
-            if self.note_missing(e, now_ms, events):
-                if gaps is None:
-                    gaps = []
-                gaps.append(e)
-        if gaps:
-            events.append(GapDetected(gaps, sender, mid))
-
     def note_missing(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> bool:
         """Record ``entry`` as missing if nothing here knows it; True if it is newly missing."""
         d = entry.message_id
@@ -190,8 +163,10 @@ class IncomingBuffer:
         emit = events.append
         while stack:
             mid, sender, lamport, content, hint, repaired, after_lost = stack.pop()
-            if lamport > log.lamport:
-                log.observe(lamport)
+            if lamport > log.lamport:  # log.observe(lamport), inline
+                log.lamport = lamport
+                if journal is not None:
+                    journal.append(("lamport", None, lamport))
             if shared is not None:
                 row, delivered, key = shared
                 shared = None

@@ -13,18 +13,14 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from hashlib import sha256
-from typing import TYPE_CHECKING
 
+from .config import PARTICIPANTS_PER_RESPONSE_GROUP, ChannelConfig, response_groups_for
 from .events import Event, Evicted, Outgoing, RepairScheduled, RepairServed
 from .state import CacheRow, ChannelState, RequestRow
 from .wire import HistoryEntry, encode_frame
 
-if TYPE_CHECKING:  # config imports this module
-    from .config import ChannelConfig
-
-__all__ = ["hash64", "t_req", "t_resp", "in_response_group", "response_groups_for", "RepairScheduler"]
-
-PARTICIPANTS_PER_RESPONSE_GROUP = 128
+__all__ = ["PARTICIPANTS_PER_RESPONSE_GROUP", "hash64", "t_req", "t_resp", "in_response_group", "response_groups_for",
+           "RepairScheduler"]
 
 
 def hash64(text: str) -> int:
@@ -71,10 +67,6 @@ def in_response_group(participant_id: str, sender_id: str | None, message_id: st
         hash64(sender_id + message_id) % num_response_groups
     )
 
-
-def response_groups_for(expected_participants: int) -> int:
-    """The RFC's default: one response group per 128 participants (``n div 128 + 1``)."""
-    return max(0, expected_participants) // PARTICIPANTS_PER_RESPONSE_GROUP + 1
 
 
 class RepairScheduler:

@@ -1,4 +1,4 @@
-"""``Syncer``: when a sync frame goes out and what it says; delayed acks; dedup of received syncs."""
+"""``Syncer``: sync frames out (when, and what they say) and in (dedup, the gaps they reveal); delayed acks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from hashlib import sha256
 
 from . import repair as _repair
 from .config import ChannelConfig
-from .events import Outgoing
+from .events import Event, GapDetected, Outgoing, SyncReceived
 from .hints import GapHints
+from .incoming import IncomingBuffer
 from .log import LocalLog
 from .repair import RepairScheduler
 from .wire import encode_frame
@@ -25,10 +26,12 @@ class Syncer:
     """
 
     __slots__ = ("recent", "order", "ack_owed", "last_activity", "counter", "jitter_for", "jitter", "next_at",
-                 "config", "participant_id", "channel_id", "stats", "log", "repair", "hints")
+                 "config", "participant_id", "channel_id", "stats", "log", "repair", "hints", "incoming", "logged",
+                 "waiting", "missing", "lost")
 
     def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int],
-                 now_ms: int, log: LocalLog, repair: RepairScheduler, hints: GapHints) -> None:
+                 now_ms: int, log: LocalLog, repair: RepairScheduler, hints: GapHints,
+                 incoming: IncomingBuffer) -> None:
         # ids of sync frames seen (dedup), oldest first: a plain dict and a queue of the same ids take half an
         # OrderedDict's memory (10,000 simulated members each hold thousands) and evict the oldest in O(1)
         self.recent: dict[str, None] = {}
@@ -41,6 +44,12 @@ class Syncer:
         self.log = log
         self.repair = repair
         self.hints = hints
+        self.incoming = incoming
+        # what a sync's causal history is checked against: logged, waiting, known missing, declared lost
+        self.logged = log.rows
+        self.waiting = incoming.entries
+        self.missing = incoming.missing
+        self.lost = incoming.lost
         self.last_activity = now_ms
         self.counter = 0
         self.jitter_for = -1
@@ -103,17 +112,41 @@ class Syncer:
 
     # ------------------------------------------------------------------ frames
 
-    def seen(self, mid: str) -> bool:
-        """Whether sync frame ``mid`` was seen among the last 4,096 (it is remembered now if not)."""
+    def on_sync(self, f, mid: str, sender: str, now_ms: int, events: list[Event]) -> None:
+        """A sync frame not seen before (``mid`` not in ``recent``): remember it, count it as activity, and
+        note as missing (``GapDetected``) the ids it names that nobody here has."""
         recent = self.recent
-        if mid in recent:
-            return True
         recent[mid] = None
         order = self.order
         order.append(mid)
         if len(order) > _SYNC_DEDUP:
             del recent[order.popleft()]
-        return False
+        if now_ms > self.last_activity:  # self.activity(now_ms), inline
+            self.last_activity = now_ms
+            if self.jitter_for == self.counter:
+                self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
+            else:
+                self.next_at = self.due_after(now_ms)
+        self.stats["syncs_received"] += 1
+        ev = f._sync_event
+        if ev is None:
+            ev = f._sync_event = SyncReceived(sender, mid, f.lamport)
+        events.append(ev)
+        log = self.logged
+        waiting = self.waiting
+        missing = self.missing
+        lost = self.lost
+        gaps = None
+        for d in f.history_ids:
+            if d in log or d in waiting or d in missing or d in lost:
+                continue  # known here (logged, or waiting behind a gap): nothing to note
+            e = f.history[f.history_ids.index(d)]  # rare: the entry itself
+            if self.incoming.note_missing(e, now_ms, events):
+                if gaps is None:
+                    gaps = []
+                gaps.append(e)
+        if gaps:
+            events.append(GapDetected(gaps, sender, mid))
 
     def remember(self, ids: list[str]) -> None:
         for sid in ids:
