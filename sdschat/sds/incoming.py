@@ -159,7 +159,7 @@ class IncomingBuffer:
         journal = self.journal
         stats = self.stats
         log = self.log
-        note = self.hints.note
+        note = self.hints.note if self.config.gap_hints > 0 else None  # (GapHints.note does nothing else)
         emit = events.append
         while stack:
             mid, sender, lamport, content, hint, repaired, after_lost = stack.pop()
@@ -175,7 +175,8 @@ class IncomingBuffer:
                 delivered = Delivered(mid, sender, content, lamport, repaired, after_lost)
                 key = None
             log.insert(row, key)
-            note(mid, sender, now_ms)
+            if note is not None:
+                note(mid, sender, now_ms)
             stats["delivered"] += 1
             emit(delivered)
             dependants = waiters.pop(mid, None)
