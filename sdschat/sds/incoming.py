@@ -69,17 +69,9 @@ class IncomingBuffer:
         content = f.content
         causal = f.history  # a tuple of immutable entries, shared by every receiver of the frame
         self.log.bloom_add(mid, positions)
-        repaired = False
-        if mid in self.missing:
-            del self.missing[mid]
-            repaired = True
-            if self.journal is not None:
-                self.journal.append(("missing-", mid, None))
-        elif mid in self.lost:
-            del self.lost[mid]
-            repaired = True
-            if self.journal is not None:
-                self.journal.append(("lost-", mid, None))
+        repaired = mid in self.missing or mid in self.lost
+        if repaired:
+            self._arrived(mid)
         cfg = self.config
         repair = self.repair
         if cfg.repair.enabled and repair.in_sender_group(f):
@@ -108,14 +100,7 @@ class IncomingBuffer:
                                             Delivered(mid, sender, content, lamport, False, ()), (lamport, mid))
             self.deliver(mid, sender, lamport, content, hint, repaired, (), events, now_ms, shared)
             return
-        self._wait(mid, sender, lamport, causal, content, now_ms, unmet, repaired, hint, events)
-        for e in missing:
-            self.note_missing(e, now_ms, events)
-        events.append(Missing(mid, missing, sender, content, lamport, tuple(waiting)))
-
-    def _wait(self, mid, sender, lamport, causal, content, now_ms, unmet, repaired, hint, events) -> None:
-        incoming = self.entries
-        if len(incoming) >= self.config.incoming_buffer_size:
+        if len(incoming) >= cfg.incoming_buffer_size:
             self.evict_oldest(now_ms, events)
         entry = _In(sender, lamport, causal, content, now_ms, unmet, repaired)
         incoming[mid] = entry
@@ -126,11 +111,25 @@ class IncomingBuffer:
                 waiters[d] = [mid]
             else:
                 lst.append(mid)
-        heapq.heappush(self.wait_heap, (now_ms + 2 * self.config.lost_after_ms, mid))
+        heapq.heappush(self.wait_heap, (now_ms + 2 * cfg.lost_after_ms, mid))
         if hint is not None:
             self.hint_map[mid] = hint
         if self.journal is not None:
             self.journal.append(("in", mid, self.row(mid, entry, hint)))
+        for e in missing:
+            self.note_missing(e, now_ms, events)
+        events.append(Missing(mid, missing, sender, content, lamport, tuple(waiting)))
+
+    def _arrived(self, mid: str) -> None:
+        """``mid``, known missing or declared lost, has arrived."""
+        if mid in self.missing:
+            del self.missing[mid]
+            if self.journal is not None:
+                self.journal.append(("missing-", mid, None))
+        else:
+            del self.lost[mid]
+            if self.journal is not None:
+                self.journal.append(("lost-", mid, None))
 
     def note_missing(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> bool:
         """Record ``entry`` as missing if nothing here knows it; True if it is newly missing."""
