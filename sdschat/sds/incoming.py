@@ -162,7 +162,7 @@ class IncomingBuffer:
         emit = events.append
         while stack:
             mid, sender, lamport, content, hint, repaired, after_lost = stack.pop()
-            if lamport > log.lamport:  # log.observe(lamport), inline
+            if lamport > log.lamport:  # the clock moves up to what is delivered
                 log.lamport = lamport
                 if journal is not None:
                     journal.append(("lamport", None, lamport))

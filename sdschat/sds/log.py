@@ -15,7 +15,8 @@ __all__ = ["LocalLog"]
 class LocalLog:
     """The local log: ``(lamport_timestamp, message_id)`` order, the K newest additions, the clock, the filter.
 
-    ``rows`` (id -> :class:`LogRow`) is shared by reference with the buffers that test membership.
+    ``rows`` (id -> :class:`LogRow`) is shared by reference with the buffers that test membership; the
+    incoming buffer moves ``lamport`` up to each message it delivers (journaled as ``lamport``).
     """
 
     __slots__ = ("rows", "keys", "recent", "bloom", "lamport", "journal", "_history_size")
@@ -58,13 +59,6 @@ class LocalLog:
         if self.journal is not None:
             self.journal.append(("lamport", None, lt))
         return lt
-
-    def observe(self, lamport: int) -> None:
-        """A delivered message's clock: ours moves up to it."""
-        if lamport > self.lamport:
-            self.lamport = lamport
-            if self.journal is not None:
-                self.journal.append(("lamport", None, lamport))
 
     def bloom_add(self, mid: str, positions=None) -> None:
         rolled = self.bloom.add(mid, positions)
