@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .repair import response_groups_for
+__all__ = ["ChannelConfig", "RepairConfig", "response_groups_for"]
 
-__all__ = ["ChannelConfig", "RepairConfig"]
+PARTICIPANTS_PER_RESPONSE_GROUP = 128
+
+
+def response_groups_for(expected_participants: int) -> int:
+    """The RFC's default: one response group per 128 participants (``n div 128 + 1``)."""
+    return max(0, expected_participants) // PARTICIPANTS_PER_RESPONSE_GROUP + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""SDS-R timing and response-group functions, as @waku/sds 0.0.8 computes them.
+"""SDS-R: timing and response-group functions, as @waku/sds 0.0.8 computes them, and the
+:class:`RepairScheduler` that keeps one participant's requests, answers and cache.
 
 ``hash(x)`` is the first 8 bytes of SHA-256 of the UTF-8 string, read as a
 big-endian unsigned 64-bit integer; ``hash(a, b)`` hashes the concatenation
@@ -9,11 +10,17 @@ would disagree with every other implementation.
 
 from __future__ import annotations
 
+import heapq
+from collections import OrderedDict
 from hashlib import sha256
 
-__all__ = ["hash64", "t_req", "t_resp", "in_response_group", "response_groups_for"]
+from .config import PARTICIPANTS_PER_RESPONSE_GROUP, ChannelConfig, response_groups_for
+from .events import Event, Evicted, Outgoing, RepairScheduled, RepairServed
+from .state import CacheRow, ChannelState, RequestRow
+from .wire import HistoryEntry, encode_frame
 
-PARTICIPANTS_PER_RESPONSE_GROUP = 128
+__all__ = ["PARTICIPANTS_PER_RESPONSE_GROUP", "hash64", "t_req", "t_resp", "in_response_group", "response_groups_for",
+           "RepairScheduler"]
 
 
 def hash64(text: str) -> int:
@@ -61,6 +68,192 @@ def in_response_group(participant_id: str, sender_id: str | None, message_id: st
     )
 
 
-def response_groups_for(expected_participants: int) -> int:
-    """The RFC's default: one response group per 128 participants (``n div 128 + 1``)."""
-    return max(0, expected_participants) // PARTICIPANTS_PER_RESPONSE_GROUP + 1
+
+class RepairScheduler:
+    """Our pending repair requests and answers (timers in heaps, stale entries skipped) and the cache we answer from.
+
+    ``requests`` (id -> ``[t_req, entry, attempts]``) and ``responses`` (id -> T_resp) are shared by
+    reference with the channel's receive path (cancel before dedup).
+    """
+
+    __slots__ = ("requests", "req_heap", "responses", "resp_heap", "cache", "groups", "config", "stats",
+                 "journal", "channel_id", "participant_id")
+
+    def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int]) -> None:
+        self.requests: dict[str, list] = {}  # id -> [t_req, entry, attempts]
+        self.req_heap: list[tuple[int, str]] = []
+        self.responses: dict[str, int] = {}
+        self.resp_heap: list[tuple[int, str]] = []
+        self.cache: OrderedDict[str, CacheRow] = OrderedDict()
+        self.groups = config.repair.response_groups
+        self.config = config.repair
+        self.stats = stats
+        self.journal: list[tuple] | None = None
+        self.channel_id = channel_id
+        self.participant_id = participant_id
+
+    # --------------------------------------------------------------- requests
+
+    def request_live(self, t: int, mid: str) -> bool:
+        return self.requests.get(mid, (None,))[0] == t
+
+    def request_due(self, now_ms: int) -> bool:
+        """Whether a live request is due (stale heap tops are dropped on the way)."""
+        heap = self.req_heap
+        while heap and not self.request_live(*heap[0]):
+            heapq.heappop(heap)  # stale: answered, cancelled or re-scheduled
+        return bool(self.config.enabled and heap and heap[0][0] <= now_ms)
+
+    def due_requests(self, now_ms: int) -> list[HistoryEntry]:
+        """Pop up to ``max_requests`` due requests (lowest T_req first) and re-schedule them."""
+        cfg = self.config
+        heap = self.req_heap
+        if not cfg.enabled or not heap or heap[0][0] > now_ms:
+            return []
+        chosen: list[str] = []
+        requests = self.requests
+        while heap and heap[0][0] <= now_ms and len(chosen) < cfg.max_requests:
+            t, mid = heapq.heappop(heap)
+            rec = requests.get(mid)
+            if rec is None or rec[0] != t or mid in chosen:
+                continue
+            chosen.append(mid)
+        entries = []
+        for mid in chosen:
+            rec = requests[mid]
+            rec[2] += 1
+            self.schedule(mid, rec, now_ms)
+            entries.append(rec[1])
+        self.stats["repairs_requested"] += len(entries)
+        return entries
+
+    def schedule(self, mid: str, rec: list, now_ms: int) -> None:
+        cfg = self.config
+        key = mid if rec[2] == 0 else f"{mid}#{rec[2]}"
+        rec[0] = t_req(self.participant_id, key, now_ms, cfg.t_min_ms, cfg.t_max_ms)
+        heapq.heappush(self.req_heap, (rec[0], mid))
+        if self.journal is not None:
+            self.journal.append(("req", mid, RequestRow(rec[1], rec[0], rec[2])))
+
+    def add_request(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> None:
+        cfg = self.config
+        mid = entry.message_id
+        requests = self.requests
+        if not cfg.enabled or mid in requests:
+            return
+        if len(requests) >= cfg.buffer_size:
+            # evict the entry due furthest in the future
+            far = max(requests, key=lambda k: requests[k][0])
+            if requests[far][0] <= t_req(self.participant_id, mid, now_ms, cfg.t_min_ms, cfg.t_max_ms):
+                return
+            self.drop_request(far)
+            self.stats["evicted"] += 1
+            events.append(Evicted("repair_requests", far))
+        rec = [0, entry, 0]
+        requests[mid] = rec
+        self.schedule(mid, rec, now_ms)
+
+    def drop_request(self, mid: str) -> None:
+        if self.requests.pop(mid, None) is not None and self.journal is not None:
+            self.journal.append(("req-", mid, None))
+
+    # ---------------------------------------------------------------- answers
+
+    def response_live(self, t: int, mid: str) -> bool:
+        return self.responses.get(mid) == t
+
+    def drop_response(self, mid: str) -> None:
+        if self.responses.pop(mid, None) is not None and self.journal is not None:
+            self.journal.append(("resp-", mid, None))
+
+    def on_requests(self, f, sender: str, now_ms: int, events: list[Event]) -> None:
+        """The repair requests of a frame not seen before: back off our own, schedule our answers."""
+        cfg = self.config
+        if not cfg.enabled:
+            return
+        self.stats["repair_requests_received"] += len(f.repair)  # one count per entry
+        requests = self.requests
+        cache = self.cache
+        responses = self.responses
+        pid = self.participant_id
+        for rid, rsender in f.repair:
+            if requests:
+                rec = requests.get(rid)
+                if rec is not None:
+                    # someone else asked: back off afresh, but keep asking until it arrives
+                    rec[2] += 1
+                    self.schedule(rid, rec, now_ms)
+            cached = cache.get(rid)
+            if cached is None or rid in responses:
+                continue
+            origin = cached.sender_id or rsender
+            if not in_response_group(pid, origin, rid, self.groups):
+                continue
+            t = t_resp(pid, origin, rid, now_ms, cfg.t_max_ms)
+            if len(responses) >= cfg.buffer_size:
+                # full: keep the answers due soonest
+                far = max(responses, key=responses.__getitem__)
+                if responses[far] <= t:
+                    continue
+                self.drop_response(far)
+                self.stats["evicted"] += 1
+                events.append(Evicted("repair_responses", far))
+            responses[rid] = t
+            heapq.heappush(self.resp_heap, (t, rid))
+            if self.journal is not None:
+                self.journal.append(("resp", rid, t))
+            events.append(RepairScheduled(rid, sender, t))
+
+    def serve_due(self, now_ms: int, events: list[Event]) -> None:
+        """Rebroadcast the cached messages whose answer is due."""
+        heap = self.resp_heap
+        while heap and heap[0][0] <= now_ms:
+            t, mid = heapq.heappop(heap)
+            if not self.response_live(t, mid):
+                continue
+            self.drop_response(mid)
+            row = self.cache.get(mid)
+            if row is None:
+                continue
+            self.stats["repairs_served"] += 1
+            data = encode_frame(self.channel_id, row.sender_id, mid, row.lamport_timestamp, row.causal_history,
+                                row.content)
+            events.append(Outgoing(data, mid, "repair", row.lamport_timestamp))
+            events.append(RepairServed(mid, row.sender_id))
+
+    # ------------------------------------------------------------------ cache
+
+    def in_sender_group(self, f) -> bool:
+        """``in_response_group(self, f.sender_id, f.message_id, groups)``, the sender's hash read once per frame."""
+        groups = self.groups
+        if not f.sender_id:
+            return False
+        if groups <= 1:
+            return True
+        return hash64(self.participant_id + f.message_id) % groups == f.sender_hash() % groups
+
+    def cache_put(self, row: CacheRow) -> None:
+        cache = self.cache
+        cache[row.message_id] = row
+        if self.journal is not None:
+            self.journal.append(("cache", row.message_id, row))
+        if len(cache) > self.config.cache_size:
+            old, _ = cache.popitem(last=False)
+            if self.journal is not None:
+                self.journal.append(("cache-", old, None))
+
+    # ------------------------------------------------------------ persistence
+
+    def rows(self) -> tuple[list[RequestRow], list[tuple[str, int]], list[CacheRow]]:
+        return ([RequestRow(rec[1], rec[0], rec[2]) for rec in self.requests.values()],
+                list(self.responses.items()), list(self.cache.values()))
+
+    def load(self, state: ChannelState) -> None:
+        for r in state.repair_requests:
+            self.requests[r.entry.message_id] = [r.t_req, r.entry, r.attempts]
+            heapq.heappush(self.req_heap, (r.t_req, r.entry.message_id))
+        for mid, t in state.repair_responses:
+            self.responses[mid] = t
+            heapq.heappush(self.resp_heap, (t, mid))
+        for row in state.cache:
+            self.cache[row.message_id] = row

@@ -19,11 +19,13 @@ from google.protobuf.message import DecodeError
 
 from . import sds_pb2
 
-__all__ = ["HistoryEntry", "Message", "WireError", "encode", "decode", "MAX_FRAME_BYTES"]
+__all__ = ["HistoryEntry", "Message", "WireError", "encode", "encode_frame", "decode", "MAX_FRAME_BYTES"]
 
 #: Frames larger than this are refused by :func:`decode` (a default bloom
 #: frame is ~19 KB; content is chat-sized).
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+
+_PbMessage = sds_pb2.Message
 
 
 class WireError(ValueError):
@@ -78,6 +80,34 @@ def encode(msg: Message) -> bytes:
         return to_pb(msg).SerializeToString()
     except (ValueError, TypeError) as exc:  # e.g. negative lamport, non-str ids
         raise WireError(f"cannot encode message: {exc}") from None
+
+
+def encode_frame(channel_id: str, sender_id: str, message_id: str, lamport: int | None, causal, content,
+                 bloom: bytes | None = None, repair=()) -> bytes:
+    """The engine's encoder: fields straight from its state (``causal``/``repair``: :class:`HistoryEntry`-like)."""
+    pb = _PbMessage(message_id=message_id, channel_id=channel_id)
+    pb.sender_id = sender_id
+    if lamport is not None:
+        pb.lamport_timestamp = lamport
+    add = pb.causal_history.add
+    for e in causal:
+        h = add(message_id=e.message_id)
+        if e.retrieval_hint is not None:
+            h.retrieval_hint = e.retrieval_hint
+        if e.sender_id is not None:
+            h.sender_id = e.sender_id
+    if bloom is not None:
+        pb.bloom_filter = bloom
+    add = pb.repair_request.add
+    for e in repair:
+        h = add(message_id=e.message_id)
+        if e.retrieval_hint is not None:
+            h.retrieval_hint = e.retrieval_hint
+        if e.sender_id is not None:
+            h.sender_id = e.sender_id
+    if content is not None:
+        pb.content = content
+    return pb.SerializeToString()
 
 
 def entry_from_pb(pb_entry) -> HistoryEntry:

@@ -1,0 +1,348 @@
+"""``IncomingBuffer``: received content messages until their dependencies are met or declared lost."""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+
+from .config import ChannelConfig
+from .events import Delivered, Event, Evicted, Lost, Missing
+from .hints import GapHints
+from .log import LocalLog
+from .repair import RepairScheduler
+from .state import CacheRow, InRow, LogRow, MissingRow
+from .wire import HistoryEntry
+
+__all__ = ["IncomingBuffer"]
+
+_LOST_MEMORY = 10_000
+
+
+class _In:
+    __slots__ = ("sender_id", "lamport", "causal", "content", "received_at", "unmet", "repaired", "after_lost")
+
+    def __init__(self, sender_id, lamport, causal, content, received_at, unmet, repaired, after_lost=()):
+        self.sender_id = sender_id
+        self.lamport = lamport
+        self.causal = causal
+        self.content = content
+        self.received_at = received_at
+        self.unmet = unmet
+        self.repaired = repaired
+        self.after_lost = list(after_lost)
+
+
+class IncomingBuffer:
+    """Delivery in causal order: waiting messages, the ids they wait on (missing ones get an SDS-R
+    request), lost declarations, forced deliveries and eviction.
+
+    ``entries`` (id -> waiting message) is shared by reference with the channel's receive path (dedup).
+    Timer heaps hold ``(due, id)``: a missing id is lost ``lost_after_ms`` after it was noticed, a waiting
+    message is delivered anyway ``2 * lost_after_ms`` after it arrived.
+    """
+
+    __slots__ = ("entries", "waiters", "wait_heap", "missing", "missing_heap", "lost", "hint_map", "log", "logged",
+                 "repair", "hints", "config", "stats", "journal")
+
+    def __init__(self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler,
+                 hints: GapHints) -> None:
+        self.entries: dict[str, _In] = {}
+        self.waiters: dict[str, list[str]] = {}  # dependency -> ids of the messages waiting on it
+        self.wait_heap: list[tuple[int, str]] = []
+        self.missing: dict[str, MissingRow] = {}
+        self.missing_heap: list[tuple[int, str]] = []
+        self.lost: OrderedDict[str, str | None] = OrderedDict()
+        self.hint_map: dict[str, bytes] = {}  # retrieval hints of buffered messages, until delivery
+        self.log = log
+        self.logged = log.rows
+        self.repair = repair
+        self.hints = hints
+        self.config = config
+        self.stats = stats
+        self.journal: list[tuple] | None = None
+
+    # ----------------------------------------------------------------- arrival
+
+    def accept(self, f, mid: str, sender: str, lamport: int, now_ms: int, hint, events: list[Event],
+               positions=None) -> None:
+        """A new content message: deliver it (and what waited for it) or buffer it behind its gaps."""
+        content = f.content
+        causal = f.history  # a tuple of immutable entries, shared by every receiver of the frame
+        self.log.bloom_add(mid, positions)
+        repaired = mid in self.missing or mid in self.lost
+        if repaired:
+            self._arrived(mid)
+        cfg = self.config
+        repair = self.repair
+        if cfg.repair.enabled and repair.in_sender_group(f):
+            repair.cache_put(CacheRow(mid, sender, lamport, causal, content))
+        log = self.logged
+        incoming = self.entries
+        lost = self.lost
+        unmet = set()
+        missing: list[HistoryEntry] = []
+        waiting: list[str] = []
+        for e in causal:
+            d = e.message_id
+            if d in log or d in lost or d in unmet:
+                continue
+            unmet.add(d)
+            if d in incoming:
+                waiting.append(d)
+            else:
+                missing.append(e)
+        if not unmet:
+            shared = None
+            if hint is None and not repaired:
+                shared = f._delivery
+                if shared is None:
+                    shared = f._delivery = (LogRow(mid, lamport, sender, None),
+                                            Delivered(mid, sender, content, lamport, False, ()), (lamport, mid))
+            self.deliver(mid, sender, lamport, content, hint, repaired, (), events, now_ms, shared)
+            return
+        if len(incoming) >= cfg.incoming_buffer_size:
+            self.evict_oldest(now_ms, events)
+        entry = _In(sender, lamport, causal, content, now_ms, unmet, repaired)
+        incoming[mid] = entry
+        waiters = self.waiters
+        for d in unmet:
+            lst = waiters.get(d)
+            if lst is None:
+                waiters[d] = [mid]
+            else:
+                lst.append(mid)
+        heapq.heappush(self.wait_heap, (now_ms + 2 * cfg.lost_after_ms, mid))
+        if hint is not None:
+            self.hint_map[mid] = hint
+        if self.journal is not None:
+            self.journal.append(("in", mid, self.row(mid, entry, hint)))
+        for e in missing:
+            self.note_missing(e, now_ms, events)
+        events.append(Missing(mid, missing, sender, content, lamport, tuple(waiting)))
+
+    def _arrived(self, mid: str) -> None:
+        """``mid``, known missing or declared lost, has arrived."""
+        if mid in self.missing:
+            del self.missing[mid]
+            if self.journal is not None:
+                self.journal.append(("missing-", mid, None))
+        else:
+            del self.lost[mid]
+            if self.journal is not None:
+                self.journal.append(("lost-", mid, None))
+
+    def note_missing(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> bool:
+        """Record ``entry`` as missing if nothing here knows it; True if it is newly missing."""
+        d = entry.message_id
+        if d in self.missing or d in self.logged or d in self.entries or d in self.lost:
+            return False
+        row = MissingRow(entry, now_ms)
+        self.missing[d] = row
+        heapq.heappush(self.missing_heap, (now_ms + self.config.lost_after_ms, d))
+        if self.journal is not None:
+            self.journal.append(("missing", d, row))
+        self.repair.add_request(entry, now_ms, events)
+        return True
+
+    # ---------------------------------------------------------------- delivery
+
+    def deliver(self, mid, sender, lamport, content, hint, repaired, after_lost, events, now_ms, shared=None) -> None:
+        """Log and deliver ``mid``, then whatever waited only for it (and so on).
+
+        ``shared``: the ``(LogRow, Delivered, log key)`` of ``mid`` made once for every receiver of its
+        frame (all immutable; equal to what would be made here).
+        """
+        stack = [(mid, sender, lamport, content, hint, repaired, tuple(after_lost))]
+        incoming = self.entries
+        waiters = self.waiters
+        journal = self.journal
+        stats = self.stats
+        log = self.log
+        note = self.hints.note if self.config.gap_hints > 0 else None  # (GapHints.note does nothing else)
+        emit = events.append
+        while stack:
+            mid, sender, lamport, content, hint, repaired, after_lost = stack.pop()
+            if lamport > log.lamport:  # the clock moves up to what is delivered
+                log.lamport = lamport
+                if journal is not None:
+                    journal.append(("lamport", None, lamport))
+            if shared is not None:
+                row, delivered, key = shared
+                shared = None
+            else:
+                row = LogRow(mid, lamport, sender, hint)
+                delivered = Delivered(mid, sender, content, lamport, repaired, after_lost)
+                key = None
+            log.insert(row, key)
+            if note is not None:
+                note(mid, sender, now_ms)
+            stats["delivered"] += 1
+            emit(delivered)
+            dependants = waiters.pop(mid, None)
+            if not dependants:
+                continue
+            for w in dependants:
+                entry = incoming.get(w)
+                if entry is None:
+                    continue
+                unmet = entry.unmet
+                unmet.discard(mid)
+                if not unmet:
+                    del incoming[w]
+                    if journal is not None:
+                        journal.append(("in-", w, None))
+                    stack.append((w, entry.sender_id, entry.lamport, entry.content,
+                                  self.hint_map.pop(w, None), entry.repaired, tuple(entry.after_lost)))
+                elif journal is not None:
+                    journal.append(("in", w, self.row(w, entry, self.hint_map.get(w))))
+
+    def declare_lost(self, dep: str, events: list[Event], now_ms: int) -> None:
+        """``dep`` will not arrive in time: deliver its waiting dependants without it."""
+        journal = self.journal
+        row = self.missing.pop(dep, None)
+        if journal is not None and row is not None:
+            journal.append(("missing-", dep, None))
+        self.repair.drop_request(dep)
+        sender = row.entry.sender_id if row is not None else None
+        self.lost[dep] = sender
+        if journal is not None:
+            journal.append(("lost", dep, sender))
+        if len(self.lost) > _LOST_MEMORY:
+            old, _ = self.lost.popitem(last=False)
+            if journal is not None:
+                journal.append(("lost-", old, None))
+        self.stats["lost"] += 1
+        dependants = tuple(self.waiters.get(dep, ()))
+        events.append(Lost(dep, sender, dependants))
+        self._release(dep, events, now_ms)
+
+    def _release(self, dep: str, events: list[Event], now_ms: int) -> None:
+        incoming = self.entries
+        for w in self.waiters.pop(dep, ()):
+            entry = incoming.get(w)
+            if entry is None:
+                continue
+            entry.unmet.discard(dep)
+            entry.after_lost.append(dep)
+            if not entry.unmet:
+                del incoming[w]
+                if self.journal is not None:
+                    self.journal.append(("in-", w, None))
+                self.deliver(w, entry.sender_id, entry.lamport, entry.content, self.hint_map.pop(w, None),
+                             entry.repaired, entry.after_lost, events, now_ms)
+            elif self.journal is not None:
+                self.journal.append(("in", w, self.row(w, entry, self.hint_map.get(w))))
+
+    def evict_oldest(self, now_ms: int, events: list[Event]) -> None:
+        old = next(iter(self.entries))
+        self.stats["evicted"] += 1
+        events.append(Evicted("incoming", old))
+        self.force_deliver(old, events, now_ms)
+
+    def force_deliver(self, old: str, events: list[Event], now_ms: int) -> None:
+        """Deliver buffered ``old`` now: its missing dependencies are declared lost."""
+        entry = self.entries[old]
+        for dep in sorted(entry.unmet):
+            if dep not in self.entries:
+                self.declare_lost(dep, events, now_ms)
+        entry = self.entries.pop(old, None)
+        if entry is None:
+            return
+        # still waiting on messages that are themselves waiting: deliver it now anyway
+        if self.journal is not None:
+            self.journal.append(("in-", old, None))
+        for dep in entry.unmet:
+            lst = self.waiters.get(dep)
+            if lst and old in lst:
+                lst.remove(old)
+        self.deliver(old, entry.sender_id, entry.lamport, entry.content, self.hint_map.pop(old, None),
+                     entry.repaired, tuple(entry.after_lost) + tuple(sorted(entry.unmet)), events, now_ms)
+
+    # ------------------------------------------------------------------ timers
+
+    def wait_live(self, t: int, mid: str) -> bool:
+        """A waiting message's forced delivery (``2 * lost_after_ms`` after it arrived)."""
+        entry = self.entries.get(mid)
+        return entry is not None and entry.received_at + 2 * self.config.lost_after_ms == t
+
+    def missing_live(self, t: int, mid: str) -> bool:
+        """A missing id's loss (``lost_after_ms`` after it was noticed)."""
+        row = self.missing.get(mid)
+        return row is not None and row.detected_at + self.config.lost_after_ms == t
+
+    def expire(self, now_ms: int, events: list[Event]) -> None:
+        """Declare lost what is missing too long; deliver what waited too long."""
+        heap = self.missing_heap
+        while heap and heap[0][0] <= now_ms:
+            t, mid = heapq.heappop(heap)
+            if self.missing_live(t, mid):
+                self.declare_lost(mid, events, now_ms)
+        heap = self.wait_heap
+        while heap and heap[0][0] <= now_ms:
+            t, mid = heapq.heappop(heap)
+            if self.wait_live(t, mid):
+                self.force_deliver(mid, events, now_ms)
+
+    # ------------------------------------------------------------- persistence
+
+    def row(self, mid: str, entry: _In, hint: bytes | None) -> InRow:
+        return InRow(mid, entry.sender_id, entry.lamport, entry.causal, entry.content, entry.received_at,
+                     tuple(sorted(entry.unmet)), entry.repaired, tuple(entry.after_lost), hint)
+
+    def rows(self) -> list[InRow]:
+        hints = self.hint_map
+        return [self.row(mid, e, hints.get(mid)) for mid, e in self.entries.items()]
+
+    def load(self, incoming: list[InRow], missing: list[MissingRow], lost: list[tuple[str, str | None]]) -> None:
+        lost_after = self.config.lost_after_ms
+        for r in sorted(incoming, key=lambda r: r.received_at):
+            entry = _In(r.sender_id, r.lamport_timestamp, tuple(r.causal_history), r.content, r.received_at,
+                        set(r.unmet), r.repaired, r.after_lost)
+            self.entries[r.message_id] = entry
+            for d in entry.unmet:
+                self.waiters.setdefault(d, []).append(r.message_id)
+            heapq.heappush(self.wait_heap, (r.received_at + 2 * lost_after, r.message_id))
+            if r.retrieval_hint is not None:
+                self.hint_map[r.message_id] = r.retrieval_hint
+        for row in missing:
+            self.missing[row.entry.message_id] = row
+            heapq.heappush(self.missing_heap, (row.detected_at + lost_after, row.entry.message_id))
+        for mid, sender in lost:
+            self.lost[mid] = sender
+
+    # ------------------------------------------------------------------- views
+
+    def open_gaps(self) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+        """See :meth:`sdschat.sds.channel.MessageChannel.open_gaps`."""
+        missing = self.missing
+        gaps = []
+        named = set()
+        for mid, e in sorted(self.entries.items(), key=lambda kv: (kv[1].lamport, kv[0])):
+            ids = tuple(sorted(e.unmet))
+            named.update(ids)
+            senders = {missing[d].entry.sender_id for d in ids if d in missing}
+            gaps.append((mid, ids, tuple(sorted(x for x in senders if x))))
+        rest = [row.entry for d, row in missing.items() if d not in named]
+        if rest:
+            senders = {e.sender_id for e in rest if e.sender_id}
+            gaps.append(("", tuple(e.message_id for e in rest), tuple(sorted(senders))))
+        return gaps
+
+    def problems(self) -> list[str]:
+        problems = []
+        log = self.logged
+        for mid in self.entries:
+            if mid in log:
+                problems.append(f"{mid} both logged and buffered")
+        for mid, e in self.entries.items():
+            if not e.unmet:
+                problems.append(f"buffered {mid} has no unmet dependency")
+            for d in e.unmet:
+                if d in log:
+                    problems.append(f"buffered {mid} waits on logged {d}")
+                if mid not in self.waiters.get(d, ()):
+                    problems.append(f"buffered {mid} not registered as waiting on {d}")
+        for mid in self.missing:
+            if mid in log or mid in self.entries:
+                problems.append(f"missing {mid} is present")
+        return problems

@@ -1,0 +1,175 @@
+"""``Syncer``: sync frames out (when, and what they say) and in (dedup, the gaps they reveal); delayed acks."""
+
+from __future__ import annotations
+
+from collections import deque
+from hashlib import sha256
+
+from . import repair as _repair
+from .config import ChannelConfig
+from .events import Event, GapDetected, Outgoing, SyncReceived
+from .hints import GapHints
+from .incoming import IncomingBuffer
+from .log import LocalLog
+from .repair import RepairScheduler
+from .wire import encode_frame
+
+__all__ = ["Syncer"]
+
+_SYNC_DEDUP = 4096
+
+
+class Syncer:
+    """Sync frames: the periodic one (postponed by activity), and the early ones that repair requests,
+    owed acks (``ack_delay_ms``) or gap hints call for. ``ack_owed`` (id -> (due, its sender)) is shared
+    by reference with the channel's receive path.
+    """
+
+    __slots__ = ("recent", "order", "ack_owed", "last_activity", "counter", "jitter_for", "jitter", "next_at",
+                 "config", "participant_id", "channel_id", "stats", "log", "repair", "hints", "incoming", "logged",
+                 "waiting", "missing", "lost")
+
+    def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int],
+                 now_ms: int, log: LocalLog, repair: RepairScheduler, hints: GapHints,
+                 incoming: IncomingBuffer) -> None:
+        # ids of sync frames seen (dedup), oldest first: a plain dict and a queue of the same ids take half an
+        # OrderedDict's memory (10,000 simulated members each hold thousands) and evict the oldest in O(1)
+        self.recent: dict[str, None] = {}
+        self.order: deque[str] = deque()
+        self.ack_owed: dict[str, tuple[int, str]] = {}  # delayed ack: id -> (due, its sender)
+        self.config = config
+        self.participant_id = participant_id
+        self.channel_id = channel_id
+        self.stats = stats
+        self.log = log
+        self.repair = repair
+        self.hints = hints
+        self.incoming = incoming
+        # what a sync's causal history is checked against: logged, waiting, known missing, declared lost
+        self.logged = log.rows
+        self.waiting = incoming.entries
+        self.missing = incoming.missing
+        self.lost = incoming.lost
+        self.last_activity = now_ms
+        self.counter = 0
+        self.jitter_for = -1
+        self.jitter = 0
+        self.next_at = self.due_after(now_ms)
+
+    # ----------------------------------------------------------------- timing
+
+    def due_after(self, t: int) -> int:
+        if self.jitter_for != self.counter:
+            span = self.config.sync_jitter_ms
+            self.jitter = _repair.hash64(f"{self.participant_id}/sync/{self.counter}") % (span + 1) if span > 0 else 0
+            self.jitter_for = self.counter
+        return t + self.config.sync_interval_ms + self.jitter
+
+    def activity(self, now_ms: int) -> None:
+        """Channel activity at ``now_ms`` postpones the periodic sync."""
+        if now_ms > self.last_activity:
+            self.last_activity = now_ms
+            if self.jitter_for == self.counter:  # self.due_after(now_ms), jitter already drawn
+                self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
+            else:
+                self.next_at = self.due_after(now_ms)
+
+    def due(self, now_ms: int) -> bool:
+        """Whether :meth:`build` should run at ``now_ms`` (due requests, owed acks, gap hints or the period)."""
+        req_due = self.repair.request_due(now_ms)
+        ack_due = bool(self.ack_owed) and min(t for t, _ in self.ack_owed.values()) <= now_ms
+        hint_due = self.hints.due(now_ms)
+        return req_due or ack_due or hint_due or now_ms >= self.next_at
+
+    def deadline(self) -> int:
+        """The earliest of the periodic sync, the gap hints' sync and the owed acks."""
+        due = self.next_at
+        hint_due = self.hints.due_at
+        if hint_due is not None and hint_due < due:
+            due = hint_due
+        if self.ack_owed:
+            due = min(due, min(t for t, _ in self.ack_owed.values()))
+        return due
+
+    # ------------------------------------------------------------------- acks
+
+    def owe_ack(self, mid: str, sender: str, now_ms: int) -> None:
+        span = self.config.ack_jitter_ms
+        jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
+        self.ack_owed[mid] = (now_ms + self.config.ack_delay_ms + jitter, sender)
+
+    def forget_acked(self, history_ids, sender: str) -> None:
+        owed = self.ack_owed
+        for d in history_ids:
+            got = owed.get(d)
+            if got is not None and got[1] != sender:
+                del owed[d]  # someone else acknowledged it to its sender
+
+    def acks_sent(self) -> None:
+        # Whatever we broadcast carries our bloom filter, which holds every id we owe an
+        # ack for (those beyond the causal history are acknowledged by bloom): all paid.
+        self.ack_owed.clear()
+
+    # ------------------------------------------------------------------ frames
+
+    def on_sync(self, f, mid: str, sender: str, now_ms: int, events: list[Event]) -> None:
+        """A sync frame not seen before (``mid`` not in ``recent``): remember it, count it as activity, and
+        note as missing (``GapDetected``) the ids it names that nobody here has."""
+        recent = self.recent
+        recent[mid] = None
+        order = self.order
+        order.append(mid)
+        if len(order) > _SYNC_DEDUP:
+            del recent[order.popleft()]
+        if now_ms > self.last_activity:  # self.activity(now_ms), inline
+            self.last_activity = now_ms
+            if self.jitter_for == self.counter:
+                self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
+            else:
+                self.next_at = self.due_after(now_ms)
+        self.stats["syncs_received"] += 1
+        ev = f._sync_event
+        if ev is None:
+            ev = f._sync_event = SyncReceived(sender, mid, f.lamport)
+        events.append(ev)
+        log = self.logged
+        waiting = self.waiting
+        missing = self.missing
+        lost = self.lost
+        gaps = None
+        for d in f.history_ids:
+            if d in log or d in waiting or d in missing or d in lost:
+                continue  # known here (logged, or waiting behind a gap): nothing to note
+            e = f.history[f.history_ids.index(d)]  # rare: the entry itself
+            if self.incoming.note_missing(e, now_ms, events):
+                if gaps is None:
+                    gaps = []
+                gaps.append(e)
+        if gaps:
+            events.append(GapDetected(gaps, sender, mid))
+
+    def remember(self, ids: list[str]) -> None:
+        for sid in ids:
+            if sid not in self.recent:
+                self.recent[sid] = None
+                self.order.append(sid)
+
+    def build(self, now_ms: int) -> Outgoing | None:
+        """A sync frame (no content) with causal history, bloom filter and due repair requests."""
+        log = self.log
+        repair = self.repair.due_requests(now_ms)
+        history = self.hints.take(log.causal_history(), now_ms)
+        self.counter += 1
+        if not history and not repair:
+            self.next_at = self.due_after(now_ms)
+            return None
+        if self.ack_owed:
+            self.acks_sent()
+        lamport = log.bump(now_ms)
+        mid = "sync-" + sha256(f"{self.participant_id}/{lamport}/{self.counter}".encode()).hexdigest()[:16]
+        data = encode_frame(self.channel_id, self.participant_id, mid, lamport, history, None, log.bloom.to_bytes(),
+                            repair)
+        self.last_activity = max(self.last_activity, now_ms)
+        self.next_at = self.due_after(now_ms)
+        self.stats["syncs_sent"] += 1
+        return Outgoing(data, mid, "sync", lamport, tuple(e.message_id for e in repair))
