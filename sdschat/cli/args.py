@@ -73,12 +73,18 @@ def parsed_by(fn: Callable[[str], object], what: str):
     return parse
 
 
-def add_channel_args(p: argparse.ArgumentParser, *, name_required: bool = True) -> None:
-    """Who, where and how: the options of every command that runs a node."""
-    p.add_argument("--name", required=name_required, help="your nick in the channel")
+def add_channel_args(p: argparse.ArgumentParser) -> None:
+    """Who, where and how: the options of every command that runs a node.
+
+    A channel of the profile needs none but ``--channel``: name, key, broker
+    and database come from the profile, and the options override them.
+    """
+    p.add_argument("--name", help="your nick in the channel (default: the profile's name)")
     p.add_argument("--channel", default="general", help="channel name (never sent to the broker)")
-    p.add_argument("--key-file", type=Path, help="channel key file (from `sdschat keygen`); "
-                   "without it a passphrase is used (SDSCHAT_PASSPHRASE or a prompt)")
+    p.add_argument("--key-file", type=Path, help="channel key file (from `sdschat keygen`); without it, the "
+                   "profile's key of --channel, else a passphrase (SDSCHAT_PASSPHRASE or a prompt)")
+    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,
+                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
     p.add_argument("--broker", help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, else an embedded broker)")
     p.add_argument("--db", type=Path, help="database file (default: under the user data directory)")
     p.add_argument("--qos", type=int, choices=(0, 1), default=0, help="MQTT QoS for publish and subscribe (default 0)")

@@ -16,6 +16,8 @@ __all__ = ["bot_configure", "bot_run"]
 
 def bot_configure(p: argparse.ArgumentParser) -> None:
     add_channel_args(p)
+    p.add_argument("--invite", metavar="TOKEN", help="the channel, its key and broker from an invite token "
+                   "(no profile needed; with --name)")
     p.add_argument("--count", type=positive_int, default=10, help="messages to send")
     p.add_argument("--interval", type=non_negative, default=1.0, help="seconds between messages")
     p.add_argument("--linger", type=non_negative, default=12.0,
@@ -46,7 +48,7 @@ async def _send_all(node, args: argparse.Namespace, stop: asyncio.Event) -> None
         if stop.is_set() or node.failure:
             return
         try:
-            await node.send_text(args.text.format(name=args.name, i=i))
+            await node.send_text(args.text.format(name=node.nick, i=i))
         except NodeFailed:  # node.failure says why
             return
         await _wait(stop, args.interval)
@@ -65,7 +67,7 @@ async def _linger(node, args: argparse.Namespace, stop: asyncio.Event, started: 
             summary = {k: v for k, v in node.channel.summary().items() if v and k != "lamport_timestamp"}
             summary["link"] = {k: v for k, v in vars(node.transport.counters).items() if v}
             summary["mqtt"] = {k: v for k, v in vars(node.transport.inner.stats).items() if v}
-            print(f"{args.name}: gave up after {args.max_runtime:g} s with work pending: {summary}", file=sys.stderr)
+            print(f"{node.nick}: gave up after {args.max_runtime:g} s with work pending: {summary}", file=sys.stderr)
             return 3
         await _wait(stop, 0.1)
     return 0
@@ -77,12 +79,12 @@ async def bot_run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         if not args.quiet:
-            print(f"{args.name}: participant {node.participant_id[:12]} on {node.broker_url}", flush=True)
+            print(f"{node.nick}: participant {node.participant_id[:12]} on {node.broker_url}", flush=True)
         await _send_all(node, args, stop)
         code = await _linger(node, args, stop, started)
         if not args.quiet:
             h = node.health()
-            print(f"{args.name}: log {h['log']} messages, sent {h['sent']}, resends {h['resends']}, "
+            print(f"{node.nick}: log {h['log']} messages, sent {h['sent']}, resends {h['resends']}, "
                   f"repairs requested {h['repairs_requested']}, served {h['repairs_served']}, lost {h['lost']}",
                   flush=True)
     finally:

@@ -13,7 +13,11 @@ __all__ = ["export_configure", "export_run"]
 
 
 def export_configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, required=True, help="a participant's database file")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--db", type=Path, help="a participant's database file")
+    which.add_argument("--channel", help="a channel of your profile")
+    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,
+                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
     p.add_argument("--events", action="store_true", help="export the event table instead of the ordered log")
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("--out", type=Path, help="output file (default: standard output; required for parquet)")
@@ -22,6 +26,14 @@ def export_configure(p: argparse.ArgumentParser) -> None:
 async def export_run(args: argparse.Namespace) -> int:
     from sdschat.export import ExportError, export
 
+    if args.channel is not None:
+        from .profile import load_profile
+
+        profile = load_profile(args)
+        entry = profile.channels.get(args.channel)
+        if entry is None:
+            raise CliError(f"not in channel {args.channel!r} (joined: {', '.join(profile.channels) or 'none'})")
+        args.db = profile.db_path(entry)
     if not args.db.exists():
         raise CliError(f"no database at {args.db}")
     if args.format == "parquet":

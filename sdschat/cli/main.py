@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from . import bot, broker, chat, export, keys, pipeline, profile, storenode
+from . import bot, broker, chat, export, keys, pipeline, profile, storenode, window
 from .args import Parser
 from .errors import CliError
 
@@ -44,7 +44,9 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="sdschat", description="Terminal group chat with end-to-end reliability you can see.")
+    parser = Parser(prog="sdschat", description="Terminal group chat with end-to-end reliability you can see. "
+                    "With no command: every channel of your profile in one window.")
+    profile.add_home_arg(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (configure, run, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -57,10 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        if not getattr(args, "_run", None):
-            parser.print_help()
-            return 2
-        result = args._run(args)
+        result = (getattr(args, "_run", None) or window.window_run)(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
         return int(result or 0)

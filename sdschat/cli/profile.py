@@ -20,8 +20,8 @@ __all__ = [
 
 
 def add_home_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", type=Path, help="the profile's folder (default: $SDSCHAT_HOME, else the platform's "
-                   "config and data folders)")
+    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,  # before or after the command
+                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
 
 
 def load_profile(args: argparse.Namespace):
@@ -54,7 +54,7 @@ def init_run(args: argparse.Namespace) -> int:
 
     if args.broker:
         _check_broker(args.broker)
-    profile = _profile_call(Profile.create, resolve_paths(args.home), args.name, args.broker)
+    profile = _profile_call(Profile.create, resolve_paths(getattr(args, "home", None)), args.name, args.broker)
     print(profile.paths.profile_file)
     print(f"sdschat: created the profile of {profile.name}; `sdschat new CHANNEL` starts a channel", file=sys.stderr)
     return 0
@@ -123,7 +123,10 @@ def join_run(args: argparse.Namespace) -> int:
             raise CliError("join takes a token, or --key-file and --channel, not both")
         invite = _profile_call(decode_invite, args.token)
         name, secret, db = invite.channel, invite.secret, None
-        if invite.broker and profile.broker and invite.broker != profile.broker:
+        if invite.broker and not profile.broker:
+            profile.broker = invite.broker  # the first invite says where the group meets
+            _profile_call(profile.save)
+        elif invite.broker and invite.broker != profile.broker:
             print(f"sdschat: note: the invite names the broker {invite.broker}; your profile uses {profile.broker}",
                   file=sys.stderr)
     else:

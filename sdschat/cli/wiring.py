@@ -15,7 +15,7 @@ from .args import impairment_of
 from .errors import CliError
 
 __all__ = [
-    "DEMO_NICKS", "data_dir", "load_key", "default_db", "start_node", "start_demo_nodes", "stop_all",
+    "DEMO_NICKS", "data_dir", "load_key", "default_db", "resolve_channel", "start_node", "start_demo_nodes", "stop_all",
     "stop_event",
 ]
 
@@ -63,20 +63,62 @@ def default_db(name: str, key) -> Path:
     return data_dir() / f"{safe}-{key.topic.rsplit('/', 1)[-1][:12]}.db"
 
 
+def resolve_channel(args: argparse.Namespace) -> tuple[str, object, Path, str | None]:
+    """Nick, channel key, database and broker: from an invite, the profile or the options (which win)."""
+    from sdschat.crypto import ChannelKey
+
+    invite = getattr(args, "invite", None)
+    if invite is not None:
+        from sdschat.profile import TokenError, decode_invite
+
+        try:
+            inv = decode_invite(invite)
+        except TokenError as exc:
+            raise CliError(str(exc)) from None
+        key = ChannelKey(inv.secret, inv.channel)
+        return _nick(args, None), key, args.db or default_db(_nick(args, None), key), args.broker or inv.broker or None
+    profile = _profile_of(args) if args.key_file is None else None
+    entry = profile.channels.get(args.channel) if profile is not None else None
+    if entry is not None:
+        return (_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
+                args.broker or profile.broker or None)
+    nick = _nick(args, None)
+    key = load_key(args)
+    return nick, key, args.db or default_db(nick, key), args.broker
+
+
+def _nick(args: argparse.Namespace, default: str | None) -> str:
+    nick = args.name or default
+    if not nick:
+        raise CliError("who are you? pass --name NAME (or create a profile: sdschat init --name NAME)")
+    return nick
+
+
+def _profile_of(args: argparse.Namespace):
+    from sdschat.profile import Profile, ProfileError, resolve_paths
+
+    paths = resolve_paths(getattr(args, "home", None))
+    if not Profile.exists(paths):
+        return None
+    try:
+        return Profile.load(paths)
+    except ProfileError as exc:
+        raise CliError(str(exc)) from None
+
+
 async def start_node(args: argparse.Namespace, *, channel_config=None):
     """Start a node from the channel options, turning every expected failure into a :class:`CliError`."""
     from sdschat.node import Node, NodeConfig, node_channel_config
     from sdschat.store import StoreError
     from sdschat.transport import TransportError
 
-    key = load_key(args)
-    db = args.db or default_db(args.name, key)
+    nick, key, db, broker = resolve_channel(args)
     try:
         db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private even under umask 0
     except OSError as exc:
         raise CliError(f"cannot create {db.parent}: {exc.strerror}") from None
     config = NodeConfig(
-        nick=args.name, key=key, db_path=db, broker_url=args.broker, qos=args.qos,
+        nick=nick, key=key, db_path=db, broker_url=broker, qos=args.qos,
         channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
         impairment=impairment_of(args), seed=args.seed,
     )

@@ -162,6 +162,10 @@ class BaseChatApp(App):
         if pane is not None:
             pane.run_command(name, arg)
 
+    def on_chat_pane_window_command(self, message: ChatPane.WindowCommand) -> None:
+        message.pane.notice(f"/{message.name} works in the channel window: run `sdschat` with no command",
+                            error=True)
+
 
 class ChatApp(BaseChatApp):
     """``sdschat chat``: one participant, with the side panel."""

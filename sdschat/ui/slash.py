@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["SlashCommand", "COMMANDS", "parse", "complete", "matching", "parse_probability", "parse_ms"]
+__all__ = ["SlashCommand", "COMMANDS", "WINDOW_COMMANDS", "parse", "complete", "matching", "parse_probability",
+           "parse_ms"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,9 @@ class SlashCommand:
 
 COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("nick", "NAME", "change your nick"),
+    SlashCommand("join", "NAME|TOKEN", "join a channel by invite token, or start a new one called NAME"),
+    SlashCommand("part", "", "leave this channel (its history stays on disk)"),
+    SlashCommand("invite", "", "show this channel's invite token and copy it to the clipboard"),
     SlashCommand("me", "ACTION", "send an action: * you ACTION"),
     SlashCommand("loss", "IN [OUT]", "drop that share of incoming [outgoing] frames (0.2 or 20%)"),
     SlashCommand("delay", "MS [JITTER]", "hold every frame MS ms (± JITTER ms reorders them)"),
@@ -32,6 +36,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("quit", "", "leave"),
 )
 _BY_NAME = {c.name: c for c in COMMANDS}
+#: commands about the channels of the window (bare ``sdschat``), handled by the app, not the pane
+WINDOW_COMMANDS = frozenset({"join", "part", "invite"})
 
 
 def parse(text: str) -> tuple[str, str] | None:

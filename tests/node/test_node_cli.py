@@ -169,3 +169,36 @@ def test_passphrase_from_environment_and_db_mode(tmp_path, node_mosquitto):
     assert len(dbs) == 1
     assert dbs[0].stat().st_mode & 0o777 == 0o600
     assert "club" not in dbs[0].name
+
+
+def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_mosquitto):
+    """alice creates #team and invites bob (a profile) and carol (a bot with no profile): one paste each."""
+    alice, bob, nobody = tmp_path / "alice", tmp_path / "bob", tmp_path / "nobody"
+    run("init", "--name", "alice", "--broker", node_mosquitto.url, "--home", alice, check=True)
+    run("new", "team", "--home", alice, check=True)
+    token = run("invite", "team", "--home", alice, check=True).stdout.strip()
+    run("init", "--name", "bob", "--home", bob, check=True)  # no broker: the invite brings it
+    assert run("join", token, "--home", bob, check=True).stdout == "team\n"
+
+    def profile_bot(home: Path) -> subprocess.Popen:
+        return subprocess.Popen([*SDSCHAT, "bot", "--channel", "team", "--home", str(home), "--count", "10",
+                                 "--interval", "0.05", "--linger", "5", "--quiet", "--max-runtime", "120",
+                                 "--loss", "0.2", *FAST[2:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    env = {**os.environ, "SDSCHAT_HOME": str(nobody)}  # carol has no profile at all
+    carol = subprocess.Popen([*SDSCHAT, "bot", "--invite", token, "--name", "carol", "--count", "10", "--interval",
+                              "0.05", "--linger", "5", "--quiet", "--max-runtime", "120", "--loss", "0.2", *FAST[2:]],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    procs = [profile_bot(alice), profile_bot(bob), carol]
+    for p in procs:
+        _, err = p.communicate(timeout=150)
+        assert p.returncode == 0, err
+    logs = [[json.loads(line) for line in run("export", "--channel", "team", "--home", home, check=True)
+             .stdout.splitlines()] for home in (alice, bob)]
+    carol_db = next(nobody.glob("carol-*.db"))
+    logs.append(export(carol_db))
+    ids = [[r["message_id"] for r in log] for log in logs]
+    assert len(ids[0]) == 30 and ids[0] == ids[1] == ids[2]
+    assert sorted({r["nick"] for r in logs[0]}) == ["alice", "bob", "carol"]
+    assert list(logs[0][0])[0] == "message_id"
+    assert not (nobody / "profile.toml").exists()

@@ -10,7 +10,7 @@ from ui_helpers import line_with, lines_of, wait_until
 from sdschat.cli import CliError
 from sdschat.cli.args import Parser
 from sdschat.cli.chat import chat_configure, chat_run, demo_configure, demo_run
-from sdschat.cli.wiring import start_demo_nodes
+from sdschat.cli.wiring import resolve_channel, start_demo_nodes
 from sdschat.ui.app import DemoApp
 
 
@@ -33,8 +33,10 @@ def test_demo_arguments() -> None:
 def test_chat_arguments_reuse_the_channel_options() -> None:
     args = parser(chat_configure).parse_args(["--name", "alice", "--channel", "ops", "--loss", "0.1"])
     assert (args.name, args.channel, args.loss) == ("alice", "ops", 0.1)
-    with pytest.raises(CliError):
-        parser(chat_configure).parse_args(["--channel", "ops"])  # --name is required
+    # no --name: the profile's name; without a profile, one line saying so
+    args = parser(chat_configure).parse_args(["--channel", "ops", "--key-file", "k.key"])
+    with pytest.raises(CliError, match="--name"):
+        resolve_channel(args)
 
 
 def test_launchers_refuse_to_run_without_a_terminal(run) -> None:

@@ -26,6 +26,7 @@ KEYS = (
     ("F1", "this help"),
     ("F2", "link controls: loss, delay, jitter, duplicates, offline"),
     ("F3", "side panel"),
+    ("Alt+1..9 / Alt+Up, Down", "switch channel (the channel window; also Ctrl+N)"),
     ("Ctrl+P", "command palette"),
     ("Ctrl+Q", "quit"),
 )

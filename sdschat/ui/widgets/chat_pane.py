@@ -74,6 +74,23 @@ class ChatPane(Vertical):
             self.pane = pane
             self.nick = nick
 
+    class Activity(Message):
+        """New messages from others (``new``), or the connection changed: for the channel list."""
+
+        def __init__(self, pane: ChatPane, new: int) -> None:
+            super().__init__()
+            self.pane = pane
+            self.new = new
+
+    class WindowCommand(Message):
+        """``/join``, ``/part``, ``/invite``: about the window's channels, so the app's to run."""
+
+        def __init__(self, pane: ChatPane, name: str, arg: str) -> None:
+            super().__init__()
+            self.pane = pane
+            self.name = name
+            self.arg = arg
+
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #pane-main { height: 1fr; }
@@ -149,6 +166,7 @@ class ChatPane(Vertical):
         self.refresh_panel()
         self.query_one(ImpairmentPanel).show_settings(self.node.impairment)
         self.set_interval(1.0, self._tick)
+        self.post_message(self.Activity(self, 0))
 
     def on_unmount(self) -> None:
         self.bridge.detach()
@@ -172,6 +190,7 @@ class ChatPane(Vertical):
     def apply_events(self, events: list[ev.NodeEvent]) -> None:
         tl = self.view.timeline
         now = self.now_ms()
+        connection = self.connection
         new = 0
         own = False
         panel = False
@@ -216,6 +235,8 @@ class ChatPane(Vertical):
                     self.post_message(UiError(e.detail or "database write failed", "storage"))
                 panel = True
         self.view.commit(new_messages=new, to_bottom=own)
+        if new or connection != self.connection:
+            self.post_message(self.Activity(self, new))
         if panel:
             self.refresh_panel()
         if typing:
@@ -352,16 +373,22 @@ class ChatPane(Vertical):
             log.exception("command /%s failed", name)
             self.post_message(UiError(f"/{name}: {exc}", "command"))
 
+    def nick_changed(self) -> None:
+        """The node's nick changed (here or from another channel of the window)."""
+        self.input.placeholder = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
+        self.notice(f"you are now known as {self.node.nick}")
+        self.refresh_panel()
+
     def _run_command(self, name: str, arg: str) -> None:
         app = self.app
-        if name == "nick":
+        if name in slash.WINDOW_COMMANDS:
+            self.post_message(self.WindowCommand(self, name, arg))
+        elif name == "nick":
             nick = arg.strip()
             if not nick or len(nick) > 32 or any(c.isspace() for c in nick):
                 raise ValueError("usage: /nick NAME (1-32 characters, no spaces)")
             self.node.set_nick(nick)
-            self.input.placeholder = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
-            self.notice(f"you are now known as {self.node.nick}")
-            self.refresh_panel()
+            self.nick_changed()
             self.post_message(self.NickChanged(self, self.node.nick))
         elif name == "me":
             if not arg.strip():

@@ -1,0 +1,100 @@
+"""The window's channels on the left: number, name, unread count, activity and connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import events
+from textual.message import Message
+from textual.widgets import Static
+
+__all__ = ["ChannelList", "ChannelRow"]
+
+_CONN = {"connected": ("●", "green"), "connecting": ("◌", "yellow"), "disconnected": ("○", "red"),
+         "stopped": ("○", "grey50")}
+HEADER_LINES = 2
+
+
+@dataclass
+class ChannelRow:
+    name: str
+    unread: int = 0
+    connection: str = "connecting"
+
+
+class ChannelList(Static):
+    """Rows are positions in the window: row ``i`` is Alt+``i+1``."""
+
+    class Selected(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    DEFAULT_CSS = """
+    ChannelList { width: 26; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; }
+    """
+
+    def __init__(self, names: list[str], **kwargs) -> None:
+        super().__init__("", **kwargs)
+        self.rows = [ChannelRow(n) for n in names]
+        self.active = 0
+
+    def on_mount(self) -> None:
+        self.repaint()
+
+    def add(self, name: str) -> int:
+        self.rows.append(ChannelRow(name))
+        self.repaint()
+        return len(self.rows) - 1
+
+    def remove(self, index: int) -> None:
+        del self.rows[index]
+        self.active = min(self.active, len(self.rows) - 1)
+        self.repaint()
+
+    def set_active(self, index: int) -> None:
+        self.active = index
+        self.rows[index].unread = 0
+        self.repaint()
+
+    def activity(self, index: int, new: int, connection: str) -> None:
+        row = self.rows[index]
+        if index != self.active:
+            row.unread += new
+        row.connection = connection
+        self.repaint()
+
+    def repaint(self) -> None:
+        width = max(8, self.size.width - 2 if self.size.width else 24)
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append("Channels\n", "bold underline")
+        t.append("\n")
+        for i, row in enumerate(self.rows):
+            glyph, color = _CONN.get(row.connection, ("○", "grey50"))
+            active = i == self.active
+            key = f"{i + 1}" if i < 9 else " "
+            count = f" {row.unread}" if row.unread else ""
+            name = f"#{row.name}"
+            room = width - len(key) - 3 - len(count)
+            if len(name) > room:
+                name = name[: max(1, room - 1)] + "…"
+            line = Text(no_wrap=True)
+            line.append(f"{key} ", "grey50")
+            line.append(glyph, color)
+            line.append(" ")
+            style = "bold reverse" if active else ("bold" if row.unread else "")
+            line.append(name.ljust(room) if count else name, style)
+            if count:
+                line.append(count, "bold yellow")
+            t.append_text(line)
+            t.append("\n")
+        self.update(t)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.repaint()
+
+    def on_click(self, event: events.Click) -> None:
+        index = event.y - HEADER_LINES
+        if 0 <= index < len(self.rows):
+            self.post_message(self.Selected(index))

@@ -1,0 +1,157 @@
+"""Bare ``sdschat``: every joined channel in one window, a channel list on the left.
+
+The app gets a *client* (built by the CLI) that owns the channels' nodes:
+``client.nodes`` in window order, ``await client.join(text)`` (an invite token,
+or a new channel's name) returning the new node, ``await client.part(node)``,
+``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
+channel keeps its own pane (history, scroll position, unsent input); only the
+active one is shown.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import ContentSwitcher, Footer, Header
+
+from .app import BaseChatApp
+from .messages import UiError
+from .widgets import ChatPane
+from .widgets.channel_list import ChannelList
+
+__all__ = ["ChannelWindow"]
+
+
+class ChannelWindow(BaseChatApp):
+    TITLE = "sdschat"
+
+    BINDINGS = [
+        # priority: before the input, which would take Alt+digit as text
+        *(Binding(f"alt+{i}", f"select({i - 1})", f"channel {i}", show=False, priority=True) for i in range(1, 10)),
+        Binding("alt+up", "step(-1)", "previous channel", show=False, priority=True),
+        Binding("alt+down", "step(1)", "next channel", show=False, priority=True),
+        Binding("ctrl+n", "step(1)", "next channel", show=False, priority=True),
+    ]
+
+    def __init__(self, client, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.client = client
+        self._ids = 0
+
+    # ---------------------------------------------------------- layout
+
+    def _pane(self, node) -> ChatPane:
+        self._ids += 1
+        return ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, id=f"channel-{self._ids}")
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◑")
+        panes = [self._pane(node) for node in self.client.nodes]
+        with Horizontal(id="window"):
+            yield ChannelList([p.channel_name for p in panes], id="channel-list")
+            with ContentSwitcher(initial=panes[0].id if panes else None, id="channel-panes"):
+                yield from panes
+        yield Footer()
+
+    @property
+    def channel_list(self) -> ChannelList:
+        return self.query_one(ChannelList)
+
+    @property
+    def switcher(self) -> ContentSwitcher:
+        return self.query_one(ContentSwitcher)
+
+    def active_pane(self) -> ChatPane | None:
+        panes = self.panes  # in window order: the switcher's children
+        if not panes:
+            return None
+        current = self.switcher.current
+        return next((p for p in panes if p.id == current), panes[0])
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        if self.panes:
+            self.select(0)
+
+    # ---------------------------------------------------------- switching
+
+    def select(self, index: int) -> None:
+        panes = self.panes
+        if not 0 <= index < len(panes):
+            return
+        pane = panes[index]
+        self.switcher.current = pane.id
+        self.channel_list.set_active(index)
+        self.sub_title = f"#{pane.channel_name} · {pane.node.nick}"
+        pane.input.focus()
+
+    def action_select(self, index: int) -> None:
+        self.select(index)
+
+    def action_step(self, delta: int) -> None:
+        panes = self.panes
+        pane = self.active_pane()
+        if pane is not None and panes:
+            self.select((panes.index(pane) + delta) % len(panes))
+
+    def on_channel_list_selected(self, message: ChannelList.Selected) -> None:
+        self.select(message.index)
+
+    def on_chat_pane_activity(self, message: ChatPane.Activity) -> None:
+        panes = self.panes
+        if message.pane in panes:
+            self.channel_list.activity(panes.index(message.pane), message.new, message.pane.connection)
+
+    def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
+        self.client.set_nick(message.nick)
+        for pane in self.panes:
+            if pane is not message.pane:
+                pane.nick_changed()
+        self.sub_title = f"#{message.pane.channel_name} · {message.nick}"
+
+    # ---------------------------------------------------------- /join /part /invite
+
+    def on_chat_pane_window_command(self, message: ChatPane.WindowCommand) -> None:
+        pane, name, arg = message.pane, message.name, message.arg.strip()
+        if name == "join":
+            if not arg:
+                pane.notice("usage: /join NAME (a new channel) or /join TOKEN (an invite)", error=True)
+                return
+            self.run_worker(self._join(pane, arg), group="join", exit_on_error=False)
+        elif name == "part":
+            if len(self.panes) == 1:
+                pane.notice("this is your only channel: /join another one first", error=True)
+                return
+            self.run_worker(self._part(pane), group="part", exit_on_error=False)
+        elif name == "invite":
+            try:
+                token = self.client.invite(pane.node)
+            except Exception as exc:
+                pane.notice(f"/invite: {exc}", error=True)
+                return
+            self.copy_to_clipboard(token)
+            pane.notice(f"invite to #{pane.channel_name} (copied to the clipboard; a secret: it is the "
+                        f"channel's key): {token}")
+
+    async def _join(self, pane: ChatPane, text: str) -> None:
+        try:
+            node = await self.client.join(text)
+        except Exception as exc:
+            pane.notice(f"/join: {exc}", error=True)
+            return
+        new = self._pane(node)
+        await self.switcher.mount(new)
+        index = self.channel_list.add(new.channel_name)
+        self.select(index)
+
+    async def _part(self, pane: ChatPane) -> None:
+        index = self.panes.index(pane)
+        try:
+            await self.client.part(pane.node)
+        except Exception as exc:
+            self.post_message(UiError(f"/part: {exc}", "part"))
+            return
+        await pane.remove()
+        self.channel_list.remove(index)
+        self.select(max(0, index - 1))
