@@ -72,6 +72,10 @@ class MessageView(ScrollView, can_focus=False):
         self._stuck = True
         #: (item, line offset) at the top of the viewport, taken while items and line index agree
         self._anchor = None
+        #: changes committed while the view had no width (hidden, e.g. a background channel): first moved
+        #: index and updated items, laid out when it is shown again
+        self._parked_lo: int | None = None
+        self._parked: list = []
         #: counters for tests and the bench: lines painted (cache misses) and partial refreshes
         self.painted_lines = 0
         self.partial_refreshes = 0
@@ -122,7 +126,13 @@ class MessageView(ScrollView, can_focus=False):
             self._cache.clear()
             self.refresh()
         layout = self._current_layout()
-        if layout is None:  # not sized yet: on_resize lays everything out
+        if layout is None:  # hidden or not sized yet: laid out when it has a width again
+            if first_moved is not None:
+                self._parked_lo = first_moved if self._parked_lo is None else min(self._parked_lo, first_moved)
+            self._parked.extend(updated)
+            self._stuck = self._stuck or to_bottom
+            if new_messages and not self._stuck:
+                self.new_below += new_messages
             return
         stick = self.at_bottom or to_bottom
         anchor = None if stick else self._anchor
@@ -182,6 +192,7 @@ class MessageView(ScrollView, can_focus=False):
             stick = self._stuck
             anchor = None if stick else self._anchor
             self._layout = Layout(width, self.tz)
+            self._parked_lo, self._parked = None, []
             self._cache.clear()
             self._relayout(full=True)
             if stick:
@@ -189,7 +200,26 @@ class MessageView(ScrollView, can_focus=False):
             elif anchor is not None:
                 self._restore_anchor(*anchor)
             self._remember_anchor()
+        elif self._parked_lo is not None or self._parked:
+            self._unpark()
         return self._layout
+
+    def _unpark(self) -> None:
+        """Lay out what changed while the view had no width (only what changed: a switch stays cheap)."""
+        layout = self._layout
+        lo, updated = self._parked_lo, self._parked
+        self._parked_lo, self._parked = None, []
+        for item in updated:
+            if item.layout_width != layout.width and self._measure(item) != item.height:
+                i = self.timeline.index_of(item)
+                lo = i if lo is None else min(lo, i)
+        if lo is not None:
+            self._reindex(lo)
+        if self._stuck:
+            self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+        self._cache.clear()
+        self.refresh()
+        self._remember_anchor()
 
     def _prev_msg(self, index: int) -> MsgItem | None:
         items = self.timeline.items

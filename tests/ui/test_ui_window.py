@@ -1,0 +1,127 @@
+"""Bare ``sdschat``: every channel of a profile in one window, driven through Pilot with real nodes."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+from ui_helpers import lines_of, wait_until
+
+from sdschat.cli.window import ProfileClient
+from sdschat.profile import Profile, decode_invite, resolve_paths
+from sdschat.transport import EmbeddedBroker
+from sdschat.ui.widgets import ChatPane
+from sdschat.ui.widgets.channel_list import ChannelList
+from sdschat.ui.window import ChannelWindow
+
+
+def make_profile(home, name: str, broker: str, *channels: str) -> Profile:
+    profile = Profile.create(resolve_paths(home), name, broker)
+    for channel in channels:
+        profile.add_channel(channel, bytes(range(32)) if channel == "team" else os.urandom(32))
+    return profile
+
+
+def rows(app) -> list[tuple[str, int]]:
+    return [(r.name, r.unread) for r in app.query_one(ChannelList).rows]
+
+
+def active(app) -> str:
+    return app.active_pane().channel_name
+
+
+def test_channels_keys_and_commands(tmp_path, run) -> None:
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        alice = make_profile(tmp_path / "alice", "alice", broker.url, "team", "ops")
+        bob = make_profile(tmp_path / "bob", "bob", broker.url, "team")
+        bobs = await ProfileClient.start(bob)
+        client = await ProfileClient.start(alice)
+        osc: list[str] = []
+        try:
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(140, 36)) as pilot:
+                real_write = app._driver.write
+                app._driver.write = lambda data: (osc.append(data), real_write(data))[1]
+                assert rows(app) == [("team", 0), ("ops", 0)] and active(app) == "team"
+                assert app.sub_title == "#team · alice"
+                await wait_until(pilot, lambda: all(r.connection == "connected"
+                                                    for r in app.query_one(ChannelList).rows), what="connected")
+
+                # switching: Alt+digit, Alt+Up/Down, Ctrl+N (wraps); each channel keeps its unsent input
+                await pilot.press(*"draft for team")
+                await pilot.press("alt+2")
+                assert active(app) == "ops" and app.sub_title == "#ops · alice"
+                assert app.active_pane().input.text == ""
+                await pilot.press("alt+up")
+                assert active(app) == "team" and app.active_pane().input.text == "draft for team"
+                await pilot.press("alt+down")
+                assert active(app) == "ops"
+                await pilot.press("ctrl+n")
+                assert active(app) == "team"
+                await pilot.press("alt+9")  # no ninth channel: nothing happens
+                assert active(app) == "team"
+                app.active_pane().input.load_text("")
+
+                # a message in a background channel counts as unread there, and clears when opened
+                await pilot.press("alt+2")
+                await bobs.nodes[0].send_text("team news 1")
+                await bobs.nodes[0].send_text("team news 2")
+                await wait_until(pilot, lambda: rows(app)[0] == ("team", 2), what="unread 2")
+                assert "#team" in str(app.query_one(ChannelList).render())
+                await pilot.press("alt+1")
+                assert rows(app)[0] == ("team", 0)
+                assert any("team news 2" in line for line in lines_of(app, app.active_pane()))
+
+                # /invite shows the token and copies it with OSC 52
+                await command(pilot, app, "/invite")
+                token = app.clipboard
+                assert decode_invite(token).channel == "team" and decode_invite(token).broker == broker.url
+                assert any(base64.b64encode(token.encode()).decode() in w and w.startswith("\x1b]52;c;")
+                           for w in osc)
+                assert any(token[:40] in line for line in lines_of(app, app.active_pane()))
+
+                # /join NAME starts a new channel; /join TOKEN joins bob's
+                await command(pilot, app, "/join standup")
+                await wait_until(pilot, lambda: len(rows(app)) == 3, what="standup")
+                assert active(app) == "standup" and "standup" in Profile.load(alice.paths).channels
+                lobby = await bobs.join("lobby")
+                await command(pilot, app, f"/join {bobs.invite(lobby)}")
+                await wait_until(pilot, lambda: len(rows(app)) == 4, what="lobby")
+                assert active(app) == "lobby"
+                await pilot.press(*"hi lobby", "enter")
+                await wait_until(pilot, lambda: any(m.text == "hi lobby" for m in lobby.messages()), what="bob")
+                await command(pilot, app, "/join sdschat:AAAA")  # a damaged token: one line, nothing joined
+                assert len(rows(app)) == 4 and any("/join:" in line for line in lines_of(app, app.active_pane()))
+
+                # /part leaves the channel (history kept); the neighbour becomes active
+                await pilot.press("alt+3")
+                standup_db = alice.db_path(alice.channel("standup"))
+                await command(pilot, app, "/part")
+                await wait_until(pilot, lambda: len(rows(app)) == 3, what="parted")
+                assert [r[0] for r in rows(app)] == ["team", "ops", "lobby"] and active(app) == "ops"
+                assert "standup" not in Profile.load(alice.paths).channels and standup_db.exists()
+
+                # /nick renames you in every channel and in the profile
+                await command(pilot, app, "/nick alicia")
+                assert {n.nick for n in client.nodes} == {"alicia"}
+                assert Profile.load(alice.paths).name == "alicia"
+                assert all("as alicia" in p.input.placeholder for p in app.query(ChatPane))
+
+                await pilot.press("ctrl+q")
+                await pilot.pause()
+            assert app.return_code == 0
+            assert app.errors == []
+        finally:
+            await client.stop()
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=90)
+
+
+async def command(pilot, app, text: str) -> None:
+    app.active_pane().input.load_text(text)
+    await pilot.press("enter")
+    await pilot.pause(0.2)
+
