@@ -45,3 +45,25 @@ def test_demo_layout(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(150, 36), run_before=before)
+
+
+def test_channel_window(snap_compare) -> None:
+    from types import SimpleNamespace
+
+    from ui_helpers import FakeKey
+
+    from sdschat.ui.widgets.channel_list import ChannelList
+    from sdschat.ui.window import ChannelWindow
+
+    nodes = [FakeNode(key=FakeKey(channel_name=name)) for name in ("team", "ops", "release-planning", "random")]
+    app = ChannelWindow(SimpleNamespace(nodes=nodes), clock=lambda: FIXED_NOW, tz=UTC, blink=False)
+
+    async def before(pilot) -> None:
+        pilot.app.panes[0].apply_events(fixed_events())
+        await pilot.pause()  # the panes report their connection first
+        channels = pilot.app.query_one(ChannelList)
+        channels.activity(1, 3, "connected")
+        channels.activity(3, 12, "disconnected")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(130, 32), run_before=before)
