@@ -11,7 +11,7 @@ from .errors import CliError
 
 __all__ = [
     "Parser", "number", "probability", "non_negative", "positive_int", "at_least", "positive_float", "parsed_by",
-    "add_channel_args", "add_impairment_args", "tune_setting", "impairment_of", "add_spark_args", "spark_conf",
+    "add_channel_args", "add_home_arg", "add_impairment_args", "tune_setting", "impairment_of", "add_spark_args", "spark_conf",
 ]
 
 
@@ -83,12 +83,17 @@ def add_channel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--channel", default="general", help="channel name (never sent to the broker)")
     p.add_argument("--key-file", type=Path, help="channel key file (from `sdschat keygen`); without it, the "
                    "profile's key of --channel, else a passphrase (SDSCHAT_PASSPHRASE or a prompt)")
-    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,
-                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
+    add_home_arg(p)
     p.add_argument("--broker", help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, else an embedded broker)")
     p.add_argument("--db", type=Path, help="database file (default: under the user data directory)")
     p.add_argument("--qos", type=int, choices=(0, 1), default=0, help="MQTT QoS for publish and subscribe (default 0)")
     add_impairment_args(p)
+
+
+def add_home_arg(p: argparse.ArgumentParser) -> None:
+    """``--home DIR``: the profile's folder (accepted before or after the command)."""
+    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,
+                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
 
 
 def add_impairment_args(p: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .args import add_home_arg
 from .errors import CliError
 from .extras import require_pipeline
 
@@ -16,8 +17,7 @@ def export_configure(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--db", type=Path, help="a participant's database file")
     which.add_argument("--channel", help="a channel of your profile")
-    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,
-                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
+    add_home_arg(p)
     p.add_argument("--events", action="store_true", help="export the event table instead of the ordered log")
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("--out", type=Path, help="output file (default: standard output; required for parquet)")

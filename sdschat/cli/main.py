@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from . import bot, broker, chat, export, keys, pipeline, profile, storenode, window
-from .args import Parser
+from .args import Parser, add_home_arg
 from .errors import CliError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -46,7 +46,7 @@ COMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="sdschat", description="Terminal group chat with end-to-end reliability you can see. "
                     "With no command: every channel of your profile in one window.")
-    profile.add_home_arg(parser)
+    add_home_arg(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (configure, run, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)

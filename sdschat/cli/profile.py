@@ -11,17 +11,13 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from .args import add_home_arg
 from .errors import CliError
 
 __all__ = [
-    "add_home_arg", "load_profile", "init_configure", "init_run", "new_configure", "new_run", "invite_configure",
+    "load_profile", "init_configure", "init_run", "new_configure", "new_run", "invite_configure",
     "invite_run", "join_configure", "join_run", "part_configure", "part_run",
 ]
-
-
-def add_home_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,  # before or after the command
-                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
 
 
 def load_profile(args: argparse.Namespace):

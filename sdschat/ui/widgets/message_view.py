@@ -136,13 +136,7 @@ class MessageView(ScrollView, can_focus=False):
             return
         stick = self.at_bottom or to_bottom
         anchor = None if stick else self._anchor
-        lo = first_moved
-        for item in updated:
-            if item.layout_width != layout.width and self._measure(item) != item.height:
-                i = self.timeline.index_of(item)
-                lo = i if lo is None else min(lo, i)
-        if lo is not None:
-            self._reindex(lo)
+        lo = self._reflow(first_moved, updated)
         if stick:
             self._stuck = True
             self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
@@ -204,17 +198,22 @@ class MessageView(ScrollView, can_focus=False):
             self._unpark()
         return self._layout
 
-    def _unpark(self) -> None:
-        """Lay out what changed while the view had no width (only what changed: a switch stays cheap)."""
-        layout = self._layout
-        lo, updated = self._parked_lo, self._parked
-        self._parked_lo, self._parked = None, []
+    def _reflow(self, lo: int | None, updated) -> int | None:
+        """Re-measure ``updated`` items and re-index from the first that moved; returns that index."""
+        width = self._layout.width
         for item in updated:
-            if item.layout_width != layout.width and self._measure(item) != item.height:
+            if item.layout_width != width and self._measure(item) != item.height:
                 i = self.timeline.index_of(item)
                 lo = i if lo is None else min(lo, i)
         if lo is not None:
             self._reindex(lo)
+        return lo
+
+    def _unpark(self) -> None:
+        """Lay out what changed while the view had no width (only what changed: a switch stays cheap)."""
+        lo, updated = self._parked_lo, self._parked
+        self._parked_lo, self._parked = None, []
+        self._reflow(lo, updated)
         if self._stuck:
             self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
         self._cache.clear()
