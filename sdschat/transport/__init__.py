@@ -5,6 +5,8 @@ Imports nothing else from ``sdschat``. Public API:
 - :func:`parse_broker_url` / :class:`BrokerAddress`: ``mqtt://`` and ``mqtts://`` URLs.
 - :class:`MqttTransport`: asyncio client (paho in its own thread), TCP_NODELAY,
   reconnect with capped exponential backoff, re-subscribe, connection states.
+- :class:`SharedConnection`, :class:`TopicView`: one connection for many channels,
+  each view seeing only the topics it subscribed.
 - :class:`ImpairedTransport`: loss / delay+jitter / duplication / offline
   wrapper for dogfooding, seeded.
 - :func:`resolve_broker`, :class:`EmbeddedBroker`, :func:`run_broker`,
@@ -18,6 +20,7 @@ from .broker import EmbeddedBroker, probe_mqtt, quiet_broker_logging, resolve_br
 from .errors import TransportError
 from .impair import ImpairedTransport, Impairment, ImpairmentCounters
 from .mqtt import MqttTransport, TransportStats, set_tcp_nodelay
+from .shared import SharedConnection, TopicView
 from .url import DEFAULT_PORTS, BrokerAddress, parse_broker_url
 
 __all__ = [
@@ -32,9 +35,11 @@ __all__ = [
     "MessageHandler",
     "MqttTransport",
     "StateChange",
+    "SharedConnection",
     "StateListener",
     "Transport",
     "TransportError",
+    "TopicView",
     "TransportStats",
     "parse_broker_url",
     "probe_mqtt",

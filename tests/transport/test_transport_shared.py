@@ -1,0 +1,98 @@
+"""One connection for many channels: topic views over a real broker (mosquitto and the embedded one)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from sdschat.transport import ConnectionState, ImpairedTransport, MqttTransport, SharedConnection
+
+pytestmark = [pytest.mark.timeout(30),
+              pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")]
+
+
+def run(coro, timeout: float = 20.0):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def fast(url: str) -> MqttTransport:
+    return MqttTransport(url, reconnect_min=0.05, reconnect_max=0.5, connect_timeout=2.0)
+
+
+async def until(cond, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def test_views_see_only_their_topics_over_one_connection(broker: Any) -> None:
+    async def main() -> None:
+        t1, t2 = (f"sdschat-test/{uuid.uuid4().hex}" for _ in range(2))
+        shared = SharedConnection(fast(broker.url))
+        await shared.start()
+        one, two = shared.view(), shared.view()
+        got: dict[str, list] = {"one": [], "two": []}
+        one.set_message_handler(lambda t, p: got["one"].append((t, p)))
+        two.set_message_handler(lambda t, p: got["two"].append((t, p)))
+        for view, topic in ((one, t1), (two, t2)):
+            await view.start()
+            assert view.state is ConnectionState.CONNECTED
+            assert await view.subscribe(topic) is True
+        async with fast(broker.url) as other:
+            for i in range(5):
+                await other.publish(t1, b"to one %d" % i)
+                await other.publish(t2, b"to two %d" % i)
+            await until(lambda: len(got["one"]) == 5 and len(got["two"]) == 5)
+            assert got["one"] == [(t1, b"to one %d" % i) for i in range(5)]
+            assert got["two"] == [(t2, b"to two %d" % i) for i in range(5)]
+            # publishing through a view goes out on the shared connection
+            seen = []
+            other.set_message_handler(lambda t, p: seen.append(p))
+            await other.subscribe(t1)
+            assert await two.publish(t1, b"from two") is True
+            await until(lambda: seen == [b"from two"])
+            assert shared.transport.stats.published == 1
+            # leaving one channel keeps the connection (and the other channel) up
+            await one.stop()
+            assert one.state is ConnectionState.STOPPED and two.state is ConnectionState.CONNECTED
+            assert shared.topics == [t2]
+            await other.publish(t1, b"nobody")
+            await other.publish(t2, b"still here")
+            await until(lambda: got["two"][-1] == (t2, b"still here"))
+            assert len(got["one"]) == 5  # "nobody" was published before "still here": it is not coming
+        await two.stop()
+        await shared.stop()
+        assert shared.transport.state is ConnectionState.STOPPED
+
+    run(main())
+
+
+def test_a_view_can_be_impaired_without_touching_the_others(broker: Any) -> None:
+    async def main() -> None:
+        topic = f"sdschat-test/{uuid.uuid4().hex}"
+        shared = SharedConnection(fast(broker.url))
+        await shared.start()
+        clean, lossy = shared.view(), ImpairedTransport(shared.view(), loss_in=1.0)
+        got = {"clean": 0, "lossy": 0}
+        clean.set_message_handler(lambda t, p: got.__setitem__("clean", got["clean"] + 1))
+        lossy.set_message_handler(lambda t, p: got.__setitem__("lossy", got["lossy"] + 1))
+        for v in (clean, lossy):
+            await v.start()
+            await v.subscribe(topic)
+        async with fast(broker.url) as other:
+            for _ in range(10):
+                await other.publish(topic, b"x")
+            await until(lambda: got["clean"] == 10)
+            await asyncio.sleep(0.1)
+            assert got["lossy"] == 0 and lossy.counters.dropped_in == 10
+            assert lossy.stats is shared.transport.stats  # attributes of the connection come through
+        for v in (clean, lossy):
+            await v.stop()
+        await shared.stop()
+
+    run(main())
