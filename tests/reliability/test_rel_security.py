@@ -551,3 +551,41 @@ def test_not_protected_denial_of_service_garbage_is_counted_not_prevented(mosq, 
 
     rejected, texts = asyncio.run(main())
     assert rejected == 2_000 and texts == ["still here"]
+
+
+def test_profile_files_are_0600_and_folders_0700_even_under_umask_0(tmp_path):
+    """The profile (name, identity, every channel key, imported databases) is private from its first byte."""
+    home = tmp_path / "fresh" / "profile"
+    data = Path(__file__).resolve().parents[1] / "data" / "v0.1"
+
+    def umask0(*args):
+        p = subprocess.run([*SDSCHAT, *args, "--home", str(home)], preexec_fn=lambda: os.umask(0),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    umask0("init", "--name", "alice")
+    umask0("new", "team")
+    umask0("join", "--key-file", str(data / "team.key"), "--channel", "old", "--db", str(data / "alice.db"))
+    files = {p.relative_to(home): stat.S_IMODE(p.stat().st_mode) for p in home.rglob("*")}
+    assert {Path("profile.toml"), Path("identity.key"), Path("channels.json")} <= set(files)
+    assert sum(1 for p in files if p.suffix == ".key" and p.parent.name == "keys") == 2
+    assert sum(1 for p in files if p.suffix == ".db") == 1
+    for path, mode in files.items():
+        assert mode == (0o700 if (home / path).is_dir() else 0o600), (path, oct(mode))
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+def test_not_protected_an_invite_token_is_the_channel_key(tmp_path, mosq):
+    """Whoever holds a token is a member: it carries the key itself, and nothing revokes it."""
+    home = tmp_path / "alice"
+    for args in (["init", "--name", "alice", "--broker", mosq.url], ["new", "team"]):
+        subprocess.run([*SDSCHAT, *args, "--home", str(home)], check=True, capture_output=True, timeout=60)
+    token = subprocess.run([*SDSCHAT, "invite", "team", "--home", str(home)], check=True, capture_output=True,
+                           text=True, timeout=60)
+    assert "key" in token.stderr  # the command says so
+    from sdschat.profile import Profile, decode_invite, resolve_paths
+
+    profile = Profile.load(resolve_paths(home))
+    stolen = decode_invite(token.stdout)
+    assert ChannelKey(stolen.secret, stolen.channel).topic == profile.key(profile.channel("team")).topic
