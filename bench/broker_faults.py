@@ -221,7 +221,11 @@ def main() -> int:
     ap.add_argument("--max-queued", type=int, default=10)
     ap.add_argument("--slow-runs", type=int, default=5)
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.down, args.burst, args.slow_runs = [0.5], 40, 1
+    freeze = dict(freeze_s=1.0, chatters=0, slow_count=3) if args.smoke else {}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-broker-"))
     ok = True
     print("1. broker killed -9 and restarted (3 in-process nodes, FAST timers):")
@@ -238,14 +242,14 @@ def main() -> int:
           f"{u['second_exit_code']} (same identity: {u['same_identity_after']}), converged with a peer: "
           f"{u['converged_after']}")
     ok &= u["exit_code"] != 0 and u["stderr_lines"] == 1 and u["second_exit_code"] == 0 and u["converged_after"]
-    for label, bursters, burst in (("one peer bursting", 1, 2 * args.burst),
-                                   ("two peers bursting concurrently", 2, args.burst)):
-        print(f"3. slow subscriber: mosquitto max_queued_messages {args.max_queued}, one bot frozen (SIGSTOP) 4 s "
+    phases = (("one peer bursting", 1, 2 * args.burst), ("two peers bursting concurrently", 2, args.burst))
+    for label, bursters, burst in phases[:1] if args.smoke else phases:
+        print(f"3. slow subscriber: mosquitto max_queued_messages {args.max_queued}, one bot frozen (SIGSTOP) {freeze.get('freeze_s', 4.0):g} s "
               f"while {label} ({bursters * burst} messages in all):")
         passed = 0
         for k in range(args.slow_runs):
             s = slow_subscriber(work / f"slow{bursters}-{k}", max_queued=args.max_queued, burst=burst,
-                                bursters=bursters, seed=k * 100)
+                                bursters=bursters, seed=k * 100, **freeze)
             passed += s["converged"]
             print(f"  run {k}: mosquitto's $SYS dropped counter {s['dropped_by_broker']}; {s['sent']} messages; "
                   f"converged {s['converged']} (missing per bot {s['state']['missing']}); slow bot repaired "

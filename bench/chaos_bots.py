@@ -157,7 +157,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="repeat with seeds seed, seed+1, ...")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--json", action="store_true", help="also print each result as one JSON line")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.bots, args.count, args.kills, args.broker_restarts, args.runs = 3, 3, 1, 0, 1
     failed = 0
     for k in range(args.runs):
         work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-chaos-"))

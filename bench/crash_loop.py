@@ -168,7 +168,10 @@ def main() -> int:
     ap.add_argument("--loss", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs = 2
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-crash-"))
     r = run(work, runs=args.runs, loss=args.loss, seed=args.seed)
     print(f"{r['runs']} kill -9 runs of one bot in a group of 3 over mosquitto ({args.loss:.0%} loss each way): "

@@ -103,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement, best kept (default 3)")
     ap.add_argument("--gc-off-check", action="store_true",
                     help="also measure sdschat with Python's cyclic GC disabled (diagnoses GC share of the slowdown)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.messages, args.long_messages, args.repeat = 200, 1000, 1
     n, long_n = args.messages, args.long_messages
 
     backend = api_implementation.Type()

@@ -794,7 +794,11 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--atheris", type=int, default=0, metavar="RUNS",
                     help="instead: coverage-guided fuzzing of open/decode/receive with atheris for RUNS inputs")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.frames, args.rows, args.hypothesis = 600, 10, 20
     if args.atheris:
         return atheris_main(args.atheris, args.seed)
     import logging

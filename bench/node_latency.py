@@ -40,7 +40,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=float, default=50.0, help="messages per second, all nodes together")
     ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.seconds, args.rate, args.nodes = 3.0, 20.0, 2
 
     mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
     if not Path(mosquitto).exists():

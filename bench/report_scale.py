@@ -39,7 +39,11 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--master", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the generated data and the report")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.participants, args.messages, args.workers = 12, 10, 1
     tmp = Path(tempfile.mkdtemp(prefix="sdschat-report-scale-"))
     data = args.data or tmp / "sim"
     params = SimParams(participants=args.participants, messages=args.messages, loss=args.loss, seed=1)

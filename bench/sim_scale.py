@@ -42,7 +42,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="output directory (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the output directory")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.participants, args.messages, args.workers = 60, 20, 2
     out = args.out or Path(tempfile.mkdtemp(prefix="sdschat-sim-scale-"))
     params = SimParams(participants=args.participants, messages=args.messages, loss=args.loss, rate=args.rate,
                        seed=args.seed)

@@ -229,7 +229,11 @@ def main() -> int:
                     help="shorten each bot's sleep by this (the cost of a send), to approach --rate")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.minutes, args.nodes, args.rate, args.sample = 0.05, 2, 20, 1
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-soak-"))
     r = run(work, minutes=args.minutes, nodes=args.nodes, rate=args.rate, sample_s=args.sample, loss=args.loss,
             pace_overhead_ms=args.pace_overhead_ms)

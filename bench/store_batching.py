@@ -224,7 +224,11 @@ def main() -> int:
     p.add_argument("--dir", help="folder for the database files (default: a temporary folder, removed after)")
     p.add_argument("--skip-full", action="store_true", help="skip the synchronous=FULL runs")
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = p.parse_args()
+    if args.smoke:
+        args.messages, args.full_row_messages = 200, 40
     results = asyncio.run(main_async(args))
     if args.json:
         print(json.dumps(results, indent=1))

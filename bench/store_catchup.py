@@ -1,7 +1,7 @@
 """Time for a participant to catch up N missed messages from a store node (default 10,000).
 
 Real pieces on loopback: mosquitto (max_queued_messages 100000, tcp_nodelay), a store node in its
-own process (``sdschat store``'s code), two nodes in this one. ``b`` goes offline, ``a`` sends N messages (each ~19 KB on the wire: the bloom filter), the
+own process (``sdschat store``), two nodes in this one. ``b`` goes offline, ``a`` sends N messages (each ~19 KB on the wire: the bloom filter), the
 store keeps them; ``b`` comes back and we time until its log holds every one of them.
 
     .venv/bin/python bench/store_catchup.py [--messages 10000]
@@ -23,13 +23,6 @@ from pathlib import Path
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
 
-STORE = """
-import argparse, asyncio, sys
-from pathlib import Path
-from sdschat.storenode.commands import storenode_run
-asyncio.run(storenode_run(argparse.Namespace(broker=sys.argv[1], db=Path(sys.argv[2]), retention=0, max_size=0,
-                                             quiet=True)))
-"""
 
 
 def stored(db: Path) -> int:
@@ -49,7 +42,8 @@ def free_port() -> int:
 async def main(n: int, work: Path, url: str) -> None:
     cfg = node_channel_config(resend_unacknowledged_ms=600_000, resend_possibly_acknowledged_ms=600_000)
     key = ChannelKey.generate("bench")
-    store = subprocess.Popen([sys.executable, "-c", STORE, url, str(work / "store.db")])
+    store = subprocess.Popen([sys.executable, "-m", "sdschat", "store", "--broker", url, "--db", str(work / "store.db"),
+                              "--retention", "0", "--quiet"])
     while not (work / "store.db").exists():
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)
@@ -88,7 +82,11 @@ async def main(n: int, work: Path, url: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=10_000)
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     args = ap.parse_args()
+    if args.smoke:
+        args.messages = 50
     mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
     if not Path(mosquitto).exists():
         print("mosquitto not found: run `bash .ci/setup` (it installs it)", file=sys.stderr)

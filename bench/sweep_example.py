@@ -25,6 +25,16 @@ sys.path.insert(0, str(ROOT))
 from sdschat.pipeline.sweep import load_grid, run_sweep  # noqa: E402
 
 EXAMPLE = ROOT / "sdschat" / "pipeline" / "grids" / "example.toml"
+SMOKE_GRID = """
+[sweep]
+seeds = [1]
+[base]
+messages = 4
+latency_ms = "10:20"
+[grid]
+loss = [0.0, 0.2]
+participants = [4]
+"""
 
 
 def main() -> int:
@@ -32,9 +42,14 @@ def main() -> int:
     ap.add_argument("--grid", type=Path, default=EXAMPLE)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quiet", action="store_true", help="no per-scenario lines")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a two-scenario grid, a few seconds of Spark: the bench still runs (the test suite runs this)")
     args = ap.parse_args()
-    grid = load_grid(args.grid)
     out = Path(tempfile.mkdtemp(prefix="sdschat-sweep-bench-"))
+    if args.smoke:
+        args.grid = out / "smoke.toml"
+        args.grid.write_text(SMOKE_GRID)
+    grid = load_grid(args.grid)
     load = os.getloadavg()[0]
     try:
         t0 = time.perf_counter()

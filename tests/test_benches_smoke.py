@@ -1,0 +1,54 @@
+"""Every bench in bench/ runs with --smoke (tiny sizes) and prints its figures: a bench that rots fails here.
+
+The long runs themselves (minutes to hours) are the benches' default sizes, run by hand; see README.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+#: modules in bench/ that are libraries of the others, not benches
+LIBRARIES = {"chaos_harness.py"}
+NUMBER = r"[\d,.]+"
+#: bench -> what its smoke run must print (figures next to their labels) and must not
+EXPECTED = {
+    "broker_faults.py": [rf"down +{NUMBER} s: {NUMBER} messages", r"1 of 1 runs recovered every message", r"^PASS"],
+    "chaos_bots.py": [r"messages sent \(accepted\) +\d+", r"^PASS"],
+    "crash_loop.py": [r"2 kill -9 runs", r"accepted messages lost after settling +0", r"^PASS"],
+    "engine_throughput.py": [rf"sdschat +200 +{NUMBER} +{NUMBER}", rf"ratio sdschat 1,000 / 200 messages rate: {NUMBER}"],
+    "fuzz_frames.py": [rf"fuzzed {NUMBER} inputs", r"BUGS: 0 inputs raised"],
+    "node_latency.py": [rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
+                        r"logs identical: True"],
+    "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
+    "sim_scale.py": [r"converged +True", r"event kinds"],
+    "soak_nodes.py": [rf"2 nodes over mosquitto, target 20 msg/s .*: sent \d+", r"latency sent -> delivered"],
+    "store_batching.py": [rf"writer stream +\w+ +200 ", rf"writes {NUMBER}x the rows/s of a commit per row"],
+    "store_catchup.py": [rf"caught up 50 missed messages from the store in {NUMBER} s"],
+    "sweep_example.py": [rf"sweep wall time +{NUMBER} s for 2 scenarios", rf"events written +{NUMBER}"],
+    "ui_history.py": [rf"open: load \+ layout {NUMBER} ms", rf"app up with {NUMBER} messages from its database",
+                      rf"a sent message on screen {NUMBER} ms after the node emits it"],
+}
+
+
+def test_every_bench_has_a_smoke_case() -> None:
+    benches = {p.name for p in BENCH.glob("*.py")} - LIBRARIES
+    assert benches == set(EXPECTED), f"add a --smoke case for: {sorted(benches - set(EXPECTED))}"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("bench", sorted(EXPECTED))
+def test_bench_smoke_run(bench: str) -> None:
+    p = subprocess.run([sys.executable, str(BENCH / bench), "--smoke"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=230)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    for pattern in EXPECTED[bench]:
+        assert re.search(pattern, p.stdout, re.MULTILINE), f"{bench} --smoke did not print /{pattern}/:\n{p.stdout[-3000:]}"
