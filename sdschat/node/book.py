@@ -1,0 +1,108 @@
+"""The messages a node shows: in memory (the newest, and every one whose state can change), and who was seen."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable
+
+from ..crypto import SignatureError, open_signed_content
+from ..store import MessageRow, MessageUpdate, ParticipantRow
+from . import events as ev
+from .payload import AppPayload, PayloadError
+
+__all__ = ["MessageBook"]
+
+#: message states that no later event changes (such messages may leave memory; see ``memory_messages``)
+FINAL_STATES = frozenset({ev.RECEIVED, ev.ACKNOWLEDGED})
+
+
+class MessageBook:
+    def __init__(self, participant_id: Callable[[], str], binding: Callable[[], bytes], emit, cap: int) -> None:
+        self._pid = participant_id
+        self._binding = binding
+        self._emit = emit
+        self.cap = cap
+        self.messages: dict[str, ev.ChatMessage] = {}
+        #: message id -> (payload, signed body) of content whose signature and id were checked on arrival
+        self.apps: OrderedDict[str, tuple[AppPayload, bytes]] = OrderedDict()
+        self.participants: dict[str, ParticipantRow] = {}
+
+    def chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0,
+             repaired=False) -> ev.ChatMessage:
+        return ev.ChatMessage(mid, sender, app.nick, app.text, app.kind, app.sent_at_ms, lamport,
+                              sender == self._pid(), state, acks, resends, bool(repaired), None, received_at)
+
+    def chat_of_row(self, row: MessageRow) -> ev.ChatMessage | None:
+        app = decode_app(row.content)
+        if app is None:
+            return None
+        return self.chat(row.message_id, row.sender_id, app, row.lamport_timestamp, row.state,
+                         row.received_at_ms or 0, row.possible_ack_count, row.resends, row.repaired)
+
+    def app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
+        """The verified application payload inside signed SDS content and its signed body.
+
+        Checked once: content verified on arrival (its id is its hash) is remembered by id, so delivering it
+        later costs no second signature check.
+        """
+        known = self.apps.get(mid)
+        if known is not None:
+            return known
+        try:
+            signed = open_signed_content(content, self._binding())
+        except SignatureError:
+            return None, b""
+        app = decode_app(signed.message)
+        if app is not None and mid:
+            self.remember_app(mid, app, signed.message)
+        return app, signed.message
+
+    def remember_app(self, mid: str, app: AppPayload, body: bytes) -> None:
+        self.apps[mid] = (app, body)
+        if len(self.apps) > 4096:
+            self.apps.popitem(last=False)
+
+    def set_state(self, mid: str, state: str, now: int, acks: int | None = None,
+                  resends: int | None = None) -> MessageUpdate | None:
+        chat = self.messages.get(mid)
+        if chat is None:
+            return None
+        if chat.state == ev.ACKNOWLEDGED and state != ev.ACKNOWLEDGED:
+            return None  # acknowledged is final
+        chat = dataclasses.replace(chat, state=state,
+                                   possible_acks=chat.possible_acks if acks is None else acks,
+                                   resends=chat.resends if resends is None else resends)
+        self.messages[mid] = chat
+        self._emit(ev.AckStateChanged(mid, state, chat.possible_acks, chat.resends))
+        return MessageUpdate(mid, state=state, possible_ack_count=acks, resends=resends)
+
+    def seen(self, pid: str, nick: str | None, now: int, rows: list) -> None:
+        if pid == self._pid():
+            return
+        old = self.participants.get(pid)
+        row = ParticipantRow(pid, nick or (old.nick if old else None), old.first_seen_ms if old else now, now)
+        self.participants[pid] = row
+        rows.append(row)
+        self._emit(ev.ParticipantSeen(pid, row.nick, now))
+
+    def trim(self) -> None:
+        """Forget the oldest messages whose state is final (they stay in the database) beyond the cap."""
+        excess = len(self.messages) - self.cap
+        if excess <= max(64, self.cap // 10):  # trim in batches: one pass per many messages
+            return
+        drop = []
+        for mid, chat in self.messages.items():
+            if chat.state in FINAL_STATES:
+                drop.append(mid)
+                if len(drop) >= excess:
+                    break
+        for mid in drop:
+            del self.messages[mid]
+
+
+def decode_app(body: bytes) -> AppPayload | None:
+    try:
+        return AppPayload.decode(body)
+    except PayloadError:
+        return None

@@ -1,0 +1,76 @@
+"""What a node is started with: :class:`NodeConfig`, and the engine settings nodes use."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..crypto import ChannelKey, Identity
+from ..sds import ChannelConfig, RepairConfig
+from ..storenode import protocol as store_proto
+from ..transport import Transport
+
+__all__ = ["NodeConfig", "node_channel_config"]
+
+
+def node_channel_config(**overrides) -> ChannelConfig:
+    """The engine settings sdschat nodes use (common to the group, like T_min/T_max).
+
+    Causal history 10 (see DESIGN.md: K=2 leaves gaps nobody learns of under
+    loss); resends and SDS-R timings sized for interactive chat in small
+    groups rather than the RFC's 30 s+ recommendations for large ones.
+    """
+    repair_keys = {f.name for f in dataclasses.fields(RepairConfig)}
+    repair_over = {k[len("repair_"):]: v for k, v in overrides.items()
+                   if k.startswith("repair_") and k[len("repair_"):] in repair_keys}
+    chan_over = {k: v for k, v in overrides.items() if not k.startswith("repair_")}
+    repair = RepairConfig(**{"t_min_ms": 2_000, "t_max_ms": 10_000, **repair_over})
+    base = dict(
+        causal_history_size=10,
+        resend_unacknowledged_ms=2_000,
+        resend_possibly_acknowledged_ms=6_000,
+        resend_backoff=1.5,
+        resend_max_interval_ms=10_000,
+        sync_interval_ms=10_000,
+        sync_jitter_ms=3_000,
+        possible_acks_group_cap=True,
+        ack_delay_ms=300,
+        ack_jitter_ms=700,
+        lost_after_ms=120_000,
+        gap_hints=10,
+    )
+    base.update(chan_over)
+    return ChannelConfig(repair=repair, **base)
+
+
+@dataclasses.dataclass
+class NodeConfig:
+    nick: str
+    key: ChannelKey
+    db_path: Path
+    broker_url: str | None = None
+    qos: int = 0
+    channel_config: ChannelConfig = dataclasses.field(default_factory=node_channel_config)
+    impairment: dict = dataclasses.field(default_factory=dict)
+    seed: int | None = None
+    clock: Callable[[], float] = time.time
+    probe_port: int = 1883
+    #: the identity of a new database (a profile's, the same in every channel); a database that has one keeps it
+    identity: Identity | None = None
+    #: a connection to share (a view of :class:`sdschat.transport.SharedConnection`, already started): the
+    #: node uses it instead of connecting to ``broker_url`` itself, and stopping the node leaves it up
+    transport: Transport | None = None
+    #: ask a store node (if one answers on ``store_request_topic``) for missing messages and to catch up
+    use_store: bool = True
+    store_request_topic: str = store_proto.REQUEST_TOPIC
+    #: ask by retrieval hint this long after a gap shows (well before SDS-R's T_req >= T_min)
+    store_hint_delay_ms: int = 200
+    #: give up quietly on an unanswered store request after this long
+    store_timeout_s: float = 3.0
+    #: catch-ups start this much before the last time we were known to be in sync (clock skew, in-flight)
+    store_sync_margin_ms: int = 10_000
+    #: messages kept in memory (the newest; plus every one whose state can still change); the rest is read
+    #: from the database by :meth:`Node.history`
+    memory_messages: int = 5_000

@@ -1,0 +1,249 @@
+"""The receive pipeline: a frame from the broker (or the store) through open, verify and the engine, and the
+engine's events into persisted rows, published frames and UI events."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+
+from ..crypto import EnvelopeError, SignatureError, envelope_hash, open_signed_content
+from ..sds import (
+    Acknowledged,
+    Delivered,
+    EphemeralReceived,
+    Evicted,
+    GapDetected,
+    Lost,
+    Missing,
+    Outgoing,
+    PossiblyAcknowledged,
+    Rejected,
+    RepairRequested,
+    RepairServed,
+    SyncReceived,
+    WireError,
+    wire,
+)
+from ..store import EventRow, MessageRow, MessageUpdate
+from . import events as ev
+from .book import decode_app
+from .frame import FrameError, unpack
+
+__all__ = ["Receiver"]
+
+log = logging.getLogger("sdschat.node")
+
+
+@dataclasses.dataclass
+class Turn:
+    """What one batch of engine events changes: rows for one write, and where they came from."""
+
+    now: int
+    publisher: str | None = None
+    reason: str | None = None
+    source: str | None = None
+    messages: list = dataclasses.field(default_factory=list)
+    updates: list = dataclasses.field(default_factory=list)
+    rows: list = dataclasses.field(default_factory=list)
+    parts: list = dataclasses.field(default_factory=list)
+
+    def update(self, u: MessageUpdate | None) -> None:
+        if u is not None:
+            self.updates.append(u)
+
+
+class Receiver:
+    def __init__(self, node) -> None:
+        self.node = node
+        self._steps = {
+            Outgoing: self._outgoing, Delivered: self._delivered, Missing: self._missing, GapDetected: self._gap,
+            Acknowledged: self._acknowledged, PossiblyAcknowledged: self._possibly, Lost: self._lost,
+            EphemeralReceived: self._ephemeral, SyncReceived: self._sync, RepairRequested: self._repair_requested,
+            RepairServed: self._repair_served, Rejected: self._rejected, Evicted: self._evicted,
+        }
+
+    # ----------------------------------------------------------------- frames
+
+    def on_frame(self, payload: bytes, source: str | None = None) -> None:
+        node = self.node
+        now = node.now()
+        node.counters["received_frames"] += 1
+        try:
+            plain = node.key.open(payload)
+        except EnvelopeError as exc:
+            self.reject("undecryptable", exc.reason, now)
+            return
+        try:
+            publisher, reason, frame = unpack(plain)
+            msg = wire.decode(frame)
+        except (FrameError, WireError) as exc:
+            self.reject("malformed", str(exc)[:120], now)
+            return
+        if msg.content and not self._verified(msg, now):
+            return
+        if (reason in ("resend", "repair") or msg.repair_request) and source is None:
+            node.last_peer_work_ms = now
+        events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
+        self.handle(events, Turn(now, publisher, reason, source))
+        node.wake()
+
+    def _verified(self, msg, now: int) -> bool:
+        """Content must be its id's preimage, signed by its ``sender_id``, and a readable payload."""
+        node = self.node
+        if msg.message_id != hashlib.sha256(msg.content).hexdigest():
+            # ids are content hashes: another id for the same signed content would be a replay
+            self.reject("bad_message_id", "message id is not the hash of its content", now)
+            return False
+        try:
+            signed = open_signed_content(msg.content, node.key.channel_binding)
+        except SignatureError as exc:
+            self.reject("bad_signature", exc.reason, now)
+            return False
+        if signed.participant_id != msg.sender_id:
+            self.reject("impersonation", f"content signed by {signed.participant_id[:8]}, sent as {msg.sender_id[:8]}",
+                        now)
+            return False
+        app = decode_app(signed.message)
+        if app is None:
+            self.reject("bad_payload", "unreadable application payload", now)
+            return False
+        if msg.message_id:
+            node.book.remember_app(msg.message_id, app, signed.message)
+        return True
+
+    def reject(self, reason: str, detail: str, now: int) -> None:
+        node = self.node
+        node.counters["rejected" if reason != "undecryptable" else "undecryptable"] += 1
+        if reason == "impersonation":
+            node.counters["impersonation"] += 1
+        node.emit(ev.FrameRejected(reason, detail))
+        node.persist(now, events=[EventRow("rejected", now, detail={"reason": reason})])
+
+    # ----------------------------------------------------------------- events
+
+    def handle(self, events, turn: Turn) -> None:
+        steps = self._steps
+        for e in events:
+            step = steps.get(type(e))
+            if step is not None:
+                step(e, turn)
+        self.node.persist(turn.now, messages=turn.messages, updates=turn.updates, events=turn.rows,
+                          participants=turn.parts)
+        if turn.messages:
+            self.node.book.trim()
+
+    def _outgoing(self, e: Outgoing, t: Turn) -> None:
+        node = self.node
+        node.outbox.put_nowait((e.data, e.reason, e.message_id if e.reason in ("message", "resend") else None))
+        pid = node.participant_id
+        if e.reason == "resend":
+            chat = node.book.messages.get(e.message_id)
+            n = (chat.resends + 1) if chat else 1
+            t.update(node.book.set_state(e.message_id, ev.RESENDING, t.now, resends=n))
+            t.rows.append(EventRow("resent", t.now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp,
+                                   detail={"resends": n}))
+        elif e.reason == "sync":
+            t.rows.append(EventRow("sync_sent", t.now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp))
+
+    def _repaired_via(self, t: Turn) -> tuple[str, str | None]:
+        if t.source == "store":
+            self.node.store_counters["repaired"] += 1
+            return "store", None
+        via = {"repair": "sds-r", "resend": "resend"}.get(t.reason or "", "late")
+        return via, (t.publisher if via == "sds-r" else None)
+
+    def _delivered(self, e: Delivered, t: Turn) -> None:
+        book = self.node.book
+        app, body = book.app_of(e.message_id, e.content)
+        if app is None:
+            return
+        prior = book.messages.get(e.message_id)
+        chat = book.chat(e.message_id, e.sender_id, app, e.lamport_timestamp, ev.RECEIVED, t.now, repaired=e.repaired)
+        if t.source == "store":
+            self.node.store_counters["delivered"] += 1
+        via = by = None
+        if e.repaired:
+            via, by = self._repaired_via(t)
+            chat = dataclasses.replace(chat, repaired_by=by)
+        if prior is None:
+            book.messages[e.message_id] = chat
+            self.node.emit(ev.MessageShown(chat))
+            t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.RECEIVED,
+                                         repaired=e.repaired, after_lost=e.after_lost, received_at_ms=t.now))
+            t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+        else:
+            book.messages[e.message_id] = dataclasses.replace(prior, state=ev.RECEIVED)
+            self.node.emit(ev.GapClosed(e.message_id, tuple(e.after_lost)))
+            t.updates.append(MessageUpdate(e.message_id, state=ev.RECEIVED, after_lost=tuple(e.after_lost)))
+        if e.repaired:
+            self.node.emit(ev.MessageRepaired(e.message_id, via, by))
+        detail = ({"repaired": e.repaired, "via": t.source or t.reason, "publisher": t.publisher,
+                   "after_lost": list(e.after_lost)} if (e.repaired or e.after_lost) else None)
+        t.rows.append(EventRow("delivered", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
+                               detail=detail))
+        book.seen(e.sender_id, app.nick, t.now, t.parts)
+
+    def _missing(self, e: Missing, t: Turn) -> None:
+        node = self.node
+        app, body = node.book.app_of(e.message_id, e.content)
+        if app is None:
+            return
+        chat = node.book.chat(e.message_id, e.sender_id, app, e.lamport_timestamp, ev.WAITING, t.now, repaired=False)
+        node.book.messages[e.message_id] = chat
+        node.emit(ev.MessageShown(chat))
+        missing_ids = tuple(h.message_id for h in e.missing)
+        senders = tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))
+        if missing_ids or e.waiting_on:
+            node.emit(ev.GapOpened(e.message_id, missing_ids + tuple(e.waiting_on), senders))
+        t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.WAITING,
+                                     received_at_ms=t.now))
+        t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+        t.rows.append(EventRow("missing", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
+                               detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on)}))
+        node.store_client.want(e.missing)
+        node.book.seen(e.sender_id, app.nick, t.now, t.parts)
+
+    def _gap(self, e: GapDetected, t: Turn) -> None:
+        ids = tuple(h.message_id for h in e.missing)
+        self.node.emit(ev.GapOpened("", ids, tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))))
+        t.rows.append(EventRow("missing", t.now, None, e.sender_id, detail={"missing": list(ids), "source": "sync"}))
+        self.node.store_client.want(e.missing)
+
+    def _acknowledged(self, e: Acknowledged, t: Turn) -> None:
+        t.update(self.node.book.set_state(e.message_id, ev.ACKNOWLEDGED, t.now))
+        t.rows.append(EventRow("acked", t.now, e.message_id, self.node.participant_id, detail={"by_bloom": e.by_bloom}))
+
+    def _possibly(self, e: PossiblyAcknowledged, t: Turn) -> None:
+        t.update(self.node.book.set_state(e.message_id, ev.POSSIBLY_ACKNOWLEDGED, t.now, acks=e.count))
+        t.rows.append(EventRow("possibly_acked", t.now, e.message_id, self.node.participant_id,
+                               detail={"count": e.count}))
+
+    def _lost(self, e: Lost, t: Turn) -> None:
+        self.node.emit(ev.MessageLost(e.message_id, e.sender_id, tuple(e.dependants)))
+        t.rows.append(EventRow("lost", t.now, e.message_id, e.sender_id, detail={"dependants": list(e.dependants)}))
+
+    def _ephemeral(self, e: EphemeralReceived, t: Turn) -> None:
+        app, _ = self.node.book.app_of("", e.content)
+        if app is not None and app.kind == "typing":
+            self.node.emit(ev.TypingSeen(e.sender_id, app.nick))
+            self.node.book.seen(e.sender_id, app.nick, t.now, t.parts)
+
+    def _sync(self, e: SyncReceived, t: Turn) -> None:
+        self.node.book.seen(e.sender_id, None, t.now, t.parts)
+        t.rows.append(EventRow("sync_received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+
+    def _repair_requested(self, e: RepairRequested, t: Turn) -> None:
+        for mid in e.message_ids:
+            t.rows.append(EventRow("repair_requested", t.now, mid, None, detail={"carrier": e.carrier_id}))
+
+    def _repair_served(self, e: RepairServed, t: Turn) -> None:
+        t.rows.append(EventRow("repair_served", t.now, e.message_id, e.sender_id))
+
+    def _rejected(self, e: Rejected, t: Turn) -> None:
+        self.node.counters["rejected"] += 1
+        self.node.emit(ev.FrameRejected(e.reason, e.detail))
+        t.rows.append(EventRow("rejected", t.now, e.message_id, e.sender_id, detail={"reason": e.reason}))
+
+    def _evicted(self, e: Evicted, t: Turn) -> None:
+        log.info("evicted %s from %s", e.message_id, e.buffer)

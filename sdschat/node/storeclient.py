@@ -1,0 +1,211 @@
+"""The store-node client of a node: ask by retrieval hint for what is missing, and catch up after being away.
+
+Optional and quiet: with no store node answering, every request times out and nothing else changes (SDS-R
+repairs as before). Envelopes a store returns go through the node's receive path like any other (decrypt,
+verify, engine), marked ``source="store"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from ..storenode import protocol as store_proto
+from ..transport import ConnectionState
+
+__all__ = ["StoreClient", "SYNCED_KEY"]
+
+log = logging.getLogger("sdschat.node")
+
+#: kv key: wall-clock ms up to which this node is known to have seen its channel (store catch-ups start there)
+SYNCED_KEY = "store_synced_until"
+
+
+class StoreClient:
+    def __init__(self, node) -> None:
+        self.node = node
+        self.config = node.config
+        self.reply_topic = store_proto.REPLY_PREFIX + os.urandom(8).hex()
+        self._waiting: dict[str, asyncio.Future] = {}
+        self._hints: dict[str, bytes] = {}  # message id -> retrieval hint, to ask for
+        self._asked: set[str] = set()
+        self._hint_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._catch_up_task: asyncio.Task | None = None
+        self._seq = 0
+        self._synced_written_ms = 0
+        #: requests sent, answers, timeouts, envelopes fed, messages delivered from them
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("requests", "answers", "timeouts", "envelopes", "delivered", "repaired", "catch_ups"), 0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.use_store and not self.node.stopping
+
+    async def start(self) -> None:
+        """After connecting: catch up if we were away (a new member has nothing to catch up on)."""
+        if not self.config.use_store:
+            return
+        if await self.node.store.kv_get(SYNCED_KEY) is None:
+            await self.mark_synced(self.node.now())
+        else:
+            self.start_catch_up()  # started after a gap (before the ticker can move "synced until")
+
+    def stop(self) -> None:
+        if self._hint_timer is not None:
+            self._hint_timer.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+
+    # ---------------------------------------------------------------- requests
+
+    def request(self, *, feed: bool = True, **fields) -> asyncio.Future | None:
+        """Publish one request; the future resolves to the Reply. With ``feed`` its envelopes go through
+        the receive path before it resolves; without, the caller feeds them (``feed``)."""
+        node = self.node
+        if node.stopping or node.transport is None:
+            return None
+        self._seq += 1
+        rid = f"{self._seq}" if feed else f"{self._seq}p"
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = fut
+        body = store_proto.encode_request(store_proto.Request(rid, self.reply_topic, node.key.topic, **fields))
+        self.counters["requests"] += 1
+
+        async def send() -> None:
+            try:
+                await node.transport.publish(self.config.store_request_topic, body)
+            except Exception as exc:
+                log.debug("store request not sent: %s", exc)
+
+        self.spawn(send())
+        return fut
+
+    async def call(self, **fields) -> store_proto.Reply | None:
+        return await self.wait(self.request(**fields))
+
+    async def wait(self, fut: asyncio.Future | None) -> store_proto.Reply | None:
+        if fut is None:
+            return None
+        rid = next((k for k, v in self._waiting.items() if v is fut), None)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.config.store_timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            self.counters["timeouts"] += 1
+            return None
+        finally:
+            self._waiting.pop(rid, None)
+
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def on_reply(self, payload: bytes) -> None:
+        try:
+            reply = store_proto.decode_reply(payload)
+        except (ValueError, UnicodeDecodeError, IndexError) as exc:
+            log.debug("unreadable store reply: %s", exc)
+            return
+        fut = self._waiting.get(reply.id)
+        if fut is None or fut.done():
+            return  # late (timed out) or not ours
+        self.counters["answers"] += 1
+        if reply.error:
+            log.debug("store refused a request: %s", reply.error)
+        if not reply.id.endswith("p"):
+            self.feed(reply.envelopes)
+        fut.set_result(reply)
+
+    def feed(self, envelopes) -> None:
+        node = self.node
+        for env in envelopes:
+            self.counters["envelopes"] += 1
+            node.receiver.on_frame(env, source="store")
+        node.wake()
+
+    # ---------------------------------------------------------------- gaps
+
+    def want(self, entries) -> None:
+        """Queue missing entries that carry a retrieval hint (an envelope hash) for a store request."""
+        if not self.enabled:
+            return
+        for h in entries:
+            hint = h.retrieval_hint
+            if hint and len(hint) == 32 and h.message_id not in self._asked:
+                self._hints[h.message_id] = bytes(hint)
+        if self._hints and self._hint_timer is None:
+            self._hint_timer = asyncio.get_running_loop().call_later(
+                self.config.store_hint_delay_ms / 1000, lambda: self.spawn(self._ask_hints()))
+
+    async def _ask_hints(self) -> None:
+        self._hint_timer = None
+        if self._catch_up_task is not None and not self._catch_up_task.done():
+            await asyncio.wait({self._catch_up_task})  # it may bring them; ask for what is still missing after
+        missing = set(self.node.channel.missing_ids)
+        wanted = [(mid, hint) for mid, hint in self._hints.items() if mid in missing]
+        self._hints.clear()
+        if len(self._asked) > 50_000:
+            self._asked.clear()
+        calls = []
+        for i in range(0, len(wanted), store_proto.MAX_HASHES):
+            chunk = wanted[i:i + store_proto.MAX_HASHES]
+            self._asked.update(mid for mid, _ in chunk)
+            calls.append(self.call(hashes=[hint for _, hint in chunk]))
+        if calls:
+            await asyncio.gather(*calls)
+
+    # ---------------------------------------------------------------- catch-up
+
+    def start_catch_up(self) -> None:
+        if not self.enabled:
+            return
+        if self._catch_up_task is not None and not self._catch_up_task.done():
+            return
+        self._catch_up_task = self.spawn(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """Fetch everything on our topic since we were last in sync, page by page, through the receive path."""
+        node = self.node
+        raw = await node.store.kv_get(SYNCED_KEY)
+        if raw is None:
+            return
+        since = max(0, int(raw))
+        started = node.now()
+        self.counters["catch_ups"] += 1
+        fut = self.request(feed=False, since_ms=since, cursor=0, limit=store_proto.MAX_PAGE)
+        while True:
+            reply = await self.wait(fut)
+            if reply is None or reply.error:
+                return  # no store (or it refused): SDS and SDS-R carry on as usual
+            # ask for the next page now, feed this one meanwhile (in slices, so the loop stays responsive)
+            fut = (self.request(feed=False, since_ms=since, cursor=reply.next_cursor, limit=store_proto.MAX_PAGE)
+                   if reply.next_cursor else None)
+            envs = reply.envelopes
+            for i in range(0, len(envs), 50):
+                if node.stopping:
+                    return
+                self.feed(envs[i:i + 50])
+                await asyncio.sleep(0)
+            if fut is None:
+                break
+        await self.mark_synced(started)
+
+    async def mark_synced(self, now: int) -> None:
+        value = max(0, now - self.config.store_sync_margin_ms)
+        try:
+            await self.node.store.kv_set(SYNCED_KEY, str(value))
+            self._synced_written_ms = now
+        except Exception as exc:
+            log.debug("could not record the sync time: %s", exc)
+
+    async def maybe_mark_synced(self, now: int) -> None:
+        """While connected and not catching up, advance "synced until" (every few seconds)."""
+        transport = self.node.transport
+        if (not self.config.use_store or now - self._synced_written_ms < 5_000
+                or transport is None or transport.state != ConnectionState.CONNECTED
+                or (self._catch_up_task is not None and not self._catch_up_task.done())):
+            return
+        await self.mark_synced(now)
