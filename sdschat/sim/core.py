@@ -57,7 +57,7 @@ lives (:func:`_no_gc`): the engine makes no reference cycles, and full
 collections over tens of millions of objects cost seconds each.
 
 Engine events become event rows exactly as the node maps them
-(:meth:`sdschat.node.Node._handle`); see :mod:`sdschat.sim.output`.
+(:class:`sdschat.node.receive.Receiver`); see :mod:`sdschat.sim.output`.
 """
 
 from __future__ import annotations

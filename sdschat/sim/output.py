@@ -6,7 +6,7 @@ Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckD
     The ``events`` table of ``migrations/0001_initial.sql`` (columns ``seq,
     ts_ms, kind, channel_id, message_id, sender_id, participant_id,
     lamport_timestamp, detail``; ``detail`` is JSON text), one row per event
-    exactly as :meth:`sdschat.node.Node._handle` maps engine events to rows, so
+    exactly as :class:`sdschat.node.receive.Receiver` maps engine events to rows, so
     the pipeline reads a simulation and a participant database alike. Each
     shard holds about ``shard_rows`` rows (it is written once that many are
     buffered, after the event that filled it) in row groups of

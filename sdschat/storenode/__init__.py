@@ -4,7 +4,7 @@
   crossed the broker (ciphertext) in its own SQLite database, answers requests by hash or by time.
 - :class:`StoreDB` (:mod:`.db`): that database.
 - :mod:`.protocol`: the request/response convention (topics, JSON request, binary answer).
-- ``storenode_configure`` / ``storenode_run`` (:mod:`.commands`): ``sdschat store``.
+- ``sdschat store`` is wired in :mod:`sdschat.cli.storenode`.
 
 Imports transport and crypto (constants only); never a channel key.
 """
