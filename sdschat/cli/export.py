@@ -27,7 +27,7 @@ async def export_run(args: argparse.Namespace) -> int:
     from sdschat.export import ExportError, export
 
     if args.channel is not None:
-        from .profile import load_profile
+        from .profiles import load_profile
 
         profile = load_profile(args)
         entry = profile.channels.get(args.channel)

@@ -12,20 +12,20 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from . import bot, broker, chat, export, keys, pipeline, profile, storenode, window
+from . import bot, broker, chat, export, keys, pipeline, profiles, storenode, window
 from .args import Parser, add_home_arg
 from .errors import CliError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 COMMANDS = {
-    "init": (profile.init_configure, profile.init_run, "create your profile: a name, a broker, one identity"),
-    "new": (profile.new_configure, profile.new_run, "create a channel with a fresh random key and join it"),
-    "invite": (profile.invite_configure, profile.invite_run,
+    "init": (profiles.init_configure, profiles.init_run, "create your profile: a name, a broker, one identity"),
+    "new": (profiles.new_configure, profiles.new_run, "create a channel with a fresh random key and join it"),
+    "invite": (profiles.invite_configure, profiles.invite_run,
                "print an invite token for a channel (a secret: it is the channel's key)"),
-    "join": (profile.join_configure, profile.join_run,
+    "join": (profiles.join_configure, profiles.join_run,
              "join a channel by invite token (or import a 0.1 key file and database)"),
-    "part": (profile.part_configure, profile.part_run, "leave a channel (its history stays unless --forget)"),
+    "part": (profiles.part_configure, profiles.part_run, "leave a channel (its history stays unless --forget)"),
     "demo": (chat.demo_configure, chat.demo_run, "N participants side by side over an embedded broker (the main demo)"),
     "chat": (chat.chat_configure, chat.chat_run, "the chat UI: join a channel as NAME"),
     "keygen": (keys.keygen_configure, keys.keygen_run, "write a fresh random channel key file (mode 0600)"),

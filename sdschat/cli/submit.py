@@ -17,8 +17,14 @@ give them to spark-submit.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
+
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    # run as a file, Python puts this folder first on the path, where our modules would shadow the standard
+    # library's for everything imported after (pyspark imports cProfile, which imports profile)
+    del sys.path[0]
 
 from sdschat.cli.args import Parser  # absolute: spark-submit runs this file as a script
 from sdschat.cli.errors import CliError

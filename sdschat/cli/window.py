@@ -7,7 +7,7 @@ import os
 import sys
 
 from .errors import CliError
-from .profile import load_profile
+from .profiles import load_profile
 from .wiring import stop_all
 
 __all__ = ["ProfileClient", "window_run", "first_run"]
