@@ -1,4 +1,5 @@
-"""A run's results: the shards' parts merged into ``frames.parquet``, ``logs.parquet``, ``meta.json`` and :class:`SimResult`."""
+"""A run's results: the shards' parts merged into ``frames.parquet``, ``logs.parquet``, ``meta.json``
+and the :class:`SimResult`."""
 
 from __future__ import annotations
 

@@ -80,6 +80,20 @@ class EventRows:
                 else:
                     d = dumps({"count": e.count})
                 add((t, "possibly_acked", e.message_id, pid, r, None, d))
+            elif tp is Missing:
+                mid = e.message_id
+                w = self.waiting.get(r)
+                if w is None:
+                    self.waiting[r] = {mid}
+                else:
+                    w.add(mid)
+                s = e.sender_id
+                lam = e.lamport_timestamp
+                add((t, "received", mid, s, r, lam, None,
+                     t, "missing", mid, s, r, lam,
+                     '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
+                     + _ids(e.waiting_on) + "}"))
+                earlier = True
             elif tp is SyncReceived:
                 add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
             elif self._other(r, e, tp, t):
@@ -103,22 +117,11 @@ class EventRows:
             add((t, "sent", e.message_id, pid, r, e.lamport_timestamp, dumps({"bytes": size})))
 
     def _other(self, r: int, e, tp: type, t: int) -> bool:
-        """The rarer events: gaps, repair, loss, rejection, eviction. True if the deadline may have moved earlier."""
+        """The rarer events (gaps noticed by sync, repair, loss, rejection, eviction).
+
+        True if the deadline may have moved earlier.
+        """
         add = self.sink.rows.extend
-        if tp is Missing:
-            mid = e.message_id
-            w = self.waiting.get(r)
-            if w is None:
-                self.waiting[r] = {mid}
-            else:
-                w.add(mid)
-            s = e.sender_id
-            lam = e.lamport_timestamp
-            add((t, "received", mid, s, r, lam, None,
-                 t, "missing", mid, s, r, lam,
-                 '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
-                 + _ids(e.waiting_on) + "}"))
-            return True
         if tp is GapDetected:
             add((t, "missing", None, e.sender_id, r, None,
                  '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"source":"sync"}'))
