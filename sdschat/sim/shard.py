@@ -52,7 +52,14 @@ def participant_ids(n: int) -> list[str]:
 
 
 class Shard(Network, Delivery, EventRows):
-    """The members ``r % workers == wid`` of one simulation, and everything that happens to them."""
+    """The members ``r % workers == wid`` of one simulation, and everything that happens to them.
+
+    Its bases are its parts, one module each: :class:`~sdschat.sim.network.Network`
+    (publishing), :class:`~sdschat.sim.delivery.Delivery` (receiving) and
+    :class:`~sdschat.sim.rows.EventRows` (engine events -> rows). They are
+    methods of this one object, not collaborators, so the event loop's hot path
+    reads its state as plain attributes and locals; the state is set up here.
+    """
 
     def __init__(self, params: SimParams, plan: Plan, wid: int = 0, workers: int = 1,
                  out_dir: str | Path | None = None, *, shard_rows: int = 1_000_000, row_group_rows: int = 262_144,
