@@ -138,111 +138,140 @@ def _detail(text: str | None) -> dict:
 
 def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
     """The reduction of :mod:`sdschat.pipeline.queries`, in Python (rows: dicts with the events columns + source)."""
-    kind_counts: Counter = Counter()
-    sender_of: dict[tuple, str] = {}  # (src, mid) -> smallest non-null sender_id of sent/received/delivered
-    seen: set[tuple] = set()
-    sent: dict[tuple, list] = {}  # (src, mid) -> [first ts, sender]
-    delivered: dict[tuple, list] = {}  # (src, mid, pid) -> [first ts, sender, repaired]
-    acked: dict[tuple, int] = {}  # (src, mid, pid) -> first ts
-    received: dict[tuple, int] = {}  # (src, pid, mid) -> first ts
-    detected: dict[tuple, int] = {}  # (src, pid, mid) -> first noted missing
-    repair_events = []
-    evidence = []
-    wire: dict[tuple, list] = {}
-    log_entries: dict[tuple, set] = defaultdict(set)
+    acc = _Pass()
     for r in rows:
+        acc.add(r)
+    received = acc.received
+    return Reduced(
+        kind_counts=[(s, k, n) for (s, k), n in acc.kind_counts.items()],
+        messages=_messages(acc),
+        latency_hist=[(s, m, v, n) for (s, m, v), n in _latency_hist(acc).items()],
+        participants=_participant_counts(acc),
+        repair_events=acc.repair_events,
+        bloom_evidence=[(*e, received.get((e[0], e[5], e[2])) if e[5] is not None else None) for e in acc.evidence],
+        wire_bytes=[(s, k, n, b) for (s, k), (n, b) in acc.wire.items()],
+        event_log_hashes=_event_log_hashes(acc.log_entries),
+    )
+
+
+class _Pass:
+    """What :func:`reduce_events` gathers in one pass over the rows: firsts, counts and evidence per key."""
+
+    def __init__(self) -> None:
+        self.kind_counts: Counter = Counter()
+        self.sender_of: dict[tuple, str] = {}  # (src, mid) -> smallest non-null sender_id of sent/received/delivered
+        self.seen: set[tuple] = set()
+        self.sent: dict[tuple, list] = {}  # (src, mid) -> [first ts, sender]
+        self.delivered: dict[tuple, list] = {}  # (src, mid, pid) -> [first ts, sender, repaired]
+        self.acked: dict[tuple, int] = {}  # (src, mid, pid) -> first ts
+        self.received: dict[tuple, int] = {}  # (src, pid, mid) -> first ts
+        self.detected: dict[tuple, int] = {}  # (src, pid, mid) -> first noted missing
+        self.repair_events: list[tuple] = []
+        self.evidence: list[tuple] = []
+        self.wire: dict[tuple, list] = {}  # (src, kind) -> [frames, bytes|None]
+        self.log_entries: dict[tuple, set] = defaultdict(set)  # (src, pid) -> {(lamport, mid)}
+
+    def add(self, r: Mapping[str, Any]) -> None:
         src, kind, ts = r["source"], r["kind"], r["ts_ms"]
         mid, pid, snd = r.get("message_id"), r.get("participant_id"), r.get("sender_id")
-        kind_counts[(src, kind)] += 1
+        self.kind_counts[(src, kind)] += 1
         if kind in ("sent", "received", "delivered") and mid is not None:
-            seen.add((src, mid))
-            if snd is not None and ((src, mid) not in sender_of or snd < sender_of[(src, mid)]):
-                sender_of[(src, mid)] = snd
+            self.seen.add((src, mid))
+            if snd is not None and ((src, mid) not in self.sender_of or snd < self.sender_of[(src, mid)]):
+                self.sender_of[(src, mid)] = snd
         if kind == "sent":
-            cur = sent.setdefault((src, mid), [ts, snd])
+            cur = self.sent.setdefault((src, mid), [ts, snd])
             cur[0] = min(cur[0], ts)
             if snd is not None and (cur[1] is None or snd < cur[1]):
                 cur[1] = snd
-            log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
+            self.log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
         elif kind == "delivered":
             rep = 1 if _detail(r.get("detail")).get("repaired") is True else 0
-            cur = delivered.setdefault((src, mid, pid), [ts, snd, rep])
+            cur = self.delivered.setdefault((src, mid, pid), [ts, snd, rep])
             cur[0] = min(cur[0], ts)
             cur[2] = max(cur[2], rep)
-            log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
+            self.log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
         elif kind == "acked":
-            acked[(src, mid, pid)] = min(acked.get((src, mid, pid), ts), ts)
+            self.acked[(src, mid, pid)] = min(self.acked.get((src, mid, pid), ts), ts)
             d = _detail(r.get("detail"))
             if d.get("by_bloom") is True:
-                evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
+                self.evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
         elif kind == "possibly_acked":
             d = _detail(r.get("detail"))
-            evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
+            self.evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
         elif kind == "received":
-            received[(src, pid, mid)] = min(received.get((src, pid, mid), ts), ts)
+            self.received[(src, pid, mid)] = min(self.received.get((src, pid, mid), ts), ts)
         elif kind == "missing":
             for m in _detail(r.get("detail")).get("missing") or ():
-                detected[(src, pid, m)] = min(detected.get((src, pid, m), ts), ts)
+                self.detected[(src, pid, m)] = min(self.detected.get((src, pid, m), ts), ts)
         elif kind in ("repair_requested", "repair_served"):
-            repair_events.append((src, mid, ts, kind, pid))
+            self.repair_events.append((src, mid, ts, kind, pid))
         if kind in PUBLISH_KINDS:
             b = _int(_detail(r.get("detail")).get("bytes"))
-            acc = wire.setdefault((src, kind), [0, None])
+            acc = self.wire.setdefault((src, kind), [0, None])
             acc[0] += 1
             if b is not None:
                 acc[1] = (acc[1] or 0) + b
-    # per message: deliveries to participants other than the sender
+
+
+def _messages(acc: _Pass) -> list[tuple]:
+    """Rows of :attr:`Reduced.messages`: deliveries to participants other than the sender, per message."""
     per_msg: dict[tuple, list] = {}
-    for (src, mid, pid), (ts, _snd, rep) in delivered.items():
-        if pid == sender_of.get((src, mid)):
+    for (src, mid, pid), (ts, _snd, rep) in acc.delivered.items():
+        if pid == acc.sender_of.get((src, mid)):
             continue
-        acc = per_msg.setdefault((src, mid), [0, ts, ts, 0])
-        acc[0] += 1
-        acc[1] = min(acc[1], ts)
-        acc[2] = max(acc[2], ts)
-        acc[3] += rep
+        m = per_msg.setdefault((src, mid), [0, ts, ts, 0])
+        m[0] += 1
+        m[1] = min(m[1], ts)
+        m[2] = max(m[2], ts)
+        m[3] += rep
     messages = []
-    for key in seen:
-        s = sent.get(key)
+    for key in acc.seen:
+        s = acc.sent.get(key)
         n, first, last, rep = per_msg.get(key, (0, None, None, 0))
-        messages.append((key[0], key[1], sender_of.get(key), s[0] if s else None, n, first, last, rep))
+        messages.append((key[0], key[1], acc.sender_of.get(key), s[0] if s else None, n, first, last, rep))
+    return messages
+
+
+def _latency_hist(acc: _Pass) -> Counter:
+    """``(source, metric, latency_ms) -> n`` for every metric of :data:`LATENCY_METRICS`."""
     hist: Counter = Counter()
+    sent, delivered = acc.sent, acc.delivered
     for (src, mid, pid), (ts, _s, _r) in delivered.items():
         s = sent.get((src, mid))
         if s is not None:
             hist[(src, "send_to_deliver", ts - s[0])] += 1
-    for (src, mid, pid), ts in acked.items():
+    for (src, mid, pid), ts in acc.acked.items():
         s = sent.get((src, mid))
         if s is not None and s[1] == pid:
             hist[(src, "send_to_ack", ts - s[0])] += 1
-    for (src, pid, mid), t0 in detected.items():
+    for (src, pid, mid), t0 in acc.detected.items():
         d = delivered.get((src, mid, pid))
         if d is not None and d[0] >= t0:
             hist[(src, "repair", d[0] - t0)] += 1
+    return hist
+
+
+def _participant_counts(acc: _Pass) -> list[tuple]:
+    """Rows of :attr:`Reduced.participants`: messages of others delivered, own messages sent."""
     got: dict[tuple, set] = defaultdict(set)
-    for (src, mid, pid), (_ts, snd, _r) in delivered.items():
+    for (src, mid, pid), (_ts, snd, _r) in acc.delivered.items():
         if snd != pid:
             got[(src, pid)].add(mid)
     own: dict[tuple, set] = defaultdict(set)
-    for (src, mid), (_ts, snd) in sent.items():
+    for (src, mid), (_ts, snd) in acc.sent.items():
         own[(src, snd)].add(mid)
-    participants = [(src, pid, len(got.get((src, pid), ())), len(own.get((src, pid), ())))
-                    for src, pid in set(got) | set(own) if pid is not None]
-    bloom = [(*e, received.get((e[0], e[5], e[2])) if e[5] is not None else None) for e in evidence]
+    return [(src, pid, len(got.get((src, pid), ())), len(own.get((src, pid), ())))
+            for src, pid in set(got) | set(own) if pid is not None]
+
+
+def _event_log_hashes(log_entries: Mapping[tuple, set]) -> list[tuple]:
+    """Rows of :attr:`Reduced.event_log_hashes`: each participant's log rebuilt from its events."""
     hashes = []
     for (src, pid), entries in log_entries.items():
         ordered = [m for _, m in sorted(entries, key=lambda x: (x[0] if x[0] is not None else -1, x[1]))]
         hashes.append((src, pid, log_hash(ordered), len(ordered)))
-    return Reduced(
-        kind_counts=[(s, k, n) for (s, k), n in kind_counts.items()],
-        messages=messages,
-        latency_hist=[(s, m, v, n) for (s, m, v), n in hist.items()],
-        participants=participants,
-        repair_events=repair_events,
-        bloom_evidence=bloom,
-        wire_bytes=[(s, k, n, b) for (s, k), (n, b) in wire.items()],
-        event_log_hashes=hashes,
-    )
+    return hashes
 
 
 def _int(v: Any) -> int | None:
@@ -458,112 +487,133 @@ def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
 def compute(red: Reduced, sources: list[SourceInfo]) -> Report:
     """All metric tables from a reduction and what is known about each source."""
     rep = Report()
-    kinds = _by_source(red.kind_counts)
-    msgs = _by_source(red.messages)
-    hist = _by_source(red.latency_hist)
-    parts = _by_source(red.participants)
-    repairs = _by_source(red.repair_events)
-    bloom = _by_source(red.bloom_evidence)
-    wire = _by_source(red.wire_bytes)
-    ev_hashes = _by_source(red.event_log_hashes)
+    tables = {t: _by_source(getattr(red, t)) for t in Reduced.TABLES}
     for src in sources:
-        s = src.name
-        kc = {k: n for _, k, n in kinds.get(s, ())}
-        rep.kind_counts += [{"source": s, "kind": k, "n": n} for k, n in sorted(kc.items())]
-        mrows, dsum = delivery(msgs.get(s, ()), src.participants)
-        rep.messages += [{"source": s, **r} for r in mrows]
-        # latency
-        lat: dict[str, Any] = {}
-        for metric in LATENCY_METRICS:
-            h = [(v, n) for _, m, v, n in hist.get(s, ()) if m == metric]
-            pc = percentiles(h)
-            rep.latency.append({"source": s, "metric": metric, **pc})
-            rep.latency_hist += [{"source": s, "metric": metric, "latency_ms": v, "n": n} for v, n in sorted(h)]
-            lat[metric] = pc
-        # per participant
-        members = set(src.participants)
-        sent_count = Counter()
-        for r in mrows:
-            if r["sender_id"] in members:
-                sent_count[r["sender_id"]] += 1
-        counts = {p: (d, snt) for _, p, d, snt in parts.get(s, ())}
-        n_msgs = len(mrows)
-        for p in src.participants:
-            d, snt = counts.get(p, (0, 0))
-            own = sent_count.get(p, snt)
-            expected = n_msgs - own
-            rep.participants.append({"source": s, "participant_id": p, "delivered": d, "sent": own,
-                                     "expected": expected, "delivery_ratio": (d / expected) if expected > 0 else None})
-        # repair rounds
-        rrows, rtot = repair_rounds([(m, ts, k, p) for _, m, ts, k, p in repairs.get(s, ())])
-        rep.repair_rounds += [{"source": s, **r} for r in rrows]
-        # bloom evidence
-        brows, bsum = bloom_false_positives([b[1:] for b in bloom.get(s, ())])
-        if src.kind == "db" and any(r["by"] is None for r in brows):
-            bsum.update(bloom_evidence_false=None, bloom_acks_false=None)
-        rep.bloom_evidence += [{"source": s, **r} for r in brows]
-        # convergence
-        ev = {p: h for _, p, h, _n in ev_hashes.get(s, ())}
-        empty = log_hash([])
-        if src.engine_log_hashes is not None:
-            hashes = {p: src.engine_log_hashes[p][0] for p in src.participants if p in src.engine_log_hashes}
-            basis = "engine log"
-        else:
-            hashes = {p: ev.get(p, empty) for p in src.participants}
-            basis = "events"
-        conv = convergence(hashes)
-        mismatch = sum(1 for p, h in hashes.items() if ev.get(p, empty) != h)
-        majority = conv["majority_hash"]
-        for p in src.participants:
-            h = hashes.get(p)
-            length = (src.engine_log_hashes or {}).get(p, (None, None))[1]
-            if length is None:
-                length = next((n for _, q, _h, n in ev_hashes.get(s, ()) if q == p), 0)
-            rep.convergence.append({"source": s, "participant_id": p, "log_hash": h, "log_length": length,
-                                    "agrees_with_majority": h == majority, "events_log_matches": ev.get(p, empty) == h})
-        # wire
-        wbytes = {k: (n, b) for _, k, n, b in wire.get(s, ())}
-        published = None
-        if src.kind == "sim" or any(b is not None for _, b in wbytes.values()):
-            published = sum(b or 0 for _, b in wbytes.values())
-        deliveries = dsum["deliveries"]
-
-        def per(x):
-            return (x / deliveries) if (x is not None and deliveries) else None
-
-        resends = kc.get("resent", 0)
-        summary = {
-            "source": s, "kind": src.kind, "inputs": ", ".join(src.inputs), "participants": len(src.participants),
-            **dsum,
-            "events": sum(kc.values()),
-        }
-        for metric in LATENCY_METRICS:
-            for q in ("p50", "p95", "p99", "max"):
-                summary[f"{metric}_{q}_ms"] = lat[metric][q]
-            summary[f"{metric}_n"] = lat[metric]["n"]
-        summary.update({
-            "resends": resends,
-            "repair_requests": kc.get("repair_requested", 0),
-            "repair_responses": kc.get("repair_served", 0),
-            "resends_per_delivery": per(resends),
-            "repair_requests_per_delivery": per(kc.get("repair_requested", 0)),
-            "repair_responses_per_delivery": per(kc.get("repair_served", 0)),
-            "repair_rounds_answered": rtot["rounds_answered"],
-            "repair_rounds_with_duplicates": rtot["rounds_with_duplicates"],
-            "duplicate_repair_responses": rtot["duplicate_responses"],
-            "syncs_sent": kc.get("sync_sent", 0),
-            "lost_declared": kc.get("lost", 0),
-            "frames_published": sum(n for n, _ in wbytes.values()) if wbytes else 0,
-            "bytes_published": published,
-            "bytes_published_per_delivery": per(published),
-            "bytes_received": src.bytes_received,
-            "bytes_received_per_delivery": per(src.bytes_received),
-            **bsum,
-            "converged": conv["converged"],
-            "distinct_logs": conv["distinct_logs"],
-            "largest_agreeing": conv["largest_agreeing"],
-            "convergence_basis": basis,
-            "events_log_mismatches": mismatch if src.engine_log_hashes is not None else None,
-        })
-        rep.summary.append(summary)
+        _compute_source(rep, src, {t: rows.get(src.name, ()) for t, rows in tables.items()})
     return rep
+
+
+def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tuple]]) -> None:
+    """Append one source's rows to every table of ``rep`` (``red``: that source's rows of each reduced table)."""
+    s = src.name
+    kc = {k: n for _, k, n in red["kind_counts"]}
+    rep.kind_counts += [{"source": s, "kind": k, "n": n} for k, n in sorted(kc.items())]
+    mrows, dsum = delivery(red["messages"], src.participants)
+    rep.messages += [{"source": s, **r} for r in mrows]
+    lat = _latency(rep, s, red["latency_hist"])
+    rep.participants += _participant_rows(s, src.participants, mrows, red["participants"])
+    rrows, rtot = repair_rounds([(m, ts, k, p) for _, m, ts, k, p in red["repair_events"]])
+    rep.repair_rounds += [{"source": s, **r} for r in rrows]
+    brows, bsum = bloom_false_positives([b[1:] for b in red["bloom_evidence"]])
+    if src.kind == "db" and any(r["by"] is None for r in brows):
+        bsum.update(bloom_evidence_false=None, bloom_acks_false=None)
+    rep.bloom_evidence += [{"source": s, **r} for r in brows]
+    crows, conv = _convergence_rows(src, list(red["event_log_hashes"]))
+    rep.convergence += crows
+    summary = {
+        "source": s, "kind": src.kind, "inputs": ", ".join(src.inputs), "participants": len(src.participants),
+        **dsum,
+        "events": sum(kc.values()),
+    }
+    for metric in LATENCY_METRICS:
+        for q in ("p50", "p95", "p99", "max"):
+            summary[f"{metric}_{q}_ms"] = lat[metric][q]
+        summary[f"{metric}_n"] = lat[metric]["n"]
+    summary.update(_cost_summary(src, kc, dsum["deliveries"], rtot, {k: (n, b) for _, k, n, b in red["wire_bytes"]}))
+    summary.update(bsum)
+    summary.update(conv)
+    rep.summary.append(summary)
+
+
+def _latency(rep: Report, s: str, hist: Iterable[tuple]) -> dict[str, dict[str, Any]]:
+    """Append source ``s``'s latency percentiles and histograms to ``rep``; the percentiles per metric."""
+    hist = list(hist)
+    lat: dict[str, Any] = {}
+    for metric in LATENCY_METRICS:
+        h = [(v, n) for _, m, v, n in hist if m == metric]
+        pc = percentiles(h)
+        rep.latency.append({"source": s, "metric": metric, **pc})
+        rep.latency_hist += [{"source": s, "metric": metric, "latency_ms": v, "n": n} for v, n in sorted(h)]
+        lat[metric] = pc
+    return lat
+
+
+def _participant_rows(s: str, participants: list[str], mrows: list[dict], parts: Iterable[tuple]) -> list[dict]:
+    """Per participant: messages of others delivered, own messages sent, and its delivery ratio."""
+    members = set(participants)
+    sent_count = Counter()
+    for r in mrows:
+        if r["sender_id"] in members:
+            sent_count[r["sender_id"]] += 1
+    counts = {p: (d, snt) for _, p, d, snt in parts}
+    n_msgs = len(mrows)
+    rows = []
+    for p in participants:
+        d, snt = counts.get(p, (0, 0))
+        own = sent_count.get(p, snt)
+        expected = n_msgs - own
+        rows.append({"source": s, "participant_id": p, "delivered": d, "sent": own,
+                     "expected": expected, "delivery_ratio": (d / expected) if expected > 0 else None})
+    return rows
+
+
+def _convergence_rows(src: SourceInfo, ev_hashes: list[tuple]) -> tuple[list[dict], dict[str, Any]]:
+    """Per participant: its log's hash and length, and whether it agrees; plus the summary's convergence fields."""
+    s = src.name
+    ev = {p: h for _, p, h, _n in ev_hashes}
+    empty = log_hash([])
+    if src.engine_log_hashes is not None:
+        hashes = {p: src.engine_log_hashes[p][0] for p in src.participants if p in src.engine_log_hashes}
+        basis = "engine log"
+    else:
+        hashes = {p: ev.get(p, empty) for p in src.participants}
+        basis = "events"
+    conv = convergence(hashes)
+    mismatch = sum(1 for p, h in hashes.items() if ev.get(p, empty) != h)
+    majority = conv["majority_hash"]
+    rows = []
+    for p in src.participants:
+        h = hashes.get(p)
+        length = (src.engine_log_hashes or {}).get(p, (None, None))[1]
+        if length is None:
+            length = next((n for _, q, _h, n in ev_hashes if q == p), 0)
+        rows.append({"source": s, "participant_id": p, "log_hash": h, "log_length": length,
+                     "agrees_with_majority": h == majority, "events_log_matches": ev.get(p, empty) == h})
+    return rows, {
+        "converged": conv["converged"],
+        "distinct_logs": conv["distinct_logs"],
+        "largest_agreeing": conv["largest_agreeing"],
+        "convergence_basis": basis,
+        "events_log_mismatches": mismatch if src.engine_log_hashes is not None else None,
+    }
+
+
+def _cost_summary(src: SourceInfo, kc: Mapping[str, int], deliveries: int, rtot: Mapping[str, int],
+                  wbytes: Mapping[str, tuple]) -> dict[str, Any]:
+    """The summary's cost fields: resends, repair traffic and bytes, also per delivered message."""
+    published = None
+    if src.kind == "sim" or any(b is not None for _, b in wbytes.values()):
+        published = sum(b or 0 for _, b in wbytes.values())
+
+    def per(x):
+        return (x / deliveries) if (x is not None and deliveries) else None
+
+    resends = kc.get("resent", 0)
+    return {
+        "resends": resends,
+        "repair_requests": kc.get("repair_requested", 0),
+        "repair_responses": kc.get("repair_served", 0),
+        "resends_per_delivery": per(resends),
+        "repair_requests_per_delivery": per(kc.get("repair_requested", 0)),
+        "repair_responses_per_delivery": per(kc.get("repair_served", 0)),
+        "repair_rounds_answered": rtot["rounds_answered"],
+        "repair_rounds_with_duplicates": rtot["rounds_with_duplicates"],
+        "duplicate_repair_responses": rtot["duplicate_responses"],
+        "syncs_sent": kc.get("sync_sent", 0),
+        "lost_declared": kc.get("lost", 0),
+        "frames_published": sum(n for n, _ in wbytes.values()) if wbytes else 0,
+        "bytes_published": published,
+        "bytes_published_per_delivery": per(published),
+        "bytes_received": src.bytes_received,
+        "bytes_received_per_delivery": per(src.bytes_received),
+    }

@@ -4,13 +4,16 @@ Layering (DESIGN.md): imports :mod:`sdschat.sds` only (plus numpy/pyarrow).
 ``simulate(SimParams(...), out_dir)`` runs one scenario and writes the node's
 event schema as Parquet shards plus ``frames.parquet``, ``logs.parquet`` and
 ``meta.json`` (see :mod:`sdschat.sim.output`); :mod:`sdschat.sim.core`
-describes the event loop and the optional worker processes.
+says which module does what (the event loop, the network, the worker processes).
 """
 
-from .core import CHECK_INTERVAL_MS, Shard, SimResult, participant_ids, simulate
+from .clock import CHECK_INTERVAL_MS
+from .core import simulate
 from .output import EVENT_SCHEMA, log_hash
 from .params import SimParams, channel_config, parse_churn, parse_latency, parse_overrides
 from .plan import make_plan
+from .results import SimResult
+from .shard import Shard, participant_ids
 
 __all__ = [
     "CHECK_INTERVAL_MS", "EVENT_SCHEMA", "Shard", "SimParams", "SimResult", "channel_config", "log_hash",

@@ -13,7 +13,7 @@ from sdschat.sds import ChannelConfig, MessageChannel, RepairConfig
 from sdschat.sds.channel import Frame
 from sdschat.sds.wire import parse_pb
 from sdschat.sim import SimParams, simulate
-from sdschat.sim.core import _Links
+from sdschat.sim.links import Links
 from sdschat.sim.output import ROW_WIDTH, EventSink
 
 FAST_REPAIR = {"repair_t_min_ms": 1000, "repair_t_max_ms": 4000}
@@ -117,7 +117,7 @@ def test_event_sink_writes_flat_rows_as_shards(tmp_path):
 
 def test_worker_links_do_not_deadlock_when_both_sides_send_a_lot():
     a_sock, b_sock = socket.socketpair()
-    a, b = _Links({1: a_sock}), _Links({0: b_sock})
+    a, b = Links({1: a_sock}), Links({0: b_sock})
     big = os.urandom(3_000_000)  # far more than the socket buffers hold
     got: dict[str, list] = {}
 

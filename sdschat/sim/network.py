@@ -1,0 +1,116 @@
+"""The broadcast network: which members get a published frame, when, and how many copies.
+
+When a member publishes a frame, the network draws for every other member
+whether the copy is lost, its latency, and whether a duplicate follows (one
+generator per frame, keyed by publisher and frame counter: see
+:mod:`sdschat.sim.plan`); the copies for this shard's members are sorted by
+arrival time into one :class:`Cursor`. The frame is parsed once
+(:func:`sdschat.sds.wire.parse_pb`) and read once into the engine's
+:class:`~sdschat.sds.channel.Frame` (fields, causal history, validity checks,
+the sender's half of the response-group hash), and the bloom positions of its
+id are computed once; every receiver gets the same ``Frame`` (see
+:mod:`sdschat.sim.delivery`). An offline publisher's frames go nowhere.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from sdschat.sds import Outgoing
+from sdschat.sds.channel import Frame
+from sdschat.sds.wire import parse_pb
+
+from .plan import RNG_NETWORK, rng
+from .schedule import ARRIVALS
+
+__all__ = ["Cursor", "FrameMsg", "Network"]
+
+#: a frame as it travels between workers:
+#: (publisher, counter, t, data, reason, message_id, loss, duplicate)
+FrameMsg = tuple
+
+
+class Cursor:
+    """One frame's pending arrivals at this shard's members."""
+
+    __slots__ = ("key", "pb", "positions", "times", "receivers", "i", "ctx")
+
+    def __init__(self, key, pb, positions, times, receivers, ctx):
+        self.key = key
+        self.pb = pb
+        self.positions = positions
+        self.times = times
+        self.receivers = receivers
+        self.i = 0
+        self.ctx = ctx
+
+
+class Network:
+    """The publishing side of :class:`~sdschat.sim.shard.Shard` (its state is set up there)."""
+
+    def _publish(self, r: int, out: Outgoing, t: int) -> int:
+        """Member ``r`` broadcasts ``out`` at ``t``; returns the frame's size."""
+        data = out.data
+        size = len(data)
+        reason = out.reason
+        self.frame_count[reason] += 1
+        self.frame_bytes[reason] += size
+        c = self.counter[r]
+        self.counter[r] = c + 1
+        self.frames_published.append((r, c, t, reason, out.message_id, size))
+        if not self.online[r]:
+            self.counts["frames_unpublished_offline"] += 1
+            return size
+        fm = (r, c, t, data, reason, out.message_id, self.loss, self.duplicate)
+        if self.workers > 1:
+            self.outbox.append(fm)
+        self.ingest_one(fm)
+        return size
+
+    def ingest(self, frames: list[FrameMsg]) -> None:
+        for fm in frames:
+            self.ingest_one(fm)
+
+    def ingest_one(self, fm: FrameMsg) -> None:
+        """Schedule this shard's copies of a broadcast frame."""
+        r, c, t, data, reason, mid, loss, dup = fm
+        n = self.n
+        g = rng(self.p.seed, RNG_NETWORK, r, c)
+        lo, hi = self.p.latency_ms
+        keep = g.random(n) >= loss if loss > 0 else np.ones(n, dtype=bool)
+        keep[r] = False
+        lat = g.integers(lo, hi + 1, n) if hi > lo else None
+        mine = self.mine
+        lost = int(np.count_nonzero(mine & ~keep)) - (1 if mine[r] else 0)
+        keep &= mine
+        recv = np.flatnonzero(keep)
+        times = lat[recv] if lat is not None else np.full(len(recv), lo, dtype=np.int64)
+        if dup > 0:
+            d = g.random(n) < dup
+            lat2 = g.integers(lo, hi + 1, n) if hi > lo else None
+            d &= keep
+            drecv = np.flatnonzero(d)
+            if len(drecv):
+                recv = np.concatenate((recv, drecv))
+                times = np.concatenate((times, lat2[drecv] if lat2 is not None else np.full(len(drecv), lo)))
+                self.counts["copies_duplicated"] += len(drecv)
+        self.counts["copies_lost"] += lost
+        copies = len(recv)
+        self.frame_recv[(r, c)] = [copies, 0]
+        if copies == 0:
+            return
+        order = np.argsort(times, kind="stable")
+        times_l = (times[order] + t).tolist()
+        pb = parse_pb(data)
+        if self.frame_view:
+            pb = Frame(pb)
+        positions = self.bloom.positions(mid) if reason != "sync" else None
+        # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time)
+        ctx = (reason, self.pids[r], pb.sender_id, t)
+        cur = Cursor((r, c), pb, positions, times_l, recv[order].tolist(), ctx)
+        self.cursors += 1
+        if reason != "sync":
+            self.busy_cursors += 1
+        heapq.heappush(self.heap, (times_l[0], ARRIVALS, r, c, cur))

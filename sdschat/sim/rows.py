@@ -1,0 +1,150 @@
+"""Engine events of a member -> event rows, exactly as the node maps them (:class:`sdschat.node.receive.Receiver`).
+
+Rows go into one flat list (no object per row; see
+:class:`~sdschat.sim.output.EventSink`); the recording participant is its
+index. A ``received`` row is written when a message first reaches a member
+(delivered at once, or held as missing dependencies); ``delivered`` when it
+is delivered.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sdschat.sds import (
+    Acknowledged,
+    Delivered,
+    Evicted,
+    GapDetected,
+    Lost,
+    Missing,
+    Outgoing,
+    PossiblyAcknowledged,
+    Rejected,
+    RepairRequested,
+    RepairScheduled,
+    RepairServed,
+    SyncReceived,
+)
+
+__all__ = ["EventRows", "dumps"]
+
+dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _ids(ids) -> str:
+    """A JSON array of message ids. Ids here are engine-made (hex digests, ``sync-<hex>``): no escaping needed."""
+    return '["' + '","'.join(ids) + '"]' if ids else "[]"
+
+
+class EventRows:
+    """The row-writing side of :class:`~sdschat.sim.shard.Shard` (its state is set up there)."""
+
+    def _handle(self, r: int, evs: list, t: int, ctx: tuple | None) -> bool:
+        """Engine events of member ``r`` -> rows (and frames). True if its deadline may have moved earlier.
+
+        ``ctx``: what the frame that caused them says (see :meth:`~sdschat.sim.network.Network.ingest_one`),
+        None for a tick or a reconnect.
+        """
+        pid = self.pids[r]
+        add = self.sink.rows.extend  # flat rows: see output.EventSink
+        earlier = False
+        for e in evs:
+            tp = type(e)
+            if tp is Delivered:
+                mid = e.message_id
+                w = self.waiting.get(r)
+                if w is not None and mid in w:
+                    w.discard(mid)
+                    if not w:
+                        del self.waiting[r]
+                else:
+                    add((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
+                detail = None
+                if e.repaired or e.after_lost:
+                    reason = ctx[0] if ctx else None
+                    detail = dumps({"repaired": e.repaired, "via": reason, "publisher": ctx[1] if ctx else None,
+                                    "after_lost": list(e.after_lost)})
+                add((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, detail))
+            elif tp is Outgoing:
+                self._outgoing(r, pid, e, t)
+            elif tp is Acknowledged:
+                if ctx is not None:
+                    d = dumps({"by_bloom": e.by_bloom, "by": ctx[2], "frame_ts": ctx[3]})
+                else:
+                    d = dumps({"by_bloom": e.by_bloom})
+                add((t, "acked", e.message_id, pid, r, None, d))
+            elif tp is PossiblyAcknowledged:
+                if ctx is not None:
+                    d = dumps({"count": e.count, "by": ctx[2], "frame_ts": ctx[3]})
+                else:
+                    d = dumps({"count": e.count})
+                add((t, "possibly_acked", e.message_id, pid, r, None, d))
+            elif tp is Missing:
+                mid = e.message_id
+                w = self.waiting.get(r)
+                if w is None:
+                    self.waiting[r] = {mid}
+                else:
+                    w.add(mid)
+                s = e.sender_id
+                lam = e.lamport_timestamp
+                add((t, "received", mid, s, r, lam, None,
+                     t, "missing", mid, s, r, lam,
+                     '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
+                     + _ids(e.waiting_on) + "}"))
+                earlier = True
+            elif tp is SyncReceived:
+                add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
+            elif self._other(r, e, tp, t):
+                earlier = True
+        return earlier
+
+    def _outgoing(self, r: int, pid: str, e: Outgoing, t: int) -> None:
+        """Member ``r`` publishes ``e``: the frame goes out, and its row (a repair answer's comes with RepairServed)."""
+        size = self._publish(r, e, t)
+        reason = e.reason
+        add = self.sink.rows.extend
+        if reason == "resend":
+            st = self.chans[r].outgoing_state(e.message_id)
+            add((t, "resent", e.message_id, pid, r, e.lamport_timestamp,
+                 dumps({"resends": st[1] if st else None, "bytes": size})))
+        elif reason == "sync":
+            add((t, "sync_sent", e.message_id, pid, r, e.lamport_timestamp, dumps({"bytes": size})))
+        elif reason == "repair":
+            self._repair_bytes[r] = size  # reported with the RepairServed that follows
+        else:
+            add((t, "sent", e.message_id, pid, r, e.lamport_timestamp, dumps({"bytes": size})))
+
+    def _other(self, r: int, e, tp: type, t: int) -> bool:
+        """The rarer events (gaps noticed by sync, repair, loss, rejection, eviction).
+
+        True if the deadline may have moved earlier.
+        """
+        add = self.sink.rows.extend
+        if tp is GapDetected:
+            add((t, "missing", None, e.sender_id, r, None,
+                 '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"source":"sync"}'))
+            return True
+        if tp is RepairScheduled:
+            self.counts["repair_scheduled"] += 1
+            return True
+        if tp is RepairRequested:
+            for mid in e.message_ids:
+                add((t, "repair_requested", mid, None, r, None, dumps({"carrier": e.carrier_id})))
+        elif tp is RepairServed:
+            size = self._repair_bytes.pop(r, None)
+            add((t, "repair_served", e.message_id, e.sender_id, r, None,
+                 dumps({"bytes": size}) if size is not None else None))
+        elif tp is Lost:
+            add((t, "lost", e.message_id, e.sender_id, r, None, dumps({"dependants": list(e.dependants)})))
+            return True
+        elif tp is Rejected:
+            self.counts["rejected"] += 1
+            add((t, "rejected", e.message_id, e.sender_id, r, None, dumps({"reason": e.reason})))
+        elif tp is Evicted:
+            self.counts[f"evicted_{e.buffer}"] += 1
+            return True
+        else:  # EphemeralReceived: the simulator sends none
+            self.counts[f"event_{tp.__name__}"] += 1
+        return False

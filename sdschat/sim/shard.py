@@ -1,0 +1,286 @@
+"""One shard of a simulation: some members' engines and one heap of what happens to them.
+
+Virtual time is whole milliseconds. Each :class:`Shard` owns some members
+(all of them when there is one worker) and pops its heap in a fixed order
+(:mod:`sdschat.sim.schedule`): arrivals of broadcast frames
+(:mod:`sdschat.sim.network`, :mod:`sdschat.sim.delivery`), application
+messages (times and senders from :func:`~sdschat.sim.plan.make_plan`), the
+end of sending (with ``settle="clean"`` the network turns lossless and
+everyone comes online), churn (a member goes offline or comes back, then
+rebroadcasts its outgoing buffer with ``resend_now``, as the node does on
+reconnecting) and ticks. Each member has one scheduled tick at its engine's
+:meth:`~sdschat.sds.MessageChannel.next_deadline`; stale ticks are skipped
+when popped, so no member is ticked unless it has something due. Engine
+events become rows in :mod:`sdschat.sim.rows`.
+
+A member's engine therefore sees the same calls in the same order however the
+members are split, and every random draw is keyed by what it is about
+(:mod:`sdschat.sim.plan`): the same seed gives the same events for any number
+of workers.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import resource
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sdschat.sds import BloomFilter, MessageChannel
+
+from . import output
+from .clock import no_gc
+from .delivery import Delivery
+from .network import FrameMsg, Network
+from .params import SimParams, channel_config
+from .plan import ChurnTimeline, Plan
+from .rows import EventRows, dumps
+from .schedule import ARRIVALS, CHURN, INF, SEND, SETTLE, TICK
+
+__all__ = ["Shard", "participant_ids"]
+
+
+def participant_ids(n: int) -> list[str]:
+    width = max(5, len(str(n - 1)))
+    return [f"p{i:0{width}d}" for i in range(n)]
+
+
+class Shard(Network, Delivery, EventRows):
+    """The members ``r % workers == wid`` of one simulation, and everything that happens to them.
+
+    Its bases are its parts, one module each: :class:`~sdschat.sim.network.Network`
+    (publishing), :class:`~sdschat.sim.delivery.Delivery` (receiving) and
+    :class:`~sdschat.sim.rows.EventRows` (engine events -> rows). They are
+    methods of this one object, not collaborators, so the event loop's hot path
+    reads its state as plain attributes and locals; the state is set up here.
+    """
+
+    def __init__(self, params: SimParams, plan: Plan, wid: int = 0, workers: int = 1,
+                 out_dir: str | Path | None = None, *, shard_rows: int = 1_000_000, row_group_rows: int = 262_144,
+                 frame_view: bool = True):
+        p = self.p = params
+        #: hand receivers the engine's :class:`~sdschat.sds.channel.Frame` (read once) instead of the protobuf message
+        self.frame_view = frame_view
+        self.plan = plan
+        self.wid = wid
+        self.workers = workers
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.config = channel_config(p)
+        prefix = "events-" if workers == 1 else f"events-w{wid}-"
+        n = p.participants
+        self.n = n
+        self.pids = participant_ids(n)
+        # rows carry the recording participant as its index (turned into ids column-wise when a shard is written)
+        self.sink = output.EventSink(self.out_dir, p.channel_id, shard_rows, row_group_rows, prefix=prefix,
+                                     seq_stride=workers, seq_offset=wid, participant_names=self.pids)
+        self.owned = list(range(wid, n, workers))
+        self.mine = np.zeros(n, dtype=bool)
+        self.mine[self.owned] = True
+        self.chans: list[MessageChannel | None] = [None] * n
+        self.online = [True] * n
+        self.dl = [INF] * n
+        self.waiting: dict[int, set[str]] = {}
+        self.heap: list[tuple] = []
+        self.counter = [0] * n
+        self.cursors = 0
+        self.busy_cursors = 0  # cursors of frames other than syncs
+        self.outbox: list[FrameMsg] = []
+        self.frames_published: list[tuple] = []  # (publisher, counter, t, reason, message_id, size)
+        self.frame_recv: dict[tuple[int, int], list[int]] = {}  # (publisher, counter) -> [copies, delivered]
+        self.loss = p.loss
+        self.duplicate = p.duplicate
+        self.churning = p.churn is not None
+        self.timeline = ChurnTimeline(p) if p.churn is not None else None
+        self.counts: Counter = Counter()
+        self.frame_count: Counter = Counter()
+        self.frame_bytes: Counter = Counter()
+        self.bloom = BloomFilter(self.config.bloom_capacity, self.config.bloom_error_rate)
+        self._always = self.config.ack_delay_ms is not None
+        self._repair_bytes: dict[int, int] = {}
+        self._busy_hint = 0
+        self.last_t = p.start_ms
+        self.busy_s = 0.0  # wall time spent processing events (the rest, with workers, is waiting for the others)
+        self.wait_s = 0.0  # with workers: wall time blocked waiting for another worker's promise or flag
+        #: called as ``on_progress(t)`` about every 4,096 events (single-worker progress display)
+        self.on_progress: Callable[[int], None] | None = None
+
+    # -------------------------------------------------------------- setup
+
+    def start(self) -> None:
+        p = self.p
+        t0 = p.start_ms
+        cfg = self.config
+        heap = self.heap
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        for r in self.owned:
+            ch = self.chans[r] = MessageChannel(p.channel_id, self.pids[r], cfg, t0)
+            d = ch.next_deadline()
+            self.dl[r] = d
+            heap.append((d, TICK, r, 0, None))
+        mine = self.mine
+        for k, (t, r) in enumerate(zip(self.plan.send_times, self.plan.senders)):
+            if mine[r]:
+                heap.append((t, SEND, k, 0, None))
+        heap.append((self.plan.settle_ms, SETTLE, 0, 0, None))
+        if self.timeline is not None:
+            tl = self.timeline
+            for r in self.owned:
+                online = not tl.initially_offline(r)
+                self.online[r] = online
+                heap.append((tl.next_toggle(r, t0, online), CHURN, r, 0, None))
+        heapq.heapify(heap)
+
+    # ------------------------------------------------------------- events
+
+    def _send(self, k: int, t: int) -> None:
+        p = self.p
+        r = self.plan.senders[k]
+        pid = self.pids[r]
+        content = f"sim message {k} from {pid} ".encode()
+        if len(content) < p.content_bytes:
+            content += b"." * (p.content_bytes - len(content))
+        out = self.chans[r].send(content, t)
+        size = self._publish(r, out, t)
+        self.sink.rows.extend((t, "sent", out.message_id, pid, r, out.lamport_timestamp, dumps({"bytes": size})))
+        self._tick_at(r, t)
+
+    def _churn(self, r: int, gen: int, t: int) -> None:
+        if not self.churning:
+            return
+        online = not self.online[r]
+        if online:
+            self._come_online(r, t)
+        else:
+            self.online[r] = False
+            self.counts["went_offline"] += 1
+        heapq.heappush(self.heap, (self.timeline.next_toggle(r, t, online), CHURN, r, gen + 1, None))
+
+    def _come_online(self, r: int, t: int) -> None:
+        self.online[r] = True
+        self.counts["came_online"] += 1
+        evs = self.chans[r].resend_now(t)
+        if evs:
+            self._handle(r, evs, t, None)
+        self._tick_at(r, t)
+
+    def _settle(self, t: int) -> None:
+        if self.p.settle == "clean":
+            self.loss = 0.0
+            self.duplicate = 0.0
+            self.churning = False
+            for r in self.owned:
+                if not self.online[r]:
+                    self._come_online(r, t)
+
+    # ---------------------------------------------------------------- run
+
+    def next_time(self) -> int:
+        return self.heap[0][0] if self.heap else INF
+
+    def run(self, t_end: int) -> None:
+        """Process every event before ``t_end`` (exclusive)."""
+        heap = self.heap
+        pop = heapq.heappop
+        dl = self.dl
+        chans = self.chans
+        sink = self.sink
+        rows = sink.rows
+        limit = sink.limit
+        steps = 0
+        started = time.perf_counter()
+        gc_was = gc.isenabled()
+        gc.disable()  # the engine makes no reference cycles; collections over millions of objects cost ~15%
+        try:
+            while heap and heap[0][0] < t_end:
+                t, kind, a, b, obj = pop(heap)
+                if kind == ARRIVALS:
+                    self._arrivals(obj, t_end)
+                elif kind == TICK:
+                    if dl[a] != t:
+                        continue  # stale
+                    ch = chans[a]
+                    evs = ch.tick(t)
+                    if evs:
+                        self._handle(a, evs, t, None)
+                    d = ch.next_deadline()
+                    if d <= t:
+                        d = t + 1
+                    dl[a] = d
+                    heapq.heappush(heap, (d, TICK, a, 0, None))
+                    self.counts["ticks"] += 1
+                elif kind == SEND:
+                    self._send(a, t)
+                elif kind == CHURN:
+                    self._churn(a, b, t)
+                elif kind == SETTLE:
+                    self._settle(t)
+                if len(rows) >= limit:
+                    sink.flush()
+                steps += 1
+                if not steps & 4095 and self.on_progress is not None:
+                    self.last_t = t
+                    self.on_progress(t)
+        finally:
+            if gc_was:
+                gc.enable()
+            self.busy_s += time.perf_counter() - started
+
+    def quiescent(self) -> bool:
+        """Idle: no frame but syncs in flight here, and no owned member has work beyond periodic syncs.
+
+        (The simulation stops once this holds at every check for a quiet period: see
+        :func:`~sdschat.sim.clock.quiet_period_ms`.)
+        """
+        if self.busy_cursors:
+            return False
+        owned = self.owned
+        chans = self.chans
+        n = len(owned)
+        start = self._busy_hint
+        for k in range(n):
+            j = (start + k) % n
+            if chans[owned[j]].pending():
+                self._busy_hint = j
+                return False
+        return True
+
+    @no_gc
+    def finish(self) -> dict[str, Any]:
+        """Flush events; return this shard's part of the results (plain data, picklable)."""
+        self.sink.close()
+        logs = []
+        stats: Counter = Counter()
+        for r in self.owned:
+            ch = self.chans[r]
+            log = ch.log
+            logs.append((r, len(log), output.log_hash(log), self.online[r], len(ch.outgoing_ids),
+                         len(ch.incoming_ids), len(ch.missing_ids), len(ch.repair_request_ids)))
+            stats.update(ch.stats)
+        in_flight = {}
+        for item in self.heap:
+            if item[1] == ARRIVALS:
+                in_flight[item[4].key] = len(item[4].times) - item[4].i
+        return {
+            "logs": logs,
+            "frames_published": self.frames_published,
+            "frame_recv": self.frame_recv,
+            "counts": dict(self.counts),
+            "frame_count": dict(self.frame_count),
+            "frame_bytes": dict(self.frame_bytes),
+            "kind_counts": dict(self.sink.kind_counts),
+            "rows": self.sink.written,
+            "shards": list(self.sink.shards),
+            "engine_stats": dict(stats),
+            "copies_in_flight": sum(in_flight.values()),
+            "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "busy_s": round(self.busy_s, 2),
+            "wait_s": round(self.wait_s, 2),
+            "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 2),
+        }
