@@ -197,15 +197,15 @@ class MqttTransport(Endpoint):
         """
         assert self._loop is not None
         try:
-            client = make_client(
-                ClientSettings(self.address, self.client_id, self.connect_timeout), proto, self._post, self._handlers
-            )
+            settings = ClientSettings(self.address, self.client_id, self.connect_timeout)
+            client = make_client(settings, proto, self._post, self._loop_handlers())
         except TransportError as exc:
             raise AttemptError("config", str(exc)) from None
         self._client = client
         self._live = False
         self._connack = self._loop.create_future()
-        connecting = asyncio.ensure_future(asyncio.to_thread(connect_blocking, client, self.address, proto, self.keepalive))
+        connect = asyncio.to_thread(connect_blocking, client, self.address, proto, self.keepalive)
+        connecting = asyncio.ensure_future(connect)
         try:
             await asyncio.shield(connecting)
         except (OSError, ValueError) as exc:
@@ -362,8 +362,8 @@ class MqttTransport(Endpoint):
         # else: not connected any more; re-sent on the next CONNACK
 
     # ---------------------------------------------------- paho (its thread)
-    @property
-    def _handlers(self) -> LoopHandlers:
+    def _loop_handlers(self) -> LoopHandlers:
+        """This transport's handlers for the events of its paho clients."""
         return LoopHandlers(
             socket_open=self._socket_opened,
             connack=self._on_connack,
