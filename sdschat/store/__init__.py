@@ -6,6 +6,9 @@
 * :class:`StoreWriter` -- coalesces everything submitted in one event-loop
   turn into one commit; ``await flush()`` before publishing.
 * :mod:`sdschat.store.rows` -- the row types and their (de)serialization.
+* Inside :class:`Store`: :mod:`.connection` (file, settings, transactions),
+  :mod:`.snapshot` (full channel state), :mod:`.journal` (batches),
+  :mod:`.queries` (history, events) and :mod:`.sql` (the statements).
 * :mod:`sdschat.store.migrate` -- the migration runner for ``migrations/*.sql``.
 
 Layering (DESIGN.md): imports only the state types of :mod:`sdschat.sds`.

@@ -29,8 +29,9 @@ import logging
 from collections.abc import Callable, Iterable
 
 from .errors import StoreError, WriterFailedError
+from .journal import Batch, batch_meta
 from .rows import EVENT_KINDS, EventRow, MessageRow, MessageUpdate, ParticipantRow
-from .store import Batch, Store, _meta
+from .store import Store
 
 __all__ = ["StoreWriter"]
 
@@ -86,7 +87,7 @@ class StoreWriter:
         for e in events:  # refuse bad rows here, not later in the background
             if e.kind not in EVENT_KINDS:
                 raise ValueError(f"unknown event kind {e.kind!r}")
-        meta = _meta(last_activity, sync_counter, next_sync_at)
+        meta = batch_meta(last_activity, sync_counter, next_sync_at)
         loop = asyncio.get_running_loop()
         self._pending.append(
             (channel_id, list(ops), list(messages), list(message_updates), events, list(participants), meta)

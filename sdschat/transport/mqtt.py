@@ -6,172 +6,38 @@ paho callback does nothing but hop onto the asyncio loop with
 counters, the echo filter, message delivery) lives on the loop thread.
 ``client.publish`` / ``client.subscribe`` are called from the loop thread,
 which paho supports (it queues the packet and wakes its thread).
+
+Parts: :mod:`.paho_client` (one paho client per connection and its callbacks),
+:mod:`.subscriptions`, :mod:`.echo` (3.1.1 echo filter), :mod:`.stats`,
+:mod:`.sockets` (TCP_NODELAY).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import socket
-import ssl
-from collections import Counter, deque
 from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
-from paho.mqtt.subscribeoptions import SubscribeOptions
+from paho.mqtt.enums import MQTTErrorCode
 
 from .base import ConnectionState, Endpoint, MessageHandler
+from .echo import EchoFilter
 from .errors import TransportError
+from .paho_client import (
+    AttemptError, ClientSettings, Connack, LoopHandlers, close_quietly, connect_blocking, make_client, negotiated,
+    error_reason, protocol_name,
+)
+from .sockets import set_tcp_nodelay
+from .stats import TransportStats
+from .subscriptions import Subscriptions
 from .url import BrokerAddress, parse_broker_url
 
 __all__ = ["MqttTransport", "TransportStats", "set_tcp_nodelay"]
 
 log = logging.getLogger("sdschat.transport.mqtt")
-
-_PROTOCOLS = {
-    "auto": "auto",
-    "5": "5",
-    "5.0": "5",
-    "v5": "5",
-    "3.1.1": "3.1.1",
-    "311": "3.1.1",
-    "v311": "3.1.1",
-}
-_PAHO_PROTOCOL = {"5": MQTTProtocolVersion.MQTTv5, "3.1.1": MQTTProtocolVersion.MQTTv311}
-# CONNACK reason codes meaning "I do not speak this protocol version"
-# (v5: 0x84; a v3 broker's return code 1 is mapped to 0x84 by paho as well).
-_UNSUPPORTED_PROTOCOL = {0x84, 1}
-
-
-def set_tcp_nodelay(sock: Any) -> bool:
-    """Disable Nagle on a TCP socket; returns whether it could be set.
-
-    paho-mqtt does not do this itself, and with Nagle on, a small QoS 0
-    publish waits for the previous segment's ACK: ~13 ms p50 instead of ~0.25 ms
-    on loopback.
-    """
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return True
-    except (OSError, AttributeError):
-        return False
-
-
-@dataclasses.dataclass
-class TransportStats:
-    """Counters of one MqttTransport (loop thread only)."""
-
-    published: int = 0  #: handed to the broker connection
-    not_sent: int = 0  #: publish() returned False (disconnected, stopped, queue full)
-    received: int = 0  #: delivered to the consumer
-    echoes_suppressed: int = 0  #: own publishes echoed by a 3.1.1 broker, dropped
-    connects: int = 0  #: successful CONNACKs (1 + number of reconnects)
-    disconnects: int = 0  #: connection losses seen
-
-
-class _EchoFilter:
-    """Recognise our own publishes when the broker echoes them (MQTT 3.1.1).
-
-    Remembers a hash of (topic, payload) of each recent publish on a topic we
-    are subscribed to (only those come back), with multiplicity; an incoming
-    frame that matches one consumes it. Payloads are sealed envelopes with
-    random nonces, so another participant sending the very same bytes only
-    happens when it re-broadcasts *our* frame, which we already have; and as
-    each publish consumes at most one match, the peer's copy still arrives.
-    Bounded: the oldest entries are forgotten first (e.g. echoes lost by QoS 0).
-    """
-
-    def __init__(self, capacity: int = 10_000) -> None:
-        self._capacity = capacity
-        self._counts: Counter[int] = Counter()
-        self._order: deque[int] = deque()
-
-    def add(self, topic: str, payload: bytes) -> int:
-        key = hash((topic, payload))
-        self._counts[key] += 1
-        self._order.append(key)
-        if len(self._order) > self._capacity:
-            self._discard(self._order.popleft())
-        return key
-
-    def _discard(self, key: int) -> None:
-        n = self._counts[key] - 1
-        if n > 0:
-            self._counts[key] = n
-        else:
-            self._counts.pop(key, None)
-
-    def forget(self, key: int) -> None:
-        try:
-            self._order.remove(key)
-        except ValueError:
-            return
-        self._discard(key)
-
-    def consume(self, topic: str, payload: bytes) -> bool:
-        key = hash((topic, payload))
-        if key not in self._counts:
-            return False
-        self.forget(key)
-        return True
-
-    def clear(self) -> None:
-        self._counts.clear()
-        self._order.clear()
-
-
-class _PahoLog:
-    """paho logger shim: paho logs socket errors at ERROR, which the connection
-    state already reports; demote everything to DEBUG so nothing reaches a
-    terminal unless debugging is on."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        self._logger = logger
-
-    def log(self, level: int, msg: str, *args: Any) -> None:
-        if self._logger.isEnabledFor(logging.DEBUG):
-            self._logger.debug(msg, *args)
-
-
-class _Connack:
-    __slots__ = ("kind", "reason")
-
-    def __init__(self, kind: str, reason: str) -> None:
-        self.kind = kind  # "ok" | "refused" | "unsupported" | "closed"
-        self.reason = reason
-
-
-class _AttemptError(Exception):
-    """Why one connection attempt failed (kind: unreachable/refused/unsupported/closed/config)."""
-
-    def __init__(self, kind: str, reason: str) -> None:
-        super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
-
-    def message(self, address: BrokerAddress) -> str:
-        if self.kind in ("unreachable", "closed"):
-            return f"cannot reach MQTT broker at {address}: {self.reason}"
-        if self.kind in ("refused", "unsupported"):
-            return f"MQTT broker at {address} refused the connection: {self.reason}"
-        return self.reason
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line reason for a connection error."""
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return "connection timed out"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS certificate verification failed: {exc.verify_message or exc.reason}"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS error: {exc.reason or exc}"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0]
 
 
 class MqttTransport(Endpoint):
@@ -237,14 +103,12 @@ class MqttTransport(Endpoint):
         self.address = url if isinstance(url, BrokerAddress) else parse_broker_url(url, ca_file=ca_file)
         if qos not in (0, 1, 2):
             raise TransportError(f"invalid QoS {qos!r}: expected 0, 1 or 2")
-        proto = {5: "5", 4: "3.1.1"}.get(protocol, protocol) if isinstance(protocol, int) else protocol
-        if not isinstance(proto, str) or proto.lower() not in _PROTOCOLS:
-            raise TransportError(f"invalid MQTT protocol {protocol!r}: expected 'auto', '5' or '3.1.1'")
+        proto = protocol_name(protocol)
         if not 0 < reconnect_min <= reconnect_max:
             raise TransportError("reconnect backoff needs 0 < reconnect_min <= reconnect_max")
         if connect_timeout <= 0:
             raise TransportError("connect_timeout must be positive")
-        self.protocol = _PROTOCOLS[proto.lower()]
+        self.protocol = proto
         self.client_id = client_id or f"sdschat-{os.urandom(6).hex()}"
         self.qos = qos
         self.reconnect_min = float(reconnect_min)
@@ -259,12 +123,9 @@ class MqttTransport(Endpoint):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: paho.Client | None = None
         self._stopping = False
-        self._connack: asyncio.Future[_Connack] | None = None
-        self._topics: dict[str, None] = {}  # insertion-ordered set
-        self._acked: set[str] = set()
-        self._waiters: dict[str, list[asyncio.Future[bool]]] = {}
-        self._pending_mids: dict[int, list[str]] = {}
-        self._echoes = _EchoFilter()
+        self._connack: asyncio.Future[Connack] | None = None
+        self._subs = Subscriptions()
+        self._echoes = EchoFilter()
         self._supervisor: asyncio.Future[None] | None = None
         self._live = False  # current client has a successful CONNACK and no loss since
         self._lost = asyncio.Event()
@@ -284,7 +145,7 @@ class MqttTransport(Endpoint):
 
     @property
     def topics(self) -> list[str]:
-        return list(self._topics)
+        return self._subs.topics
 
     def raw_socket(self) -> socket.socket | None:
         """The current TCP socket (for diagnostics and tests), or None."""
@@ -313,7 +174,7 @@ class MqttTransport(Endpoint):
                 try:
                     await self._attempt(proto)
                     break
-                except _AttemptError as exc:
+                except AttemptError as exc:
                     if exc.kind in ("unsupported", "closed") and i + 1 < len(candidates):
                         log.debug("broker %s does not speak MQTT %s; trying %s", self.address, proto, candidates[i + 1])
                         continue
@@ -332,26 +193,28 @@ class MqttTransport(Endpoint):
         """One connection attempt: TCP connect, CONNECT, wait for CONNACK.
 
         On success the new client is live (its network thread running). On
-        failure everything is torn down and _AttemptError says why.
+        failure everything is torn down and AttemptError says why.
         """
         assert self._loop is not None
         try:
-            client = self._make_client(proto)
+            settings = ClientSettings(self.address, self.client_id, self.connect_timeout)
+            client = make_client(settings, proto, self._post, self._loop_handlers())
         except TransportError as exc:
-            raise _AttemptError("config", str(exc)) from None
+            raise AttemptError("config", str(exc)) from None
         self._client = client
         self._live = False
         self._connack = self._loop.create_future()
-        connecting = asyncio.ensure_future(asyncio.to_thread(self._blocking_connect, client, proto))
+        connect = asyncio.to_thread(connect_blocking, client, self.address, proto, self.keepalive)
+        connecting = asyncio.ensure_future(connect)
         try:
             await asyncio.shield(connecting)
         except (OSError, ValueError) as exc:
             await self._teardown(client)
-            raise _AttemptError("unreachable", _reason(exc)) from None
+            raise AttemptError("unreachable", error_reason(exc)) from None
         except BaseException:
             # cancelled (stop) while the blocking connect runs in its thread:
             # close whatever it opens once it returns
-            connecting.add_done_callback(lambda _f: _close_quietly(client))
+            connecting.add_done_callback(lambda _f: close_quietly(client))
             self._client = None
             raise
         client.loop_start()
@@ -359,19 +222,13 @@ class MqttTransport(Endpoint):
             result = await asyncio.wait_for(asyncio.shield(self._connack), self.connect_timeout)
         except (asyncio.TimeoutError, TimeoutError):
             await self._teardown(client)
-            raise _AttemptError("unreachable", f"no MQTT answer within {self.connect_timeout:g} s") from None
+            raise AttemptError("unreachable", f"no MQTT answer within {self.connect_timeout:g} s") from None
         except BaseException:
             await self._teardown(client)
             raise
         if result.kind != "ok":
             await self._teardown(client)
-            raise _AttemptError(result.kind, result.reason)
-
-    def _blocking_connect(self, client: paho.Client, proto: str) -> None:
-        if proto == "5":
-            client.connect(self.address.host, self.address.port, self.keepalive, clean_start=True)
-        else:
-            client.connect(self.address.host, self.address.port, self.keepalive)
+            raise AttemptError(result.kind, result.reason)
 
     def _backoff(self, failures: int) -> float:
         return min(self.reconnect_max, self.reconnect_min * (2 ** min(failures, 30)))
@@ -395,7 +252,7 @@ class MqttTransport(Endpoint):
                 try:
                     await self._attempt(proto)
                     break
-                except _AttemptError as exc:
+                except AttemptError as exc:
                     failures += 1
                     if exc.kind == "unsupported" and self.protocol == "auto":
                         proto = "3.1.1" if proto == "5" else "5"
@@ -410,7 +267,7 @@ class MqttTransport(Endpoint):
         except Exception:  # noqa: BLE001 - best effort
             pass
         await asyncio.to_thread(client.loop_stop)
-        _close_quietly(client)
+        close_quietly(client)
 
     async def stop(self) -> None:
         """Disconnect and stop the network thread; ends ``messages()`` iterators."""
@@ -423,13 +280,7 @@ class MqttTransport(Endpoint):
         if client is not None:
             await self._teardown(client)
         self._lost.clear()
-        self._acked.clear()
-        self._pending_mids.clear()
-        for futs in self._waiters.values():
-            for fut in futs:
-                if not fut.done():
-                    fut.cancel()
-        self._waiters.clear()
+        self._subs.stop()
         self._echoes.clear()
         self._set_state(ConnectionState.STOPPED, "stopped")
         self._close_queue()
@@ -458,7 +309,7 @@ class MqttTransport(Endpoint):
             self.stats.not_sent += 1
             return False
         data = bytes(payload)
-        key = self._echoes.add(topic, data) if self.echo_filter_active and self._echoes_back(topic) else None
+        key = self._echoes.add(topic, data) if self.echo_filter_active and self._subs.echoes_back(topic) else None
         try:
             info = client.publish(topic, data, qos=self.qos)
         except ValueError as exc:  # bad topic / oversized payload: caller bug
@@ -473,12 +324,6 @@ class MqttTransport(Endpoint):
         self.stats.published += 1
         return True
 
-    def _echoes_back(self, topic: str) -> bool:
-        """Will the broker send a publish on ``topic`` back to us?"""
-        if topic in self._topics:
-            return True
-        return any(("+" in sub or "#" in sub) and paho.topic_matches_sub(sub, topic) for sub in self._topics)
-
     def subscribe(self, topic: str) -> asyncio.Future[bool]:
         """Subscribe to ``topic`` now and after every reconnect.
 
@@ -489,25 +334,14 @@ class MqttTransport(Endpoint):
             raise TransportError(f"invalid topic {topic!r}")
         loop = self._loop or asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
-        if topic in self._acked:
-            fut.set_result(True)
-            return fut
-        self._waiters.setdefault(topic, []).append(fut)
-        if topic not in self._topics:
-            self._topics[topic] = None
-            if self.state is ConnectionState.CONNECTED:
-                self._send_subscribe([topic])
+        if self._subs.add(topic, fut) and self.state is ConnectionState.CONNECTED:
+            self._send_subscribe([topic])
         return fut
 
     def unsubscribe(self, topic: str) -> None:
         """Stop receiving ``topic`` (no-op if not subscribed)."""
-        if topic not in self._topics:
+        if not self._subs.remove(topic):
             return
-        del self._topics[topic]
-        self._acked.discard(topic)
-        for fut in self._waiters.pop(topic, []):
-            if not fut.done():
-                fut.cancel()
         client = self._client
         if client is not None and self.state is ConnectionState.CONNECTED:
             client.unsubscribe(topic)
@@ -516,71 +350,27 @@ class MqttTransport(Endpoint):
         client = self._client
         if client is None or not topics:
             return
-        if self.negotiated_protocol == "5":
-            opts = SubscribeOptions(qos=self.qos, noLocal=self.suppress_echoes)
-            req: list[Any] = [(t, opts) for t in topics]
-        else:
-            req = [(t, self.qos) for t in topics]
+        req = self._subs.request(topics, self.negotiated_protocol, self.qos, self.suppress_echoes)
         try:
             rc, mid = client.subscribe(req)
         except ValueError as exc:
             log.warning("cannot subscribe to %s: %s", topics, exc)
-            for t in topics:
-                self._topics.pop(t, None)
-                self._resolve(t, False)
+            self._subs.refuse(topics)
             return
         if rc == MQTTErrorCode.MQTT_ERR_SUCCESS and mid is not None:
-            self._pending_mids[mid] = topics
+            self._subs.sent(mid, topics)
         # else: not connected any more; re-sent on the next CONNACK
 
-    def _resolve(self, topic: str, ok: bool) -> None:
-        for fut in self._waiters.pop(topic, []):
-            if not fut.done():
-                fut.set_result(ok)
-
     # ---------------------------------------------------- paho (its thread)
-    def _make_client(self, proto: str) -> paho.Client:
-        """A fresh paho client for one connection (reconnects make a new one)."""
-        client = paho.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=self.client_id,
-            protocol=_PAHO_PROTOCOL[proto],
-            clean_session=None if proto == "5" else True,
-            # we reconnect ourselves (cancellable waits, reasons for the UI);
-            # this also stops paho's own 3.1.1 -> 3.1 downgrade
-            reconnect_on_failure=False,
+    def _loop_handlers(self) -> LoopHandlers:
+        """This transport's handlers for the events of its paho clients."""
+        return LoopHandlers(
+            socket_open=self._socket_opened,
+            connack=self._on_connack,
+            lost=self._on_connection_lost,
+            suback=self._on_suback,
+            incoming=self._on_incoming,
         )
-        client.suppress_exceptions = True
-        client.enable_logger(_PahoLog(logging.getLogger("sdschat.transport.paho")))  # type: ignore[arg-type]
-        client.connect_timeout = self.connect_timeout
-        # QoS>0 publishes wait in paho's queue while in flight; bound it.
-        client.max_queued_messages_set(10_000)
-        if self.address.username is not None:
-            client.username_pw_set(self.address.username, self.address.password)
-        if self.address.tls:
-            try:
-                ctx = ssl.create_default_context(cafile=self.address.ca_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise TransportError(f"cannot use CA file {self.address.ca_file!r}: {_reason(exc)}") from None
-            client.tls_set_context(ctx)
-        client.on_socket_open = self._cb_socket_open
-        client.on_connect = self._cb_connect
-        client.on_disconnect = self._cb_disconnect
-        client.on_subscribe = self._cb_subscribe
-        client.on_message = self._cb_message
-        # Nothing may escape paho's thread as a traceback on stderr.
-        loop_forever = client.loop_forever
-
-        def guarded_loop_forever(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return loop_forever(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001
-                log.debug("MQTT network thread failed", exc_info=True)
-                self._post(self._on_connection_lost, client, f"network thread failed: {_reason(exc)}")
-                return MQTTErrorCode.MQTT_ERR_UNKNOWN
-
-        client.loop_forever = guarded_loop_forever  # type: ignore[method-assign]
-        return client
 
     def _post(self, fn: Any, *args: Any) -> None:
         """Run ``fn(*args)`` on the asyncio loop (from any thread)."""
@@ -592,35 +382,14 @@ class MqttTransport(Endpoint):
         except RuntimeError:  # loop closed: the application is gone
             pass
 
-    def _cb_socket_open(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+    def _socket_opened(self, sock: Any) -> None:
         self.nodelay = set_tcp_nodelay(sock)
-
-    def _cb_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        if not reason.is_failure:
-            result = _Connack("ok", "")
-        elif reason.value in _UNSUPPORTED_PROTOCOL:
-            result = _Connack("unsupported", str(reason).lower())
-        else:
-            result = _Connack("refused", str(reason).lower())
-        self._post(self._on_connack, client, result)
-
-    def _cb_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        self._post(self._on_connection_lost, client, f"connection to {self.address} lost")
-
-    def _cb_subscribe(self, client: paho.Client, userdata: Any, mid: int, reasons: Any, props: Any) -> None:
-        ok = all(not getattr(rc, "is_failure", False) for rc in reasons)
-        self._post(self._on_suback, client, mid, ok)
-
-    def _cb_message(self, client: paho.Client, userdata: Any, msg: paho.MQTTMessage) -> None:
-        raw = msg._topic  # bytes; .topic would raise on invalid UTF-8
-        topic = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        self._post(self._on_incoming, client, topic, msg.payload)
 
     # ------------------------------------------------ loop-thread handlers
     def _current(self, client: paho.Client) -> bool:
         return client is self._client and not self._stopping
 
-    def _on_connack(self, client: paho.Client, result: _Connack) -> None:
+    def _on_connack(self, client: paho.Client, result: Connack) -> None:
         if not self._current(client):
             return
         first = self._connack
@@ -629,24 +398,22 @@ class MqttTransport(Endpoint):
         if result.kind != "ok":
             return
         self._live = True
-        self.negotiated_protocol = "5" if client.protocol == MQTTProtocolVersion.MQTTv5 else "3.1.1"
+        self.negotiated_protocol = negotiated(client)
         self.stats.connects += 1
-        self._acked.clear()
-        self._pending_mids.clear()
+        self._subs.connection_changed()
         self._set_state(ConnectionState.CONNECTED, f"connected to {self.address} (MQTT {self.negotiated_protocol})")
-        self._send_subscribe(list(self._topics))
+        self._send_subscribe(self._subs.topics)
 
     def _on_connection_lost(self, client: paho.Client, reason: str) -> None:
         if not self._current(client):
             return
         first = self._connack
         if first is not None and not first.done():
-            first.set_result(_Connack("closed", "connection closed before the broker answered"))
+            first.set_result(Connack("closed", "connection closed before the broker answered"))
         if not self._live:
             return
         self._live = False
-        self._acked.clear()
-        self._pending_mids.clear()
+        self._subs.connection_changed()
         self.stats.disconnects += 1
         self._set_state(ConnectionState.DISCONNECTED, reason)
         self._lost.set()
@@ -654,14 +421,7 @@ class MqttTransport(Endpoint):
     def _on_suback(self, client: paho.Client, mid: int, ok: bool) -> None:
         if not self._current(client):
             return
-        for topic in self._pending_mids.pop(mid, []):
-            if topic not in self._topics:
-                continue
-            if ok:
-                self._acked.add(topic)
-            else:
-                log.warning("broker refused subscription to %r", topic)
-            self._resolve(topic, ok)
+        self._subs.suback(mid, ok)
 
     def _on_incoming(self, client: paho.Client, topic: str, payload: bytes) -> None:
         if not self._current(client):
@@ -671,14 +431,3 @@ class MqttTransport(Endpoint):
             return
         self.stats.received += 1
         self._deliver(topic, payload)
-
-
-def _close_quietly(client: paho.Client) -> None:
-    """Close a client's sockets and break the loop_forever reference cycle."""
-    client.__dict__.pop("loop_forever", None)
-    try:
-        sock = client.socket()
-        if sock is not None:
-            sock.close()
-    except Exception:  # noqa: BLE001
-        pass

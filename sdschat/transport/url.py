@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from collections.abc import Callable
+from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
 from .errors import TransportError
 
@@ -78,6 +79,25 @@ def parse_broker_url(url: str, *, ca_file: str | None = None) -> BrokerAddress:
     def bad(reason: str) -> TransportError:
         return TransportError(f"invalid broker URL {shown!r}: {reason}")
 
+    parts, scheme = _split(text, bad)
+    host, port = _host_port(parts, scheme, bad)
+    ca = _ca_file(parts, scheme, ca_file, bad)
+    username, password = _credentials(parts, bad)
+    return BrokerAddress(
+        host=host,
+        port=port,
+        tls=scheme == "mqtts",
+        username=username,
+        password=password,
+        ca_file=ca,
+    )
+
+
+_Bad = Callable[[str], TransportError]
+
+
+def _split(text: str, bad: _Bad) -> tuple[SplitResult, str]:
+    """The URL's parts and its lower-case scheme, refusing anything but ``scheme://netloc[/][?query]``."""
     if not text:
         raise TransportError("invalid broker URL '': empty")
     if any(c.isspace() for c in text):
@@ -95,6 +115,11 @@ def parse_broker_url(url: str, *, ca_file: str | None = None) -> BrokerAddress:
         raise bad(f"unexpected path {parts.path!r}")
     if parts.fragment:
         raise bad("unexpected fragment")
+    return parts, scheme
+
+
+def _host_port(parts: SplitResult, scheme: str, bad: _Bad) -> tuple[str, int]:
+    """The host and the port (the scheme's default when none is given)."""
     host = parts.hostname
     if not host:
         raise bad("missing host")
@@ -109,7 +134,11 @@ def parse_broker_url(url: str, *, ca_file: str | None = None) -> BrokerAddress:
         port = DEFAULT_PORTS[scheme]
     if not 1 <= port <= 65535:
         raise bad("port must be a number from 1 to 65535")
+    return host, port
 
+
+def _ca_file(parts: SplitResult, scheme: str, ca_file: str | None, bad: _Bad) -> str | None:
+    """The CA file from ``?ca=`` or the argument (they must agree); only for mqtts://."""
     query_ca: str | None = None
     if parts.query:
         try:
@@ -128,19 +157,16 @@ def parse_broker_url(url: str, *, ca_file: str | None = None) -> BrokerAddress:
     ca = ca_file or query_ca
     if ca and scheme != "mqtts":
         raise bad("a CA file needs mqtts://")
+    return ca
 
+
+def _credentials(parts: SplitResult, bad: _Bad) -> tuple[str | None, str | None]:
+    """User name and password, percent-escapes decoded."""
     username = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
     if username == "" and password is None:
         raise bad("empty user name before '@'")
-    return BrokerAddress(
-        host=host,
-        port=port,
-        tls=scheme == "mqtts",
-        username=username,
-        password=password,
-        ca_file=ca,
-    )
+    return username, password
 
 
 def _mask(text: str) -> str:

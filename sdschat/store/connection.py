@@ -1,0 +1,89 @@
+"""The SQLite connection underneath :class:`~.store.Store`: the file, its settings, transactions.
+
+* The file is created with mode ``0600`` before SQLite sees it, and the
+  database with its ``-wal``/``-shm``/``-journal`` files is tightened to 0600
+  after opening (it holds the identity key).
+* :func:`setup` applies the settings at open (``busy_timeout``, WAL,
+  ``synchronous``, ``foreign_keys``) and the schema migrations, refusing a newer
+  schema before changing anything.
+* :func:`in_transaction` runs one function inside ``BEGIN IMMEDIATE ... COMMIT``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import migrate
+from .errors import StoreError
+
+__all__ = ["SYNC_MODES", "create_private_file", "in_transaction", "setup", "sync_mode", "tighten"]
+
+log = logging.getLogger("sdschat.store")
+
+SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def sync_mode(synchronous: str) -> str:
+    """The ``PRAGMA synchronous`` value for ``synchronous`` (any case); ValueError for another word."""
+    sync = synchronous.upper()
+    if sync not in SYNC_MODES:
+        raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}, not {synchronous!r}")
+    return sync
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` with mode 0600 if it does not exist (never loosen or touch an existing file)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # exactly 0600 whatever the umask
+    finally:
+        os.close(fd)
+
+
+def tighten(path: Path) -> None:
+    """Make the database and its -wal/-shm/-journal files 0600 if group/other may access them."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        f = Path(f"{path}{suffix}")
+        try:
+            if f.stat().st_mode & 0o077:
+                os.chmod(f, 0o600)
+                log.warning("tightened permissions of %s to 0600", f)
+        except FileNotFoundError:
+            pass
+
+
+def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory: bool) -> None:
+    """The settings at open, then the pending migrations (on the connection's thread)."""
+    conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    # refuse a newer schema before changing anything in the file
+    migrate.check_not_too_new(conn, migrations)
+    if not memory:
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode.lower() != "wal":
+            raise StoreError(f"could not switch the database to WAL mode (got {mode})")
+    conn.execute(f"PRAGMA synchronous = {sync}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    applied = migrate.migrate(conn, migrations)
+    if applied:
+        log.info("applied schema migrations %s", applied)
+
+
+def in_transaction(conn: sqlite3.Connection, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(conn, *args)`` inside one ``BEGIN IMMEDIATE ... COMMIT``; rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn, *args)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result

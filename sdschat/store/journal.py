@@ -1,0 +1,112 @@
+"""Applying the engine's journal and the application rows: one :data:`Batch` after another.
+
+A batch is what one engine step changed (``channel.drain_journal()`` ops) plus
+the application rows the node derived from it. :func:`apply_batches` runs on
+the connection's thread inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from . import rows as R
+from .sql import (
+    DELETE, INSERT_BLOOM, INSERT_EVENT, ROLL_BLOOM, UPDATE_MESSAGE, UPSERT_CACHE, UPSERT_IN, UPSERT_LOG, UPSERT_LOST,
+    UPSERT_MESSAGE, UPSERT_MISSING, UPSERT_OUT, UPSERT_PARTICIPANT, UPSERT_REQ, UPSERT_RESP,
+)
+from .errors import StoreError
+
+__all__ = ["Batch", "apply_batches", "batch_meta"]
+
+#: One unit of work for :meth:`Store.apply_batches`: ``(channel_id, ops, messages, message_updates,
+#: events, participants, meta)`` where ``meta`` is ``None`` or ``(last_activity, sync_counter, next_sync_at)``.
+Batch = tuple
+
+
+def batch_meta(last_activity: int | None, sync_counter: int | None, next_sync_at: int | None) -> tuple | None:
+    """The ``meta`` of a :data:`Batch`: None when no snapshot-only value is given."""
+    if last_activity is None and sync_counter is None and next_sync_at is None:
+        return None
+    return (last_activity, sync_counter, next_sync_at)
+
+
+def apply_batches(conn: sqlite3.Connection, batches: Sequence[Batch]) -> None:
+    """Apply ``batches`` in order; the channels must exist (StoreError otherwise)."""
+    cur = conn.cursor()
+    ex = cur.execute
+    participants_of: dict[str, str] = {}
+    for cid, ops, messages, updates, events, participants, meta in batches:
+        pid = participants_of.get(cid)
+        if pid is None:
+            pid = participants_of[cid] = _participant_of(ex, cid)
+        lamport = _apply_ops(ex, cid, ops)
+        if meta is not None:
+            ex(
+                "UPDATE channels SET last_activity = COALESCE(?, last_activity), "
+                "sync_counter = COALESCE(?, sync_counter), next_sync_at = COALESCE(?, next_sync_at) "
+                "WHERE channel_id = ?",
+                (*meta, cid),
+            )
+        if lamport is not None:
+            ex("UPDATE channels SET lamport_timestamp = ? WHERE channel_id = ?", (lamport, cid))
+        _apply_app_rows(cur, cid, pid, messages, updates, events, participants)
+
+
+def _participant_of(ex: Callable[..., Any], cid: str) -> str:
+    row = ex("SELECT participant_id FROM channels WHERE channel_id = ?", (cid,)).fetchone()
+    if row is None:
+        raise StoreError(f"unknown channel {cid!r}: save_state() it before applying changes")
+    return row[0]
+
+
+def _apply_ops(ex: Callable[..., Any], cid: str, ops: Iterable[tuple]) -> int | None:
+    """Write the journal ops of one channel; returns the last ``lamport`` op's value (None if none)."""
+    lamport = None
+    for op in ops:
+        name, key, value = op
+        if name == "bloom":
+            ex(INSERT_BLOOM, (cid, key))
+        elif name == "log":
+            ex(UPSERT_LOG, R.log_params(cid, value))
+        elif name == "lamport":
+            lamport = value  # only the last value matters
+        elif name == "cache":
+            ex(UPSERT_CACHE, R.cache_params(cid, value))
+        elif name == "out":
+            ex(UPSERT_OUT, R.out_params(cid, value))
+        elif name == "in":
+            ex(UPSERT_IN, R.in_params(cid, value))
+        elif name == "req":
+            ex(UPSERT_REQ, R.request_params(cid, value))
+        elif name == "missing":
+            ex(UPSERT_MISSING, R.missing_params(cid, value))
+        elif name == "resp":
+            ex(UPSERT_RESP, R.response_params(cid, key, value))
+        elif name == "lost":
+            ex(UPSERT_LOST, R.lost_params(cid, key, value))
+        elif name == "bloom-roll":
+            keep = int(value)
+            if keep <= 0:
+                ex("DELETE FROM sds_bloom_ids WHERE channel_id = ?", (cid,))
+            else:
+                ex(ROLL_BLOOM, (cid, keep))
+        else:
+            statement = DELETE.get(name)
+            if statement is None:
+                raise StoreError(f"unknown journal op {name!r}")
+            ex(statement, (cid, key))
+    return lamport
+
+
+def _apply_app_rows(cur: sqlite3.Cursor, cid: str, pid: str, messages, updates, events, participants) -> None:
+    """Write one batch's application rows (messages, message updates, events, participants)."""
+    if messages:
+        cur.executemany(UPSERT_MESSAGE, [R.message_params(cid, m) for m in messages])
+    for u in updates:
+        cur.execute(UPDATE_MESSAGE, R.message_update_params(cid, u))
+    if events:
+        cur.executemany(INSERT_EVENT, [R.event_params(cid, pid, e) for e in events])
+    if participants:
+        cur.executemany(UPSERT_PARTICIPANT, [R.participant_params(p) for p in participants])

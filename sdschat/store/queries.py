@@ -1,0 +1,93 @@
+"""Reading back what the store holds for the application: messages, events, participants."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import rows as R
+from .errors import CorruptRowError
+from .rows import EventRow, MessageRow, ParticipantRow
+from .sql import EVENT_COLS, MESSAGE_COLS
+
+__all__ = ["History"]
+
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[tuple]]]
+
+
+class History:
+    """The history queries of one :class:`~.store.Store`; ``fetchall(sql, params)`` runs on its connection."""
+
+    def __init__(self, fetchall: Fetch, path: Path | None) -> None:
+        self._fetchall = fetchall
+        self._path = path
+
+    def parsed(self, table: str, parse: Callable[[tuple], Any], rows: list[tuple]) -> list:
+        """``parse`` applied to each row; a damaged row raises :class:`CorruptRowError` naming the database."""
+        try:
+            return [parse(t) for t in rows]
+        except CorruptRowError as exc:
+            raise CorruptRowError(f"database {self._path}: damaged row in {table}: {exc}") from None
+
+    async def iter_messages(self, channel_id: str | None = None, *, chunk: int = 500) -> AsyncIterator[MessageRow]:
+        """Application messages ordered by (lamport_timestamp, message_id), fetched in chunks."""
+        where = "" if channel_id is None else "channel_id = ? AND "
+        base = [] if channel_id is None else [channel_id]
+        after: tuple[int, str] | None = None
+        while True:
+            if after is None:
+                sql = f"SELECT {MESSAGE_COLS} FROM messages WHERE {where}1 ORDER BY lamport_timestamp, message_id LIMIT ?"
+                params = [*base, chunk]
+            else:
+                sql = (
+                    f"SELECT {MESSAGE_COLS} FROM messages WHERE {where}(lamport_timestamp, message_id) > (?, ?) "
+                    "ORDER BY lamport_timestamp, message_id LIMIT ?"
+                )
+                params = [*base, after[0], after[1], chunk]
+            rows = await self._fetchall(sql, params)
+            for m in self.parsed("messages", R.message_row, rows):
+                yield m
+            if len(rows) < chunk:
+                return
+            after = (rows[-1][2], rows[-1][0])
+
+    async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
+        rows = await self._fetchall(
+            f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND message_id = ?", (channel_id, message_id)
+        )
+        return self.parsed("messages", R.message_row, rows)[0] if rows else None
+
+    async def message_count(self, channel_id: str | None = None) -> int:
+        if channel_id is None:
+            rows = await self._fetchall("SELECT COUNT(*) FROM messages", ())
+        else:
+            rows = await self._fetchall("SELECT COUNT(*) FROM messages WHERE channel_id = ?", (channel_id,))
+        return int(rows[0][0])
+
+    async def iter_events(
+        self, *, after_seq: int = 0, kind: str | None = None, chunk: int = 1000
+    ) -> AsyncIterator[EventRow]:
+        """Events in ``seq`` order, from ``after_seq`` on (optionally of one ``kind``)."""
+        seq = after_seq
+        while True:
+            if kind is None:
+                rows = await self._fetchall(
+                    f"SELECT {EVENT_COLS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, chunk)
+                )
+            else:
+                rows = await self._fetchall(
+                    f"SELECT {EVENT_COLS} FROM events WHERE seq > ? AND kind = ? ORDER BY seq LIMIT ?",
+                    (seq, kind, chunk),
+                )
+            for e in self.parsed("events", R.event_row, rows):
+                yield e
+            if len(rows) < chunk:
+                return
+            seq = rows[-1][0]
+
+    async def participants(self) -> list[ParticipantRow]:
+        rows = await self._fetchall(
+            "SELECT participant_id, nick, first_seen_ms, last_seen_ms FROM participants ORDER BY participant_id", ()
+        )
+        return [R.participant_row(t) for t in rows]
