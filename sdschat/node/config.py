@@ -73,4 +73,4 @@ class NodeConfig:
     store_sync_margin_ms: int = 10_000
     #: messages kept in memory (the newest; plus every one whose state can still change); the rest is read
     #: from the database by :meth:`Node.history`
-    memory_messages: int = 5_000
+    memory_messages: int = 1_000

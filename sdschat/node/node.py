@@ -32,7 +32,7 @@ from ..sds import MessageChannel
 from ..store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, MqttTransport, StateChange, resolve_broker
 from . import events as ev
-from .book import MessageBook
+from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
 from .frame import pack
 from .payload import AppPayload
@@ -116,11 +116,7 @@ class Node:
         await self._load_channel()
         await self.store.kv_set("nick", self.nick)
         await self.store.kv_set("channel_name", self.key.channel_name)
-        async for row in self.store.iter_messages(self.key.channel_id):
-            chat = self.book.chat_of_row(row)
-            if chat is not None:
-                self.book.messages[row.message_id] = chat
-                self.book.trim()
+        await self._load_messages()
         for p in await self.store.participants():
             self.book.participants[p.participant_id] = p
         await self._connect()
@@ -128,6 +124,18 @@ class Node:
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
         self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
         self.store_client.want([row.entry for row in self.channel.snapshot().missing])
+
+    async def _load_messages(self) -> None:
+        """Into memory: the newest ``memory_messages`` and every one whose state can still change (two indexed
+        reads, however long the history)."""
+        cid = self.key.channel_id
+        rows = await self.store.page_messages(cid, None, self.config.memory_messages)
+        rows += await self.store.messages_not_in(cid, sorted(FINAL_STATES))
+        rows.sort(key=lambda r: (r.lamport_timestamp, r.message_id))
+        for row in rows:
+            chat = self.book.chat_of_row(row)
+            if chat is not None:
+                self.book.messages[row.message_id] = chat
 
     async def _load_identity(self) -> Identity:
         """The database's identity; a new database takes the configured one (or a fresh one)."""
@@ -242,8 +250,19 @@ class Node:
         return [ev.GapOpened(mid, ids, senders) for mid, ids, senders in self.channel.open_gaps()
                 if not mid or mid in shown]
 
-    async def history(self) -> list[ev.ChatMessage]:
-        """Every message of the channel in local-log order: the database's rows, with what is in memory
+    async def unread_since(self, since_ms: int) -> int:
+        """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database."""
+        try:
+            await self.writer.flush()
+        except StoreError:
+            pass  # node.failure says it; count what was flushed
+        return await self.store.unread_count(self.key.channel_id, since_ms, self.participant_id)
+
+    async def history(self, *, limit: int | None = None,
+                      before: tuple[int, str] | None = None) -> list[ev.ChatMessage]:
+        """The channel's messages in local-log order: all of them, or one page, the newest ``limit`` before the
+        ``(lamport_timestamp, message_id)`` key ``before`` (exclusive; ``None``: up to the newest) -- what a
+        view loads first and then as the person scrolls back. The database's rows, with what is in memory
         (newer: the writer batches) taking precedence."""
         known = dict(self.book.messages)
         out: list[ev.ChatMessage] = []
@@ -251,11 +270,24 @@ class Node:
             await self.writer.flush()
         except StoreError:
             pass  # node.failure says it; the database still holds everything flushed before
-        async for row in self.store.iter_messages(self.key.channel_id):
-            chat = known.pop(row.message_id, None) or self.book.chat_of_row(row)
-            if chat is not None:
-                out.append(chat)
-        out.extend(known.values())
+        cid = self.key.channel_id
+        if limit is None:
+            async for row in self.store.iter_messages(cid):
+                chat = known.pop(row.message_id, None) or self.book.chat_of_row(row)
+                if chat is not None:
+                    out.append(chat)
+            out.extend(known.values())
+        else:
+            rows = await self.store.page_messages(cid, before, limit)
+            for row in rows:
+                chat = known.pop(row.message_id, None) or self.book.chat_of_row(row)
+                if chat is not None:
+                    out.append(chat)
+            # shown but not (yet) in the database: within the page's range
+            low = (rows[0].lamport_timestamp, rows[0].message_id) if len(rows) >= limit else None
+            out.extend(m for m in known.values()
+                       if (before is None or (m.lamport_timestamp, m.message_id) < before)
+                       and (low is None or (m.lamport_timestamp, m.message_id) > low))
         out.sort(key=lambda m: (m.lamport_timestamp, m.message_id))
         return out
 

@@ -52,6 +52,29 @@ class History:
                 return
             after = (rows[-1][2], rows[-1][0])
 
+    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int) -> list[MessageRow]:
+        """The newest ``limit`` messages ordered before ``before`` (a ``(lamport_timestamp, message_id)`` key,
+        exclusive; ``None``: the end of the log), in log order: one page of history, read from the index."""
+        if before is None:
+            sql = (f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? "
+                   "ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?")
+            params: list = [channel_id, limit]
+        else:
+            sql = (f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND (lamport_timestamp, message_id) < "
+                   "(?, ?) ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?")
+            params = [channel_id, before[0], before[1], limit]
+        rows = await self._fetchall(sql, params)
+        rows.reverse()
+        return self.parsed("messages", R.message_row, rows)
+
+    async def messages_not_in(self, channel_id: str, states: Sequence[str]) -> list[MessageRow]:
+        """The messages whose state is none of ``states`` (those whose state can still change), in log order."""
+        marks = ", ".join("?" * len(states))
+        rows = await self._fetchall(
+            f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND state NOT IN ({marks}) "
+            "ORDER BY lamport_timestamp, message_id", (channel_id, *states))
+        return self.parsed("messages", R.message_row, rows)
+
     async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
         rows = await self._fetchall(
             f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND message_id = ?", (channel_id, message_id)
@@ -63,6 +86,14 @@ class History:
             rows = await self._fetchall("SELECT COUNT(*) FROM messages", ())
         else:
             rows = await self._fetchall("SELECT COUNT(*) FROM messages WHERE channel_id = ?", (channel_id,))
+        return int(rows[0][0])
+
+    async def unread_count(self, channel_id: str, since_ms: int, me: str) -> int:
+        """Messages of others received after ``since_ms`` (wall-clock ms): what a person has not seen yet."""
+        rows = await self._fetchall(
+            "SELECT COUNT(*) FROM messages WHERE channel_id = ? AND sender_id != ? AND received_at_ms > ?",
+            (channel_id, me, since_ms),
+        )
         return int(rows[0][0])
 
     async def iter_events(

@@ -262,8 +262,20 @@ class Store:
     async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
         return await self._history.get_message(channel_id, message_id)
 
+    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int) -> list[MessageRow]:
+        """The newest ``limit`` messages before the ``(lamport_timestamp, message_id)`` key ``before``, in order."""
+        return await self._history.page_messages(channel_id, before, limit)
+
+    async def messages_not_in(self, channel_id: str, states: Sequence[str]) -> list[MessageRow]:
+        """The messages whose state is none of ``states``, in log order."""
+        return await self._history.messages_not_in(channel_id, states)
+
     async def message_count(self, channel_id: str | None = None) -> int:
         return await self._history.message_count(channel_id)
+
+    async def unread_count(self, channel_id: str, since_ms: int, me: str) -> int:
+        """Messages of others received after ``since_ms`` (wall-clock ms)."""
+        return await self._history.unread_count(channel_id, since_ms, me)
 
     def iter_events(self, *, after_seq: int = 0, kind: str | None = None, chunk: int = 1000) -> AsyncIterator[EventRow]:
         """Events in ``seq`` order, from ``after_seq`` on (optionally of one ``kind``)."""

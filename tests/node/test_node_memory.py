@@ -36,11 +36,22 @@ def test_messages_beyond_the_memory_window_stay_in_the_database(node_mosquitto, 
         # a restart reads the database back within the same bound
         again = await Node.start(dataclasses.replace(a.config))
         try:
+            # and pages it, newest first, each page in log order, the pages tiling the whole history
+            pages, before = [], None
+            while True:
+                page = await again.history(limit=150, before=before)
+                pages.insert(0, [m.message_id for m in page])
+                if len(page) < 150:
+                    break
+                before = (page[0].lamport_timestamp, page[0].message_id)
+            paged.extend(pages)
             return sent, held, histories, logs, len(again.messages()), await again.history()
         finally:
             await again.stop()
 
+    paged: list[list[str]] = []
     sent, held, histories, logs, held_after_restart, history_after_restart = run(main())
+    assert [len(p) for p in paged] == [100, 150, 150] and sum(paged, []) == logs[0]
     assert all(n <= cap + max(64, cap // 10) for n in held), held
     assert held_after_restart <= cap + max(64, cap // 10)
     for history, log in zip(histories, logs):
