@@ -47,7 +47,8 @@ def demo_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--channel", default="demo", help="channel name (default demo)")
     p.add_argument("--seed", type=int, help="seed of the links' and bots' randomness")
     p.add_argument("--db-dir", type=Path,
-                   help="keep the participants' databases here (default: a temporary directory, removed at exit)")
+                   help="keep the participants' profiles (one folder each: key, identity, database) here "
+                        "(default: a temporary directory, removed at exit)")
     p.add_argument("--store", action="store_true",
                    help="also run a store node, so gaps fill from it before SDS-R and returning panes catch up")
 
@@ -60,8 +61,8 @@ def _demo_dir(args: argparse.Namespace) -> tuple[Path, tempfile.TemporaryDirecto
         args.db_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"cannot create {args.db_dir}: {exc.strerror or exc}") from None
-    if any(args.db_dir.glob("*.db")):
-        raise CliError(f"{args.db_dir} already holds databases; the demo's channel key is new each run — "
+    if any(args.db_dir.iterdir()):
+        raise CliError(f"{args.db_dir} is not empty; the demo's channel key is new each run — "
                        "use an empty directory")
     return args.db_dir, None
 

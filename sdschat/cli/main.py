@@ -25,6 +25,8 @@ COMMANDS = {
                "print an invite token for a channel (a secret: it is the channel's key)"),
     "join": (profiles.join_configure, profiles.join_run,
              "join a channel by invite token (or import a 0.1 key file and database)"),
+    "channels": (profiles.channels_configure, profiles.channels_run,
+                 "list your channels: members seen, unread, messages"),
     "part": (profiles.part_configure, profiles.part_run, "leave a channel (its history stays unless --forget)"),
     "demo": (chat.demo_configure, chat.demo_run, "N participants side by side over an embedded broker (the main demo)"),
     "chat": (chat.chat_configure, chat.chat_run, "the chat UI: join a channel as NAME"),

@@ -1,4 +1,4 @@
-"""``sdschat init``, ``new``, ``invite``, ``join``, ``part``: the profile and the channels in it.
+"""``sdschat init``, ``new``, ``invite``, ``join``, ``channels``, ``part``: the profile and the channels in it.
 
 Results go to stdout (a path, a channel name, a token); notes go to stderr.
 """
@@ -6,6 +6,7 @@ Results go to stdout (a path, a channel name, a token); notes go to stderr.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
 import sys
@@ -16,7 +17,7 @@ from .errors import CliError
 
 __all__ = [
     "load_profile", "init_configure", "init_run", "new_configure", "new_run", "invite_configure",
-    "invite_run", "join_configure", "join_run", "part_configure", "part_run",
+    "invite_run", "join_configure", "join_run", "channels_configure", "channels_run", "part_configure", "part_run",
 ]
 
 
@@ -173,6 +174,50 @@ def _copy_database(source: Path, target: Path) -> None:
             src.close()
     except sqlite3.Error as exc:
         raise CliError(f"cannot import {source}: {exc}") from None
+
+
+def channels_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="one JSON object per channel instead of a table")
+    add_home_arg(p)
+
+
+async def channels_run(args: argparse.Namespace) -> int:
+    profile = load_profile(args)
+    rows = [await _channel_summary(profile, entry) for entry in profile.channels.values()]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    if not rows:
+        print("sdschat: no channels yet: `sdschat new NAME` or `sdschat join TOKEN`", file=sys.stderr)
+        return 0
+    width = max(8, *(len(r["channel"]) + 1 for r in rows))
+    print(f"{'CHANNEL'.ljust(width)}  {'MEMBERS':>7}  {'UNREAD':>6}  {'MESSAGES':>8}")
+    for r in rows:
+        print(f"{('#' + r['channel']).ljust(width)}  {r['members']:>7}  {r['unread']:>6}  {r['messages']:>8}")
+    return 0
+
+
+async def _channel_summary(profile, entry) -> dict:
+    """Name, members seen (you included), unread (others' messages since you last had it on screen), messages."""
+    from sdschat.crypto import CryptoError, Identity
+    from sdschat.store import Store, StoreError
+
+    row = {"channel": entry.name, "members": 1, "unread": 0, "messages": 0}
+    db = profile.db_path(entry)
+    if not db.exists():  # joined, never opened
+        return row
+    channel_id = profile.key(entry).channel_id
+    try:
+        async with await Store.open(db, create=False) as store:
+            raw = await store.get_identity()
+            me = Identity.from_private_bytes(raw).participant_id if raw else ""
+            seen = {p.participant_id for p in await store.participants()} | {me}
+            row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me),
+                       messages=await store.message_count(channel_id))
+    except (StoreError, CryptoError, ValueError) as exc:
+        raise CliError(f"#{entry.name}: {exc}") from None
+    return row
 
 
 def part_configure(p: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """Make the SVG screenshots in ``screenshots/`` from the real app driving real nodes.
 
-    python -m sdschat.cli.screenshots [--out screenshots] [--only chat,demo,repair,help]
+    python -m sdschat.cli.screenshots [--out screenshots] [--only chat,demo,repair,help,window]
 
 Everything runs headless (``App.run_test``) over one embedded broker with
 in-memory channel keys; nothing is drawn by hand. Takes about half a minute
@@ -21,7 +21,9 @@ from pathlib import Path
 from sdschat.transport import EmbeddedBroker
 from sdschat.ui.app import ChatApp, DemoApp
 from sdschat.ui.timeline import MarkerItem
+from sdschat.ui.window import ChannelWindow
 
+from .window import ProfileClient
 from .wiring import start_demo_nodes, stop_all
 
 __all__ = ["main"]
@@ -151,7 +153,46 @@ async def shoot_help(out: Path, workdir: Path) -> None:
             _save(app, out / "help.svg")
 
 
-SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help}
+async def shoot_window(out: Path, workdir: Path) -> None:
+    """Bare ``sdschat``: alice's profile with four channels; bob and carol talk in two she is not looking at."""
+    import os
+
+    from sdschat.profile import Profile, resolve_paths
+
+    broker = await EmbeddedBroker.start()
+    secrets = {name: os.urandom(32) for name in ("general", "release", "design", "random")}
+    clients: list = []
+    try:
+        profiles = {}
+        for who, channels in (("alice", list(secrets)), ("bob", ["general", "release"]), ("carol", ["design"])):
+            profile = Profile.create(resolve_paths(workdir / who), who, broker.url)
+            for name in channels:
+                profile.add_channel(name, secrets[name])
+            profiles[who] = profile
+        alice, bob, carol = [await ProfileClient.start(profiles[w]) for w in ("alice", "bob", "carol")]
+        clients = [alice, bob, carol]
+        app = ChannelWindow(alice, blink=False)
+        async with app.run_test(size=DEMO_SIZE) as pilot:
+            general, release = bob.nodes
+            await general.send_text("standup in five, same room as yesterday")
+            await pilot.pause(0.3)
+            await pilot.press(*"on my way", "enter")
+            await pilot.pause(0.3)
+            await general.send_text("bring the release checklist please")
+            await _wait(pilot, lambda: not alice.nodes[0].pending(), 10, "acks")
+            for text in ("tagged v0.3.0-rc1", "changelog draft is in the doc", "who signs off on the migration?"):
+                await release.send_text(text)
+            await carol.nodes[0].send_text("new palette mock-ups are up")
+            await _wait(pilot, lambda: app.channel_list.rows[1].unread == 3 and app.channel_list.rows[2].unread == 1,
+                        10, "unread")
+            await pilot.pause(0.3)
+            _save(app, out / "window.svg")
+    finally:
+        await stop_all(clients)
+        await broker.close()
+
+
+SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help, "window": shoot_window}
 
 
 async def run(out: Path, only: list[str]) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
 import sys
+import time
 
 from .errors import CliError
 from .profiles import load_profile
-from .wiring import stop_all
+from .wiring import profile_node_config, stop_all
 
 __all__ = ["ProfileClient", "window_run", "first_run"]
 
@@ -16,39 +19,76 @@ FIRST_CHANNEL = "general"
 
 
 class ProfileClient:
-    """The window's channels: one node per joined channel of the profile; joins and parts go to the profile."""
+    """The window's channels: one node per joined channel of the profile, all on one MQTT connection.
 
-    def __init__(self, profile, nodes: list) -> None:
+    Each node keeps its own SDS state, key, topic, database and store-node
+    catch-up; they share the profile's identity and one connection (a
+    :class:`~sdschat.transport.TopicView` each). Joins, parts, nick changes and
+    what has been read go to the profile.
+    """
+
+    def __init__(self, profile, shared, broker_url: str, embedded=None) -> None:
         self.profile = profile
-        self.nodes = nodes
+        self.shared = shared
+        self.broker_url = broker_url
+        self._embedded = embedded
+        self.nodes: list = []
+        self._unread: dict[int, int] = {}
+        self._viewed = None
 
     @classmethod
     async def start(cls, profile) -> ProfileClient:
-        client = cls(profile, [])
+        from sdschat.transport import MqttTransport, SharedConnection, resolve_broker
+
+        url, embedded = await resolve_broker(profile.broker or None)
+        # a random client id: the broker learns nothing of who connects
+        shared = SharedConnection(MqttTransport(url, client_id=f"sdschat-{os.urandom(8).hex()}"))
+        client = cls(profile, shared, url, embedded)
         try:
-            for entry in list(profile.channels.values()):
-                client.nodes.append(await client._start(entry))
+            await shared.start()
+            entries = list(profile.channels.values())
+            started = await asyncio.gather(*(client._start(e) for e in entries), return_exceptions=True)
+            client.nodes.extend(n for n in started if not isinstance(n, BaseException))
+            failed = next((n for n in started if isinstance(n, BaseException)), None)
+            if failed is not None:
+                raise failed
+            for entry, node in zip(entries, client.nodes):
+                client._unread[id(node)] = await node.unread_since(entry.read_ms)
         except BaseException:
             await client.stop()
             raise
         return client
 
     async def _start(self, entry):
-        from sdschat.node import Node, NodeConfig, node_channel_config
+        from sdschat.node import Node
 
-        db = self.profile.db_path(entry)
-        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        config = NodeConfig(nick=self.profile.name, key=self.profile.key(entry), db_path=db,
-                            broker_url=self.profile.broker or None, channel_config=node_channel_config())
-        return await Node.start(config)
+        return await Node.start(profile_node_config(self.profile, entry, broker_url=self.broker_url,
+                                                    transport=self.shared.view()))
+
+    def unread(self, node) -> int:
+        """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""
+        return self._unread.get(id(node), 0)
+
+    def viewing(self, node) -> None:
+        """``node``'s channel is now the one on screen: the one left and this one count as read until now."""
+        now = int(time.time() * 1000)
+        for seen in (self._viewed, node):
+            if seen is not None and seen in self.nodes:
+                self.profile.mark_read(seen.key.channel_name, now)
+        self._viewed = node
 
     async def join(self, text: str):
-        """``text`` is an invite token (``sdschat:...``) or the name of a new channel; returns its node."""
+        """``text`` is an invite token (``sdschat:...``) or the name of a new channel: ``(node, note)``, the note
+        saying what the person should know (an invite naming another broker than this window's), or ``""``."""
         from sdschat.profile import TOKEN_PREFIX, decode_invite
 
+        note = ""
         if text.startswith(TOKEN_PREFIX):
             invite = decode_invite(text)
             entry = self.profile.add_channel(invite.channel, invite.secret)
+            if invite.broker and invite.broker != self.broker_url:
+                note = (f"the invite names broker {invite.broker}; this window is on {self.broker_url} "
+                        f"(set broker in {self.profile.paths.profile_file} to change it)")
         else:
             entry = self.profile.add_channel(text, os.urandom(32))
         try:
@@ -57,7 +97,7 @@ class ProfileClient:
             self.profile.remove_channel(entry.name, forget=True)
             raise
         self.nodes.append(node)
-        return node
+        return node, note
 
     async def part(self, node) -> None:
         self.nodes.remove(node)
@@ -77,7 +117,13 @@ class ProfileClient:
         self.profile.save()
 
     async def stop(self) -> None:
+        if self._viewed is not None and self._viewed in self.nodes:
+            self.viewing(self._viewed)
         await stop_all(self.nodes)
+        await stop_all([self.shared])
+        if self._embedded is not None:
+            with contextlib.suppress(Exception):
+                await self._embedded.close()
 
 
 def first_run(args: argparse.Namespace):

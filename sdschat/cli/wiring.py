@@ -10,13 +10,14 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from .args import impairment_of
 from .errors import CliError
 
 __all__ = [
-    "DEMO_NICKS", "data_dir", "load_key", "default_db", "resolve_channel", "start_node", "start_demo_nodes", "stop_all",
-    "stop_event",
+    "DEMO_NICKS", "Choice", "data_dir", "load_key", "default_db", "resolve_channel", "profile_node_config", "start_node",
+    "start_demo_nodes", "stop_all", "stop_event",
 ]
 
 DEMO_NICKS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
@@ -63,7 +64,18 @@ def default_db(name: str, key) -> Path:
     return data_dir() / f"{safe}-{key.topic.rsplit('/', 1)[-1][:12]}.db"
 
 
-def resolve_channel(args: argparse.Namespace) -> tuple[str, object, Path, str | None]:
+class Choice(NamedTuple):
+    """What a one-channel command runs as: nick, channel key, database, broker, and the profile's identity
+    (``None`` outside a profile: a new database makes its own)."""
+
+    nick: str
+    key: object
+    db: Path
+    broker: str | None
+    identity: object = None
+
+
+def resolve_channel(args: argparse.Namespace) -> Choice:
     """Nick, channel key, database and broker: from an invite, the profile or the options (which win)."""
     from sdschat.crypto import ChannelKey
 
@@ -76,15 +88,16 @@ def resolve_channel(args: argparse.Namespace) -> tuple[str, object, Path, str | 
         except TokenError as exc:
             raise CliError(str(exc)) from None
         key = ChannelKey(inv.secret, inv.channel)
-        return _nick(args, None), key, args.db or default_db(_nick(args, None), key), args.broker or inv.broker or None
+        return Choice(_nick(args, None), key, args.db or default_db(_nick(args, None), key),
+                      args.broker or inv.broker or None)
     profile = _profile_of(args) if args.key_file is None else None
     entry = profile.channels.get(args.channel) if profile is not None else None
     if entry is not None:
-        return (_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
-                args.broker or profile.broker or None)
+        return Choice(_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
+                      args.broker or profile.broker or None, _identity_of(profile))
     nick = _nick(args, None)
     key = load_key(args)
-    return nick, key, args.db or default_db(nick, key), args.broker
+    return Choice(nick, key, args.db or default_db(nick, key), args.broker)
 
 
 def _nick(args: argparse.Namespace, default: str | None) -> str:
@@ -92,6 +105,28 @@ def _nick(args: argparse.Namespace, default: str | None) -> str:
     if not nick:
         raise CliError("who are you? pass --name NAME (or create a profile: sdschat init --name NAME)")
     return nick
+
+
+def _identity_of(profile):
+    from sdschat.profile import ProfileError
+
+    try:
+        return profile.identity()
+    except ProfileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def profile_node_config(profile, entry, **overrides):
+    """The :class:`~sdschat.node.NodeConfig` of one channel of ``profile``: its name, the channel's key and
+    database, the profile's broker and its one identity (a database that has its own keeps it)."""
+    from sdschat.node import NodeConfig, node_channel_config
+
+    db = profile.db_path(entry)
+    db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings = dict(nick=profile.name, key=profile.key(entry), db_path=db, broker_url=profile.broker or None,
+                    channel_config=node_channel_config(), identity=_identity_of(profile))
+    settings.update(overrides)
+    return NodeConfig(**settings)
 
 
 def _profile_of(args: argparse.Namespace):
@@ -112,7 +147,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     from sdschat.store import StoreError
     from sdschat.transport import TransportError
 
-    nick, key, db, broker = resolve_channel(args)
+    nick, key, db, broker, identity = resolve_channel(args)
     try:
         db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private even under umask 0
     except OSError as exc:
@@ -120,7 +155,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     config = NodeConfig(
         nick=nick, key=key, db_path=db, broker_url=broker, qos=args.qos,
         channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
-        impairment=impairment_of(args), seed=args.seed,
+        impairment=impairment_of(args), seed=args.seed, identity=identity,
     )
     try:
         return await Node.start(config)
@@ -132,20 +167,23 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
 
 async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir: Path, seed: int | None = None,
                            broker_url: str, channel_config=None) -> list:
-    """Start ``n`` nodes sharing one in-memory channel key (no key file, no passphrase)."""
-    from sdschat.crypto import ChannelKey
-    from sdschat.node import Node, NodeConfig, node_channel_config
+    """Start ``n`` participants of one new channel, each on its own profile under ``db_dir/NICK``."""
+    from sdschat.node import Node, node_channel_config
+    from sdschat.profile import Profile, ProfileError, resolve_paths
 
-    key = ChannelKey.generate(channel)
+    secret = os.urandom(32)
     nodes = []
     try:
         for i in range(n):
             nick = DEMO_NICKS[i]
-            config = NodeConfig(
-                nick=nick, key=key, db_path=db_dir / f"{nick}.db", broker_url=broker_url,
-                channel_config=channel_config or node_channel_config(),
-                impairment={"loss_in": loss, "loss_out": loss},
-                seed=None if seed is None else seed * 1000 + i,
+            try:
+                profile = Profile.create(resolve_paths(db_dir / nick), nick, broker_url)
+                entry = profile.add_channel(channel, secret)
+            except ProfileError as exc:
+                raise CliError(str(exc)) from None
+            config = profile_node_config(
+                profile, entry, channel_config=channel_config or node_channel_config(),
+                impairment={"loss_in": loss, "loss_out": loss}, seed=None if seed is None else seed * 1000 + i,
             )
             nodes.append(await Node.start(config))
     except BaseException:

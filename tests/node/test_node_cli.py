@@ -162,7 +162,7 @@ def test_bad_cli_input_gets_one_line(tmp_path, args, expect):
 def test_passphrase_from_environment_and_db_mode(tmp_path, node_mosquitto):
     env = {**os.environ, "SDSCHAT_PASSPHRASE": "correct horse battery staple", "SDSCHAT_HOME": str(tmp_path / "home")}
     p = subprocess.run([*SDSCHAT, "bot", "--name", "solo", "--channel", "club", "--broker", node_mosquitto.url,
-                        "--count", "1", "--interval", "0", "--linger", "0", "--quiet", "--max-runtime", "30"],
+                        "--count", "1", "--interval", "0", "--linger", "0", "--quiet", "--max-runtime", "6"],
                        capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode in (0, 3), p.stderr  # alone: nobody acknowledges, max-runtime may end it
     dbs = list((tmp_path / "home").glob("solo-*.db"))
@@ -202,3 +202,17 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
     assert sorted({r["nick"] for r in logs[0]}) == ["alice", "bob", "carol"]
     assert list(logs[0][0])[0] == "message_id"
     assert not (nobody / "profile.toml").exists()
+
+    # `channels` counts from each profile's database: all three members seen, everyone else's 20 unread
+    # (neither profile has had #team on screen), 30 messages; the table says the same for people
+    for home, mine in ((alice, "alice"), (bob, "bob")):
+        row = json.loads(run("channels", "--json", "--home", home, check=True).stdout)
+        assert row == {"channel": "team", "members": 3, "unread": 20, "messages": 30}, (mine, row)
+    table = run("channels", "--home", alice, check=True).stdout.splitlines()
+    assert table[0].split() == ["CHANNEL", "MEMBERS", "UNREAD", "MESSAGES"]
+    assert table[1].split() == ["#team", "3", "20", "30"]
+    # the profile's one identity is every channel's: alice's messages carry it
+    from sdschat.profile import Profile, resolve_paths
+
+    alice_id = Profile.load(resolve_paths(alice)).identity().participant_id
+    assert {r["sender_id"] for r in logs[0] if r["nick"] == "alice"} == {alice_id}

@@ -90,8 +90,17 @@ def test_demo_nodes_get_the_loss_on_every_link(tmp_path, run) -> None:
         nodes = await start_demo_nodes(2, 0.25, db_dir=tmp_path, broker_url=broker.url)
         try:
             assert [(n.impairment.loss_in, n.impairment.loss_out) for n in nodes] == [(0.25, 0.25)] * 2
-            assert nodes[0].key.channel_id == nodes[1].key.channel_id  # one in-memory key, no key file
-            assert (tmp_path / "alice.db").exists() and (tmp_path / "bob.db").exists()
+            assert nodes[0].key.channel_id == nodes[1].key.channel_id  # one channel key
+            # each participant on a profile of its own: its name, key, identity and database, all private
+            from sdschat.profile import Profile, resolve_paths
+
+            for node in nodes:
+                profile = Profile.load(resolve_paths(tmp_path / node.nick))
+                assert profile.name == node.nick and list(profile.channels) == ["demo"]
+                assert node.participant_id == profile.identity().participant_id
+                assert node.config.db_path == profile.db_path(profile.channel("demo")) and node.config.db_path.exists()
+                assert (tmp_path / node.nick).stat().st_mode & 0o777 == 0o700
+            assert nodes[0].participant_id != nodes[1].participant_id
         finally:
             for node in nodes:
                 await node.stop()
