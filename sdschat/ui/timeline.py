@@ -179,6 +179,23 @@ class Timeline:
         self.first_moved = 0
         self.updated = set()
 
+    def prepend(self, messages: Iterable[ev.ChatMessage]) -> int:
+        """Older messages (a page of history from the database) merged in by key; returns how many were new."""
+        items = [MsgItem(m) for m in messages if m.message_id not in self.by_mid]
+        if not items:
+            return 0
+        for it in items:
+            self.by_mid[it.msg.message_id] = it
+            self.nicks.setdefault(it.msg.sender_id, it.msg.nick)
+        merged = items + self.items
+        merged.sort(key=lambda it: it.key)  # two sorted runs: one linear merge
+        self.items = merged
+        self.keys = [it.key for it in merged]
+        for it in merged[len(items) - 1:len(items) + 2]:  # where old meets new: day separators may change
+            it.touch()
+        self.first_moved = 0
+        return len(items)
+
     def add_message(self, msg: ev.ChatMessage, now_ms: int = 0) -> MsgItem:
         """MessageShown: a message to show at once (own, delivered, or waiting on dependencies)."""
         self.nicks[msg.sender_id] = msg.nick

@@ -1,8 +1,10 @@
 """Bare ``sdschat``: every joined channel in one window, a channel list on the left.
 
 The app gets a *client* (built by the CLI) that owns the channels' nodes:
-``client.nodes`` in window order, ``await client.join(text)`` (an invite token,
-or a new channel's name) returning the new node, ``await client.part(node)``,
+``client.nodes`` in window order, ``client.unread(node)`` (unread when the
+window opened), ``client.viewing(node)`` (now on screen: read), ``await
+client.join(text)`` (an invite token, or a new channel's name) returning the
+new node and a note for the person, ``await client.part(node)``,
 ``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
 channel keeps its own pane (history, scroll position, unsent input); only the
 active one is shown.
@@ -43,13 +45,14 @@ class ChannelWindow(BaseChatApp):
 
     def _pane(self, node) -> ChatPane:
         self._ids += 1
-        return ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, id=f"channel-{self._ids}")
+        return ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, lazy=True, id=f"channel-{self._ids}")
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")
         panes = [self._pane(node) for node in self.client.nodes]
         with Horizontal(id="window"):
-            yield ChannelList([p.channel_name for p in panes], id="channel-list")
+            yield ChannelList([p.channel_name for p in panes], [self.client.unread(p.node) for p in panes],
+                              id="channel-list")
             with ContentSwitcher(initial=panes[0].id if panes else None, id="channel-panes"):
                 yield from panes
         yield Footer()
@@ -84,7 +87,10 @@ class ChannelWindow(BaseChatApp):
         self.switcher.current = pane.id
         self.channel_list.set_active(index)
         self.sub_title = f"#{pane.channel_name} · {pane.node.nick}"
+        self.client.viewing(pane.node)
         pane.input.focus()
+        self.run_worker(pane.ensure_loaded(), group="load", exit_on_error=False)
+        pane.refresh_panel()
 
     def action_select(self, index: int) -> None:
         self.select(index)
@@ -136,7 +142,7 @@ class ChannelWindow(BaseChatApp):
 
     async def _join(self, pane: ChatPane, text: str) -> None:
         try:
-            node = await self.client.join(text)
+            node, note = await self.client.join(text)
         except Exception as exc:
             pane.notice(f"/join: {exc}", error=True)
             return
@@ -144,6 +150,8 @@ class ChannelWindow(BaseChatApp):
         await self.switcher.mount(new)
         index = self.channel_list.add(new.channel_name)
         self.select(index)
+        if note:
+            new.notice(note)
 
     async def _part(self, pane: ChatPane) -> None:
         index = self.panes.index(pane)

@@ -399,3 +399,44 @@ def test_one_handler_surfaces_errors(fake_node, run) -> None:
             assert app.is_running  # errors are shown, the app keeps going
 
     run(scenario())
+
+
+def test_long_history_opens_on_its_last_page_and_pages_in_as_you_scroll_up(tmp_path, run) -> None:
+    """1,000 messages in alice's database: the screen opens on the newest 400 and reads older pages from the
+    database when scrolled near the top, keeping what is on screen in place; all of it in the end, in order."""
+    from sdschat.node import AppPayload, Node
+    from sdschat.store import MessageRow, Store
+    from sdschat.ui.widgets.chat_pane import HISTORY_PAGE
+
+    async def scenario():
+        async with cluster(tmp_path, nicks=("alice",)) as (alice,):
+            config = alice.config
+            await alice.stop()
+            store = await Store.open(config.db_path)
+            rows = [MessageRow(f"{i:064x}", "b0" * 32, i + 1, AppPayload("msg", "bob", f"old message {i}",
+                               1_763_800_000_000 + i * 1000).encode(), ev.RECEIVED, received_at_ms=1)
+                    for i in range(1000)]
+            await store.apply(config.key.channel_id, messages=rows)
+            await store.close()
+            again = await Node.start(config)
+            try:
+                app = ChatApp(again, blink=False)
+                async with app.run_test(size=SIZE) as pilot:
+                    view = app.pane.view
+                    await wait_until(pilot, lambda: len(view.timeline.items) == HISTORY_PAGE, what="last page")
+                    assert view.more_above and "old message 999" in "".join(view.visible_text())
+                    for loaded in (800, 1000):
+                        view.scroll_to(y=3, animate=False, force=True)
+                        await pilot.pause()
+                        top = view.visible_text()[0]
+                        await wait_until(pilot, lambda n=loaded: len(view.timeline.items) == n, what=f"{loaded}")
+                        await pilot.pause()
+                        assert view.visible_text()[0] == top  # the older page went above the screen
+                    assert not view.more_above
+                    texts = [it.msg.text for it in view.timeline.items]
+                    assert texts == [f"old message {i}" for i in range(1000)]
+                    assert app.errors == []
+            finally:
+                await again.stop()
+
+    run(scenario())

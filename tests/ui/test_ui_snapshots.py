@@ -48,15 +48,13 @@ def test_demo_layout(snap_compare) -> None:
 
 
 def test_channel_window(snap_compare) -> None:
-    from types import SimpleNamespace
-
-    from ui_helpers import FakeKey
+    from ui_helpers import FakeClient, FakeKey
 
     from sdschat.ui.widgets.channel_list import ChannelList
     from sdschat.ui.window import ChannelWindow
 
     nodes = [FakeNode(key=FakeKey(channel_name=name)) for name in ("team", "ops", "release-planning", "random")]
-    app = ChannelWindow(SimpleNamespace(nodes=nodes), clock=lambda: FIXED_NOW, tz=UTC, blink=False)
+    app = ChannelWindow(FakeClient(nodes), clock=lambda: FIXED_NOW, tz=UTC, blink=False)
 
     async def before(pilot) -> None:
         pilot.app.panes[0].apply_events(fixed_events())

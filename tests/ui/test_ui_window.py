@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 
@@ -85,7 +86,7 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await command(pilot, app, "/join standup")
                 await wait_until(pilot, lambda: len(rows(app)) == 3, what="standup")
                 assert active(app) == "standup" and "standup" in Profile.load(alice.paths).channels
-                lobby = await bobs.join("lobby")
+                lobby, _ = await bobs.join("lobby")
                 await command(pilot, app, f"/join {bobs.invite(lobby)}")
                 await wait_until(pilot, lambda: len(rows(app)) == 4, what="lobby")
                 assert active(app) == "lobby"
@@ -125,3 +126,60 @@ async def command(pilot, app, text: str) -> None:
     await pilot.press("enter")
     await pilot.pause(0.2)
 
+
+
+def test_one_connection_one_identity_and_unread_across_restarts(tmp_path, run) -> None:
+    """Every channel of the window rides one MQTT connection and signs with the profile's identity; what
+    arrived while the window was closed (here: to a headless node of the same profile) shows as unread when it
+    opens, and having had the channel on screen is remembered in the profile."""
+    from sdschat.cli.wiring import profile_node_config
+    from sdschat.node import Node
+    from sdschat.transport import TopicView
+
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        alice = make_profile(tmp_path / "alice", "alice", broker.url, "ops", "team")
+        bob = make_profile(tmp_path / "bob", "bob", broker.url, "team")
+        bobs = await ProfileClient.start(bob)
+        try:
+            client = await ProfileClient.start(alice)
+            try:
+                views = [n.transport.inner for n in client.nodes]
+                assert all(isinstance(v, TopicView) and v.shared is client.shared for v in views)
+                assert {n.key.topic for n in client.nodes} <= set(client.shared.topics)
+                assert {n.participant_id for n in client.nodes} == {alice.identity().participant_id}
+            finally:
+                await client.stop()
+
+            headless = await Node.start(profile_node_config(alice, alice.channel("team")))
+            try:
+                for i in range(3):
+                    await bobs.nodes[0].send_text(f"while the window was closed {i}")
+                for _ in range(200):
+                    if len(headless.messages()) == 3:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                await headless.stop()
+
+            client = await ProfileClient.start(alice)
+            try:
+                app = ChannelWindow(client, blink=False)
+                async with app.run_test(size=(120, 30)) as pilot:
+                    assert rows(app) == [("ops", 0), ("team", 3)] and active(app) == "ops"
+                    await pilot.press("alt+2")
+                    assert rows(app) == [("ops", 0), ("team", 0)]
+                    await pilot.press("ctrl+q")
+            finally:
+                await client.stop()
+            team = Profile.load(alice.paths).channel("team")
+            client = await ProfileClient.start(alice)
+            try:
+                assert [client.unread(n) for n in client.nodes] == [0, 0] and team.read_ms > 0
+            finally:
+                await client.stop()
+        finally:
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=90)

@@ -165,8 +165,9 @@ class FakeNode:
     def open_gaps(self):
         return list(self.gaps)
 
-    async def history(self):
-        return list(self.stored)
+    async def history(self, *, limit=None, before=None):  # as Node.history: in order, optionally one page
+        older = [m for m in self.stored if before is None or (m.lamport_timestamp, m.message_id) < before]
+        return older if limit is None else older[-limit:]
 
     def participants(self):
         return [FakeParticipant(BOB, "bob", T0_MS, T0_MS + 9 * 60_000),
@@ -198,3 +199,18 @@ class FakeNode:
 
 
 FIXED_NOW = (T0_MS + 10 * 60_000) / 1000
+
+
+@dataclass
+class FakeClient:
+    """Just enough of the window's client (:class:`sdschat.cli.window.ProfileClient`) for snapshots."""
+
+    nodes: list
+    unread_at_start: dict = field(default_factory=dict)
+    viewed: list = field(default_factory=list)
+
+    def unread(self, node) -> int:
+        return self.unread_at_start.get(node.key.channel_name, 0)
+
+    def viewing(self, node) -> None:
+        self.viewed.append(node.key.channel_name)

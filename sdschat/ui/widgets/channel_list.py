@@ -35,9 +35,9 @@ class ChannelList(Static):
     ChannelList { width: 26; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; }
     """
 
-    def __init__(self, names: list[str], **kwargs) -> None:
+    def __init__(self, names: list[str], unread: list[int] | None = None, **kwargs) -> None:
         super().__init__("", **kwargs)
-        self.rows = [ChannelRow(n) for n in names]
+        self.rows = [ChannelRow(n, u) for n, u in zip(names, unread or [0] * len(names))]
         self.active = 0
 
     def on_mount(self) -> None:

@@ -30,6 +30,7 @@ from .. import slash
 from ..bridge import NodeBridge
 from ..messages import NodeEventsReady, UiError
 from ..theme import nick_style
+from ..timeline import MsgItem
 from .impairment_panel import ImpairmentPanel
 from .input_bar import ChatInput, CommandHint
 from .message_view import MessageView
@@ -42,6 +43,7 @@ log = logging.getLogger("sdschat.ui")
 HIGHLIGHT_S = 6.0  # how long a repaired message stays highlighted
 TYPING_SHOW_S = 4.0  # how long someone's "typing…" stays up
 TYPING_SEND_EVERY_S = 3.0  # rate limit of our own typing notices
+HISTORY_PAGE = 400  # messages read from the database at a time: the first screen, then each page scrolled back
 
 
 class StatusLine(Static):
@@ -101,10 +103,14 @@ class ChatPane(Vertical):
     """
 
     def __init__(self, node, *, compact: bool = False, clock: Callable[[], float] = time.time,
-                 tz: tzinfo | None = None, blink: bool = True, id: str | None = None,
+                 tz: tzinfo | None = None, blink: bool = True, lazy: bool = False, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.node = node
+        #: read the history when first shown (:meth:`ensure_loaded`), not when mounted: a window of many
+        #: channels opens on the one on screen
+        self.lazy = lazy
+        self._loaded = False
         self.compact = compact
         self.clock = clock
         self.tz = tz
@@ -156,9 +162,8 @@ class ChatPane(Vertical):
         for p in self.node.participants():
             if p.nick:
                 view.timeline.nicks[p.participant_id] = p.nick
-        # the whole channel (the node holds only the newest in memory), and the gaps still open in it (after a
-        # restart: what the live events reported before)
-        view.load(await self.node.history(), self.node.open_gaps())
+        if not self.lazy:
+            await self.ensure_loaded()
         self._health = dict(self.node.health())
         self.connection = str(self._health.get("connection", "connecting"))
         self._was_connected = self.connection == "connected"
@@ -167,6 +172,29 @@ class ChatPane(Vertical):
         self.query_one(ImpairmentPanel).show_settings(self.node.impairment)
         self.set_interval(1.0, self._tick)
         self.post_message(self.Activity(self, 0))
+
+    async def ensure_loaded(self) -> None:
+        """The channel's last page (older pages load as the person scrolls up), and the gaps still open in it
+        (after a restart: what the live events reported before). Events applied before replace nothing: the
+        page holds them (the node flushes first)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        page = await self.node.history(limit=HISTORY_PAGE)
+        self.view.load(page, self.node.open_gaps(), more_above=len(page) >= HISTORY_PAGE)
+
+    def on_message_view_need_older(self, message: MessageView.NeedOlder) -> None:
+        message.stop()
+        self.run_worker(self._load_older(), group="history", exclusive=True, exit_on_error=False)
+
+    async def _load_older(self) -> None:
+        view = self.view
+        oldest = next((it for it in view.timeline.items if isinstance(it, MsgItem)), None)
+        if oldest is None:
+            return
+        page = await self.node.history(limit=HISTORY_PAGE, before=(oldest.msg.lamport_timestamp,
+                                                                   oldest.msg.message_id))
+        view.prepend(page, more_above=len(page) >= HISTORY_PAGE)
 
     def on_unmount(self) -> None:
         self.bridge.detach()
@@ -280,6 +308,8 @@ class ChatPane(Vertical):
         expired = [pid for pid, (_, until) in self._typing.items() if until <= now]
         for pid in expired:
             del self._typing[pid]
+        if not self.display:  # a background channel of the window: updated when shown
+            return
         self._show_status()
         self.refresh_panel()
 

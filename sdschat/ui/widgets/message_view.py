@@ -52,6 +52,13 @@ class MessageView(ScrollView, can_focus=False):
     #: messages that arrived below while the user was scrolled up
     new_below: reactive[int] = reactive(0)
 
+    class NeedOlder(Message):
+        """Scrolled near the top of what is loaded while the database holds older messages."""
+
+        def __init__(self, view: MessageView) -> None:
+            super().__init__()
+            self.view = view
+
     class NewBelow(Message):
         def __init__(self, view: MessageView, count: int) -> None:
             super().__init__()
@@ -76,6 +83,9 @@ class MessageView(ScrollView, can_focus=False):
         #: index and updated items, laid out when it is shown again
         self._parked_lo: int | None = None
         self._parked: list = []
+        #: the database holds older messages than those loaded (paged in as the user scrolls up)
+        self.more_above = False
+        self._asked_older = False
         #: counters for tests and the bench: lines painted (cache misses) and partial refreshes
         self.painted_lines = 0
         self.partial_refreshes = 0
@@ -85,8 +95,11 @@ class MessageView(ScrollView, can_focus=False):
     def nick_of(self, pid: str | None) -> str:
         return self.timeline.nick(pid)
 
-    def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = ()) -> None:
-        """Show a whole history (``node.history()``) with its open gaps (``node.open_gaps()``); stick to its end."""
+    def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = (), *,
+             more_above: bool = False) -> None:
+        """Show a history (``node.history()``, or its last page with ``more_above``) with its open gaps
+        (``node.open_gaps()``); stick to its end."""
+        self.more_above, self._asked_older = more_above, False
         collecting = gc.isenabled()
         gc.disable()  # 100,000 new objects would trigger full collections of the whole heap several times
         try:
@@ -103,6 +116,27 @@ class MessageView(ScrollView, can_focus=False):
         self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
         self._remember_anchor()
         self.refresh()
+
+    def prepend(self, messages: Iterable[ev.ChatMessage], *, more_above: bool) -> int:
+        """An older page above what is loaded; the lines on screen stay where they are. Returns how many."""
+        self.more_above, self._asked_older = more_above, False
+        anchor = self._anchor
+        added = self.timeline.prepend(messages)
+        self.timeline.take_changes()
+        if not added or self._layout is None or self._current_layout() is None:
+            return added
+        self._reindex(0)
+        if anchor is not None:
+            self._restore_anchor(*anchor)
+        self.refresh()
+        self._remember_anchor()
+        self._want_older(int(self.scroll_y))
+        return added
+
+    def _want_older(self, y: float) -> None:
+        if self.more_above and not self._asked_older and y < self.scrollable_content_region.height:
+            self._asked_older = True
+            self.post_message(self.NeedOlder(self))
 
     @property
     def at_bottom(self) -> bool:
@@ -347,6 +381,7 @@ class MessageView(ScrollView, can_focus=False):
         super().watch_scroll_y(old_value, new_value)
         self._stuck = new_value >= self.max_scroll_y - 0.5
         self._remember_anchor()
+        self._want_older(new_value)
         if self.new_below and self._stuck:
             self.new_below = 0
 
