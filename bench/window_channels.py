@@ -1,0 +1,255 @@
+"""Bare ``sdschat`` with many channels (headless): open, switch, background traffic, memory, live latency.
+
+    .venv/bin/python bench/window_channels.py [--channels 10] [--messages 100000] [--seconds 30] [--smoke]
+
+1. One profile, ``--channels`` channels of ``--messages`` messages each in their
+   databases (written by a separate process, so its memory is not counted),
+   on an embedded broker: the real :class:`ChannelWindow` on the real
+   ``ProfileClient`` in ``App.run_test``.
+   - first paint: from starting the client to the first frame after the active
+     channel's history is on screen;
+   - channel switch: Alt+k to the frame showing channel k (every channel, twice);
+   - background traffic: a peer sends into a channel not on screen: lines the
+     active channel's view repainted (target 0);
+   - memory: the process's peak resident set (ru_maxrss).
+2. Two profiles on mosquitto, ``--channels`` channels each, the peer's bots
+   sending ``--rate`` messages a second in all (round robin over the channels):
+   send-to-shown latency of the messages of the channel on screen (the send
+   call to the first frame after the pane applied the message), p50 and p99.
+   Both profiles run in this one process and event loop (pessimistic: the
+   sender's work delays the window's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chaos_harness import Broker, percentile
+from ui_history import FrameClock, fill, make_history
+
+from sdschat.cli.window import ProfileClient
+from sdschat.cli.wiring import profile_node_config
+from sdschat.node import Node
+from sdschat.profile import Profile, resolve_paths
+from sdschat.transport import EmbeddedBroker
+from sdschat.ui.window import ChannelWindow
+
+SIZE = (140, 40)
+
+
+def channel_names(n: int) -> list[str]:
+    return [f"chan-{i}" for i in range(n)]
+
+
+async def _fill_profile(home: Path, broker_url: str, channels: int, messages: int) -> list[bytes]:
+    profile = Profile.create(resolve_paths(home), "alice", broker_url)
+    secrets = []
+    for i, name in enumerate(channel_names(channels)):
+        secret = os.urandom(32)
+        secrets.append(secret)
+        entry = profile.add_channel(name, secret)
+        node = await Node.start(profile_node_config(profile, entry, use_store=False))  # the channel's rows
+        await node.stop()
+        await fill(node.config.db_path, node.key, make_history(messages, seed=i + 1))
+        profile.mark_read(name, int(time.time() * 1000))  # a history already read: unread counts what comes next
+    return secrets
+
+
+def fill_profile(home: str, broker_url: str, channels: int, messages: int) -> list[bytes]:
+    return asyncio.run(_fill_profile(Path(home), broker_url, channels, messages))
+
+
+async def _until(pilot, predicate, timeout: float = 60.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while not predicate():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("bench: timed out")
+        await pilot.pause(0.005)
+
+
+async def open_and_switch(work: Path, channels: int, messages: int, background: int) -> dict:
+    broker = await EmbeddedBroker.start()
+    out: dict = {}
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            t = time.perf_counter()
+            secrets = await asyncio.get_running_loop().run_in_executor(
+                pool, fill_profile, str(work / "alice"), broker.url, channels, messages)  # the broker answers meanwhile
+            out["fill_s"] = time.perf_counter() - t
+        alice = Profile.load(resolve_paths(work / "alice"))
+        bob = Profile.create(resolve_paths(work / "bob"), "bob", broker.url)
+        bob.add_channel(channel_names(channels)[-1], secrets[-1])
+        bobs = await ProfileClient.start(bob)
+
+        t0 = time.perf_counter()
+        client = await ProfileClient.start(alice)
+        out["client_start_s"] = time.perf_counter() - t0
+        try:
+            app = ChannelWindow(client, blink=False)
+            clock = FrameClock(app)
+            async with app.run_test(size=SIZE) as pilot:
+                await _until(pilot, lambda: app.active_pane() is not None
+                             and len(app.active_pane().view.timeline.items) > 0)
+                mark = clock.mark()
+                out["first_paint_s"] = await clock.next_frame(mark, 30) - t0
+                out["shown"] = len(app.active_pane().view.timeline.items)
+
+                switches = []
+                for _ in range(2):
+                    for k in [*range(1, channels), 0]:
+                        await pilot.pause()
+                        mark = clock.mark()
+                        t = time.perf_counter()
+                        await pilot.press(f"alt+{k + 1}")
+                        pane = app.active_pane()
+                        await _until(pilot, lambda p=pane: len(p.view.timeline.items) > 0)
+                        switches.append(await clock.next_frame(mark, 30) - t)
+                out["switch_ms"] = [s * 1000 for s in switches]
+                out["first_switches_ms"] = out["switch_ms"][:channels]
+
+                # channel 1 on screen; the peer talks in the last channel
+                view = app.active_pane().view
+                before = view.painted_lines
+                rows = app.channel_list.rows
+                for i in range(background):
+                    await bobs.nodes[0].send_text(f"background message {i}")
+                await _until(pilot, lambda: rows[-1].unread >= background, 30)
+                await pilot.pause(0.3)
+                out["background_unread"] = rows[-1].unread
+                out["background_painted"] = view.painted_lines - before
+                await pilot.press("ctrl+q")
+        finally:
+            await client.stop()
+            await bobs.stop()
+        out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    finally:
+        await broker.close()
+    return out
+
+
+async def live_latency(work: Path, channels: int, seconds: float, rate: float) -> dict:
+    broker = Broker(work / "mosquitto")
+    broker.start()
+    clients: list = []
+    try:
+        names = channel_names(channels)
+        alice = Profile.create(resolve_paths(work / "live-alice"), "alice", broker.url)
+        bob = Profile.create(resolve_paths(work / "live-bob"), "bob", broker.url)
+        for name in names:
+            secret = os.urandom(32)
+            alice.add_channel(name, secret)
+            bob.add_channel(name, secret)
+        alices = await ProfileClient.start(alice)
+        clients.append(alices)
+        bobs = await ProfileClient.start(bob)
+        clients.append(bobs)
+        app = ChannelWindow(alices, blink=False)
+        clock = FrameClock(app)
+        sent: dict[str, float] = {}
+        returned: dict[str, float] = {}
+        emitted: dict[str, float] = {}
+        applied: dict[str, float] = {}
+
+        def on_event(e) -> None:
+            text = getattr(getattr(e, "message", None), "text", "")
+            if text in sent and text not in emitted:
+                emitted[text] = time.perf_counter()
+
+        alices.nodes[0].add_listener(on_event)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = app.active_pane()
+            original = pane.apply_events
+
+            def apply_events(events):
+                original(events)
+                now = time.perf_counter()
+                for e in events:
+                    text = getattr(getattr(e, "message", None), "text", "")
+                    if text in sent and text not in applied:
+                        applied[text] = now
+
+            pane.apply_events = apply_events
+            await _until(pilot, lambda: all(r.connection == "connected" for r in app.channel_list.rows), 30)
+            frames_from = clock.mark()
+            count = int(seconds * rate)
+            t_start = time.perf_counter()
+            for i in range(count):
+                wait = t_start + i / rate - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                node = bobs.nodes[i % channels]
+                text = f"live {i}"
+                if node is bobs.nodes[0]:
+                    sent[text] = time.perf_counter()
+                await node.send_text(text)
+                if text in sent:
+                    returned[text] = time.perf_counter()
+            await _until(pilot, lambda: len(applied) >= len(sent), 30)
+            await pilot.pause(0.2)
+            frames = clock.frames[frames_from:]
+            latencies, stages = [], {"send call": [], "to the receiving node": [], "to the pane": [], "to a frame": []}
+            for text, t_sent in sent.items():
+                t_applied = applied[text]
+                shown = next((f for f in frames if f >= t_applied), None)
+                if shown is not None:
+                    latencies.append((shown - t_sent) * 1000)
+                    stages["send call"].append((returned[text] - t_sent) * 1000)
+                    stages["to the receiving node"].append((emitted[text] - returned[text]) * 1000)
+                    stages["to the pane"].append((t_applied - emitted[text]) * 1000)
+                    stages["to a frame"].append((shown - t_applied) * 1000)
+            await pilot.press("ctrl+q")
+        return {"sent": count, "measured": len(latencies), "p50_ms": percentile(latencies, 0.5),
+                "p99_ms": percentile(latencies, 0.99), "max_ms": max(latencies),
+                "stages": {k: (percentile(v, 0.5), percentile(v, 0.99)) for k, v in stages.items()}}
+    finally:
+        for c in clients:
+            await c.stop()
+        broker.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--channels", type=int, default=10)
+    ap.add_argument("--messages", type=int, default=100_000, help="history of each channel")
+    ap.add_argument("--background", type=int, default=20, help="messages sent into a background channel")
+    ap.add_argument("--seconds", type=float, default=30.0, help="length of the live part")
+    ap.add_argument("--rate", type=float, default=50.0, help="live messages a second, all channels together")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    a = ap.parse_args()
+    if a.smoke:
+        a.channels, a.messages, a.background, a.seconds, a.rate = 3, 300, 3, 2.0, 20.0
+    with tempfile.TemporaryDirectory(prefix="sdschat-window-bench-") as tmp:
+        r = asyncio.run(open_and_switch(Path(tmp), a.channels, a.messages, a.background))
+        sw = r["switch_ms"]
+        print(f"profile: {a.channels} channels x {a.messages:,} messages (written in {r['fill_s']:.1f} s); "
+              f"window {SIZE[0]}x{SIZE[1]} (headless App.run_test)")
+        print(f"first paint: {r['first_paint_s'] * 1000:.0f} ms from starting the client "
+              f"(client up in {r['client_start_s'] * 1000:.0f} ms; {r['shown']:,} messages in the active view) "
+              "[target < 1000 ms]")
+        print(f"channel switch: {statistics.median(sw):.1f} ms median, {max(sw):.1f} ms max over {len(sw)} "
+              f"switches (first visits: {', '.join(f'{x:.0f}' for x in r['first_switches_ms'])} ms) [target < 50 ms]")
+        print(f"background channel: {r['background_unread']} messages arrived (unread counted), active view "
+              f"repainted {r['background_painted']} lines [target 0]")
+        print(f"peak RSS: {r['rss_mb']:.0f} MB [target < 300 MB]")
+        live = asyncio.run(live_latency(Path(tmp), a.channels, a.seconds, a.rate))
+        print(f"live, two profiles on mosquitto, {a.channels} channels each, {a.rate:g} msg/s for {a.seconds:g} s: "
+              f"send-to-shown in the channel on screen p50 {live['p50_ms']:.1f} ms, p99 {live['p99_ms']:.1f} ms, "
+              f"max {live['max_ms']:.1f} ms ({live['measured']} of {live['sent']} messages) [target p99 < 20 ms]")
+        print("  stages, p50 / p99 ms: " + "; ".join(f"{k} {a:.1f} / {b:.1f}" for k, (a, b) in live["stages"].items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
