@@ -60,6 +60,8 @@ class ChannelList(Static):
 
     def activity(self, index: int, new: int, connection: str) -> None:
         row = self.rows[index]
+        if (index == self.active or not new) and row.connection == connection:
+            return  # nothing to show: no repaint
         if index != self.active:
             row.unread += new
         row.connection = connection
@@ -89,7 +91,7 @@ class ChannelList(Static):
                 line.append(count, "bold yellow")
             t.append_text(line)
             t.append("\n")
-        self.update(t)
+        self.update(t, layout=False)  # its size is set by the CSS, not its content
 
     def on_resize(self, event: events.Resize) -> None:
         self.repaint()

@@ -66,7 +66,7 @@ class StatusLine(Static):
             if t:
                 t.append("   ")
             t.append(f"↓ {new_below} new (Ctrl+End)", "bold reverse")
-        self.update(t)
+        self.update(t, layout=False)  # one line, always
 
 
 class ChatPane(Vertical):

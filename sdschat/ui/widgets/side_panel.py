@@ -109,10 +109,16 @@ class SidePanel(Static):
         if compact:
             self.add_class("compact")
         self.state = PanelState()
+        self._shape: tuple | None = None
 
     def show(self, state: PanelState) -> None:
         self.state = state
-        self.update(self._compact(state) if self.compact else self._full(state))
+        # what decides the panel's height in lines: a layout pass (the whole screen's) only when it changes
+        shape = (state.broker_url, state.connection_detail if state.connection != "connected" else "",
+                 min(len(state.participants), 30), link_summary(state.impairment))
+        self.update(self._compact(state) if self.compact else self._full(state),
+                    layout=self._shape is None or (not self.compact and shape != self._shape))
+        self._shape = shape
 
     # ----------------------------------------------------------- full
 
