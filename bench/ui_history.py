@@ -138,18 +138,23 @@ async def run(n: int, width: int, height: int, appends: int) -> dict:
 
 
 async def fill(node_db: Path, key, history: list[ev.ChatMessage]) -> None:
-    """Write a history into a node's database through the store's public API (a real send loop would take
-    minutes for 100,000 messages); the node reads it back as any history."""
+    """Write a history into a node's database through the store's public API, messages and the engine's log
+    (a real send loop would take minutes for 100,000 messages); the node reads it back as any history."""
     from sdschat.node import AppPayload
+    from sdschat.sds.state import LogRow
     from sdschat.store import MessageRow, Store
 
     store = await Store.open(node_db)
     try:
         for i in range(0, len(history), 5_000):
+            page = history[i:i + 5_000]
             rows = [MessageRow(m.message_id, m.sender_id, m.lamport_timestamp,
                                AppPayload(m.kind, m.nick, m.text, m.sent_at_ms).encode(), m.state,
-                               received_at_ms=m.sent_at_ms) for m in history[i:i + 5_000]]
-            await store.apply(key.channel_id, messages=rows)
+                               received_at_ms=m.sent_at_ms) for m in page]
+            # the engine's log holds them too, as it would after a real conversation (restored at start-up)
+            ops = [("log", m.message_id, LogRow(m.message_id, m.lamport_timestamp, m.sender_id)) for m in page]
+            ops.append(("lamport", None, page[-1].lamport_timestamp))
+            await store.apply(key.channel_id, ops, messages=rows)
     finally:
         await store.close()
 

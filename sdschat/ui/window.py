@@ -91,6 +91,7 @@ class ChannelWindow(BaseChatApp):
         pane.input.focus()
         self.run_worker(pane.ensure_loaded(), group="load", exit_on_error=False)
         pane.refresh_panel()
+        pane.show_status()
 
     def action_select(self, index: int) -> None:
         self.select(index)

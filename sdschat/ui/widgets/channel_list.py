@@ -14,6 +14,7 @@ __all__ = ["ChannelList", "ChannelRow"]
 _CONN = {"connected": ("●", "green"), "connecting": ("◌", "yellow"), "disconnected": ("○", "red"),
          "stopped": ("○", "grey50")}
 HEADER_LINES = 2
+REPAINT_EVERY_S = 0.1
 
 
 @dataclass
@@ -39,6 +40,7 @@ class ChannelList(Static):
         super().__init__("", **kwargs)
         self.rows = [ChannelRow(n, u) for n, u in zip(names, unread or [0] * len(names))]
         self.active = 0
+        self._repaint_timer = None
 
     def on_mount(self) -> None:
         self.repaint()
@@ -65,9 +67,13 @@ class ChannelList(Static):
         if index != self.active:
             row.unread += new
         row.connection = connection
-        self.repaint()
+        if self._repaint_timer is None:  # busy background channels: one redraw per REPAINT_EVERY_S at most
+            self._repaint_timer = self.set_timer(REPAINT_EVERY_S, self.repaint)
 
     def repaint(self) -> None:
+        if self._repaint_timer is not None:
+            self._repaint_timer.stop()
+            self._repaint_timer = None
         width = max(8, self.size.width - 2 if self.size.width else 24)
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("Channels\n", "bold underline")

@@ -43,6 +43,7 @@ log = logging.getLogger("sdschat.ui")
 HIGHLIGHT_S = 6.0  # how long a repaired message stays highlighted
 TYPING_SHOW_S = 4.0  # how long someone's "typing…" stays up
 TYPING_SEND_EVERY_S = 3.0  # rate limit of our own typing notices
+PANEL_EVERY_S = 0.25  # the side panel's counters are redrawn at most this often
 HISTORY_PAGE = 400  # messages read from the database at a time: the first screen, then each page scrolled back
 
 
@@ -122,6 +123,8 @@ class ChatPane(Vertical):
         self._last_typing_sent = 0.0
         self._health: dict = {}
         self._was_connected = False
+        self._panel_at = 0.0
+        self._panel_timer = None
 
     # ---------------------------------------------------------- compose
 
@@ -221,7 +224,7 @@ class ChatPane(Vertical):
         connection = self.connection
         new = 0
         own = False
-        panel = False
+        panel = urgent = False
         typing = False
         for e in events:
             kind = type(e)
@@ -254,7 +257,7 @@ class ChatPane(Vertical):
                     typing = True
             elif kind is ev.ConnectionChanged:
                 self._connection_changed(e.state, e.detail, now)
-                panel = True
+                panel = urgent = True
             elif kind is ev.CountersChanged:
                 self._health = dict(e.counters)
                 panel = True
@@ -265,10 +268,14 @@ class ChatPane(Vertical):
         self.view.commit(new_messages=new, to_bottom=own)
         if new or connection != self.connection:
             self.post_message(self.Activity(self, new))
-        if panel:
+        if not self.display:  # a background channel of the window: panel and status are redrawn when shown
+            return
+        if urgent:
             self.refresh_panel()
+        elif panel:
+            self._refresh_panel_soon()
         if typing:
-            self._show_status()
+            self.show_status()
 
     def _connection_changed(self, state: str, detail: str, now: int) -> None:
         if state == self.connection:
@@ -296,7 +303,22 @@ class ChatPane(Vertical):
             impairment=node.impairment, now_ms=self.now_ms(), tz=self.tz,
         )
 
+    def _refresh_panel_soon(self) -> None:
+        """Counters change with every frame: redraw the panel at most every ``PANEL_EVERY_S`` (drawing its
+        tables costs a few ms a frame, taken from the messages' way to the screen)."""
+        if self._panel_timer is not None:
+            return
+        wait = self._panel_at + PANEL_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self.refresh_panel()
+        else:
+            self._panel_timer = self.set_timer(wait, self.refresh_panel)
+
     def refresh_panel(self) -> None:
+        if self._panel_timer is not None:
+            self._panel_timer.stop()
+            self._panel_timer = None
+        self._panel_at = time.monotonic()
         state = self.panel_state()
         self.query_one(SidePanel).show(state)
         if self.compact:
@@ -310,16 +332,16 @@ class ChatPane(Vertical):
             del self._typing[pid]
         if not self.display:  # a background channel of the window: updated when shown
             return
-        self._show_status()
+        self.show_status()
         self.refresh_panel()
 
-    def _show_status(self) -> None:
+    def show_status(self) -> None:
         names = [nick for nick, _ in self._typing.values()]
         self.query_one(StatusLine).show(sorted(names), self.view.new_below)
 
     def on_message_view_new_below(self, message: MessageView.NewBelow) -> None:
         message.stop()
-        self._show_status()
+        self.show_status()
 
     def toggle_impairment(self, show: bool | None = None) -> None:
         panel = self.query_one(ImpairmentPanel)
