@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from .errors import CliError
 from .profiles import load_profile
@@ -35,9 +36,12 @@ class ProfileClient:
         self.nodes: list = []
         self._unread: dict[int, int] = {}
         self._viewed = None
+        self._waiting: list = []  # channels whose nodes start_others() starts
 
     @classmethod
-    async def start(cls, profile) -> ProfileClient:
+    async def start(cls, profile, *, all_channels: bool = True) -> ProfileClient:
+        """Connect and start the channels' nodes: all of them, or (``all_channels=False``, for a window that
+        should open at once) only the first; :meth:`start_others` starts the rest."""
         from sdschat.transport import MqttTransport, SharedConnection, resolve_broker
 
         url, embedded = await resolve_broker(profile.broker or None)
@@ -47,17 +51,35 @@ class ProfileClient:
         try:
             await shared.start()
             entries = list(profile.channels.values())
-            started = await asyncio.gather(*(client._start(e) for e in entries), return_exceptions=True)
+            client._waiting = entries[1:] if not all_channels else []
+            first = entries if all_channels else entries[:1]
+            started = await asyncio.gather(*(client._start(e) for e in first), return_exceptions=True)
             client.nodes.extend(n for n in started if not isinstance(n, BaseException))
             failed = next((n for n in started if isinstance(n, BaseException)), None)
             if failed is not None:
                 raise failed
-            for entry, node in zip(entries, client.nodes):
+            for entry, node in zip(first, client.nodes):
                 client._unread[id(node)] = await node.unread_since(entry.read_ms)
         except BaseException:
             await client.stop()
             raise
         return client
+
+    async def start_others(self, started: Callable[[object], None], failed: Callable[[str, str], None]) -> None:
+        """Start the channels :meth:`start` left for later, one at a time (a long history takes its engine a
+        while to restore), calling ``started(node)`` for each, or ``failed(channel, reason)``."""
+        while self._waiting:
+            entry = self._waiting.pop(0)
+            if entry.name not in self.profile.channels:  # parted meanwhile
+                continue
+            try:
+                node = await self._start(entry)
+            except Exception as exc:  # one damaged channel does not keep the others away
+                failed(entry.name, str(exc))
+                continue
+            self.nodes.append(node)
+            self._unread[id(node)] = await node.unread_since(entry.read_ms)
+            started(node)
 
     async def _start(self, entry):
         from sdschat.node import Node
@@ -159,7 +181,7 @@ async def window_run(args: argparse.Namespace) -> int:
         raise CliError("sdschat needs a terminal (stdout is not a tty); for scripts use `sdschat bot`")
     profile = first_run(args)
     try:
-        client = await ProfileClient.start(profile)
+        client = await ProfileClient.start(profile, all_channels=False)  # the rest start once the window is up
     except (TransportError, StoreError) as exc:
         raise CliError(str(exc)) from None
     try:

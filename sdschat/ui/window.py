@@ -3,6 +3,8 @@
 The app gets a *client* (built by the CLI) that owns the channels' nodes:
 ``client.nodes`` in window order, ``client.unread(node)`` (unread when the
 window opened), ``client.viewing(node)`` (now on screen: read), ``await
+client.start_others(started, failed)`` (channels still starting, added as they
+come up), ``await
 client.join(text)`` (an invite token, or a new channel's name) returning the
 new node and a note for the person, ``await client.part(node)``,
 ``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
@@ -76,6 +78,19 @@ class ChannelWindow(BaseChatApp):
         super().on_mount()
         if self.panes:
             self.select(0)
+        self.run_worker(self.client.start_others(self._started, self._not_started), group="start",
+                        exit_on_error=False)
+
+    def _started(self, node) -> None:
+        """A channel that was still starting when the window opened: its row and pane join the others."""
+        pane = self._pane(node)
+        self.switcher.mount(pane)
+        self.channel_list.add(pane.channel_name, self.client.unread(node))
+
+    def _not_started(self, channel: str, reason: str) -> None:
+        pane = self.active_pane()
+        if pane is not None:
+            pane.notice(f"#{channel} could not start: {reason}", error=True)
 
     # ---------------------------------------------------------- switching
 

@@ -183,3 +183,52 @@ def test_one_connection_one_identity_and_unread_across_restarts(tmp_path, run) -
             await broker.close()
 
     run(scenario(), timeout=90)
+
+
+def test_the_window_opens_on_the_first_channel_and_the_others_join_as_they_start(tmp_path, run) -> None:
+    """Bare ``sdschat`` starts the first channel before the window opens and the rest after (a long history
+    takes its engine a while to restore): rows and panes join in profile order with their unread counts; a
+    channel whose database is damaged says so in one line and the others come up anyway."""
+    from sdschat.cli.wiring import profile_node_config
+    from sdschat.node import Node
+
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        alice = make_profile(tmp_path / "alice", "alice", broker.url, "first", "second", "broken", "fourth")
+        bob = make_profile(tmp_path / "bob", "bob", broker.url)
+        bob.add_channel("second", alice.invite("second").secret)
+        bobs = await ProfileClient.start(bob)
+        try:
+            headless = await Node.start(profile_node_config(alice, alice.channel("second")))
+            await bobs.nodes[0].send_text("while the window was closed")
+            for _ in range(200):
+                if headless.messages():
+                    break
+                await asyncio.sleep(0.05)
+            await headless.stop()
+            alice.db_path(alice.channel("broken")).write_bytes(b"not a database" * 100)
+
+            client = await ProfileClient.start(alice, all_channels=False)
+            try:
+                assert [n.key.channel_name for n in client.nodes] == ["first"]
+                app = ChannelWindow(client, blink=False)
+                async with app.run_test(size=(120, 30)) as pilot:
+                    await wait_until(pilot, lambda: len(rows(app)) == 3, what="the others")
+                    assert rows(app) == [("first", 0), ("second", 1), ("fourth", 0)] and active(app) == "first"
+                    await wait_until(pilot, lambda: any("#broken could not start" in line
+                                                        for line in lines_of(app, app.active_pane())),
+                                     what="the broken channel's line")
+                    await pilot.press("alt+2")
+                    assert active(app) == "second"
+                    await wait_until(pilot, lambda: any("while the window was closed" in line
+                                                        for line in lines_of(app, app.active_pane())),
+                                     what="its history")
+                    await pilot.press("ctrl+q")
+                assert app.return_code == 0 and app.errors == []
+            finally:
+                await client.stop()
+        finally:
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=90)

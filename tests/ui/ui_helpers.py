@@ -214,3 +214,6 @@ class FakeClient:
 
     def viewing(self, node) -> None:
         self.viewed.append(node.key.channel_name)
+
+    async def start_others(self, started, failed) -> None:
+        pass  # every node is there from the start

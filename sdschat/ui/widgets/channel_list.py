@@ -45,8 +45,8 @@ class ChannelList(Static):
     def on_mount(self) -> None:
         self.repaint()
 
-    def add(self, name: str) -> int:
-        self.rows.append(ChannelRow(name))
+    def add(self, name: str, unread: int = 0) -> int:
+        self.rows.append(ChannelRow(name, unread))
         self.repaint()
         return len(self.rows) - 1
 
