@@ -14,6 +14,7 @@ booleans are INTEGER 0/1.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +178,7 @@ def _sender(v) -> str:
     """A sender id: text, possibly empty (the wire allows an empty sender)."""
     if not isinstance(v, str) or len(v) > _ID_MAX:
         raise CorruptRowError("a sender id is not a string")
-    return v
+    return sys.intern(v)  # a channel has few senders and a log has 100,000s of rows naming them: one copy each
 
 
 def _opt_sender(v) -> str | None:
