@@ -6,8 +6,9 @@
    databases (written by a separate process, so its memory is not counted),
    on an embedded broker: the real :class:`ChannelWindow` on the real
    ``ProfileClient`` in ``App.run_test``.
-   - first paint: from starting the client to the first frame after the active
-     channel's history is on screen;
+   - first paint: from starting the client (as bare ``sdschat`` does: the
+     first channel, then the window, then the others) to the first frame after
+     the active channel's history is on screen; and until every channel is up;
    - channel switch: Alt+k (Alt+Down from the tenth on) to the frame showing
      channel k (every channel, twice);
    - background traffic: a peer sends into a channel not on screen: lines the
@@ -94,7 +95,7 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
         bobs = await ProfileClient.start(bob)
 
         t0 = time.perf_counter()
-        client = await ProfileClient.start(alice)
+        client = await ProfileClient.start(alice, all_channels=False)  # as bare `sdschat` does
         out["client_start_s"] = time.perf_counter() - t0
         try:
             app = ChannelWindow(client, blink=False)
@@ -105,6 +106,8 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
                 mark = clock.mark()
                 out["first_paint_s"] = await clock.next_frame(mark, 30) - t0
                 out["shown"] = len(app.active_pane().view.timeline.items)
+                await _until(pilot, lambda: len(app.panes) == channels, 300)
+                out["all_up_s"] = time.perf_counter() - t0
 
                 switches = []
                 for _ in range(2):
@@ -252,7 +255,7 @@ def main() -> int:
               f"window {SIZE[0]}x{SIZE[1]} (headless App.run_test)")
         print(f"first paint: {r['first_paint_s'] * 1000:.0f} ms from starting the client "
               f"(client up in {r['client_start_s'] * 1000:.0f} ms; {r['shown']:,} messages in the active view) "
-              "[target < 1000 ms]")
+              f"[target < 1000 ms]; all {a.channels} channels up after {r['all_up_s']:.1f} s")
         print(f"channel switch: {statistics.median(sw):.1f} ms median, {max(sw):.1f} ms max over {len(sw)} "
               f"switches (first visits: {', '.join(f'{x:.0f}' for x in r['first_switches_ms'])} ms) [target < 50 ms]")
         print(f"background channel: {r['background_unread']} messages arrived (unread counted), active view "
