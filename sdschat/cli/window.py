@@ -95,6 +95,11 @@ class ProfileClient:
         """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""
         return self._unread.get(id(node), 0)
 
+    def read_ms(self, node) -> int:
+        """When ``node``'s channel was last on screen (wall-clock ms; 0: never)."""
+        entry = self.profile.channels.get(node.key.channel_name)
+        return entry.read_ms if entry is not None else 0
+
     def viewing(self, node) -> None:
         """``node``'s channel is now the one on screen: the one left and this one count as read until now."""
         now = int(time.time() * 1000)

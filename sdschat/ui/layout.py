@@ -25,7 +25,7 @@ from textual.strip import Strip
 from sdschat.node import events as ev
 
 from .theme import STATE_STYLES, S, nick_style, state_glyph
-from .timeline import MarkerItem, MsgItem, NoticeItem
+from .timeline import MarkerItem, MsgItem, NoticeItem, UnreadItem
 
 __all__ = ["Layout", "wrap_spans", "clean_text"]
 
@@ -257,9 +257,18 @@ class Layout:
             lines += self._paint_message(item, nick_of)
         elif isinstance(item, MarkerItem):
             lines.append(self._paint_marker(item, nick_of))
+        elif isinstance(item, UnreadItem):
+            lines.append(self._paint_unread(item))
         else:
             lines += self._paint_notice(item)
         return lines
+
+    def _paint_unread(self, item: UnreadItem) -> Strip:
+        label = f" {_plural(item.count, 'new message')} since you left "
+        if cell_len(label) > self.width:
+            label = " new "
+        side = max(0, (self.width - cell_len(label)) // 2)
+        return self._line([Segment("━" * side + label + "━" * (self.width - side - cell_len(label)), S.unread)])
 
     def _line(self, segments: list[Segment], bg: Style | None = None) -> Strip:
         if bg is not None:

@@ -75,6 +75,7 @@ class S:
     day = Style(color="grey50")
     missing = Style(color="yellow", bold=True)
     lost = Style(color="red", bold=True)
+    unread = Style(color="magenta", bold=True)
     repaired_tag = Style(color="green", italic=True)
     repaired_bg = Style(bgcolor="#12402a")
     late_tag = Style(color="grey50", italic=True)

@@ -88,7 +88,17 @@ class NoticeItem(_Base):
         self.error = error
 
 
-Item = MsgItem | MarkerItem | NoticeItem
+class UnreadItem(_Base):
+    """"new since you left": above the first message of others that arrived after the channel was last seen."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, key: tuple, count: int) -> None:
+        super().__init__(key)
+        self.count = count
+
+
+Item = MsgItem | MarkerItem | NoticeItem | UnreadItem
 
 
 class Timeline:
@@ -108,6 +118,7 @@ class Timeline:
         self._anchored: dict[str, MarkerItem] = {}  # anchor message id -> its marker
         self._seq = itertools.count()
         self.last_lamport = 0
+        self.unread_line: UnreadItem | None = None
         self.first_moved: int | None = None
         self.updated: set[Item] = set()
 
@@ -326,6 +337,25 @@ class Timeline:
         return [it for it in self.items if isinstance(it, MarkerItem)]
 
     # -------------------------------------------------------------- notices
+
+    def mark_unread(self, since_ms: int) -> UnreadItem | None:
+        """Put the "new since you left" line above the first message of others received after ``since_ms``
+        (replacing an earlier one); ``None`` when nothing new is loaded."""
+        self.clear_unread()
+        new = [it for it in self.items
+               if type(it) is MsgItem and not it.msg.own and it.msg.received_at_ms > since_ms]
+        if not new:
+            return None
+        first = new[0]
+        # just above the message (and above a gap marker anchored to it: those keys end in 0 and a counter)
+        self.unread_line = UnreadItem((first.key[0], first.key[1], -1), len(new))
+        self._insert(self.unread_line)
+        return self.unread_line
+
+    def clear_unread(self) -> None:
+        if self.unread_line is not None:
+            self._remove(self.unread_line)
+            self.unread_line = None
 
     def notice(self, text: str, at_ms: int, error: bool = False) -> NoticeItem:
         item = NoticeItem((self.last_lamport, _NOTICE, next(self._seq)), text, at_ms, error)

@@ -4,7 +4,7 @@ The app gets a *client* (built by the CLI) that owns the channels' nodes:
 ``client.nodes`` in window order, ``client.unread(node)`` (unread when the
 window opened), ``client.viewing(node)`` (now on screen: read), ``await
 client.start_others(started, failed)`` (channels still starting, added as they
-come up), ``await
+come up), ``client.read_ms(node)`` (when the channel was last on screen), ``await
 client.join(text)`` (an invite token, or a new channel's name) returning the
 new node and a note for the person, ``await client.part(node)``,
 ``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
@@ -22,6 +22,7 @@ from textual.widgets import ContentSwitcher, Footer, Header
 from .app import BaseChatApp
 from .messages import UiError
 from .widgets import ChatPane
+from .widgets.message_view import MessageView
 from .widgets.channel_list import ChannelList
 
 __all__ = ["ChannelWindow"]
@@ -99,14 +100,27 @@ class ChannelWindow(BaseChatApp):
         if not 0 <= index < len(panes):
             return
         pane = panes[index]
+        left = self.active_pane() if self.switcher.current else None
+        if left is not None and left is not pane:
+            left.left_at_ms = int(self.clock() * 1000)
+            left.view.clear_unread()
+        unread = self.channel_list.rows[index].unread
+        # new since you left: since the window switched away, or (first time) since the profile last had it
+        since = pane.left_at_ms if pane.left_at_ms is not None else self.client.read_ms(pane.node)
         self.switcher.current = pane.id
         self.channel_list.set_active(index)
         self.sub_title = f"#{pane.channel_name} · {pane.node.nick}"
         self.client.viewing(pane.node)
         pane.input.focus()
-        self.run_worker(pane.ensure_loaded(), group="load", exit_on_error=False)
+        self.run_worker(pane.open_at_unread(since if unread else None, unread), group="load", exit_on_error=False)
         pane.refresh_panel()
         pane.show_status()
+
+    def on_message_view_reached_bottom(self, message: MessageView.ReachedBottom) -> None:
+        """The unread count clears once the person has scrolled to the end of the channel on screen."""
+        pane = self.active_pane()
+        if pane is not None and pane.view is message.view:
+            self.channel_list.clear_unread(self.panes.index(pane))
 
     def action_select(self, index: int) -> None:
         self.select(index)

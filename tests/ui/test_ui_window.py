@@ -71,7 +71,7 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await wait_until(pilot, lambda: rows(app)[0] == ("team", 2), what="unread 2")
                 assert "#team" in str(app.query_one(ChannelList).render())
                 await pilot.press("alt+1")
-                assert rows(app)[0] == ("team", 0)
+                await wait_until(pilot, lambda: rows(app)[0] == ("team", 0), what="read to the end")
                 assert any("team news 2" in line for line in lines_of(app, app.active_pane()))
 
                 # /invite shows the token and copies it with OSC 52
@@ -228,6 +228,52 @@ def test_the_window_opens_on_the_first_channel_and_the_others_join_as_they_start
             finally:
                 await client.stop()
         finally:
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=90)
+
+
+def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run) -> None:
+    """Back in a channel with more new messages than fit: a "N new messages since you left" line above the
+    first of them, scrolled into view; the count stays until the end is reached (Ctrl+End), and leaving the
+    channel takes the line away."""
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        alice = make_profile(tmp_path / "alice", "alice", broker.url, "team", "ops")
+        bob = make_profile(tmp_path / "bob", "bob", broker.url, "team")
+        bobs = await ProfileClient.start(bob)
+        client = await ProfileClient.start(alice)
+        try:
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(100, 24)) as pilot:
+                team = app.active_pane()
+                for i in range(5):
+                    await bobs.nodes[0].send_text(f"old {i}")
+                await wait_until(pilot, lambda: any("old 4" in line for line in lines_of(app, team)), what="old")
+                await pilot.press("alt+2")
+                for i in range(40):
+                    await bobs.nodes[0].send_text(f"new {i}")
+                await wait_until(pilot, lambda: rows(app)[0] == ("team", 40), what="40 unread")
+
+                await pilot.press("alt+1")
+                await wait_until(pilot, lambda: team.view.timeline.unread_line is not None, what="the line")
+                await pilot.pause(0.2)
+                shown = [line.replace("\u00a0", " ") for line in team.view.visible_text()]
+                at = next(i for i, line in enumerate(shown) if "40 new messages since you left" in line)
+                assert "old 4" in shown[at - 1] and "new 0" in shown[at + 1], shown
+                assert rows(app)[0] == ("team", 40) and not team.view.at_bottom  # not read to the end yet
+
+                await pilot.press("ctrl+end")
+                await wait_until(pilot, lambda: rows(app)[0] == ("team", 0), what="read to the end")
+                assert any("new 39" in line for line in team.view.visible_text())
+
+                await pilot.press("alt+2", "alt+1")
+                await wait_until(pilot, lambda: team.view.timeline.unread_line is None, what="line gone")
+                await pilot.press("ctrl+q")
+            assert app.errors == []
+        finally:
+            await client.stop()
             await bobs.stop()
             await broker.close()
 

@@ -212,6 +212,9 @@ class FakeClient:
     def unread(self, node) -> int:
         return self.unread_at_start.get(node.key.channel_name, 0)
 
+    def read_ms(self, node) -> int:
+        return 0
+
     def viewing(self, node) -> None:
         self.viewed.append(node.key.channel_name)
 

@@ -56,9 +56,14 @@ class ChannelList(Static):
         self.repaint()
 
     def set_active(self, index: int) -> None:
+        """The channel on screen (its unread count stays until :meth:`clear_unread`: read to the end)."""
         self.active = index
-        self.rows[index].unread = 0
         self.repaint()
+
+    def clear_unread(self, index: int) -> None:
+        if self.rows[index].unread:
+            self.rows[index].unread = 0
+            self.repaint()
 
     def activity(self, index: int, new: int, connection: str) -> None:
         row = self.rows[index]

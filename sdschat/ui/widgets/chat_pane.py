@@ -112,6 +112,8 @@ class ChatPane(Vertical):
         #: channels opens on the one on screen
         self.lazy = lazy
         self._loaded = False
+        #: wall-clock ms when the window last switched away from this channel (None: not yet shown)
+        self.left_at_ms: int | None = None
         self.compact = compact
         self.clock = clock
         self.tz = tz
@@ -176,15 +178,29 @@ class ChatPane(Vertical):
         self.set_interval(1.0, self._tick)
         self.post_message(self.Activity(self, 0))
 
-    async def ensure_loaded(self) -> None:
-        """The channel's last page (older pages load as the person scrolls up), and the gaps still open in it
-        (after a restart: what the live events reported before). Events applied before replace nothing: the
-        page holds them (the node flushes first)."""
+    async def ensure_loaded(self, at_least: int = 0) -> None:
+        """The channel's last page (older pages load as the person scrolls up; ``at_least`` messages, so that
+        many unread ones are all there), and the gaps still open in it (after a restart: what the live events
+        reported before). Events applied before replace nothing: the page holds them (the node flushes first)."""
         if self._loaded:
             return
         self._loaded = True
-        page = await self.node.history(limit=HISTORY_PAGE)
-        self.view.load(page, self.node.open_gaps(), more_above=len(page) >= HISTORY_PAGE)
+        limit = max(HISTORY_PAGE, at_least)
+        page = await self.node.history(limit=limit)
+        self.view.load(page, self.node.open_gaps(), more_above=len(page) >= limit)
+
+    async def open_at_unread(self, since_ms: int | None, unread: int) -> None:
+        """Shown again: load if not yet, then (with ``since_ms``) mark "N new since you left" above the first
+        message that arrived after it and scroll there; the view says ``ReachedBottom`` once all is seen."""
+        await self.ensure_loaded(at_least=unread + 10)
+        self.call_after_refresh(self._mark_unread, since_ms)
+
+    def _mark_unread(self, since_ms: int | None) -> None:
+        view = self.view
+        if since_ms is not None:
+            view.show_unread(since_ms)
+        if view.at_bottom:
+            view.post_message(view.ReachedBottom(view))
 
     def on_message_view_need_older(self, message: MessageView.NeedOlder) -> None:
         message.stop()

@@ -59,6 +59,13 @@ class MessageView(ScrollView, can_focus=False):
             super().__init__()
             self.view = view
 
+    class ReachedBottom(Message):
+        """The person scrolled back to the end (everything new is seen)."""
+
+        def __init__(self, view: MessageView) -> None:
+            super().__init__()
+            self.view = view
+
     class NewBelow(Message):
         def __init__(self, view: MessageView, count: int) -> None:
             super().__init__()
@@ -186,7 +193,28 @@ class MessageView(ScrollView, can_focus=False):
             self._refresh_items(updated)
         self._remember_anchor()
 
+    def show_unread(self, since_ms: int) -> bool:
+        """Mark "N new since you left" above the first message of others received after ``since_ms`` and
+        scroll so it is near the top (or stay at the end if all of it fits). True if there is such a line."""
+        line = self.timeline.mark_unread(since_ms)
+        self.commit()
+        if line is None or self._layout is None:
+            return line is not None
+        y = max(0, self.line_of(line) - 1)
+        if y < self.max_scroll_y:
+            self._stuck = False
+            self.scroll_to(y=y, animate=False, force=True)
+            self._remember_anchor()
+        return True
+
+    def clear_unread(self) -> None:
+        if self.timeline.unread_line is not None:
+            self.timeline.clear_unread()
+            self.commit()
+
     def scroll_to_latest(self) -> None:
+        if not self._stuck:
+            self.post_message(self.ReachedBottom(self))
         self._stuck = True
         self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
         self.new_below = 0
@@ -392,7 +420,10 @@ class MessageView(ScrollView, can_focus=False):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        was = self._stuck
         self._stuck = new_value >= self.max_scroll_y - 0.5
+        if self._stuck and not was:
+            self.post_message(self.ReachedBottom(self))
         self._remember_anchor()
         self._want_older(new_value)
         if self.new_below and self._stuck:
