@@ -95,6 +95,11 @@ class ProfileClient:
         """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""
         return self._unread.get(id(node), 0)
 
+    @property
+    def notifications(self):
+        """How mentions are told (the profile's ``[notifications]``: ``bell``, ``desktop``)."""
+        return self.profile.notifications
+
     def read_ms(self, node) -> int:
         """When ``node``'s channel was last on screen (wall-clock ms; 0: never)."""
         entry = self.profile.channels.get(node.key.channel_name)

@@ -85,6 +85,12 @@ class BaseChatApp(App):
 
     # -------------------------------------------------------- lifecycle
 
+    def notify_desktop(self, title: str, body: str) -> None:
+        """A desktop notification through the terminal: OSC 777 (rxvt, foot, WezTerm, kitty, VTE terminals)
+        and OSC 9 (iTerm2, Windows Terminal, ConEmu); terminals that know neither ignore both."""
+        if self._driver is not None:
+            self._driver.write(f"\x1b]777;notify;{title};{body}\x1b\\\x1b]9;{title}: {body}\x1b\\")
+
     def on_mount(self) -> None:
         self._log_handler = _AppLogHandler(self)
         logging.getLogger("sdschat").addHandler(self._log_handler)

@@ -281,7 +281,7 @@ class Layout:
         body, runs, room = self._body(item, nick, nick_of)
         cont = room if self.wide else self.width - PREFIX
         spans = wrap_spans(body, room, cont)
-        bg = S.repaired_bg if item.highlight_until_ms else None
+        bg = S.repaired_bg if item.highlight_until_ms else (S.mention_bg if item.mention else None)
         out: list[Strip] = []
         indent = " " * (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
         for n, (start, end) in enumerate(spans):

@@ -78,4 +78,5 @@ class S:
     unread = Style(color="magenta", bold=True)
     repaired_tag = Style(color="green", italic=True)
     repaired_bg = Style(bgcolor="#12402a")
+    mention_bg = Style(bgcolor="#4a3410")
     late_tag = Style(color="grey50", italic=True)

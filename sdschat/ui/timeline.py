@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 from sdschat.node import events as ev
 
+from .mentions import mentions
+
 __all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "Item"]
 
 _uids = itertools.count(1)
@@ -44,11 +46,13 @@ class _Base:
 class MsgItem(_Base):
     """One chat message (own or received)."""
 
-    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day")
+    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day", "mention")
 
-    def __init__(self, msg: ev.ChatMessage) -> None:
+    def __init__(self, msg: ev.ChatMessage, mention: bool = False) -> None:
         super().__init__((msg.lamport_timestamp, msg.message_id, 1))
         self.msg = msg
+        #: someone else's message that names you (or a highlight word)
+        self.mention = mention
         self.repaired_via: str | None = "history" if msg.repaired else None
         self.repaired_by: str | None = msg.repaired_by
         self.highlight_until_ms = 0
@@ -119,6 +123,8 @@ class Timeline:
         self._seq = itertools.count()
         self.last_lamport = 0
         self.unread_line: UnreadItem | None = None
+        #: what counts as naming you (:func:`sdschat.ui.mentions.names_pattern`), set by the pane
+        self.highlight = None
         self.first_moved: int | None = None
         self.updated: set[Item] = set()
 
@@ -175,7 +181,7 @@ class Timeline:
     def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = ()) -> None:
         """Replace everything with a history (in log order, as ``node.history()`` gives it) and the gaps still
         open in it (``node.open_gaps()``: the markers the live events would have left)."""
-        items = [MsgItem(m) for m in messages]
+        items = [self._item(m) for m in messages]
         items.sort(key=lambda it: it.key)
         self.items = list(items)
         self.keys = [it.key for it in items]
@@ -190,9 +196,12 @@ class Timeline:
         self.first_moved = 0
         self.updated = set()
 
+    def _item(self, msg: ev.ChatMessage) -> MsgItem:
+        return MsgItem(msg, not msg.own and mentions(msg.text, self.highlight))
+
     def prepend(self, messages: Iterable[ev.ChatMessage]) -> int:
         """Older messages (a page of history from the database) merged in by key; returns how many were new."""
-        items = [MsgItem(m) for m in messages if m.message_id not in self.by_mid]
+        items = [self._item(m) for m in messages if m.message_id not in self.by_mid]
         if not items:
             return 0
         for it in items:
@@ -216,7 +225,7 @@ class Timeline:
             old.msg = msg
             self._update(old)
             return old
-        item = MsgItem(msg)
+        item = self._item(msg)
         self.by_mid[msg.message_id] = item
         self._insert(item)
         marker = self._owner.get(msg.message_id)

@@ -4,7 +4,8 @@ The app gets a *client* (built by the CLI) that owns the channels' nodes:
 ``client.nodes`` in window order, ``client.unread(node)`` (unread when the
 window opened), ``client.viewing(node)`` (now on screen: read), ``await
 client.start_others(started, failed)`` (channels still starting, added as they
-come up), ``client.read_ms(node)`` (when the channel was last on screen), ``await
+come up), ``client.read_ms(node)`` (when the channel was last on screen),
+``client.notifications`` (bell and desktop switches for mentions), ``await
 client.join(text)`` (an invite token, or a new channel's name) returning the
 new node and a note for the person, ``await client.part(node)``,
 ``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
@@ -48,7 +49,8 @@ class ChannelWindow(BaseChatApp):
 
     def _pane(self, node) -> ChatPane:
         self._ids += 1
-        return ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, lazy=True, id=f"channel-{self._ids}")
+        return ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, lazy=True,
+                        notify=self.client.notifications, id=f"channel-{self._ids}")
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")
@@ -137,7 +139,8 @@ class ChannelWindow(BaseChatApp):
     def on_chat_pane_activity(self, message: ChatPane.Activity) -> None:
         panes = self.panes
         if message.pane in panes:
-            self.channel_list.activity(panes.index(message.pane), message.new, message.pane.connection)
+            self.channel_list.activity(panes.index(message.pane), message.new, message.pane.connection,
+                                       message.mentions)
 
     def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
         self.client.set_nick(message.nick)

@@ -207,6 +207,7 @@ class FakeClient:
 
     nodes: list
     unread_at_start: dict = field(default_factory=dict)
+    notifications: object = None
     viewed: list = field(default_factory=list)
 
     def unread(self, node) -> int:

@@ -21,7 +21,7 @@ KEYS = (
     ("Enter", "send"),
     ("Alt+Enter / Shift+Enter", "newline (Ctrl+J, or \\ then Enter, in any terminal)"),
     ("Up / Down", "input history (on the first / last line)"),
-    ("Tab", "complete a /command"),
+    ("Tab", "complete a /command, or an @nick of this channel"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),
     ("F1", "this help"),
     ("F2", "link controls: loss, delay, jitter, duplicates, offline"),

@@ -22,6 +22,8 @@ class ChannelRow:
     name: str
     unread: int = 0
     connection: str = "connecting"
+    #: of the unread, how many name you
+    mentions: int = 0
 
 
 class ChannelList(Static):
@@ -61,16 +63,18 @@ class ChannelList(Static):
         self.repaint()
 
     def clear_unread(self, index: int) -> None:
-        if self.rows[index].unread:
-            self.rows[index].unread = 0
+        row = self.rows[index]
+        if row.unread or row.mentions:
+            row.unread = row.mentions = 0
             self.repaint()
 
-    def activity(self, index: int, new: int, connection: str) -> None:
+    def activity(self, index: int, new: int, connection: str, mentions: int = 0) -> None:
         row = self.rows[index]
         if (index == self.active or not new) and row.connection == connection:
             return  # nothing to show: no repaint
         if index != self.active:
             row.unread += new
+            row.mentions += mentions
         row.connection = connection
         if self._repaint_timer is None:  # busy background channels: one redraw per REPAINT_EVERY_S at most
             self._repaint_timer = self.set_timer(REPAINT_EVERY_S, self.repaint)
@@ -88,8 +92,9 @@ class ChannelList(Static):
             active = i == self.active
             key = f"{i + 1}" if i < 9 else " "
             count = f" {row.unread}" if row.unread else ""
+            named = f" @{row.mentions}" if row.mentions else ""
             name = f"#{row.name}"
-            room = width - len(key) - 3 - len(count)
+            room = width - len(key) - 3 - len(count) - len(named)
             if len(name) > room:
                 name = name[: max(1, room - 1)] + "…"
             line = Text(no_wrap=True)
@@ -97,7 +102,9 @@ class ChannelList(Static):
             line.append(glyph, color)
             line.append(" ")
             style = "bold reverse" if active else ("bold" if row.unread else "")
-            line.append(name.ljust(room) if count else name, style)
+            line.append(name.ljust(room) if count or named else name, style)
+            if named:
+                line.append(named, "bold magenta")
             if count:
                 line.append(count, "bold yellow")
             t.append_text(line)

@@ -29,6 +29,7 @@ from sdschat.node import events as ev
 from .. import slash
 from ..bridge import NodeBridge
 from ..messages import NodeEventsReady, UiError
+from ..mentions import names_pattern
 from ..theme import nick_style
 from ..timeline import MsgItem
 from .impairment_panel import ImpairmentPanel
@@ -39,6 +40,11 @@ from .side_panel import PanelState, SidePanel, connection_text, link_summary
 __all__ = ["ChatPane", "StatusLine"]
 
 log = logging.getLogger("sdschat.ui")
+
+def clean_osc(text: str) -> str:
+    """Text safe inside an OSC sequence: no control characters (a peer's text could end it early)."""
+    return "".join(c if c.isprintable() else " " for c in text).replace(";", ",")
+
 
 HIGHLIGHT_S = 6.0  # how long a repaired message stays highlighted
 TYPING_SHOW_S = 4.0  # how long someone's "typing…" stays up
@@ -80,10 +86,12 @@ class ChatPane(Vertical):
     class Activity(Message):
         """New messages from others (``new``), or the connection changed: for the channel list."""
 
-        def __init__(self, pane: ChatPane, new: int) -> None:
+        def __init__(self, pane: ChatPane, new: int, mentions: int = 0) -> None:
             super().__init__()
             self.pane = pane
             self.new = new
+            #: of the new ones, how many name you
+            self.mentions = mentions
 
     class WindowCommand(Message):
         """``/join``, ``/part``, ``/invite``: about the window's channels, so the app's to run."""
@@ -104,14 +112,17 @@ class ChatPane(Vertical):
     """
 
     def __init__(self, node, *, compact: bool = False, clock: Callable[[], float] = time.time,
-                 tz: tzinfo | None = None, blink: bool = True, lazy: bool = False, id: str | None = None,
-                 classes: str | None = None) -> None:
+                 tz: tzinfo | None = None, blink: bool = True, lazy: bool = False, notify=None,
+                 id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.node = node
         #: read the history when first shown (:meth:`ensure_loaded`), not when mounted: a window of many
         #: channels opens on the one on screen
         self.lazy = lazy
         self._loaded = False
+        #: how to tell the person they were mentioned: ``bell`` / ``desktop`` flags (the profile's
+        #: notifications); None: highlight only (the demo, ``sdschat chat``)
+        self.notify = notify
         #: wall-clock ms when the window last switched away from this channel (None: not yet shown)
         self.left_at_ms: int | None = None
         self.compact = compact
@@ -162,7 +173,17 @@ class ChatPane(Vertical):
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    def _highlight(self) -> None:
+        self.view.timeline.highlight = names_pattern([self.node.nick])
+
+    def member_names(self) -> list[str]:
+        """Who ``@`` + Tab completes: the nicks seen in this channel, not yours."""
+        return sorted({p.nick for p in self.node.participants() if p.nick and p.nick != self.node.nick},
+                      key=str.casefold)
+
     async def on_mount(self) -> None:
+        self._highlight()
+        self.input.names = self.member_names
         view = self.view
         for p in self.node.participants():
             if p.nick:
@@ -239,17 +260,20 @@ class ChatPane(Vertical):
         now = self.now_ms()
         connection = self.connection
         new = 0
+        named: list[ev.ChatMessage] = []
         own = False
         panel = urgent = False
         typing = False
         for e in events:
             kind = type(e)
             if kind is ev.MessageShown:
-                tl.add_message(e.message, now)
+                item = tl.add_message(e.message, now)
                 if e.message.own:
                     own = True
                 else:
                     new += 1
+                    if item.mention:
+                        named.append(e.message)
                     self._typing.pop(e.message.sender_id, None)
                     typing = True
             elif kind is ev.AckStateChanged:
@@ -283,7 +307,9 @@ class ChatPane(Vertical):
                 panel = True
         self.view.commit(new_messages=new, to_bottom=own)
         if new or connection != self.connection:
-            self.post_message(self.Activity(self, new))
+            self.post_message(self.Activity(self, new, len(named)))
+        if named:
+            self._tell(named)
         if not self.display:  # a background channel of the window: panel and status are redrawn when shown
             return
         if urgent:
@@ -441,8 +467,23 @@ class ChatPane(Vertical):
             log.exception("command /%s failed", name)
             self.post_message(UiError(f"/{name}: {exc}", "command"))
 
+    def _tell(self, named: list[ev.ChatMessage]) -> None:
+        """Someone named you: the bell, and a desktop notification (OSC 777 and OSC 9) when the terminal is
+        not focused; each message once (a mention that arrives by repair or catch-up is new then)."""
+        notify = self.notify
+        if notify is None:
+            return
+        if notify.bell:
+            self.app.bell()
+        if notify.desktop and not self.app.app_focus:
+            last = named[-1]
+            title = f"{last.nick} in #{self.channel_name}"
+            body = clean_osc(last.text)[:200]
+            self.app.notify_desktop(clean_osc(title), body)
+
     def nick_changed(self) -> None:
         """The node's nick changed (here or from another channel of the window)."""
+        self._highlight()
         self.input.placeholder = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
         self.notice(f"you are now known as {self.node.nick}")
         self.refresh_panel()

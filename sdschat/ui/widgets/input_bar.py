@@ -4,10 +4,12 @@ Enter sends. Alt+Enter or Shift+Enter inserts a newline where the terminal
 reports them (kitty keyboard protocol: kitty, WezTerm, foot, ghostty,
 iTerm2...); Ctrl+J, and a trailing backslash before Enter, work everywhere.
 Up/Down on the first/last line walk the input history. Tab completes a
-command name.
+command name, or ``@`` and the start of a member's nick.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import events
@@ -16,6 +18,7 @@ from textual.message import Message
 from textual.widgets import Static, TextArea
 
 from .. import slash
+from ..mentions import complete_mention
 
 __all__ = ["ChatInput", "CommandHint"]
 
@@ -58,6 +61,8 @@ class ChatInput(TextArea):
                          highlight_cursor_line=False, placeholder=placeholder, id=id, classes=classes,
                          compact=True)
         self.cursor_blink = blink
+        #: the nicks ``@`` + Tab completes (set by the pane: the channel's members)
+        self.names: Callable[[], list[str]] = list
         self.sent_history: list[str] = []
         self._history_pos: int | None = None
         self._draft = ""
@@ -93,6 +98,13 @@ class ChatInput(TextArea):
         self.post_message(self.Submitted(self, text))
 
     def action_complete(self) -> None:
+        row, col = self.cursor_location
+        before = self.document[row][:col]
+        named = complete_mention(before, self.names()) if "@" in before else None
+        if named is not None:
+            start, text = named
+            self.replace(text, (row, start), (row, col))
+            return
         done = slash.complete(self.text)
         if done is None:
             if slash.matching(self.text):

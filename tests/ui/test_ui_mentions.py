@@ -1,0 +1,95 @@
+"""Mentions: what counts as naming you, ``@`` + Tab, and in the window: highlight, a separate count, the bell
+and a desktop notification (OSC 777 / OSC 9) when the terminal is not focused."""
+
+from __future__ import annotations
+
+import os
+
+from ui_helpers import wait_until
+
+from sdschat.cli.window import ProfileClient
+from sdschat.profile import Profile, resolve_paths
+from sdschat.transport import EmbeddedBroker
+from sdschat.ui.mentions import complete_mention, mentions, names_pattern
+from sdschat.ui.widgets.channel_list import ChannelList
+from sdschat.ui.window import ChannelWindow
+
+
+def test_what_names_you() -> None:
+    p = names_pattern(["alice"])
+    for text in ("hi alice", "@alice look", "Alice: done?", "ALICE!", "(alice)", "thanks,alice"):
+        assert mentions(text, p), text
+    for text in ("malice", "alice2", "alice_b", "mail x@alice.example", "nobody"):
+        assert not mentions(text, p), text
+    assert not mentions("alice", names_pattern([""])) and names_pattern([]) is None
+    assert mentions("the Deploy is done", names_pattern(["alice", "deploy"]))  # a highlight word
+
+
+def test_at_completion() -> None:
+    names = ["bob", "bobby", "carol", "Béa"]
+    assert complete_mention("@c", names) == (0, "@carol: ")  # at the start: addressed
+    assert complete_mention("thanks @car", names) == (7, "@carol ")
+    assert complete_mention("@bo", names) == (0, "@bob")  # ambiguous: the common part
+    assert complete_mention("@bé", names) == (0, "@Béa: ")
+    assert complete_mention("@x", names) is None
+    assert complete_mention("mail x@c", names) is None  # not a word of its own
+    assert complete_mention("no at", names) is None
+
+
+def test_mentions_in_the_window(tmp_path, run) -> None:
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        secret = os.urandom(32)
+        alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
+        alice.add_channel("ops", os.urandom(32))
+        alice.add_channel("team", secret)
+        bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
+        bob.add_channel("team", secret)
+        bobs = await ProfileClient.start(bob)
+        client = await ProfileClient.start(alice)
+        writes: list[str] = []
+        bells: list[int] = []
+        try:
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                real_write = app._driver.write
+                app._driver.write = lambda data: (writes.append(data), real_write(data))[1]
+                app.bell = lambda: bells.append(1)
+                rows = app.query_one(ChannelList).rows
+                await wait_until(pilot, lambda: all(r.connection == "connected" for r in rows), what="up")
+                team = bobs.nodes[0]
+                await team.send_text("morning all")
+                await wait_until(pilot, lambda: rows[1].unread == 1, what="unread")
+                assert (rows[1].mentions, bells) == (0, [])
+
+                app.app_focus = False  # the person is in another window
+                await team.send_text("@alice can you look at the deploy?")
+                await wait_until(pilot, lambda: rows[1].mentions == 1, what="the mention")
+                assert rows[1].unread == 2 and bells == [1]
+                osc = "".join(writes)
+                assert "\x1b]777;notify;bob in #team;@alice can you look at the deploy?" in osc
+                assert "\x1b]9;bob in #team: @alice can you look at the deploy?" in osc
+                await wait_until(pilot, lambda: "@1 2" in str(app.query_one(ChannelList).render()),
+                                 what="'@1' beside the unread count")
+
+                app.app_focus = True  # looking at the terminal: the bell only
+                await team.send_text("ALICE: ping")
+                await wait_until(pilot, lambda: rows[1].mentions == 2, what="second mention")
+                assert bells == [1, 1] and osc.count("]777;") == "".join(writes).count("]777;")
+
+                await pilot.press("alt+2")
+                pane = app.active_pane()
+                await wait_until(pilot, lambda: rows[1].unread == 0 and rows[1].mentions == 0, what="read")
+                named = [it.msg.text for it in pane.view.timeline.items if getattr(it, "mention", False)]
+                assert named == ["@alice can you look at the deploy?", "ALICE: ping"]
+
+                await pilot.press("@", "b", "tab")  # completes the members seen here
+                assert pane.input.text == "@bob: "
+                await pilot.press("ctrl+q")
+            assert app.errors == []
+        finally:
+            await client.stop()
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=60)
