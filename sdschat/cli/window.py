@@ -100,6 +100,13 @@ class ProfileClient:
         """How mentions are told (the profile's ``[notifications]``: ``bell``, ``desktop``)."""
         return self.profile.notifications
 
+    def muted(self, node) -> bool:
+        entry = self.profile.channels.get(node.key.channel_name)
+        return entry is not None and entry.muted
+
+    def set_muted(self, node, muted: bool) -> None:
+        self.profile.set_muted(node.key.channel_name, muted)
+
     def read_ms(self, node) -> int:
         """When ``node``'s channel was last on screen (wall-clock ms; 0: never)."""
         entry = self.profile.channels.get(node.key.channel_name)

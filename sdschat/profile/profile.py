@@ -72,6 +72,8 @@ def valid_name(name: str, what: str = "name") -> str:
 class Notifications:
     bell: bool = True
     desktop: bool = True
+    #: words that count as naming you, besides your name
+    highlight: tuple[str, ...] = ()
 
 
 @dataclass
@@ -81,10 +83,12 @@ class ChannelEntry:
     db_file: str
     joined_ms: int
     read_ms: int = 0
+    #: mentions here are highlighted and counted, but ring no bell and raise no notification
+    muted: bool = False
 
     def to_json(self) -> dict:
         return {"name": self.name, "key_file": self.key_file, "db_file": self.db_file,
-                "joined_ms": self.joined_ms, "read_ms": self.read_ms}
+                "joined_ms": self.joined_ms, "read_ms": self.read_ms, "muted": self.muted}
 
 
 @dataclass
@@ -126,8 +130,12 @@ class Profile:
             raise ProfileError(f"{file} is damaged ({str(exc).splitlines()[0]})") from None
         try:
             notify = doc.get("notifications", {})
+            words = notify.get("highlight", [])
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise TypeError
             profile = cls(paths, valid_name(str(doc["name"])), str(doc.get("broker", "")),
-                          Notifications(bool(notify.get("bell", True)), bool(notify.get("desktop", True))))
+                          Notifications(bool(notify.get("bell", True)), bool(notify.get("desktop", True)),
+                                        tuple(w.strip() for w in words if w.strip())))
         except (KeyError, TypeError, AttributeError):
             raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
         profile.channels = profile._load_channels()
@@ -137,7 +145,8 @@ class Profile:
         lines = [f"# sdschat profile (version {PROFILE_VERSION})", f"name = {_toml_str(self.name)}",
                  f"broker = {_toml_str(self.broker)}", "", "[notifications]",
                  f"bell = {str(self.notifications.bell).lower()}",
-                 f"desktop = {str(self.notifications.desktop).lower()}", ""]
+                 f"desktop = {str(self.notifications.desktop).lower()}",
+                 f"highlight = [{', '.join(_toml_str(w) for w in self.notifications.highlight)}]", ""]
         write_private(self.paths.profile_file, "\n".join(lines).encode("utf-8"))
 
     # ------------------------------------------------------------ identity
@@ -226,6 +235,12 @@ class Profile:
     def invite(self, name: str) -> Invite:
         entry = self.channel(name)
         return Invite(entry.name, self._secret(entry), self.broker)
+
+    def set_muted(self, name: str, muted: bool) -> None:
+        entry = self.channel(name)
+        if entry.muted != muted:
+            entry.muted = muted
+            self._save_channels()
 
     def mark_read(self, name: str, read_ms: int) -> None:
         entry = self.channel(name)

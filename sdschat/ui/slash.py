@@ -25,6 +25,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("join", "NAME|TOKEN", "join a channel by invite token, or start a new one called NAME"),
     SlashCommand("part", "", "leave this channel (its history stays on disk)"),
     SlashCommand("invite", "", "show this channel's invite token and copy it to the clipboard"),
+    SlashCommand("mute", "", "mentions here: no bell, no desktop notification (still highlighted)"),
+    SlashCommand("unmute", "", "mentions here ring and notify again"),
     SlashCommand("me", "ACTION", "send an action: * you ACTION"),
     SlashCommand("loss", "IN [OUT]", "drop that share of incoming [outgoing] frames (0.2 or 20%)"),
     SlashCommand("delay", "MS [JITTER]", "hold every frame MS ms (± JITTER ms reorders them)"),
@@ -37,7 +39,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
 )
 _BY_NAME = {c.name: c for c in COMMANDS}
 #: commands about the channels of the window (bare ``sdschat``), handled by the app, not the pane
-WINDOW_COMMANDS = frozenset({"join", "part", "invite"})
+WINDOW_COMMANDS = frozenset({"join", "part", "invite", "mute", "unmute"})
 
 
 def parse(text: str) -> tuple[str, str] | None:

@@ -5,7 +5,8 @@ The app gets a *client* (built by the CLI) that owns the channels' nodes:
 window opened), ``client.viewing(node)`` (now on screen: read), ``await
 client.start_others(started, failed)`` (channels still starting, added as they
 come up), ``client.read_ms(node)`` (when the channel was last on screen),
-``client.notifications`` (bell and desktop switches for mentions), ``await
+``client.notifications`` (bell and desktop switches, highlight words),
+``client.muted(node)`` and ``client.set_muted(node, flag)`` (``/mute``), ``await
 client.join(text)`` (an invite token, or a new channel's name) returning the
 new node and a note for the person, ``await client.part(node)``,
 ``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
@@ -49,8 +50,10 @@ class ChannelWindow(BaseChatApp):
 
     def _pane(self, node) -> ChatPane:
         self._ids += 1
-        return ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, lazy=True,
+        pane = ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, lazy=True,
                         notify=self.client.notifications, id=f"channel-{self._ids}")
+        pane.muted = self.client.muted(node)
+        return pane
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")
@@ -163,6 +166,16 @@ class ChannelWindow(BaseChatApp):
                 pane.notice("this is your only channel: /join another one first", error=True)
                 return
             self.run_worker(self._part(pane), group="part", exit_on_error=False)
+        elif name in ("mute", "unmute"):
+            muted = name == "mute"
+            try:
+                self.client.set_muted(pane.node, muted)
+            except Exception as exc:
+                pane.notice(f"/{name}: {exc}", error=True)
+                return
+            pane.muted = muted
+            pane.notice(f"#{pane.channel_name}: mentions " + ("still highlighted and counted, but silent"
+                                                               if muted else "ring and notify again"))
         elif name == "invite":
             try:
                 token = self.client.invite(pane.node)

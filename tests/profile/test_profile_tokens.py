@@ -86,3 +86,4 @@ def test_other_versions_and_foreign_tokens_are_refused() -> None:
                  b"\x04team" + invite.secret + b"\x00\x09mqtt://", b"\x04team" + invite.secret[:10]):
         with pytest.raises(TokenError, match="malformed"):
             decode_invite(_forge(1, body))
+

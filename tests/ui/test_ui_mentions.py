@@ -41,12 +41,14 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
         broker = await EmbeddedBroker.start()
         secret = os.urandom(32)
         alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
+        alice.notifications.highlight = ("deploy",)
+        alice.save()
         alice.add_channel("ops", os.urandom(32))
         alice.add_channel("team", secret)
         bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
         bob.add_channel("team", secret)
         bobs = await ProfileClient.start(bob)
-        client = await ProfileClient.start(alice)
+        client = await ProfileClient.start(Profile.load(alice.paths))  # as saved, highlight words and all
         writes: list[str] = []
         bells: list[int] = []
         try:
@@ -85,6 +87,23 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
 
                 await pilot.press("@", "b", "tab")  # completes the members seen here
                 assert pane.input.text == "@bob: "
+                pane.input.load_text("")
+
+                # /mute: still highlighted and counted, but silent; remembered in the profile; /unmute
+                pane.input.load_text("/mute")
+                await pilot.press("enter")
+                await pilot.press("alt+1")
+                await team.send_text("alice, still there?")
+                await wait_until(pilot, lambda: rows[1].mentions == 1, what="muted mention counted")
+                assert bells == [1, 1] and Profile.load(alice.paths).channel("team").muted
+                await pilot.press("alt+2")
+                pane.input.load_text("/unmute")
+                await pilot.press("enter")
+                await pilot.pause(0.1)
+                assert not Profile.load(alice.paths).channel("team").muted and not pane.muted
+
+                # a highlight word counts like your name (words from the profile's [notifications])
+                assert pane.view.timeline.highlight.search("the Deploy went out")
                 await pilot.press("ctrl+q")
             assert app.errors == []
         finally:

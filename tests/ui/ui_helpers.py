@@ -216,6 +216,9 @@ class FakeClient:
     def read_ms(self, node) -> int:
         return 0
 
+    def muted(self, node) -> bool:
+        return False
+
     def viewing(self, node) -> None:
         self.viewed.append(node.key.channel_name)
 

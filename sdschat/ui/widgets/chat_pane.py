@@ -123,6 +123,8 @@ class ChatPane(Vertical):
         #: how to tell the person they were mentioned: ``bell`` / ``desktop`` flags (the profile's
         #: notifications); None: highlight only (the demo, ``sdschat chat``)
         self.notify = notify
+        #: ``/mute``: mentions are highlighted and counted, but neither ring nor notify
+        self.muted = False
         #: wall-clock ms when the window last switched away from this channel (None: not yet shown)
         self.left_at_ms: int | None = None
         self.compact = compact
@@ -174,7 +176,9 @@ class ChatPane(Vertical):
         return int(self.clock() * 1000)
 
     def _highlight(self) -> None:
-        self.view.timeline.highlight = names_pattern([self.node.nick])
+        """What names you: your nick, and the profile's highlight words."""
+        words = getattr(self.notify, "highlight", ())
+        self.view.timeline.highlight = names_pattern([self.node.nick, *words])
 
     def member_names(self) -> list[str]:
         """Who ``@`` + Tab completes: the nicks seen in this channel, not yours."""
@@ -471,7 +475,7 @@ class ChatPane(Vertical):
         """Someone named you: the bell, and a desktop notification (OSC 777 and OSC 9) when the terminal is
         not focused; each message once (a mention that arrives by repair or catch-up is new then)."""
         notify = self.notify
-        if notify is None:
+        if notify is None or self.muted:
             return
         if notify.bell:
             self.app.bell()
