@@ -112,3 +112,45 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
             await broker.close()
 
     run(scenario(), timeout=60)
+
+
+def test_a_mention_that_arrives_by_repair_notifies_once(tmp_path, run) -> None:
+    """alice's link drops bob's mention; it comes back later (a resend or SDS-R, whichever is first) and
+    notifies then, once, however many copies arrive."""
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        secret = os.urandom(32)
+        alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
+        alice.add_channel("ops", os.urandom(32))
+        alice.add_channel("team", secret)
+        bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
+        bob.add_channel("team", secret)
+        bobs = await ProfileClient.start(bob)
+        client = await ProfileClient.start(alice)
+        bells: list[int] = []
+        try:
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                app.bell = lambda: bells.append(1)
+                rows = app.query_one(ChannelList).rows
+                await wait_until(pilot, lambda: all(r.connection == "connected" for r in rows), what="up")
+                mine = {n.key.channel_name: n for n in client.nodes}["team"]
+                mine.set_impairment(loss_in=1.0)
+                await bobs.nodes[0].send_text("@alice this one gets lost on the way")
+                await pilot.pause(0.5)
+                assert bells == [] and rows[1].mentions == 0
+                mine.set_impairment(loss_in=0.0)
+                await bobs.nodes[0].send_text("and this one names it")
+                await wait_until(pilot, lambda: rows[1].unread == 2, timeout=20, what="the repair")
+                await wait_until(pilot, lambda: not bobs.nodes[0].pending(), timeout=20, what="acknowledged")
+                await pilot.pause(0.5)
+                assert rows[1].mentions == 1 and bells == [1]
+                repaired = [m for m in mine.messages() if m.text.startswith("@alice")]
+                assert len(repaired) == 1 and repaired[0].repaired
+                await pilot.press("ctrl+q")
+        finally:
+            await client.stop()
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=60)
