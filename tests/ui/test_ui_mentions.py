@@ -154,3 +154,46 @@ def test_a_mention_that_arrives_by_repair_notifies_once(tmp_path, run) -> None:
             await broker.close()
 
     run(scenario(), timeout=60)
+
+
+def test_not_protected_a_mention_reaches_the_desktop_unless_switched_off(tmp_path, run) -> None:
+    """SECURITY.md: a mention's sender, channel and text leave the terminal for the desktop's notifications
+    (which may keep them) while the terminal is not focused; a peer's control characters cannot end the
+    sequence early; ``desktop = false`` stops it."""
+    async def scenario():
+        broker = await EmbeddedBroker.start()
+        secret = os.urandom(32)
+        alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
+        alice.add_channel("team", secret)
+        bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
+        bob.add_channel("team", secret)
+        bobs = await ProfileClient.start(bob)
+        client = await ProfileClient.start(alice)
+        writes: list[str] = []
+        try:
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(100, 24)) as pilot:
+                real_write = app._driver.write
+                app._driver.write = lambda data: (writes.append(data), real_write(data))[1]
+                pane = app.active_pane()
+                await wait_until(pilot, lambda: pane.connection == "connected", what="up")
+                app.app_focus = False
+                await bobs.nodes[0].send_text("alice \x1b]0;owned\x07 secret plans; meet at 5")
+                await wait_until(pilot, lambda: any("]777;" in w for w in writes), what="the notification")
+                osc = next(w for w in writes if "]777;" in w)
+                assert "alice  ]0,owned  secret plans, meet at 5" in osc  # readable, and the plaintext leaves
+                assert osc.count("\x1b") == 4 and "\x07" not in osc  # only our own two sequences
+                client.notifications.desktop = False  # desktop = false in profile.toml
+                before = len(writes)
+                await bobs.nodes[0].send_text("alice, again")
+                await wait_until(pilot, lambda: any("alice, again" in it.msg.text for it in pane.view.timeline.items
+                                                    if hasattr(it, "msg")), what="the second mention")
+                await pilot.pause(0.2)
+                assert not any("]777;" in w or "]9;" in w for w in writes[before:])
+                await pilot.press("ctrl+q")
+        finally:
+            await client.stop()
+            await bobs.stop()
+            await broker.close()
+
+    run(scenario(), timeout=60)
