@@ -43,6 +43,8 @@ def legend() -> Table:
     t.add_row(Text("┈┈", S.missing), Text("N messages possibly missing: a later message names them; repair under way"))
     t.add_row(Text("↺", S.repaired_tag), Text("repaired: arrived late, slid into its place (SDS-R: resent by a peer)"))
     t.add_row(Text("✗", S.lost), Text("N messages lost: given up after the lost timeout; what waited on them is shown"))
+    t.add_row(Text("  ", S.mention_bg), Text("names you (or a highlight word): counted as @N in the channel list"))
+    t.add_row(Text("━━", S.unread), Text("N new messages since you left: where you were when you switched away"))
     return t
 
 
