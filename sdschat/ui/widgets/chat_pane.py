@@ -9,13 +9,10 @@ public API; failures become :class:`~sdschat.ui.messages.UiError`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict
-from datetime import datetime, tzinfo
-from pathlib import Path
+from datetime import tzinfo
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -30,6 +27,8 @@ from .. import slash
 from ..bridge import NodeBridge
 from ..messages import NodeEventsReady, UiError
 from ..mentions import names_pattern
+from ..notify import tell_mentions
+from ..pane_commands import run_slash
 from ..theme import nick_style
 from ..timeline import MsgItem
 from .impairment_panel import ImpairmentPanel
@@ -40,11 +39,6 @@ from .side_panel import PanelState, SidePanel, connection_text, link_summary
 __all__ = ["ChatPane", "StatusLine"]
 
 log = logging.getLogger("sdschat.ui")
-
-def clean_osc(text: str) -> str:
-    """Text safe inside an OSC sequence: no control characters (a peer's text could end it early)."""
-    return "".join(c if c.isprintable() else " " for c in text).replace(";", ",")
-
 
 HIGHLIGHT_S = 6.0  # how long a repaired message stays highlighted
 TYPING_SHOW_S = 4.0  # how long someone's "typing…" stays up
@@ -313,9 +307,11 @@ class ChatPane(Vertical):
         if new or connection != self.connection:
             self.post_message(self.Activity(self, new, len(named)))
         if named:
-            self._tell(named)
-        if not self.display:  # a background channel of the window: panel and status are redrawn when shown
-            return
+            tell_mentions(self, named)
+        if self.display:  # a background channel of the window: panel and status are redrawn when shown
+            self._redraw_side(urgent, panel, typing)
+
+    def _redraw_side(self, urgent: bool, panel: bool, typing: bool) -> None:
         if urgent:
             self.refresh_panel()
         elif panel:
@@ -464,26 +460,12 @@ class ChatPane(Vertical):
     def run_command(self, name: str, arg: str) -> None:
         """A slash command (also used by the command palette)."""
         try:
-            self._run_command(name, arg)
+            run_slash(self, name, arg)
         except ValueError as exc:
             self.notice(str(exc), error=True)
         except Exception as exc:
             log.exception("command /%s failed", name)
             self.post_message(UiError(f"/{name}: {exc}", "command"))
-
-    def _tell(self, named: list[ev.ChatMessage]) -> None:
-        """Someone named you: the bell, and a desktop notification (OSC 777 and OSC 9) when the terminal is
-        not focused; each message once (a mention that arrives by repair or catch-up is new then)."""
-        notify = self.notify
-        if notify is None or self.muted:
-            return
-        if notify.bell:
-            self.app.bell()
-        if notify.desktop and not self.app.app_focus:
-            last = named[-1]
-            title = f"{last.nick} in #{self.channel_name}"
-            body = clean_osc(last.text)[:200]
-            self.app.notify_desktop(clean_osc(title), body)
 
     def nick_changed(self) -> None:
         """The node's nick changed (here or from another channel of the window)."""
@@ -491,82 +473,3 @@ class ChatPane(Vertical):
         self.input.placeholder = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
         self.notice(f"you are now known as {self.node.nick}")
         self.refresh_panel()
-
-    def _run_command(self, name: str, arg: str) -> None:
-        app = self.app
-        if name in slash.WINDOW_COMMANDS:
-            self.post_message(self.WindowCommand(self, name, arg))
-        elif name == "nick":
-            nick = arg.strip()
-            if not nick or len(nick) > 32 or any(c.isspace() for c in nick):
-                raise ValueError("usage: /nick NAME (1-32 characters, no spaces)")
-            self.node.set_nick(nick)
-            self.nick_changed()
-            self.post_message(self.NickChanged(self, self.node.nick))
-        elif name == "me":
-            if not arg.strip():
-                raise ValueError("usage: /me ACTION")
-            self.send(arg, kind="me")
-        elif name == "loss":
-            parts = arg.split()
-            if not 1 <= len(parts) <= 2:
-                raise ValueError("usage: /loss IN [OUT]   e.g. /loss 0.3 or /loss 20% 0")
-            loss_in = slash.parse_probability(parts[0])
-            loss_out = slash.parse_probability(parts[1]) if len(parts) == 2 else loss_in
-            self.set_impairment(loss_in=loss_in, loss_out=loss_out)
-        elif name == "delay":
-            parts = arg.split()
-            if not 1 <= len(parts) <= 2:
-                raise ValueError("usage: /delay MS [JITTER]")
-            settings = {"delay_ms": slash.parse_ms(parts[0])}
-            if len(parts) == 2:
-                settings["jitter_ms"] = slash.parse_ms(parts[1])
-            self.set_impairment(**settings)
-        elif name == "offline":
-            self.set_impairment(offline=True)
-        elif name == "online":
-            self.set_impairment(offline=False)
-        elif name == "stats":
-            from ..screens import StatsScreen
-
-            app.push_screen(StatsScreen(f"{self.node.nick} · #{self.channel_name}", self.node.health()))
-        elif name == "export":
-            if not arg:
-                raise ValueError("usage: /export PATH")
-            self.export(Path(arg).expanduser())
-        elif name == "help":
-            app.action_help()
-        elif name == "quit":
-            app.exit()
-        else:
-            raise ValueError(f"unknown command /{name} (try /help)")
-
-    # ------------------------------------------------------------ export
-
-    def export(self, path: Path) -> None:
-        tz = self.tz
-        messages: list = []
-
-        def write() -> int:
-            with open(path, "w", encoding="utf-8") as f:
-                for m in messages:
-                    if path.suffix in (".jsonl", ".json"):
-                        f.write(json.dumps(asdict(m), ensure_ascii=False) + "\n")
-                    else:
-                        at = datetime.fromtimestamp(m.sent_at_ms / 1000, tz).strftime("%Y-%m-%d %H:%M:%S")
-                        line = f"* {m.nick} {m.text}" if m.kind == "me" else f"<{m.nick}> {m.text}"
-                        f.write(f"{at} {line}\n")
-            return len(messages)
-
-        async def run() -> None:
-            import asyncio
-
-            messages.extend(await self.node.history())  # read on the loop; write in a thread
-            try:
-                n = await asyncio.to_thread(write)
-            except OSError as exc:
-                self.post_message(UiError(f"/export: cannot write {path}: {exc.strerror or exc}", "export"))
-                return
-            self.notice(f"exported {n} messages to {path}")
-
-        self.run_worker(run(), group="export", exit_on_error=False)
