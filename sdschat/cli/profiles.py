@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .args import add_home_arg
-from .errors import CliError
+from .errors import CliError, profile_call
 
 __all__ = [
     "load_profile", "init_configure", "init_run", "new_configure", "new_run", "invite_configure",
@@ -22,21 +22,9 @@ __all__ = [
 
 
 def load_profile(args: argparse.Namespace):
-    from sdschat.profile import Profile, ProfileError, resolve_paths
+    from sdschat.profile import Profile, resolve_paths
 
-    try:
-        return Profile.load(resolve_paths(getattr(args, "home", None)))
-    except ProfileError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _profile_call(fn, *a, **k):
-    from sdschat.profile import ProfileError
-
-    try:
-        return fn(*a, **k)
-    except ProfileError as exc:
-        raise CliError(str(exc)) from None
+    return profile_call(Profile.load, resolve_paths(getattr(args, "home", None)))
 
 
 def init_configure(p: argparse.ArgumentParser) -> None:
@@ -51,7 +39,7 @@ def init_run(args: argparse.Namespace) -> int:
 
     if args.broker:
         _check_broker(args.broker)
-    profile = _profile_call(Profile.create, resolve_paths(getattr(args, "home", None)), args.name, args.broker)
+    profile = profile_call(Profile.create, resolve_paths(getattr(args, "home", None)), args.name, args.broker)
     print(profile.paths.profile_file)
     print(f"sdschat: created the profile of {profile.name}; `sdschat new CHANNEL` starts a channel", file=sys.stderr)
     return 0
@@ -73,7 +61,7 @@ def new_configure(p: argparse.ArgumentParser) -> None:
 
 def new_run(args: argparse.Namespace) -> int:
     profile = load_profile(args)
-    entry = _profile_call(profile.add_channel, args.channel, os.urandom(32))
+    entry = profile_call(profile.add_channel, args.channel, os.urandom(32))
     print(entry.name)
     print(f"sdschat: created #{entry.name} with a fresh key; `sdschat invite {entry.name}` brings people in",
           file=sys.stderr)
@@ -90,7 +78,7 @@ def invite_run(args: argparse.Namespace) -> int:
     from sdschat.profile import encode_invite
 
     profile = load_profile(args)
-    invite = _profile_call(profile.invite, args.channel)
+    invite = profile_call(profile.invite, args.channel)
     token = encode_invite(invite)
     print(token)
     if args.qr:
@@ -118,17 +106,17 @@ def join_run(args: argparse.Namespace) -> int:
     if args.token is not None:
         if args.key_file or args.channel or args.db:
             raise CliError("join takes a token, or --key-file and --channel, not both")
-        invite = _profile_call(decode_invite, args.token)
+        invite = profile_call(decode_invite, args.token)
         name, secret, db = invite.channel, invite.secret, None
         if invite.broker and not profile.broker:
             profile.broker = invite.broker  # the first invite says where the group meets
-            _profile_call(profile.save)
+            profile_call(profile.save)
         elif invite.broker and invite.broker != profile.broker:
             print(f"sdschat: note: the invite names the broker {invite.broker}; your profile uses {profile.broker}",
                   file=sys.stderr)
     else:
         name, secret, db = _imported(profile, args)
-    entry = _profile_call(profile.add_channel, name, secret, db=db)
+    entry = profile_call(profile.add_channel, name, secret, db=db)
     if db is not None:
         try:
             _copy_database(args.db, profile.db_path(entry))
@@ -228,7 +216,7 @@ def part_configure(p: argparse.ArgumentParser) -> None:
 
 def part_run(args: argparse.Namespace) -> int:
     profile = load_profile(args)
-    entry = _profile_call(profile.remove_channel, args.channel, forget=args.forget)
+    entry = profile_call(profile.remove_channel, args.channel, forget=args.forget)
     print(entry.name)
     kept = "its history is deleted" if args.forget else f"its history stays in {profile.db_path(entry)}"
     print(f"sdschat: left #{entry.name}; {kept}", file=sys.stderr)

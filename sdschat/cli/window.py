@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from .errors import CliError
+from .errors import CliError, profile_call
 from .profiles import load_profile
 from .wiring import profile_node_config, stop_all
 
@@ -100,8 +100,11 @@ class ProfileClient:
         """How mentions are told (the profile's ``[notifications]``: ``bell``, ``desktop``)."""
         return self.profile.notifications
 
+    def _entry(self, node):
+        return self.profile.channels.get(node.key.channel_name)
+
     def muted(self, node) -> bool:
-        entry = self.profile.channels.get(node.key.channel_name)
+        entry = self._entry(node)
         return entry is not None and entry.muted
 
     def set_muted(self, node, muted: bool) -> None:
@@ -109,7 +112,7 @@ class ProfileClient:
 
     def read_ms(self, node) -> int:
         """When ``node``'s channel was last on screen (wall-clock ms; 0: never)."""
-        entry = self.profile.channels.get(node.key.channel_name)
+        entry = self._entry(node)
         return entry.read_ms if entry is not None else 0
 
     def viewing(self, node) -> None:
@@ -171,7 +174,7 @@ class ProfileClient:
 
 def first_run(args: argparse.Namespace):
     """The profile; on first run, ask for a name on the terminal and create it with a first channel."""
-    from sdschat.profile import Profile, ProfileError, resolve_paths
+    from sdschat.profile import Profile, resolve_paths
 
     paths = resolve_paths(getattr(args, "home", None))
     if not Profile.exists(paths):
@@ -180,11 +183,9 @@ def first_run(args: argparse.Namespace):
         print(f"sdschat: no profile at {paths.profile_file}; let's make one.", file=sys.stderr)
         try:
             name = input("your name: ").strip()
-            profile = Profile.create(paths, name)
         except (EOFError, KeyboardInterrupt):
             raise CliError("no profile created") from None
-        except ProfileError as exc:
-            raise CliError(str(exc)) from None
+        profile_call(Profile.create, paths, name)
     profile = load_profile(args)
     if not profile.channels:
         profile.add_channel(FIRST_CHANNEL, os.urandom(32))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .args import impairment_of
-from .errors import CliError
+from .errors import CliError, profile_call
 
 __all__ = [
     "DEMO_NICKS", "Choice", "data_dir", "load_key", "default_db", "resolve_channel", "profile_node_config", "start_node",
@@ -94,7 +94,7 @@ def resolve_channel(args: argparse.Namespace) -> Choice:
     entry = profile.channels.get(args.channel) if profile is not None else None
     if entry is not None:
         return Choice(_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
-                      args.broker or profile.broker or None, _identity_of(profile))
+                      args.broker or profile.broker or None, profile_call(profile.identity))
     nick = _nick(args, None)
     key = load_key(args)
     return Choice(nick, key, args.db or default_db(nick, key), args.broker)
@@ -107,15 +107,6 @@ def _nick(args: argparse.Namespace, default: str | None) -> str:
     return nick
 
 
-def _identity_of(profile):
-    from sdschat.profile import ProfileError
-
-    try:
-        return profile.identity()
-    except ProfileError as exc:
-        raise CliError(str(exc)) from None
-
-
 def profile_node_config(profile, entry, **overrides):
     """The :class:`~sdschat.node.NodeConfig` of one channel of ``profile``: its name, the channel's key and
     database, the profile's broker and its one identity (a database that has its own keeps it)."""
@@ -124,21 +115,16 @@ def profile_node_config(profile, entry, **overrides):
     db = profile.db_path(entry)
     db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     settings = dict(nick=profile.name, key=profile.key(entry), db_path=db, broker_url=profile.broker or None,
-                    channel_config=node_channel_config(), identity=_identity_of(profile))
+                    channel_config=node_channel_config(), identity=profile_call(profile.identity))
     settings.update(overrides)
     return NodeConfig(**settings)
 
 
 def _profile_of(args: argparse.Namespace):
-    from sdschat.profile import Profile, ProfileError, resolve_paths
+    from sdschat.profile import Profile, resolve_paths
 
     paths = resolve_paths(getattr(args, "home", None))
-    if not Profile.exists(paths):
-        return None
-    try:
-        return Profile.load(paths)
-    except ProfileError as exc:
-        raise CliError(str(exc)) from None
+    return profile_call(Profile.load, paths) if Profile.exists(paths) else None
 
 
 async def start_node(args: argparse.Namespace, *, channel_config=None):
@@ -169,18 +155,15 @@ async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir
                            broker_url: str, channel_config=None) -> list:
     """Start ``n`` participants of one new channel, each on its own profile under ``db_dir/NICK``."""
     from sdschat.node import Node, node_channel_config
-    from sdschat.profile import Profile, ProfileError, resolve_paths
+    from sdschat.profile import Profile, resolve_paths
 
     secret = os.urandom(32)
     nodes = []
     try:
         for i in range(n):
             nick = DEMO_NICKS[i]
-            try:
-                profile = Profile.create(resolve_paths(db_dir / nick), nick, broker_url)
-                entry = profile.add_channel(channel, secret)
-            except ProfileError as exc:
-                raise CliError(str(exc)) from None
+            profile = profile_call(Profile.create, resolve_paths(db_dir / nick), nick, broker_url)
+            entry = profile_call(profile.add_channel, channel, secret)
             config = profile_node_config(
                 profile, entry, channel_config=channel_config or node_channel_config(),
                 impairment={"loss_in": loss, "loss_out": loss}, seed=None if seed is None else seed * 1000 + i,
