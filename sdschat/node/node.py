@@ -250,12 +250,17 @@ class Node:
         return [ev.GapOpened(mid, ids, senders) for mid, ids, senders in self.channel.open_gaps()
                 if not mid or mid in shown]
 
-    async def unread_since(self, since_ms: int) -> int:
-        """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database."""
+    async def _flush_for_reading(self) -> None:
+        """Write what the writer holds, so a read of the database sees it; a failed write is ``node.failure``'s
+        news, and the database still holds everything flushed before."""
         try:
             await self.writer.flush()
         except StoreError:
-            pass  # node.failure says it; count what was flushed
+            pass
+
+    async def unread_since(self, since_ms: int) -> int:
+        """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database."""
+        await self._flush_for_reading()
         return await self.store.unread_count(self.key.channel_id, since_ms, self.participant_id)
 
     async def history(self, *, limit: int | None = None,
@@ -266,23 +271,22 @@ class Node:
         (newer: the writer batches) taking precedence."""
         known = dict(self.book.messages)
         out: list[ev.ChatMessage] = []
-        try:
-            await self.writer.flush()
-        except StoreError:
-            pass  # node.failure says it; the database still holds everything flushed before
+        await self._flush_for_reading()
         cid = self.key.channel_id
+
+        def take(row) -> None:
+            chat = known.pop(row.message_id, None) or self.book.chat_of_row(row)
+            if chat is not None:
+                out.append(chat)
+
         if limit is None:
             async for row in self.store.iter_messages(cid):
-                chat = known.pop(row.message_id, None) or self.book.chat_of_row(row)
-                if chat is not None:
-                    out.append(chat)
+                take(row)
             out.extend(known.values())
         else:
             rows = await self.store.page_messages(cid, before, limit)
             for row in rows:
-                chat = known.pop(row.message_id, None) or self.book.chat_of_row(row)
-                if chat is not None:
-                    out.append(chat)
+                take(row)
             # shown but not (yet) in the database: within the page's range
             low = (rows[0].lamport_timestamp, rows[0].message_id) if len(rows) >= limit else None
             out.extend(m for m in known.values()
