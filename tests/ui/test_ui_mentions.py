@@ -3,13 +3,9 @@ and a desktop notification (OSC 777 / OSC 9) when the terminal is not focused.""
 
 from __future__ import annotations
 
-import os
+from ui_helpers import capture_writes, profiles, wait_until
 
-from ui_helpers import wait_until
-
-from sdschat.cli.window import ProfileClient
-from sdschat.profile import Profile, resolve_paths
-from sdschat.transport import EmbeddedBroker
+from sdschat.profile import Profile
 from sdschat.ui.mentions import complete_mention, mentions, names_pattern
 from sdschat.ui.widgets.channel_list import ChannelList
 from sdschat.ui.window import ChannelWindow
@@ -38,24 +34,16 @@ def test_at_completion() -> None:
 
 def test_mentions_in_the_window(tmp_path, run) -> None:
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        secret = os.urandom(32)
-        alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
-        alice.notifications.highlight = ("deploy",)
-        alice.save()
-        alice.add_channel("ops", os.urandom(32))
-        alice.add_channel("team", secret)
-        bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
-        bob.add_channel("team", secret)
-        bobs = await ProfileClient.start(bob)
-        client = await ProfileClient.start(Profile.load(alice.paths))  # as saved, highlight words and all
-        writes: list[str] = []
-        bells: list[int] = []
-        try:
+        async with profiles(tmp_path, alice=("ops", "team"), bob=("team",)) as group:
+            alice = group["alice"]
+            alice.notifications.highlight = ("deploy",)
+            alice.save()
+            bobs = await group.client(group["bob"])
+            client = await group.client(Profile.load(alice.paths))  # as saved, highlight words and all
+            bells: list[int] = []
             app = ChannelWindow(client, blink=False)
             async with app.run_test(size=(120, 30)) as pilot:
-                real_write = app._driver.write
-                app._driver.write = lambda data: (writes.append(data), real_write(data))[1]
+                writes = capture_writes(app)
                 app.bell = lambda: bells.append(1)
                 rows = app.query_one(ChannelList).rows
                 await wait_until(pilot, lambda: all(r.connection == "connected" for r in rows), what="up")
@@ -106,10 +94,6 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
                 assert pane.view.timeline.highlight.search("the Deploy went out")
                 await pilot.press("ctrl+q")
             assert app.errors == []
-        finally:
-            await client.stop()
-            await bobs.stop()
-            await broker.close()
 
     run(scenario(), timeout=60)
 
@@ -118,17 +102,10 @@ def test_a_mention_that_arrives_by_repair_notifies_once(tmp_path, run) -> None:
     """alice's link drops bob's mention; it comes back later (a resend or SDS-R, whichever is first) and
     notifies then, once, however many copies arrive."""
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        secret = os.urandom(32)
-        alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
-        alice.add_channel("ops", os.urandom(32))
-        alice.add_channel("team", secret)
-        bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
-        bob.add_channel("team", secret)
-        bobs = await ProfileClient.start(bob)
-        client = await ProfileClient.start(alice)
-        bells: list[int] = []
-        try:
+        async with profiles(tmp_path, alice=("ops", "team"), bob=("team",)) as group:
+            bobs = await group.client(group["bob"])
+            client = await group.client(group["alice"])
+            bells: list[int] = []
             app = ChannelWindow(client, blink=False)
             async with app.run_test(size=(120, 30)) as pilot:
                 app.bell = lambda: bells.append(1)
@@ -148,10 +125,6 @@ def test_a_mention_that_arrives_by_repair_notifies_once(tmp_path, run) -> None:
                 repaired = [m for m in mine.messages() if m.text.startswith("@alice")]
                 assert len(repaired) == 1 and repaired[0].repaired
                 await pilot.press("ctrl+q")
-        finally:
-            await client.stop()
-            await bobs.stop()
-            await broker.close()
 
     run(scenario(), timeout=60)
 
@@ -161,20 +134,12 @@ def test_not_protected_a_mention_reaches_the_desktop_unless_switched_off(tmp_pat
     (which may keep them) while the terminal is not focused; a peer's control characters cannot end the
     sequence early; ``desktop = false`` stops it."""
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        secret = os.urandom(32)
-        alice = Profile.create(resolve_paths(tmp_path / "alice"), "alice", broker.url)
-        alice.add_channel("team", secret)
-        bob = Profile.create(resolve_paths(tmp_path / "bob"), "bob", broker.url)
-        bob.add_channel("team", secret)
-        bobs = await ProfileClient.start(bob)
-        client = await ProfileClient.start(alice)
-        writes: list[str] = []
-        try:
+        async with profiles(tmp_path, alice=("team",), bob=("team",)) as group:
+            bobs = await group.client(group["bob"])
+            client = await group.client(group["alice"])
             app = ChannelWindow(client, blink=False)
             async with app.run_test(size=(100, 24)) as pilot:
-                real_write = app._driver.write
-                app._driver.write = lambda data: (writes.append(data), real_write(data))[1]
+                writes = capture_writes(app)
                 pane = app.active_pane()
                 await wait_until(pilot, lambda: pane.connection == "connected", what="up")
                 app.app_focus = False
@@ -191,9 +156,5 @@ def test_not_protected_a_mention_reaches_the_desktop_unless_switched_off(tmp_pat
                 await pilot.pause(0.2)
                 assert not any("]777;" in w or "]9;" in w for w in writes[before:])
                 await pilot.press("ctrl+q")
-        finally:
-            await client.stop()
-            await bobs.stop()
-            await broker.close()
 
     run(scenario(), timeout=60)

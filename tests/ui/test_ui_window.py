@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import os
 
-from ui_helpers import lines_of, wait_until
+from ui_helpers import capture_writes, lines_of, profiles, received_while_away, wait_until
 
-from sdschat.cli.window import ProfileClient
-from sdschat.profile import Profile, decode_invite, resolve_paths
-from sdschat.transport import EmbeddedBroker
+from sdschat.profile import Profile, decode_invite
 from sdschat.ui.widgets import ChatPane
 from sdschat.ui.widgets.channel_list import ChannelList
 from sdschat.ui.window import ChannelWindow
-
-
-def make_profile(home, name: str, broker: str, *channels: str) -> Profile:
-    profile = Profile.create(resolve_paths(home), name, broker)
-    for channel in channels:
-        profile.add_channel(channel, bytes(range(32)) if channel == "team" else os.urandom(32))
-    return profile
 
 
 def rows(app) -> list[tuple[str, int]]:
@@ -33,17 +22,13 @@ def active(app) -> str:
 
 def test_channels_keys_and_commands(tmp_path, run) -> None:
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        alice = make_profile(tmp_path / "alice", "alice", broker.url, "team", "ops")
-        bob = make_profile(tmp_path / "bob", "bob", broker.url, "team")
-        bobs = await ProfileClient.start(bob)
-        client = await ProfileClient.start(alice)
-        osc: list[str] = []
-        try:
+        async with profiles(tmp_path, alice=("team", "ops"), bob=("team",)) as group:
+            alice, broker = group["alice"], group.broker
+            bobs = await group.client(group["bob"])
+            client = await group.client(alice)
             app = ChannelWindow(client, blink=False)
             async with app.run_test(size=(140, 36)) as pilot:
-                real_write = app._driver.write
-                app._driver.write = lambda data: (osc.append(data), real_write(data))[1]
+                osc = capture_writes(app)
                 assert rows(app) == [("team", 0), ("ops", 0)] and active(app) == "team"
                 assert app.sub_title == "#team · alice"
                 await wait_until(pilot, lambda: all(r.connection == "connected"
@@ -113,10 +98,6 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await pilot.pause()
             assert app.return_code == 0
             assert app.errors == []
-        finally:
-            await client.stop()
-            await bobs.stop()
-            await broker.close()
 
     run(scenario(), timeout=90)
 
@@ -133,54 +114,33 @@ def test_one_connection_one_identity_and_unread_across_restarts(tmp_path, run) -
     arrived while the window was closed (here: to a headless node of the same profile) shows as unread when it
     opens, and having had the channel on screen is remembered in the profile."""
     from sdschat.cli.wiring import profile_node_config
-    from sdschat.node import Node
     from sdschat.transport import TopicView
 
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        alice = make_profile(tmp_path / "alice", "alice", broker.url, "ops", "team")
-        bob = make_profile(tmp_path / "bob", "bob", broker.url, "team")
-        bobs = await ProfileClient.start(bob)
-        try:
-            client = await ProfileClient.start(alice)
-            try:
-                views = [n.transport.inner for n in client.nodes]
-                assert all(isinstance(v, TopicView) and v.shared is client.shared for v in views)
-                assert {n.key.topic for n in client.nodes} <= set(client.shared.topics)
-                assert {n.participant_id for n in client.nodes} == {alice.identity().participant_id}
-            finally:
-                await client.stop()
+        async with profiles(tmp_path, alice=("ops", "team"), bob=("team",)) as group:
+            alice = group["alice"]
+            bobs = await group.client(group["bob"])
+            client = await group.client(alice)
+            views = [n.transport.inner for n in client.nodes]
+            assert all(isinstance(v, TopicView) and v.shared is client.shared for v in views)
+            assert {n.key.topic for n in client.nodes} <= set(client.shared.topics)
+            assert {n.participant_id for n in client.nodes} == {alice.identity().participant_id}
+            await client.stop()
 
-            headless = await Node.start(profile_node_config(alice, alice.channel("team")))
-            try:
-                for i in range(3):
-                    await bobs.nodes[0].send_text(f"while the window was closed {i}")
-                for _ in range(200):
-                    if len(headless.messages()) == 3:
-                        break
-                    await asyncio.sleep(0.05)
-            finally:
-                await headless.stop()
+            await received_while_away(alice, "team", bobs.nodes[0], [f"while the window was closed {i}"
+                                                                     for i in range(3)])
 
-            client = await ProfileClient.start(alice)
-            try:
-                app = ChannelWindow(client, blink=False)
-                async with app.run_test(size=(120, 30)) as pilot:
-                    assert rows(app) == [("ops", 0), ("team", 3)] and active(app) == "ops"
-                    await pilot.press("alt+2")
-                    assert rows(app) == [("ops", 0), ("team", 0)]
-                    await pilot.press("ctrl+q")
-            finally:
-                await client.stop()
+            client = await group.client(alice)
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                assert rows(app) == [("ops", 0), ("team", 3)] and active(app) == "ops"
+                await pilot.press("alt+2")
+                assert rows(app) == [("ops", 0), ("team", 0)]
+                await pilot.press("ctrl+q")
+            await client.stop()
             team = Profile.load(alice.paths).channel("team")
-            client = await ProfileClient.start(alice)
-            try:
-                assert [client.unread(n) for n in client.nodes] == [0, 0] and team.read_ms > 0
-            finally:
-                await client.stop()
-        finally:
-            await bobs.stop()
-            await broker.close()
+            client = await group.client(alice)
+            assert [client.unread(n) for n in client.nodes] == [0, 0] and team.read_ms > 0
 
     run(scenario(), timeout=90)
 
@@ -189,47 +149,29 @@ def test_the_window_opens_on_the_first_channel_and_the_others_join_as_they_start
     """Bare ``sdschat`` starts the first channel before the window opens and the rest after (a long history
     takes its engine a while to restore): rows and panes join in profile order with their unread counts; a
     channel whose database is damaged says so in one line and the others come up anyway."""
-    from sdschat.cli.wiring import profile_node_config
-    from sdschat.node import Node
-
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        alice = make_profile(tmp_path / "alice", "alice", broker.url, "first", "second", "broken", "fourth")
-        bob = make_profile(tmp_path / "bob", "bob", broker.url)
-        bob.add_channel("second", alice.invite("second").secret)
-        bobs = await ProfileClient.start(bob)
-        try:
-            headless = await Node.start(profile_node_config(alice, alice.channel("second")))
-            await bobs.nodes[0].send_text("while the window was closed")
-            for _ in range(200):
-                if headless.messages():
-                    break
-                await asyncio.sleep(0.05)
-            await headless.stop()
+        async with profiles(tmp_path, alice=("first", "second", "broken", "fourth"), bob=("second",)) as group:
+            alice = group["alice"]
+            bobs = await group.client(group["bob"])
+            await received_while_away(alice, "second", bobs.nodes[0], ["while the window was closed"])
             alice.db_path(alice.channel("broken")).write_bytes(b"not a database" * 100)
 
-            client = await ProfileClient.start(alice, all_channels=False)
-            try:
-                assert [n.key.channel_name for n in client.nodes] == ["first"]
-                app = ChannelWindow(client, blink=False)
-                async with app.run_test(size=(120, 30)) as pilot:
-                    await wait_until(pilot, lambda: len(rows(app)) == 3, what="the others")
-                    assert rows(app) == [("first", 0), ("second", 1), ("fourth", 0)] and active(app) == "first"
-                    await wait_until(pilot, lambda: any("#broken could not start" in line
-                                                        for line in lines_of(app, app.active_pane())),
-                                     what="the broken channel's line")
-                    await pilot.press("alt+2")
-                    assert active(app) == "second"
-                    await wait_until(pilot, lambda: any("while the window was closed" in line
-                                                        for line in lines_of(app, app.active_pane())),
-                                     what="its history")
-                    await pilot.press("ctrl+q")
-                assert app.return_code == 0 and app.errors == []
-            finally:
-                await client.stop()
-        finally:
-            await bobs.stop()
-            await broker.close()
+            client = await group.client(alice, all_channels=False)
+            assert [n.key.channel_name for n in client.nodes] == ["first"]
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                await wait_until(pilot, lambda: len(rows(app)) == 3, what="the others")
+                assert rows(app) == [("first", 0), ("second", 1), ("fourth", 0)] and active(app) == "first"
+                await wait_until(pilot, lambda: any("#broken could not start" in line
+                                                    for line in lines_of(app, app.active_pane())),
+                                 what="the broken channel's line")
+                await pilot.press("alt+2")
+                assert active(app) == "second"
+                await wait_until(pilot, lambda: any("while the window was closed" in line
+                                                    for line in lines_of(app, app.active_pane())),
+                                 what="its history")
+                await pilot.press("ctrl+q")
+            assert app.return_code == 0 and app.errors == []
 
     run(scenario(), timeout=90)
 
@@ -239,12 +181,9 @@ def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run)
     first of them, scrolled into view; the count stays until the end is reached (Ctrl+End), and leaving the
     channel takes the line away."""
     async def scenario():
-        broker = await EmbeddedBroker.start()
-        alice = make_profile(tmp_path / "alice", "alice", broker.url, "team", "ops")
-        bob = make_profile(tmp_path / "bob", "bob", broker.url, "team")
-        bobs = await ProfileClient.start(bob)
-        client = await ProfileClient.start(alice)
-        try:
+        async with profiles(tmp_path, alice=("team", "ops"), bob=("team",)) as group:
+            bobs = await group.client(group["bob"])
+            client = await group.client(group["alice"])
             app = ChannelWindow(client, blink=False)
             async with app.run_test(size=(100, 24)) as pilot:
                 team = app.active_pane()
@@ -272,9 +211,5 @@ def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run)
                 await wait_until(pilot, lambda: team.view.timeline.unread_line is None, what="line gone")
                 await pilot.press("ctrl+q")
             assert app.errors == []
-        finally:
-            await client.stop()
-            await bobs.stop()
-            await broker.close()
 
     run(scenario(), timeout=90)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import time
 from dataclasses import dataclass, field, replace
 from datetime import timezone
@@ -224,3 +226,83 @@ class FakeClient:
 
     async def start_others(self, started, failed) -> None:
         pass  # every node is there from the start
+
+
+# ------------------------------------------------------------ profiles
+
+
+def channel_secret(name: str) -> bytes:
+    """The key of channel ``name`` in every test profile: the same name is the same channel for everyone."""
+    return hashlib.sha256(b"sdschat test channel " + name.encode()).digest()
+
+
+class Profiles:
+    """Test profiles on one embedded broker (see :func:`profiles`): ``group["alice"]``, and their clients."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.by_name: dict = {}
+        self._clients: list = []
+
+    def __getitem__(self, who: str):
+        return self.by_name[who]
+
+    async def client(self, profile, **options):
+        """``ProfileClient.start(profile, **options)``, stopped when the group ends (if the test has not)."""
+        from sdschat.cli.window import ProfileClient
+
+        client = await ProfileClient.start(profile, **options)
+        self._clients.append(client)
+        return client
+
+
+@contextlib.asynccontextmanager
+async def profiles(tmp_path: Path, **channels):
+    """An embedded broker and one profile per keyword (``alice=("team", "ops")``) under ``tmp_path``, each in
+    the channels named; the clients started through the group and the broker are stopped after."""
+    from sdschat.cli.wiring import stop_all
+    from sdschat.profile import Profile, resolve_paths
+    from sdschat.transport import EmbeddedBroker
+
+    broker = await EmbeddedBroker.start()
+    group = Profiles(broker)
+    try:
+        for who, names in channels.items():
+            profile = Profile.create(resolve_paths(tmp_path / who), who, broker.url)
+            for name in names:
+                profile.add_channel(name, channel_secret(name))
+            group.by_name[who] = profile
+        yield group
+    finally:
+        await stop_all(reversed(group._clients))
+        await broker.close()
+
+
+async def received_while_away(profile, channel: str, sender, texts: list[str], timeout: float = 10.0) -> None:
+    """While no window is open, a headless node of ``profile``'s ``channel`` (as ``sdschat bot`` runs one)
+    receives ``texts`` from ``sender``'s node; returns once it has them all (or ``timeout`` passed)."""
+    from sdschat.cli.wiring import profile_node_config
+    from sdschat.node import Node
+
+    headless = await Node.start(profile_node_config(profile, profile.channel(channel)))
+    try:
+        for text in texts:
+            await sender.send_text(text)
+        deadline = time.monotonic() + timeout
+        while len(headless.messages()) < len(texts) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        await headless.stop()
+
+
+def capture_writes(app) -> list[str]:
+    """Everything the app writes to its terminal from now on (escape sequences included), as it goes."""
+    writes: list[str] = []
+    real_write = app._driver.write
+
+    def write(data: str) -> None:
+        writes.append(data)
+        real_write(data)
+
+    app._driver.write = write
+    return writes
