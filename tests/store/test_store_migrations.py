@@ -48,7 +48,9 @@ def test_migrations_applied_and_recorded(tmp_path):
 def test_every_integer_column_is_INTEGER(tmp_path):
     run(_open_close(tmp_path / "n.db"))
     conn = sqlite3.connect(tmp_path / "n.db")
-    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"):
+    # ordinary tables only: the FTS5 index (virtual) and its shadow tables declare their own columns
+    tables = [r[1] for r in conn.execute("PRAGMA table_list") if r[2] == "table" and not r[1].startswith("sqlite_")]
+    for table in tables:
         for _, col, decl, *_ in conn.execute(f"PRAGMA table_info({table})"):
             assert decl in ("INTEGER", "TEXT", "BLOB"), (table, col, decl)
     conn.close()
@@ -205,3 +207,42 @@ def test_store_imports_only_sds_state_types():
                         assert names == {"HistoryEntry"}, (source.name, names)
                 else:
                     assert root == "aiosqlite" or root in sys.stdlib_module_names, (source.name, mod)
+
+
+def test_search_migration_indexes_a_database_made_before_it(tmp_path):
+    """0002_search builds the FTS index for the messages already stored, and its triggers keep it current."""
+    import json
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    M.migrate(conn, M.load_migrations()[:1])  # the schema before full-text search
+    conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES ('c', 'p', 0)")
+
+    def add(mid, content):
+        conn.execute(
+            "INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
+            "VALUES ('c', ?, 's', 1, ?, 'delivered')", (mid, content))
+
+    add("m1", json.dumps({"v": 1, "k": "msg", "text": "the Café is open"}).encode())
+    add("m2", b"\xff\x00 not json")  # not a payload: stored, not indexed, no error
+    add("m3", json.dumps({"v": 1, "k": "msg", "nick": "x"}).encode())  # no text
+    conn.close()
+
+    run(_open_close(db))  # applies 0002
+    conn = sqlite3.connect(db, isolation_level=None)
+
+    def hits(q):
+        return [r[0] for r in conn.execute(
+            "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
+            "WHERE message_search MATCH ? ORDER BY s.rowid", (q,))]
+
+    assert hits("cafe") == ["m1"]  # diacritics folded, case folded
+    assert hits("open") == ["m1"]
+    conn.execute(
+        "INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
+        "VALUES ('c', 'm4', 's', 2, ?, 'received')", (json.dumps({"text": "café again"}).encode(),))
+    assert hits("cafe") == ["m1", "m4"]
+    conn.execute("DELETE FROM messages WHERE message_id = 'm1'")
+    assert hits("cafe") == ["m4"]
+    conn.execute("INSERT INTO message_search (message_search) VALUES ('integrity-check')")
+    conn.close()
