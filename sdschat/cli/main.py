@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from . import bot, broker, chat, export, keys, pipeline, profiles, storenode, window
+from . import bot, broker, chat, export, keys, pipeline, profiles, search, storenode, window
 from .args import Parser, add_home_arg
 from .errors import CliError
 
@@ -27,6 +27,8 @@ COMMANDS = {
              "join a channel by invite token (or import a 0.1 key file and database)"),
     "channels": (profiles.channels_configure, profiles.channels_run,
                  "list your channels: members seen, unread, messages"),
+    "search": (search.search_configure, search.search_run,
+               "find messages in your channels (full-text, on this machine only)"),
     "part": (profiles.part_configure, profiles.part_run, "leave a channel (its history stays unless --forget)"),
     "demo": (chat.demo_configure, chat.demo_run, "N participants side by side over an embedded broker (the main demo)"),
     "chat": (chat.chat_configure, chat.chat_run, "the chat UI: join a channel as NAME"),

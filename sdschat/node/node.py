@@ -37,6 +37,7 @@ from .config import NodeConfig, node_channel_config
 from .frame import pack
 from .payload import AppPayload
 from .receive import Receiver, Turn
+from .search import SearchHit, search_store
 from .storeclient import StoreClient
 
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config"]
@@ -263,12 +264,13 @@ class Node:
         await self._flush_for_reading()
         return await self.store.unread_count(self.key.channel_id, since_ms, self.participant_id)
 
-    async def history(self, *, limit: int | None = None,
-                      before: tuple[int, str] | None = None) -> list[ev.ChatMessage]:
-        """The channel's messages in local-log order: all of them, or one page, the newest ``limit`` before the
-        ``(lamport_timestamp, message_id)`` key ``before`` (exclusive; ``None``: up to the newest) -- what a
-        view loads first and then as the person scrolls back. The database's rows, with what is in memory
-        (newer: the writer batches) taking precedence."""
+    async def history(self, *, limit: int | None = None, before: tuple[int, str] | None = None,
+                      after: tuple[int, str] | None = None) -> list[ev.ChatMessage]:
+        """The channel's messages in local-log order: all of them, or one page: the newest ``limit`` before the
+        ``(lamport_timestamp, message_id)`` key ``before`` (exclusive; ``None``: up to the newest), or with
+        ``after`` the oldest ``limit`` after that key -- what a view loads first, then as the person scrolls
+        back (or, below a search result, forward). The database's rows, with what is in memory (newer: the
+        writer batches) taking precedence."""
         known = dict(self.book.messages)
         out: list[ev.ChatMessage] = []
         await self._flush_for_reading()
@@ -284,16 +286,36 @@ class Node:
                 take(row)
             out.extend(known.values())
         else:
-            rows = await self.store.page_messages(cid, before, limit)
+            rows = await self.store.page_messages(cid, before, limit, after=after)
             for row in rows:
                 take(row)
             # shown but not (yet) in the database: within the page's range
-            low = (rows[0].lamport_timestamp, rows[0].message_id) if len(rows) >= limit else None
-            out.extend(m for m in known.values()
-                       if (before is None or (m.lamport_timestamp, m.message_id) < before)
-                       and (low is None or (m.lamport_timestamp, m.message_id) > low))
+            full = len(rows) >= limit
+            if after is not None:
+                high = (rows[-1].lamport_timestamp, rows[-1].message_id) if full else None
+                out.extend(m for m in known.values() if (m.lamport_timestamp, m.message_id) > after
+                           and (high is None or (m.lamport_timestamp, m.message_id) < high))
+            else:
+                low = (rows[0].lamport_timestamp, rows[0].message_id) if full else None
+                out.extend(m for m in known.values()
+                           if (before is None or (m.lamport_timestamp, m.message_id) < before)
+                           and (low is None or (m.lamport_timestamp, m.message_id) > low))
         out.sort(key=lambda m: (m.lamport_timestamp, m.message_id))
         return out
+
+    async def around(self, key: tuple[int, str], *, limit: int) -> tuple[list[ev.ChatMessage], bool, bool]:
+        """The message at ``key`` with up to ``limit`` messages on each side, in log order, and whether older
+        and newer ones are left out: what a view loads to show a search result among its neighbours."""
+        older = await self.history(limit=limit + 1, before=(key[0], key[1] + "\x00"))
+        newer = await self.history(limit=limit, after=key)
+        return older + newer, len(older) > limit, len(newer) >= limit
+
+    async def search(self, query: str, *, limit: int = 50, before: int | None = None) -> list[SearchHit]:
+        """This channel's messages matching ``query`` (words, ``word*``, ``"a phrase"``, OR, NOT), newest
+        stored first; :class:`~sdschat.store.SearchQueryError` for one that cannot be run."""
+        await self._flush_for_reading()
+        return await search_store(self.store, self.key.channel_id, self.key.channel_name or "", query,
+                                  me=self.participant_id, limit=limit, before=before)
 
     def participants(self) -> list[ParticipantRow]:
         return sorted(self.book.participants.values(), key=lambda p: -p.last_seen_ms)

@@ -9,6 +9,7 @@
 * Inside :class:`Store`: :mod:`.connection` (file, settings, transactions),
   :mod:`.snapshot` (full channel state), :mod:`.journal` (batches),
   :mod:`.queries` (history, events) and :mod:`.sql` (the statements).
+* :mod:`sdschat.store.search` -- what a typed search means to the FTS5 index.
 * :mod:`sdschat.store.migrate` -- the migration runner for ``migrations/*.sql``.
 
 Layering (DESIGN.md): imports only the state types of :mod:`sdschat.sds`.
@@ -16,10 +17,11 @@ Layering (DESIGN.md): imports only the state types of :mod:`sdschat.sds`.
 
 from .errors import MigrationError, SchemaTooNewError, StoreError, WriterFailedError
 from .rows import EVENT_KINDS, EventRow, MessageRow, MessageUpdate, ParticipantRow
+from .search import SEARCH_HINT, SearchQueryError, fts_query, query_terms
 from .store import Store
 from .writer import StoreWriter
 
 __all__ = [
     "EVENT_KINDS", "EventRow", "MessageRow", "MessageUpdate", "MigrationError", "ParticipantRow",
-    "SchemaTooNewError", "Store", "StoreError", "StoreWriter", "WriterFailedError",
+    "SchemaTooNewError", "SEARCH_HINT", "SearchQueryError", "Store", "StoreError", "StoreWriter", "WriterFailedError", "fts_query", "query_terms",
 ]

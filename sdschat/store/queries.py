@@ -52,9 +52,16 @@ class History:
                 return
             after = (rows[-1][2], rows[-1][0])
 
-    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int) -> list[MessageRow]:
-        """The newest ``limit`` messages ordered before ``before`` (a ``(lamport_timestamp, message_id)`` key,
-        exclusive; ``None``: the end of the log), in log order: one page of history, read from the index."""
+    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int, *,
+                            after: tuple[int, str] | None = None) -> list[MessageRow]:
+        """One page of history in log order, read from the index: the newest ``limit`` messages before
+        ``before`` (a ``(lamport_timestamp, message_id)`` key, exclusive; ``None``: the end of the log), or with
+        ``after``, the oldest ``limit`` messages after that key (what comes below a search result)."""
+        if after is not None:
+            rows = await self._fetchall(
+                f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND (lamport_timestamp, message_id) > "
+                "(?, ?) ORDER BY lamport_timestamp, message_id LIMIT ?", [channel_id, after[0], after[1], limit])
+            return self.parsed("messages", R.message_row, rows)
         if before is None:
             sql = (f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? "
                    "ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?")
@@ -66,6 +73,16 @@ class History:
         rows = await self._fetchall(sql, params)
         rows.reverse()
         return self.parsed("messages", R.message_row, rows)
+
+    async def search(self, channel_id: str, match: str, limit: int, before: int | None = None,
+                     ) -> list[tuple[int, MessageRow]]:
+        """Messages whose text matches the FTS5 query ``match`` (:func:`~.search.fts_query`), newest stored
+        first, as ``(rowid, row)``; ``before``: only rows stored before that rowid (the next page)."""
+        sql = (f"SELECT m.rowid, {', '.join('m.' + c.strip() for c in MESSAGE_COLS.split(','))} "
+               "FROM message_search s JOIN messages m ON m.rowid = s.rowid "
+               "WHERE message_search MATCH ? AND m.channel_id = ? AND s.rowid < ? ORDER BY s.rowid DESC LIMIT ?")
+        rows = await self._fetchall(sql, (match, channel_id, 2**63 - 1 if before is None else before, limit))
+        return list(zip((r[0] for r in rows), self.parsed("messages", R.message_row, [r[1:] for r in rows])))
 
     async def messages_not_in(self, channel_id: str, states: Sequence[str]) -> list[MessageRow]:
         """The messages whose state is none of ``states`` (those whose state can still change), in log order."""

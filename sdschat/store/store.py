@@ -51,6 +51,7 @@ from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
 from .queries import History
 from .rows import EventRow, MessageRow, MessageUpdate, ParticipantRow
+from .search import fts_query, run_error
 
 __all__ = ["Store", "Batch"]
 
@@ -262,9 +263,25 @@ class Store:
     async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
         return await self._history.get_message(channel_id, message_id)
 
-    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int) -> list[MessageRow]:
-        """The newest ``limit`` messages before the ``(lamport_timestamp, message_id)`` key ``before``, in order."""
-        return await self._history.page_messages(channel_id, before, limit)
+    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int, *,
+                            after: tuple[int, str] | None = None) -> list[MessageRow]:
+        """The newest ``limit`` messages before the ``(lamport_timestamp, message_id)`` key ``before`` (or the
+        oldest ``limit`` after ``after``), in log order."""
+        return await self._history.page_messages(channel_id, before, limit, after=after)
+
+    async def search(self, channel_id: str, query: str, *, limit: int = 50,
+                     before: int | None = None) -> list[tuple[int, MessageRow]]:
+        """Messages whose text matches ``query`` (words as a person types them: :mod:`.search`), newest stored
+        first, as ``(rowid, row)``; ``before`` a rowid: the next page. :class:`~.search.SearchQueryError`
+        (one line, with a hint) for a query that cannot be run."""
+        match = fts_query(query)
+        try:
+            return await self._history.search(channel_id, match, limit, before)
+        except StoreError as exc:
+            bad = run_error(exc.__cause__) if isinstance(exc.__cause__, sqlite3.Error) else None
+            if bad is not None:
+                raise bad from None
+            raise
 
     async def messages_not_in(self, channel_id: str, states: Sequence[str]) -> list[MessageRow]:
         """The messages whose state is none of ``states``, in log order."""

@@ -1,0 +1,99 @@
+"""``sdschat search QUERY``: find messages in every channel of the profile (or one), on this machine.
+
+The search runs over each channel's database (its FTS5 index: nothing leaves
+the machine). Results go to stdout newest first, one per line (``--json``: one
+JSON object per line); a query that cannot be run gets one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import unicodedata
+from datetime import datetime
+
+from .args import add_home_arg
+from .errors import CliError, profile_call
+from .profiles import load_profile
+
+__all__ = ["search_configure", "search_run"]
+
+_MARK = ("\x1b[1;7m", "\x1b[0m")  # bold reverse: the matched words, on a terminal
+
+
+def search_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+", help='words (all must match), word* (prefix), "a phrase", OR, NOT')
+    p.add_argument("--channel", help="search this channel only (default: every channel of the profile)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many results (default 50)")
+    p.add_argument("--json", action="store_true", help="one JSON object per result instead of a line")
+    add_home_arg(p)
+
+
+async def search_run(args: argparse.Namespace) -> int:
+    from sdschat.crypto import CryptoError
+    from sdschat.node import merge_hits, search_store
+    from sdschat.store import SearchQueryError, Store, StoreError, fts_query
+
+    if not 1 <= args.limit <= 10_000:
+        raise CliError("--limit must be between 1 and 10000")
+    query = " ".join(args.query)
+    try:
+        fts_query(query)  # a query that cannot be run is refused before any database is opened
+    except SearchQueryError as exc:
+        raise CliError(str(exc)) from None
+    profile = load_profile(args)
+    entries = [profile_call(profile.channel, args.channel)] if args.channel else list(profile.channels.values())
+    me = profile_call(profile.identity).participant_id
+    found = []
+    for entry in entries:
+        db = profile.db_path(entry)
+        if not db.exists():  # joined, never opened: nothing stored yet
+            continue
+        try:
+            async with await Store.open(db, create=False) as store:
+                found.append(await search_store(store, profile.key(entry).channel_id, entry.name, query, me=me,
+                                                limit=args.limit))
+        except SearchQueryError as exc:
+            raise CliError(str(exc)) from None
+        except (StoreError, CryptoError, ValueError) as exc:
+            raise CliError(f"#{entry.name}: {exc}") from None
+    hits = merge_hits(found, args.limit)
+    if args.json:
+        for h in hits:
+            print(json.dumps(_as_json(h), ensure_ascii=False))
+    else:
+        mark = sys.stdout.isatty()
+        for h in hits:
+            print(_as_line(h, mark))
+    if not hits:
+        print(f"sdschat: no messages match {query!r}", file=sys.stderr)
+    return 0
+
+
+def _as_json(h) -> dict:
+    m = h.message
+    return {"channel": h.channel, "message_id": m.message_id, "sender_id": m.sender_id, "nick": m.nick,
+            "kind": m.kind, "sent_at_ms": m.sent_at_ms, "lamport_timestamp": m.lamport_timestamp,
+            "text": m.text, "matches": [list(s) for s in h.spans]}
+
+
+def _printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control and format characters (a peer's escape sequences, new
+    lines) become one replacement character each, so match spans still index it."""
+    return "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+
+
+def _as_line(h, mark: bool) -> str:
+    m = h.message
+    at = datetime.fromtimestamp(m.sent_at_ms / 1000).strftime("%Y-%m-%d %H:%M")
+    text = _printable(m.text)
+    if mark:
+        out, pos = [], 0
+        for s, e in h.spans:
+            out += [text[pos:s], _MARK[0], text[s:e], _MARK[1]]
+            pos = e
+        text = "".join(out) + text[pos:]
+    nick = _printable(m.nick)
+    who = f"* {nick}" if m.kind == "me" else nick
+    return f"#{h.channel}  {at}  {who}  {text}"

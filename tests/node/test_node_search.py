@@ -1,0 +1,102 @@
+"""Search over the stored text: a real node on a real broker, its SQLite file; hits arrive by every path
+(sent, received, read back after a restart), and a result's neighbours load around it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from node_helpers import FAST, run, settle
+
+from sdschat.crypto import ChannelKey
+from sdschat.node import Node, NodeConfig, node_channel_config
+from sdschat.store import SearchQueryError
+
+
+def test_search_finds_sent_and_received_text_and_loads_around_a_hit(node_mosquitto, tmp_path):
+    key = ChannelKey.generate("search")
+
+    async def start(name: str) -> Node:
+        cfg = NodeConfig(name, key, tmp_path / f"{name}.db", node_mosquitto.url,
+                         channel_config=node_channel_config(**FAST))
+        return await Node.start(cfg)
+
+    async def main():
+        a, b = await start("alice"), await start("bob")
+        try:
+            for i in range(60):
+                text = "Lunch at the Café?" if i == 17 else ("lunchbox recall" if i == 40 else f"line {i}")
+                await (a if i % 2 else b).send_text(text)
+            await settle([a, b], 60, timeout=60)
+            hits = await a.search("cafe lunch")
+            assert [h.message.text for h in hits] == ["Lunch at the Café?"]
+            hit = hits[0]
+            assert hit.channel == "search" and hit.message.nick == "alice" and hit.message.own
+            assert [hit.message.text[s:e] for s, e in hit.spans] == ["Lunch", "Café"]
+            prefix = await b.search("lunch*")  # newest stored first
+            assert [h.message.text for h in prefix] == ["lunchbox recall", "Lunch at the Café?"]
+            assert not prefix[1].message.own and prefix[0].message.own
+            page = await b.search("lunch*", limit=1)
+            assert [h.message.text for h in await b.search("lunch*", before=page[0].rowid)] == [
+                "Lunch at the Café?"]
+            assert await a.search("lunch NOT cafe") == []
+            for bad in ("", '"unclosed', "OR", "NOT lunch", "!!!"):
+                with pytest.raises(SearchQueryError) as info:
+                    await a.search(bad)
+                assert "\n" not in str(info.value) and "phrase" in str(info.value)
+            # the neighbours of a hit: 5 on each side, and more beyond on both
+            m = hit.message
+            around, older, newer = await a.around((m.lamport_timestamp, m.message_id), limit=5)
+            assert len(around) == 11 and around[5].message_id == m.message_id and older and newer
+            everything = await a.history()
+            i = [x.message_id for x in everything].index(m.message_id)
+            assert [x.message_id for x in around] == [x.message_id for x in everything[i - 5:i + 6]]
+            last = everything[-3]
+            tail, older, newer = await a.around((last.lamport_timestamp, last.message_id), limit=5)
+            assert [x.message_id for x in tail] == [x.message_id for x in everything[-8:]] and not newer
+        finally:
+            await a.stop()
+            await b.stop()
+        again = await Node.start(dataclasses.replace(b.config))  # read back from the file
+        try:
+            assert [h.message.text for h in await again.search("recall")] == ["lunchbox recall"]
+        finally:
+            await again.stop()
+
+    run(main())
+
+
+def test_sdschat_search_over_the_channels_of_a_profile(node_mosquitto, tmp_path, capsys):
+    """``sdschat search``: every channel of the profile, newest first; ``--channel``, ``--json``; a bad query
+    or channel is one line and exit 2; a peer's control characters never reach the terminal."""
+    import json
+
+    from sdschat.cli import main
+
+    home = tmp_path / "me"
+
+    def sdschat(*argv):
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert sdschat("init", "--name", "zed", "--broker", node_mosquitto.url, "--home", home)[0] == 0
+    for channel, text in (("general", "deploy friday? {i}"), ("ops", "the deploy is done {i}\x1b[2J")):
+        assert sdschat("new", channel, "--home", home)[0] == 0
+        # alone in the channel nobody acknowledges: the bot gives up waiting (exit 3), its messages are stored
+        assert sdschat("bot", "--channel", channel, "--count", 2, "--interval", 0, "--max-runtime", 1, "--quiet",
+                       "--text", text, "--home", home)[0] == 3
+    code, out, err = sdschat("search", "deploy", "--home", home)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 4 and err == ""
+    assert {line.split()[0] for line in lines} == {"#general", "#ops"}
+    assert all("zed" in line and "\x1b" not in line for line in lines)
+    code, out, _ = sdschat("search", "deploy", "friday", "--channel", "general", "--json", "--home", home)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["channel"] for r in rows] == ["general", "general"]
+    assert [r["text"][s:e] for r in rows for s, e in r["matches"]] == ["deploy", "friday"] * 2
+    assert sdschat("search", "nothing-like-it", "--home", home)[:2] == (0, "")
+    for argv, says in ((['"deploy'], "quote"), (["NOT", "x"], "NOT"), (["x", "--channel", "nope"], "nope"),
+                       (["x", "--limit", "0"], "limit")):
+        code, out, err = sdschat("search", *argv, "--home", home)
+        assert (code, out) == (2, "") and err.count("\n") == 1 and says in err
