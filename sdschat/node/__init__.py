@@ -3,7 +3,8 @@
 from .events import *  # noqa: F401,F403
 from .node import Node, NodeConfig, NodeFailed, node_channel_config
 from .payload import AppPayload, PayloadError
+from ..store import SearchQueryError
 from .search import SearchHit, match_spans, merge_hits, search_store
 
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "AppPayload", "PayloadError", "SearchHit",
-           "match_spans", "merge_hits", "search_store"]
+           "SearchQueryError", "match_spans", "merge_hits", "search_store"]

@@ -31,7 +31,8 @@ class MessageBook:
     def chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0,
              repaired=False) -> ev.ChatMessage:
         return ev.ChatMessage(mid, sender, app.nick, app.text, app.kind, app.sent_at_ms, lamport,
-                              sender == self._pid(), state, acks, resends, bool(repaired), None, received_at)
+                              sender == self._pid(), state, acks, resends, bool(repaired), None, received_at,
+                              app.reply_to or None)
 
     def chat_of_row(self, row: MessageRow) -> ev.ChatMessage | None:
         app = decode_app(row.content)

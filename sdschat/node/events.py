@@ -42,6 +42,8 @@ class ChatMessage:
     repaired: bool = False
     repaired_by: str | None = None
     received_at_ms: int = 0
+    #: the message this one answers (a reply), or None
+    reply_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

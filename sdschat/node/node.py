@@ -303,6 +303,15 @@ class Node:
         out.sort(key=lambda m: (m.lamport_timestamp, m.message_id))
         return out
 
+    async def message(self, message_id: str) -> ev.ChatMessage | None:
+        """One message of the channel, from memory or the database (None: not here, e.g. still missing)."""
+        known = self.book.messages.get(message_id)
+        if known is not None:
+            return known
+        await self._flush_for_reading()
+        row = await self.store.get_message(self.key.channel_id, message_id)
+        return self.book.chat_of_row(row) if row is not None else None
+
     async def around(self, key: tuple[int, str], *, limit: int) -> tuple[list[ev.ChatMessage], bool, bool]:
         """The message at ``key`` with up to ``limit`` messages on each side, in log order, and whether older
         and newer ones are left out: what a view loads to show a search result among its neighbours."""
@@ -348,8 +357,9 @@ class Node:
 
     # ------------------------------------------------------------------ send
 
-    async def send_text(self, text: str, kind: str = "msg") -> str:
-        """Send a chat line; returns its message id once it is durable (publishing follows).
+    async def send_text(self, text: str, kind: str = "msg", *, reply_to: str | None = None) -> str:
+        """Send a chat line (``reply_to``: the message id it answers); returns its message id once it is durable
+        (publishing follows).
 
         Raises :class:`NodeFailed` once the database can no longer be written.
         """
@@ -358,7 +368,7 @@ class Node:
         if self.failure is not None:
             raise NodeFailed(self.failure)
         now = self.now()
-        app = AppPayload.new(kind, self.nick, text, now)
+        app = AppPayload.new(kind, self.nick, text, now, reply_to or "")
         body = app.encode()
         content = signed_content(self.identity, self.key.channel_binding, body)
         out = self.channel.send(content, now)

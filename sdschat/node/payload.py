@@ -4,6 +4,10 @@ A small versioned JSON object::
 
     {"v": 1, "k": "msg", "nick": "alice", "text": "hello", "ts": 1763769600000, "n": "9f2c01ab"}
 
+``re`` (optional) makes a chat line a reply: the message id (64 hex digits) of
+the message it answers, inside the sealed payload like everything else;
+peers that do not know ``re`` ignore it and show the text.
+
 ``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``typing``
 (ephemeral "typing…" notice). ``ts`` is the sender's wall clock in ms at send
 time (display only; ordering is SDS's Lamport order). ``n`` is a random nonce,
@@ -37,17 +41,23 @@ class AppPayload:
     text: str
     sent_at_ms: int
     nonce: str = ""
+    #: the message id this one answers ("" for none)
+    reply_to: str = ""
 
     @classmethod
-    def new(cls, kind: str, nick: str, text: str, sent_at_ms: int) -> AppPayload:
+    def new(cls, kind: str, nick: str, text: str, sent_at_ms: int, reply_to: str = "") -> AppPayload:
         if kind not in KINDS:
             raise ValueError(f"unknown payload kind {kind!r}")
         if len(text) > MAX_TEXT:
             raise ValueError(f"message longer than {MAX_TEXT} characters")
-        return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex())
+        if reply_to and not _is_message_id(reply_to):
+            raise ValueError("a reply names a message id (64 hex digits)")
+        return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to)
 
     def encode(self) -> bytes:
         obj = {"v": VERSION, "k": self.kind, "nick": self.nick, "text": self.text, "ts": self.sent_at_ms, "n": self.nonce}
+        if self.reply_to:
+            obj["re"] = self.reply_to
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -76,4 +86,11 @@ class AppPayload:
             (nick + text + nonce).encode("utf-8")
         except UnicodeEncodeError:
             raise PayloadError("payload has invalid characters") from None
-        return cls(kind, nick[:MAX_NICK], text, ts, nonce)
+        reply_to = obj.get("re", "")
+        if not isinstance(reply_to, str) or reply_to and not _is_message_id(reply_to):
+            reply_to = ""  # not something we can follow: show the text, as a peer without replies would
+        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to)
+
+
+def _is_message_id(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)

@@ -39,7 +39,7 @@ def _chat(row: MessageRow, me: str) -> ev.ChatMessage | None:
         return None
     return ev.ChatMessage(row.message_id, row.sender_id, app.nick, app.text, app.kind, app.sent_at_ms,
                           row.lamport_timestamp, row.sender_id == me, row.state, row.possible_ack_count,
-                          row.resends, row.repaired, None, row.received_at_ms or 0)
+                          row.resends, row.repaired, None, row.received_at_ms or 0, app.reply_to or None)
 
 
 async def search_store(store: Store, channel_id: str, channel: str, query: str, *, me: str = "",

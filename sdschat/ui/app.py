@@ -21,10 +21,13 @@ from textual.worker import Worker, WorkerState
 
 from .messages import UiError, UiNotice
 from .palette import ChatCommands
-from .screens import HelpScreen
+from .screens import HelpScreen, SearchScreen
 from .widgets import ChatPane
 
 __all__ = ["ChatApp", "DemoApp", "BaseChatApp"]
+
+SEARCH_RESULTS = 200  # results per search (newest first)
+
 
 class _AppLogHandler(logging.Handler):
     """Warnings and errors of sdschat's loggers go to the app (not over the TUI on stderr)."""
@@ -149,12 +152,43 @@ class BaseChatApp(App):
     def action_latest(self) -> None:
         pane = self.active_pane()
         if pane is not None:
-            pane.view.scroll_to_latest()
+            self.run_worker(pane.show_latest(), group="history", exit_on_error=False)
 
     def action_focus_input(self) -> None:
+        """Escape: cancel a reply being written; back to the input."""
         pane = self.active_pane()
         if pane is not None:
+            pane.cancel_reply()
             pane.input.focus()
+
+    # ---------------------------------------------------------- search
+
+    def search_panes(self, pane: ChatPane) -> list[ChatPane]:
+        """Where ``/search`` looks from ``pane``: that channel (the channel window: every channel)."""
+        return [pane]
+
+    def open_search(self, pane: ChatPane, query: str) -> None:
+        """``/search words``: the results screen; the result picked is shown in its channel."""
+        from sdschat.node import merge_hits
+
+        panes = self.search_panes(pane)
+        by_channel = {p.channel_name: p for p in panes}
+
+        async def search(text: str):
+            found = [await p.node.search(text, limit=SEARCH_RESULTS) for p in panes]
+            return merge_hits(found, SEARCH_RESULTS)
+
+        def picked(hit) -> None:
+            if hit is not None and hit.channel in by_channel:
+                self.show_hit(by_channel[hit.channel], hit)
+
+        self.push_screen(SearchScreen(query, search, now_ms=int(self.clock() * 1000), tz=self.tz,
+                                      channels=len(panes) > 1), picked)
+
+    def show_hit(self, pane: ChatPane, hit) -> None:
+        m = hit.message
+        self.run_worker(pane.jump_to(m.message_id, (m.lamport_timestamp, m.message_id)), group="load",
+                        exit_on_error=False)
 
     def prefill_command(self, name: str) -> None:
         pane = self.active_pane()

@@ -25,7 +25,7 @@ from textual.strip import Strip
 from sdschat.node import events as ev
 
 from .theme import STATE_STYLES, S, nick_style, state_glyph
-from .timeline import MarkerItem, MsgItem, NoticeItem, UnreadItem
+from .timeline import QUOTE_LOST, QUOTE_TEXT, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
 __all__ = ["Layout", "wrap_spans", "clean_text"]
 
@@ -238,6 +238,8 @@ class Layout:
         if type(item) is MsgItem:
             m = item.msg
             text = m.text
+            if item.quote is not None:
+                sep += 1  # the quote of the message it answers
             if self.wide and m.kind == "msg" and not item.repaired_via and len(text) <= self.room and text.isascii() \
                     and text.isprintable():
                 return 1 + sep  # the common case, without building the line
@@ -281,9 +283,14 @@ class Layout:
         body, runs, room = self._body(item, nick, nick_of)
         cont = room if self.wide else self.width - PREFIX
         spans = wrap_spans(body, room, cont)
-        bg = S.repaired_bg if item.highlight_until_ms else (S.mention_bg if item.mention else None)
+        if item.selected:
+            bg = S.cursor_bg
+        else:
+            bg = S.repaired_bg if item.highlight_until_ms else (S.mention_bg if item.mention else None)
         out: list[Strip] = []
         indent = " " * (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
+        if item.quote is not None:
+            out.append(self._paint_quote(item.quote, indent, bg))
         for n, (start, end) in enumerate(spans):
             segs: list[Segment] = []
             if n == 0:
@@ -311,6 +318,22 @@ class Layout:
                     break
             out.append(self._line(segs, bg))
         return out
+
+    def _paint_quote(self, quote: tuple, indent: str, bg: Style | None) -> Strip:
+        """The line above a reply: what it answers (one line, cut to fit), or that the parent is not here."""
+        if quote[0] == QUOTE_TEXT:
+            _, nick, sender, text = quote
+            room = max(1, self.width - len(indent) - 2)
+            head = clean_text(nick) + ": "
+            body = _fit(head + clean_text(text).replace("\n", " "), room)
+            segs = [Segment(indent + "↳ ", S.quote), Segment(body[:len(head)], nick_style(sender)),
+                    Segment(body[len(head):], S.quote)]
+        else:
+            what = "lost" if quote[0] == QUOTE_LOST else "possibly missing"
+            segs = [Segment(indent + "↳ ", S.quote),
+                    Segment(_fit(f"reply to a message {what}", max(1, self.width - len(indent) - 2)),
+                            S.lost if quote[0] == QUOTE_LOST else S.missing)]
+        return self._line(segs, bg)
 
     def _paint_marker(self, item: MarkerItem, nick_of) -> Strip:
         senders = sorted({nick_of(s) for s in item.senders})

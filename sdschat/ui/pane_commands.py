@@ -31,6 +31,8 @@ def run_slash(pane, name: str, arg: str) -> None:
         if not arg.strip():
             raise ValueError("usage: /me ACTION")
         pane.send(arg, kind="me")
+    elif name == "search":
+        app.open_search(pane, arg)
     elif name == "loss":
         parts = arg.split()
         if not 1 <= len(parts) <= 2:

@@ -28,6 +28,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("mute", "", "mentions here: no bell, no desktop notification (still highlighted)"),
     SlashCommand("unmute", "", "mentions here ring and notify again"),
     SlashCommand("me", "ACTION", "send an action: * you ACTION"),
+    SlashCommand("search", "WORDS", 'find messages (word*, "a phrase", OR, NOT); Enter jumps to one'),
     SlashCommand("loss", "IN [OUT]", "drop that share of incoming [outgoing] frames (0.2 or 20%)"),
     SlashCommand("delay", "MS [JITTER]", "hold every frame MS ms (± JITTER ms reorders them)"),
     SlashCommand("offline", "", "unplug: drop every frame, as if the network were gone"),

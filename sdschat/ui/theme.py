@@ -79,4 +79,6 @@ class S:
     repaired_tag = Style(color="green", italic=True)
     repaired_bg = Style(bgcolor="#12402a")
     mention_bg = Style(bgcolor="#4a3410")
+    cursor_bg = Style(bgcolor="#264f78")
+    quote = Style(color="grey62", italic=True)
     late_tag = Style(color="grey50", italic=True)

@@ -21,7 +21,9 @@ from sdschat.node import events as ev
 
 from .mentions import mentions
 
-__all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "Item"]
+__all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "Item", "QUOTE_TEXT", "QUOTE_MISSING", "QUOTE_LOST"]
+
+QUOTE_TEXT, QUOTE_MISSING, QUOTE_LOST = "text", "missing", "lost"
 
 _uids = itertools.count(1)
 _FLOATING = "\U0010fffe"  # sorts after every message id of the same Lamport time
@@ -46,13 +48,18 @@ class _Base:
 class MsgItem(_Base):
     """One chat message (own or received)."""
 
-    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day", "mention")
+    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day", "mention", "quote", "selected")
 
     def __init__(self, msg: ev.ChatMessage, mention: bool = False) -> None:
         super().__init__((msg.lamport_timestamp, msg.message_id, 1))
         self.msg = msg
         #: someone else's message that names you (or a highlight word)
         self.mention = mention
+        #: a reply's one-line quote of its parent: ``(QUOTE_TEXT, nick, sender_id, text)``, ``(QUOTE_MISSING,)``
+        #: (not here: possibly missing) or ``(QUOTE_LOST,)``; None for a message that answers nothing
+        self.quote: tuple | None = None
+        #: under the message cursor
+        self.selected = False
         self.repaired_via: str | None = "history" if msg.repaired else None
         self.repaired_by: str | None = msg.repaired_by
         self.highlight_until_ms = 0
@@ -123,6 +130,14 @@ class Timeline:
         self._seq = itertools.count()
         self.last_lamport = 0
         self.unread_line: UnreadItem | None = None
+        #: loaded up to this key only (a window around a search result): newer messages are not inserted
+        #: until the view pages down to them (None: loaded to the end of the log)
+        self.upper: tuple | None = None
+        #: parent id -> replies whose quote waits for it (not here yet, or not loaded)
+        self._replies: dict[str, list[MsgItem]] = {}
+        #: parents to look for in the database (the view's owner reads them: :meth:`parent_found`)
+        self.unresolved: set[str] = set()
+        self.cursor: MsgItem | None = None
         #: what counts as naming you (:func:`sdschat.ui.mentions.names_pattern`), set by the pane
         self.highlight = None
         self.first_moved: int | None = None
@@ -188,11 +203,15 @@ class Timeline:
         self.by_mid = {it.msg.message_id: it for it in items}
         self._owner.clear()
         self._anchored.clear()
+        self._replies.clear()
+        self.unresolved.clear()
+        self.cursor = None
         for it in items:
             self.nicks[it.msg.sender_id] = it.msg.nick
         self.last_lamport = items[-1].key[0] if items else 0
         for gap in gaps:
             self.gap_opened(gap.message_id, gap.missing, gap.senders)
+        self._quote_all(items)
         self.first_moved = 0
         self.updated = set()
 
@@ -214,20 +233,44 @@ class Timeline:
         for it in merged[len(items) - 1:len(items) + 2]:  # where old meets new: day separators may change
             it.touch()
         self.first_moved = 0
+        self._quote_all(items)
         return len(items)
 
-    def add_message(self, msg: ev.ChatMessage, now_ms: int = 0) -> MsgItem:
-        """MessageShown: a message to show at once (own, delivered, or waiting on dependencies)."""
+    def append(self, messages: Iterable[ev.ChatMessage], upper: tuple | None) -> int:
+        """Newer messages (the next page below a window around a search result) merged in by key; ``upper``:
+        the new last loaded key (None: the end of the log is reached). Returns how many were new."""
+        self.upper = upper
+        items = [self._item(m) for m in messages if m.message_id not in self.by_mid]
+        if not items:
+            return 0
+        for it in items:
+            self.by_mid[it.msg.message_id] = it
+            self.nicks.setdefault(it.msg.sender_id, it.msg.nick)
+            self.last_lamport = max(self.last_lamport, it.key[0])
+        merged = self.items + items
+        merged.sort(key=lambda it: it.key)
+        self.items = merged
+        self.keys = [it.key for it in merged]
+        self._moved(min(self.index_of(it) for it in items))
+        self._quote_all(items)
+        return len(items)
+
+    def add_message(self, msg: ev.ChatMessage, now_ms: int = 0) -> MsgItem | None:
+        """MessageShown: a message to show at once (own, delivered, or waiting on dependencies). None when it
+        is beyond what is loaded (:attr:`upper`): it is shown when the view pages down to it."""
         self.nicks[msg.sender_id] = msg.nick
-        self.last_lamport = max(self.last_lamport, msg.lamport_timestamp)
         old = self.by_mid.get(msg.message_id)
         if old is not None:
             old.msg = msg
             self._update(old)
             return old
+        if self.upper is not None and (msg.lamport_timestamp, msg.message_id) > self.upper:
+            return None
+        self.last_lamport = max(self.last_lamport, msg.lamport_timestamp)
         item = self._item(msg)
         self.by_mid[msg.message_id] = item
         self._insert(item)
+        self._quote_all((item,))
         marker = self._owner.get(msg.message_id)
         if marker is not None:  # it was counted as missing (or lost): it is here now
             marker.pending.discard(msg.message_id)
@@ -246,7 +289,7 @@ class Timeline:
             return item
         item.msg = ev.ChatMessage(m.message_id, m.sender_id, m.nick, m.text, m.kind, m.sent_at_ms,
                                   m.lamport_timestamp, m.own, state, possible_acks, resends, m.repaired,
-                                  m.repaired_by, m.received_at_ms)
+                                  m.repaired_by, m.received_at_ms, m.reply_to)
         self._update(item)
         return item
 
@@ -302,6 +345,7 @@ class Timeline:
             self.set_state(anchor, ev.RECEIVED)
         lost = [m for m in lost if m not in self.by_mid]
         for mid in lost:
+            self._parent_lost(mid)
             owner = self._owner.get(mid)
             if owner is not None:
                 if mid in owner.pending:
@@ -323,6 +367,7 @@ class Timeline:
 
     def message_lost(self, mid: str, sender: str | None) -> None:
         """MessageLost: ``mid`` was declared irretrievably lost."""
+        self._parent_lost(mid)
         marker = self._owner.get(mid)
         if marker is None or mid not in marker.pending:
             return
@@ -341,6 +386,66 @@ class Timeline:
             self._remove(marker)
         else:
             self._update(marker)
+
+    # ------------------------------------------------------------- replies
+
+    def _quote_all(self, items: Iterable[MsgItem]) -> None:
+        """Quotes for the replies among ``items`` and for the replies that waited for one of them."""
+        for it in items:
+            waiting = self._replies.pop(it.msg.message_id, None)
+            if waiting:
+                for reply in waiting:
+                    self._set_quote(reply, self._quote_of(it))
+            parent = it.msg.reply_to
+            if parent:
+                known = self.by_mid.get(parent)
+                if known is not None:
+                    it.quote = self._quote_of(known)
+                else:
+                    owner = self._owner.get(parent)
+                    it.quote = (QUOTE_LOST,) if owner is not None and parent in owner.lost else (QUOTE_MISSING,)
+                    self._replies.setdefault(parent, []).append(it)
+                    if owner is None:
+                        self.unresolved.add(parent)
+
+    @staticmethod
+    def _quote_of(parent: MsgItem) -> tuple:
+        m = parent.msg
+        return (QUOTE_TEXT, m.nick, m.sender_id, m.text)
+
+    def _set_quote(self, reply: MsgItem, quote: tuple) -> None:
+        if reply.quote != quote:
+            reply.quote = quote
+            self._update(reply)
+
+    def parent_found(self, msg: ev.ChatMessage) -> None:
+        """A parent read from the database (older than what is loaded): quote it in the replies that wait."""
+        self.unresolved.discard(msg.message_id)
+        for reply in self._replies.pop(msg.message_id, ()):
+            self._set_quote(reply, (QUOTE_TEXT, msg.nick, msg.sender_id, msg.text))
+
+    def _parent_lost(self, mid: str) -> None:
+        for reply in self._replies.get(mid, ()):
+            self._set_quote(reply, (QUOTE_LOST,))
+
+    # -------------------------------------------------------------- cursor
+
+    def select(self, item: MsgItem | None) -> None:
+        """Put the message cursor on ``item`` (None: take it away)."""
+        if self.cursor is item:
+            return
+        if self.cursor is not None:
+            self.cursor.selected = False
+            self._repaint(self.cursor)
+        self.cursor = item
+        if item is not None:
+            item.selected = True
+            self._repaint(item)
+
+    def _repaint(self, item: Item) -> None:
+        """Same height, new look: repaint only."""
+        item.version += 1
+        self.updated.add(item)
 
     def markers(self) -> list[MarkerItem]:
         return [it for it in self.items if isinstance(it, MarkerItem)]

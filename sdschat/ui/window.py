@@ -36,8 +36,9 @@ class ChannelWindow(BaseChatApp):
     BINDINGS = [
         # priority: before the input, which would take Alt+digit as text
         *(Binding(f"alt+{i}", f"select({i - 1})", f"channel {i}", show=False, priority=True) for i in range(1, 10)),
-        Binding("alt+up", "step(-1)", "previous channel", show=False, priority=True),
-        Binding("alt+down", "step(1)", "next channel", show=False, priority=True),
+        # Alt+Up/Down is the message cursor; channels step sideways, as in WeeChat
+        Binding("alt+left", "step(-1)", "previous channel", show=False, priority=True),
+        Binding("alt+right", "step(1)", "next channel", show=False, priority=True),
         Binding("ctrl+n", "step(1)", "next channel", show=False, priority=True),
     ]
 
@@ -100,7 +101,15 @@ class ChannelWindow(BaseChatApp):
 
     # ---------------------------------------------------------- switching
 
-    def select(self, index: int) -> None:
+    def search_panes(self, pane: ChatPane) -> list[ChatPane]:
+        return self.panes
+
+    def show_hit(self, pane: ChatPane, hit) -> None:
+        """A search result: its channel on screen, the message under the cursor with its neighbours."""
+        m = hit.message
+        self.select(self.panes.index(pane), jump=(m.message_id, (m.lamport_timestamp, m.message_id)))
+
+    def select(self, index: int, *, jump: tuple | None = None) -> None:
         panes = self.panes
         if not 0 <= index < len(panes):
             return
@@ -117,7 +126,11 @@ class ChannelWindow(BaseChatApp):
         self.sub_title = f"#{pane.channel_name} · {pane.node.nick}"
         self.client.viewing(pane.node)
         pane.input.focus()
-        self.run_worker(pane.open_at_unread(since if unread else None, unread), group="load", exit_on_error=False)
+        if jump is not None:
+            self.run_worker(pane.jump_to(*jump), group="load", exit_on_error=False)
+        else:
+            self.run_worker(pane.open_at_unread(since if unread else None, unread), group="load",
+                            exit_on_error=False)
         pane.refresh_panel()
         pane.show_status()
 

@@ -269,7 +269,7 @@ def test_input_newlines_history_and_completion(fake_node, run) -> None:
             await pilot.press(*"tail\\", "enter", "y", "enter")  # backslash-Enter: newline in any terminal
             await pilot.pause(0.05)
             assert fake_node.sent[-1] == ("msg", "tail\ny")
-            await pilot.press("up")
+            await pilot.press("ctrl+up")
             assert box.text == "tail\ny"
             await pilot.press("up", "up")
             assert box.text == "two\nlines\nx"

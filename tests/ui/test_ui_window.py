@@ -39,9 +39,9 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await pilot.press("alt+2")
                 assert active(app) == "ops" and app.sub_title == "#ops · alice"
                 assert app.active_pane().input.text == ""
-                await pilot.press("alt+up")
+                await pilot.press("alt+left")
                 assert active(app) == "team" and app.active_pane().input.text == "draft for team"
-                await pilot.press("alt+down")
+                await pilot.press("alt+right")
                 assert active(app) == "ops"
                 await pilot.press("ctrl+n")
                 assert active(app) == "team"

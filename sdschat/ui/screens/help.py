@@ -20,13 +20,15 @@ __all__ = ["HelpScreen", "legend"]
 KEYS = (
     ("Enter", "send"),
     ("Alt+Enter / Shift+Enter", "newline (Ctrl+J, or \\ then Enter, in any terminal)"),
-    ("Up / Down", "input history (on the first / last line)"),
+    ("Up (empty input) / Alt+Up", "message cursor: ↑↓ move, r reply, c copy, Esc: back to typing"),
+    ("Ctrl+Up / Ctrl+Down", "lines you sent (also Up/Down on a draft's first / last line)"),
     ("Tab", "complete a /command, or an @nick of this channel"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),
     ("F1", "this help"),
     ("F2", "link controls: loss, delay, jitter, duplicates, offline"),
     ("F3", "side panel"),
-    ("Alt+1..9 / Alt+Up, Down", "switch channel (the channel window; also Ctrl+N)"),
+    ("Alt+1..9 / Alt+Left, Right", "switch channel (the channel window; also Ctrl+N)"),
+    ("/search words", "find messages in every channel; Enter jumps to one"),
     ("Ctrl+P", "command palette"),
     ("Ctrl+Q", "quit"),
 )
@@ -44,6 +46,7 @@ def legend() -> Table:
     t.add_row(Text("↺", S.repaired_tag), Text("repaired: arrived late, slid into its place (SDS-R: resent by a peer)"))
     t.add_row(Text("✗", S.lost), Text("N messages lost: given up after the lost timeout; what waited on them is shown"))
     t.add_row(Text("  ", S.mention_bg), Text("names you (or a highlight word): counted as @N in the channel list"))
+    t.add_row(Text("↳", S.quote), Text("a reply: the message it answers, or that it is possibly missing / lost"))
     t.add_row(Text("━━", S.unread), Text("N new messages since you left: where you were when you switched away"))
     return t
 

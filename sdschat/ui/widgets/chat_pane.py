@@ -16,6 +16,7 @@ from datetime import tzinfo
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
@@ -26,7 +27,7 @@ from sdschat.node import events as ev
 from .. import slash
 from ..bridge import NodeBridge
 from ..messages import NodeEventsReady, UiError
-from ..mentions import names_pattern
+from ..mentions import mentions, names_pattern
 from ..notify import tell_mentions
 from ..pane_commands import run_slash
 from ..theme import nick_style
@@ -71,6 +72,8 @@ class StatusLine(Static):
 
 
 class ChatPane(Vertical):
+    BINDINGS = [Binding("alt+up", "message_cursor", "message cursor", show=False)]
+
     class NickChanged(Message):
         def __init__(self, pane: ChatPane, nick: str) -> None:
             super().__init__()
@@ -101,6 +104,8 @@ class ChatPane(Vertical):
     ChatPane #pane-main { height: 1fr; }
     ChatPane #pane-chat { width: 1fr; height: 1fr; }
     ChatPane #pane-title { height: 1; padding: 0 1; background: $boost; }
+    ChatPane #reply-bar { height: 1; padding: 0 1; display: none; color: $text-muted; }
+    ChatPane #reply-bar.-shown { display: block; }
     ChatPane ChatInput { border-top: hkey $surface-lighten-2; }
     ChatPane:focus-within ChatInput { border-top: hkey $accent; }
     """
@@ -134,6 +139,8 @@ class ChatPane(Vertical):
         self._was_connected = False
         self._panel_at = 0.0
         self._panel_timer = None
+        #: the message the next line answers (``r`` on the message cursor), until sent or Escape
+        self.replying: ev.ChatMessage | None = None
 
     # ---------------------------------------------------------- compose
 
@@ -145,6 +152,7 @@ class ChatPane(Vertical):
                 yield MessageView(tz=self.tz, clock=self.clock)
                 yield StatusLine("")
                 yield CommandHint("")
+                yield Static("", id="reply-bar")
                 yield ChatInput(placeholder=f"Message #{self.channel_name} as {self.node.nick}  (/help)",
                                 blink=self.blink)
             if not self.compact:
@@ -234,6 +242,108 @@ class ChatPane(Vertical):
                                                                    oldest.msg.message_id))
         view.prepend(page, more_above=len(page) >= HISTORY_PAGE)
 
+    def on_message_view_need_newer(self, message: MessageView.NeedNewer) -> None:
+        message.stop()
+        self.run_worker(self._load_newer(), group="history", exclusive=True, exit_on_error=False)
+
+    async def _load_newer(self) -> None:
+        view = self.view
+        newest = next((it for it in reversed(view.timeline.items) if isinstance(it, MsgItem)), None)
+        if newest is None or not view.more_below:
+            return
+        page = await self.node.history(limit=HISTORY_PAGE, after=(newest.msg.lamport_timestamp,
+                                                                  newest.msg.message_id))
+        view.append(page, more_below=len(page) >= HISTORY_PAGE)
+        self.find_parents()
+
+    async def show_latest(self) -> None:
+        """Ctrl+End: the end of the channel (from a window around a search result: its last page again)."""
+        view = self.view
+        if view.more_below:
+            self._loaded = False
+            await self.ensure_loaded()
+        view.scroll_to_latest()
+
+    async def jump_to(self, message_id: str, key: tuple[int, str]) -> bool:
+        """Show the message ``message_id`` (log key ``key``) under the message cursor, mid-screen, with its
+        neighbours loaded around it (a search result); False if it is not in this channel."""
+        await self.ensure_loaded()
+        view = self.view
+        item = view.timeline.by_mid.get(message_id)
+        if item is None:
+            around, older, newer = await self.node.around(key, limit=HISTORY_PAGE // 2)
+            upper = (around[-1].lamport_timestamp, around[-1].message_id) if newer and around else None
+            view.load(around, self.node.open_gaps(), more_above=older, upper=upper)
+            item = view.timeline.by_mid.get(message_id)
+            self.find_parents()
+        if item is None:
+            return False
+        view.focus()
+        self.call_after_refresh(self._center, item)
+        return True
+
+    def _center(self, item: MsgItem) -> None:
+        view = self.view
+        if view.timeline.by_mid.get(item.msg.message_id) is item:
+            view.select(item, center=True)
+            view.want_pages()
+
+    def find_parents(self) -> None:
+        """Replies whose parent is not loaded: read the parents from the database (older history)."""
+        if self.view.timeline.unresolved:
+            self.run_worker(self._find_parents(), group="parents", exit_on_error=False)
+
+    async def _find_parents(self) -> None:
+        tl = self.view.timeline
+        for mid in list(tl.unresolved):
+            tl.unresolved.discard(mid)
+            parent = await self.node.message(mid)
+            if parent is not None:
+                tl.parent_found(parent)
+        self.view.commit()
+
+    # ---------------------------------------------------------- message cursor
+
+    def action_message_cursor(self) -> None:
+        self.view.focus()
+        self.view.action_cursor(-1)
+
+    def on_chat_input_cursor_up(self, message: ChatInput.CursorUp) -> None:
+        message.stop()
+        self.action_message_cursor()
+
+    def on_message_view_leave(self, message: MessageView.Leave) -> None:
+        message.stop()
+        box = self.input
+        box.focus()
+        if message.text:
+            box.insert(message.text)
+
+    def on_message_view_picked(self, message: MessageView.Picked) -> None:
+        message.stop()
+        m = message.message
+        if message.action == "copy":
+            self.app.copy_to_clipboard(m.text)  # OSC 52: the terminal's clipboard, over SSH too
+            self.app.notify(f"copied {len(m.text)} characters", timeout=2)
+            return
+        self.replying = m
+        bar = self.query_one("#reply-bar", Static)
+        quote = Text(no_wrap=True, overflow="ellipsis")
+        quote.append("↳ replying to ", "italic")
+        quote.append(m.nick, nick_style(m.sender_id))
+        quote.append(": " + " ".join(m.text.split()), "italic")
+        quote.append("   (Esc: cancel)", "dim")
+        bar.update(quote)
+        bar.add_class("-shown")
+        self.input.focus()
+
+    def cancel_reply(self) -> bool:
+        if self.replying is None:
+            return False
+        self.replying = None
+        self.query_one("#reply-bar", Static).remove_class("-shown")
+        return True
+
     def on_unmount(self) -> None:
         self.bridge.detach()
 
@@ -270,7 +380,7 @@ class ChatPane(Vertical):
                     own = True
                 else:
                     new += 1
-                    if item.mention:
+                    if item.mention if item is not None else mentions(e.message.text, tl.highlight):
                         named.append(e.message)
                     self._typing.pop(e.message.sender_id, None)
                     typing = True
@@ -303,7 +413,11 @@ class ChatPane(Vertical):
                 if e.reason == "storage":
                     self.post_message(UiError(e.detail or "database write failed", "storage"))
                 panel = True
-        self.view.commit(new_messages=new, to_bottom=own)
+        view = self.view
+        if own and view.more_below:  # sent from a window around a search result: back to the end
+            self.run_worker(self.show_latest(), group="history", exclusive=True, exit_on_error=False)
+        view.commit(new_messages=new, to_bottom=own)
+        self.find_parents()
         if new or connection != self.connection:
             self.post_message(self.Activity(self, new, len(named)))
         if named:
@@ -440,16 +554,21 @@ class ChatPane(Vertical):
         text = message.text
         parsed = slash.parse(text)
         if parsed is None:
-            self.send(text[1:] if text.startswith("//") else text)
+            parent = self.replying
+            self.cancel_reply()
+            self.send(text[1:] if text.startswith("//") else text, reply_to=parent.message_id if parent else None)
         else:
             self.run_command(*parsed)
 
-    def send(self, text: str, kind: str = "msg") -> None:
-        self.run_worker(self._send(text, kind), group="send", exit_on_error=False)
+    def send(self, text: str, kind: str = "msg", reply_to: str | None = None) -> None:
+        self.run_worker(self._send(text, kind, reply_to), group="send", exit_on_error=False)
 
-    async def _send(self, text: str, kind: str) -> None:
+    async def _send(self, text: str, kind: str, reply_to: str | None = None) -> None:
         try:
-            await self.node.send_text(text, kind=kind)
+            if reply_to:
+                await self.node.send_text(text, kind=kind, reply_to=reply_to)
+            else:
+                await self.node.send_text(text, kind=kind)
         except Exception as exc:
             self.post_message(UiError(f"not sent: {exc}", "send"))
 

@@ -35,7 +35,16 @@ class ChatInput(TextArea):
     BINDINGS = [
         Binding("alt+enter,shift+enter,ctrl+j", "newline", "newline", show=False),
         Binding("tab", "complete", "complete", show=False),
+        Binding("ctrl+up", "recall(-1)", "earlier line you sent", show=False),
+        Binding("ctrl+down", "recall(1)", "later line you sent", show=False),
     ]
+
+    class CursorUp(Message):
+        """Up in an empty input: the person wants the message cursor."""
+
+        def __init__(self, input: ChatInput) -> None:
+            super().__init__()
+            self.input = input
 
     class Submitted(Message):
         def __init__(self, input: ChatInput, text: str) -> None:
@@ -116,27 +125,41 @@ class ChatInput(TextArea):
         self.post_message(self.Typed(self, done))
 
     def action_cursor_up(self, select: bool = False) -> None:
+        """Up: in an empty input, the message cursor; on the first line of a draft or while going through
+        the lines you sent, the one sent before (Ctrl+Up does that anywhere)."""
+        if not select and not self.text and self._history_pos is None:
+            self.post_message(self.CursorUp(self))
+            return
         if not select and self.cursor_location[0] == 0 and self.sent_history:
-            if self._history_pos is None:
-                self._draft = self.text
-                self._history_pos = len(self.sent_history)
-            if self._history_pos > 0:
-                self._history_pos -= 1
-                self._show(self.sent_history[self._history_pos])
+            self.action_recall(-1)
             return
         super().action_cursor_up(select)
 
     def action_cursor_down(self, select: bool = False) -> None:
         last = self.document.line_count - 1
         if not select and self._history_pos is not None and self.cursor_location[0] == last:
+            self.action_recall(1)
+            return
+        super().action_cursor_down(select)
+
+    def action_recall(self, step: int) -> None:
+        """The lines you sent, newest first (``step`` -1: older; 1: newer, then back to the draft)."""
+        if step < 0:
+            if not self.sent_history:
+                return
+            if self._history_pos is None:
+                self._draft = self.text
+                self._history_pos = len(self.sent_history)
+            if self._history_pos > 0:
+                self._history_pos -= 1
+                self._show(self.sent_history[self._history_pos])
+        elif self._history_pos is not None:
             self._history_pos += 1
             if self._history_pos >= len(self.sent_history):
                 self._history_pos = None
                 self._show(self._draft)
             else:
                 self._show(self.sent_history[self._history_pos])
-            return
-        super().action_cursor_down(select)
 
     def _show(self, text: str) -> None:
         self.load_text(text)

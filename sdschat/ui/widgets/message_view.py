@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from datetime import tzinfo
 from itertools import accumulate
 
+from textual import events
+from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -37,8 +39,22 @@ __all__ = ["MessageView"]
 _CACHE_ITEMS = 2048
 
 
-class MessageView(ScrollView, can_focus=False):
-    """Virtualized chat history ordered by (lamport_timestamp, message_id)."""
+class MessageView(ScrollView, can_focus=True):
+    """Virtualized chat history ordered by (lamport_timestamp, message_id).
+
+    Focused, it is the message cursor: Up/Down (or Alt+Up/Alt+Down) move it over the messages, ``r`` asks
+    to reply to the one under it, ``c`` to copy its text; Escape, or typing, goes back to the input.
+    """
+
+    BINDINGS = [
+        Binding("up,alt+up,k", "cursor(-1)", "previous message", show=False),
+        Binding("down,alt+down,j", "cursor(1)", "next message", show=False),
+        Binding("home", "cursor_end(-1)", "first loaded message", show=False),
+        Binding("end", "cursor_end(1)", "last message", show=False),
+        Binding("r", "picked('reply')", "reply"),
+        Binding("c", "picked('copy')", "copy"),
+        Binding("escape", "leave", "back to the input"),
+    ]
 
     DEFAULT_CSS = """
     MessageView {
@@ -58,6 +74,30 @@ class MessageView(ScrollView, can_focus=False):
         def __init__(self, view: MessageView) -> None:
             super().__init__()
             self.view = view
+
+    class NeedNewer(Message):
+        """Scrolled near the end of a window around a search result while the log goes on below it."""
+
+        def __init__(self, view: MessageView) -> None:
+            super().__init__()
+            self.view = view
+
+    class Picked(Message):
+        """``r`` or ``c`` on the message under the cursor (``action``: ``reply`` or ``copy``)."""
+
+        def __init__(self, view: MessageView, action: str, message: ev.ChatMessage) -> None:
+            super().__init__()
+            self.view = view
+            self.action = action
+            self.message = message
+
+    class Leave(Message):
+        """The cursor is done: back to the input (``text``: what was typed to get there, to insert)."""
+
+        def __init__(self, view: MessageView, text: str = "") -> None:
+            super().__init__()
+            self.view = view
+            self.text = text
 
     class ReachedBottom(Message):
         """The person scrolled back to the end (everything new is seen)."""
@@ -93,6 +133,7 @@ class MessageView(ScrollView, can_focus=False):
         #: the database holds older messages than those loaded (paged in as the user scrolls up)
         self.more_above = False
         self._asked_older = False
+        self._asked_newer = False
         #: counters for tests and the bench: lines painted (cache misses) and partial refreshes
         self.painted_lines = 0
         self.partial_refreshes = 0
@@ -103,14 +144,16 @@ class MessageView(ScrollView, can_focus=False):
         return self.timeline.nick(pid)
 
     def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = (), *,
-             more_above: bool = False) -> None:
+             more_above: bool = False, upper: tuple | None = None) -> None:
         """Show a history (``node.history()``, or its last page with ``more_above``) with its open gaps
-        (``node.open_gaps()``); stick to its end."""
-        self.more_above, self._asked_older = more_above, False
+        (``node.open_gaps()``); stick to its end. With ``upper`` (the last key loaded) it is a window that
+        ends before the log does (around a search result): newer messages load as the person scrolls down."""
+        self.more_above, self._asked_older, self._asked_newer = more_above, False, False
         collecting = gc.isenabled()
         gc.disable()  # 100,000 new objects would trigger full collections of the whole heap several times
         try:
             self.timeline.load(messages, gaps)
+            self.timeline.upper = upper
             self.timeline.take_changes()
             self._cache.clear()
             self._relayout(full=True)
@@ -120,9 +163,24 @@ class MessageView(ScrollView, can_focus=False):
                 # and again (a full collection over 100,000 items is a 100+ ms stall mid-conversation)
                 gc.freeze()
                 gc.enable()
+        self._stuck = upper is None
+        self.new_below = 0
         self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
         self._remember_anchor()
         self.refresh()
+
+    @property
+    def more_below(self) -> bool:
+        """A window around a search result: the log goes on below what is loaded."""
+        return self.timeline.upper is not None
+
+    def append(self, messages: list[ev.ChatMessage], *, more_below: bool) -> int:
+        """The next page below a window (:meth:`load` with ``upper``); the lines on screen stay put."""
+        self._asked_newer = False
+        upper = (messages[-1].lamport_timestamp, messages[-1].message_id) if more_below and messages else None
+        added = self.timeline.append(messages, upper)
+        self.commit()
+        return added
 
     def prepend(self, messages: Iterable[ev.ChatMessage], *, more_above: bool) -> int:
         """An older page above what is loaded; the lines on screen stay where they are. Returns how many."""
@@ -139,6 +197,15 @@ class MessageView(ScrollView, can_focus=False):
         self._remember_anchor()
         self._want_older(int(self.scroll_y))
         return added
+
+    def want_pages(self, y: float | None = None) -> None:
+        """Ask for the page above or below what is loaded if ``y`` (default: where the view is) is near
+        either end of it."""
+        y = self.scroll_y if y is None else y
+        self._want_older(y)
+        if self.more_below and not self._asked_newer and y >= self.max_scroll_y - self.scrollable_content_region.height:
+            self._asked_newer = True
+            self.post_message(self.NeedNewer(self))
 
     def _want_older(self, y: float) -> None:
         if self.more_above and not self._asked_older and y < self.scrollable_content_region.height:
@@ -226,6 +293,78 @@ class MessageView(ScrollView, can_focus=False):
 
     def line_of(self, item) -> int:
         return self._starts[self.timeline.index_of(item)]
+
+    # ------------------------------------------------------------- cursor
+
+    @property
+    def cursor(self) -> MsgItem | None:
+        return self.timeline.cursor
+
+    def select(self, item: MsgItem | None, *, center: bool = False) -> None:
+        """Put the cursor on ``item`` (None: remove it) and scroll it into view (``center``: mid-screen)."""
+        self.timeline.select(item)
+        self.commit()
+        if item is None or self._layout is None:
+            return
+        top, height = self.line_of(item), item.height
+        view = self.scrollable_content_region.height
+        y = int(self.scroll_y)
+        if center:
+            y = top - max(0, (view - height) // 2)
+        elif top < y:
+            y = top
+        elif top + height > y + view:
+            y = top + height - view
+        y = max(0, min(y, int(self.max_scroll_y)))
+        if y != int(self.scroll_y):
+            self.scroll_to(y=y, animate=False, force=True)
+            self._remember_anchor()
+
+    def _messages_from(self, start: int, step: int):
+        items = self.timeline.items
+        i = start
+        while 0 <= i < len(items):
+            if type(items[i]) is MsgItem:
+                yield items[i]
+            i += step
+
+    def action_cursor(self, step: int) -> None:
+        cur = self.timeline.cursor
+        if cur is None:  # start on the last message on screen
+            bottom = int(self.scroll_y) + self.scrollable_content_region.height - 1
+            if not self.timeline.items or self._layout is None:
+                return
+            start = self.item_at_line(max(0, min(bottom, self.line_count - 1)))[0]
+            found = next(self._messages_from(self.timeline.index_of(start), -1), None)
+        else:
+            found = next(self._messages_from(self.timeline.index_of(cur) + step, step), None)
+        if found is None and step > 0 and cur is not None and not self.more_below:
+            self.action_leave()  # past the newest: back to typing
+            return
+        if found is not None:
+            self.select(found)
+
+    def action_cursor_end(self, step: int) -> None:
+        found = next(self._messages_from(len(self.timeline.items) - 1 if step > 0 else 0, -step), None)
+        if found is not None:
+            self.select(found)
+
+    def action_picked(self, action: str) -> None:
+        cur = self.timeline.cursor
+        if cur is not None:
+            self.post_message(self.Picked(self, action, cur.msg))
+
+    def action_leave(self) -> None:
+        self.post_message(self.Leave(self))
+
+    def on_key(self, event: events.Key) -> None:
+        if event.is_printable and event.character and event.character not in "rcjk":
+            event.stop()
+            self.post_message(self.Leave(self, event.character))
+
+    def on_blur(self) -> None:
+        if self.timeline.cursor is not None:
+            self.select(None)
 
     def visible_text(self) -> list[str]:
         """The text of the lines currently on screen (what a person sees), for tests."""
@@ -421,11 +560,12 @@ class MessageView(ScrollView, can_focus=False):
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         was = self._stuck
-        self._stuck = new_value >= self.max_scroll_y - 0.5
+        near_end = new_value >= self.max_scroll_y - 0.5
+        self._stuck = near_end and not self.more_below
         if self._stuck and not was:
             self.post_message(self.ReachedBottom(self))
         self._remember_anchor()
-        self._want_older(new_value)
+        self.want_pages(new_value)
         if self.new_below and self._stuck:
             self.new_below = 0
 
