@@ -91,6 +91,7 @@ class ChannelWindow(BaseChatApp):
     def _started(self, node) -> None:
         """A channel that was still starting when the window opened: its row and pane join the others."""
         pane = self._pane(node)
+        pane.display = False  # the switcher hides only the panes it was composed with
         self.switcher.mount(pane)
         self.channel_list.add(pane.channel_name, self.client.unread(node))
 
@@ -206,6 +207,7 @@ class ChannelWindow(BaseChatApp):
             pane.notice(f"/join: {exc}", error=True)
             return
         new = self._pane(node)
+        new.display = False  # shown by select(), which hides the one on screen
         await self.switcher.mount(new)
         index = self.channel_list.add(new.channel_name)
         self.select(index)

@@ -75,6 +75,8 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await command(pilot, app, f"/join {bobs.invite(lobby)}")
                 await wait_until(pilot, lambda: len(rows(app)) == 4, what="lobby")
                 assert active(app) == "lobby"
+                await pilot.pause(0.1)
+                assert [p.channel_name for p in app.panes if p.display] == ["lobby"]
                 await pilot.press(*"hi lobby", "enter")
                 await wait_until(pilot, lambda: any(m.text == "hi lobby" for m in lobby.messages()), what="bob")
                 await command(pilot, app, "/join sdschat:AAAA")  # a damaged token: one line, nothing joined
@@ -162,11 +164,16 @@ def test_the_window_opens_on_the_first_channel_and_the_others_join_as_they_start
             async with app.run_test(size=(120, 30)) as pilot:
                 await wait_until(pilot, lambda: len(rows(app)) == 3, what="the others")
                 assert rows(app) == [("first", 0), ("second", 1), ("fourth", 0)] and active(app) == "first"
+                await pilot.pause(0.1)
+                # one channel on screen: the panes that joined later stay hidden until picked
+                assert [p.channel_name for p in app.panes if p.display] == ["first"]
                 await wait_until(pilot, lambda: any("#broken could not start" in line
                                                     for line in lines_of(app, app.active_pane())),
                                  what="the broken channel's line")
                 await pilot.press("alt+2")
                 assert active(app) == "second"
+                await pilot.pause(0.1)
+                assert [p.channel_name for p in app.panes if p.display] == ["second"]
                 await wait_until(pilot, lambda: any("while the window was closed" in line
                                                     for line in lines_of(app, app.active_pane())),
                                  what="its history")
