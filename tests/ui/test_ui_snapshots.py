@@ -65,3 +65,23 @@ def test_channel_window(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(130, 32), run_before=before)
+
+
+def test_search_results(snap_compare) -> None:
+    async def before(pilot) -> None:
+        await pilot.press(*"/search repair* OR missing", "enter")
+        await pilot.pause(0.3)
+
+    assert snap_compare(chat_app(), terminal_size=(110, 24), run_before=before)
+
+
+def test_message_cursor_and_reply(snap_compare) -> None:
+    """The cursor on carol's reply (its quote above it), then ``r``: the bar says what the next line answers."""
+    async def before(pilot) -> None:
+        await pilot.press("up", "up")
+        await pilot.pause()
+        assert pilot.app.pane.view.cursor.msg.text == "and this one waited on a message nobody had"
+        await pilot.press("down", "r", *"agreed")
+        await pilot.pause()
+
+    assert snap_compare(chat_app(), terminal_size=(110, 32), run_before=before)

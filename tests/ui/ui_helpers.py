@@ -110,9 +110,9 @@ CAROL = "c4" * 16
 
 def fixed_messages() -> list[ev.ChatMessage]:
     """A history with every state the view can show (no wall clock anywhere)."""
-    def m(i, sender, nick, text, lamport, state, minute, own=False, kind="msg", acks=0, repaired=False):
+    def m(i, sender, nick, text, lamport, state, minute, own=False, kind="msg", acks=0, repaired=False, re=None):
         return ev.ChatMessage(f"{i:02d}" + "0" * 62, sender, nick, text, kind, T0_MS + minute * 60_000 - 86_400_000 * (i == 1),
-                              lamport, own, state, acks, 0, repaired)
+                              lamport, own, state, acks, 0, repaired, reply_to=re and f"{re:02d}" + "0" * 62)
     return [
         m(1, BOB, "bob", "yesterday's last word", 1, ev.RECEIVED, 0),
         m(2, ALICE, "alice", "morning! shipping the SDS chat today", 2, ev.ACKNOWLEDGED, 1, own=True),
@@ -125,6 +125,7 @@ def fixed_messages() -> list[ev.ChatMessage]:
         m(9, CAROL, "carol", "this arrived before the message it follows", 9, ev.WAITING, 7),
         m(10, ALICE, "alice", "waves", 10, ev.SENDING, 8, own=True, kind="me"),
         m(12, BOB, "bob", "and this one waited on a message nobody had", 12, ev.RECEIVED, 9),
+        m(13, CAROL, "carol", "so the marker is the honest part", 13, ev.RECEIVED, 10, re=4),
     ]
 
 
@@ -167,9 +168,27 @@ class FakeNode:
     def open_gaps(self):
         return list(self.gaps)
 
-    async def history(self, *, limit=None, before=None):  # as Node.history: in order, optionally one page
+    async def history(self, *, limit=None, before=None, after=None):  # as Node.history: in order, or one page
+        if after is not None:
+            return [m for m in self.stored if (m.lamport_timestamp, m.message_id) > after][:limit]
         older = [m for m in self.stored if before is None or (m.lamport_timestamp, m.message_id) < before]
         return older if limit is None else older[-limit:]
+
+    async def message(self, message_id):
+        return next((m for m in self.stored if m.message_id == message_id), None)
+
+    async def search(self, query, *, limit=50, before=None):  # as Node.search, over the fixed messages
+        from sdschat.node import SearchHit, match_spans
+        from sdschat.store import fts_query, query_terms
+
+        fts_query(query)  # the same one-line refusals
+        terms = query_terms(query)
+        hits = []
+        for i, m in enumerate(self.stored):
+            spans = match_spans(m.text, terms)
+            if spans:
+                hits.append(SearchHit(self.key.channel_name, m, i + 1, tuple(spans)))
+        return hits[::-1][:limit]
 
     def participants(self):
         return [FakeParticipant(BOB, "bob", T0_MS, T0_MS + 9 * 60_000),

@@ -18,7 +18,7 @@ from sdschat.node import SearchHit, SearchQueryError
 from ..layout import clean_text
 from ..theme import nick_style
 
-__all__ = ["SearchScreen", "hit_text"]
+__all__ = ["SearchScreen", "hit_text", "hit_texts"]
 
 _MATCH = "bold black on yellow"
 _LEAD = 24  # characters of context kept before the first match of a long message
@@ -34,14 +34,23 @@ def _when(ms: int, now_ms: int, tz: tzinfo | None) -> str:
     return at.strftime("%d %b %Y")
 
 
-def hit_text(hit: SearchHit, *, now_ms: int, tz: tzinfo | None = None, channel: bool = True) -> Text:
-    """One result on one line: channel, when, who, and the text from just before its first match, the
-    matched words marked."""
+def hit_texts(hits: list[SearchHit], *, now_ms: int, tz: tzinfo | None = None, channel: bool = True,
+              ) -> list[Text]:
+    """The results as lines with their columns (channel, when) lined up."""
+    whens = [_when(h.message.sent_at_ms, now_ms, tz) for h in hits]
+    cw = max((len(h.channel) + 1 for h in hits), default=0) if channel else 0
+    ww = max((len(w) for w in whens), default=0)
+    return [hit_text(h, when=w.rjust(ww), channel_width=cw) for h, w in zip(hits, whens)]
+
+
+def hit_text(hit: SearchHit, *, when: str, channel_width: int = 0) -> Text:
+    """One result on one line: channel (when ``channel_width``), when, who, and the text from just before its
+    first match, the matched words marked."""
     m = hit.message
     t = Text(no_wrap=True, overflow="ellipsis")
-    if channel:
-        t.append(f"#{hit.channel}  ", "bold")
-    t.append(f"{_when(m.sent_at_ms, now_ms, tz):>12}  ", "dim")
+    if channel_width:
+        t.append(f"#{hit.channel}".ljust(channel_width) + "  ", "bold")
+    t.append(f"{when}  ", "dim")
     t.append(clean_text(m.nick), nick_style(m.sender_id))
     t.append("  ")
     text = m.text.replace("\n", " ").replace("\r", " ").replace("\t", " ")  # same length: spans still index it
@@ -78,7 +87,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
     SearchScreen Input { margin: 0 0 0 0; }
     SearchScreen #search-status { height: 1; color: $text-muted; padding: 0 1; }
     SearchScreen #search-status.-error { color: $error; }
-    SearchScreen OptionList { height: 1fr; border: none; }
+    SearchScreen OptionList, SearchScreen OptionList:focus { height: 1fr; border: none; padding: 0; }
     """
 
     def __init__(self, query: str, search: Callable[[str], Awaitable[list[SearchHit]]], *, now_ms: int,
@@ -123,8 +132,12 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         status.remove_class("-error")
         self.hits = hits
         options.clear_options()
-        options.add_options([Option(hit_text(h, now_ms=self.now_ms, tz=self.tz, channel=self.channels))
-                             for h in hits])
+        width = options.content_region.width or int(self.app.size.width * 0.9) - 4  # not laid out yet: the CSS
+        width = max(20, width - 1)
+        lines = hit_texts(hits, now_ms=self.now_ms, tz=self.tz, channel=self.channels)
+        for line in lines:  # one line each: the list would wrap them
+            line.truncate(width, overflow="ellipsis")
+        options.add_options([Option(line) for line in lines])
         if hits:
             status.update(f"{len(hits)} message{'s' if len(hits) != 1 else ''}, newest first"
                           " · ↑↓ pick · Enter jump · Esc close")
