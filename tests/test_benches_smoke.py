@@ -27,6 +27,8 @@ EXPECTED = {
     "node_latency.py": [rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
                         r"logs identical: True"],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
+    "search_history.py": [rf"common word +first results +{NUMBER} ms median", rf"cold, as `sdschat search`",
+                          rf"one page up: {NUMBER} ms median", r"cursor on it: True"],
     "sim_scale.py": [r"converged +True", r"event kinds"],
     "soak_nodes.py": [rf"2 nodes over mosquitto, target 20 msg/s .*: sent \d+", r"latency sent -> delivered"],
     "store_batching.py": [rf"writer stream +\w+ +200 ", rf"writes {NUMBER}x the rows/s of a commit per row"],
