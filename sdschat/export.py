@@ -40,6 +40,7 @@ async def log_records(store: Store):
             "text": app.text if app else None,
             "kind": app.kind if app else None,
             "sent_at_ms": app.sent_at_ms if app else None,
+            "reply_to": (app.reply_to or None) if app else None,
             "state": row.state,
             "repaired": row.repaired,
             "after_lost": list(row.after_lost),

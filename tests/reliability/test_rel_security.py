@@ -107,19 +107,21 @@ def test_broker_sees_no_plaintext_no_channel_name_no_key_material(mosq, tmp_path
             a = await node("alice-NICKA7", key, tmp_path, mosq.url, seed=1, impairment={"loss_in": 0.3})
             b = await node("bob-NICKB8", key, tmp_path, mosq.url, seed=2, impairment={"loss_out": 0.3})
             try:
-                for i, text in enumerate(texts):
-                    await (a if i % 2 else b).send_text(text)
+                mids = []
+                for i, text in enumerate(texts):  # the last one a reply: its parent's id rides inside
+                    mids.append(await (a if i % 2 else b).send_text(text, reply_to=mids[0] if i == 5 else None))
                 await a.send_typing()
                 await settle([a, b], len(texts))
+                assert [m.reply_to for m in b.messages() if m.text == texts[5]] == [mids[0]]
                 ids = [a.identity, b.identity]
                 pids = [a.participant_id, b.participant_id]
             finally:
                 await a.stop()
                 await b.stop()
             await asyncio.sleep(0.2)
-            return tap.frames, ids, pids
+            return tap.frames, ids, pids, mids
 
-    frames, identities, pids = asyncio.run(main())
+    frames, identities, pids, mids = asyncio.run(main())
     assert len(frames) >= len(texts) + 2, "the tap saw the traffic"
     seen = b"\n".join(t.encode() + b"\x00" + p for t, p in frames)
     secrets = {
@@ -134,6 +136,8 @@ def test_broker_sees_no_plaintext_no_channel_name_no_key_material(mosq, tmp_path
         **{f"identity key {i}": ident.private_bytes() for i, ident in enumerate(identities)},
         **{f"public key {i}": ident.public_bytes() for i, ident in enumerate(identities)},
         **{f"participant id {i}": pid.encode() for i, pid in enumerate(pids)},
+        **{f"message id {i}": mid.encode() for i, mid in enumerate(mids)},
+        **{f"message id {i} (raw)": bytes.fromhex(mid) for i, mid in enumerate(mids)},
     }
     leaked = [what for what, needle in secrets.items() if needle in seen]
     assert leaked == [], f"the broker saw: {leaked}"
