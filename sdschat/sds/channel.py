@@ -507,7 +507,7 @@ class MessageChannel:
         sync.counter = state.sync_counter
         sync.next_at = state.next_sync_at if state.next_sync_at is not None else sync.due_after(state.last_activity)
         ch._clog.load(state.log, state.recent_log, state.bloom_ids)
-        ch._out.note_peers(ch._clog.entries())
+        ch._out.note_peers(ch._clog.iter_entries())
         ch._out.load(state.outgoing)
         ch._in.load(state.incoming, state.missing, state.lost)
         ch._repair.load(state)

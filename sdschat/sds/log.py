@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections import deque
+from collections.abc import Iterator
 
 from .bloom import RollingBloomFilter
 from .config import ChannelConfig
@@ -36,6 +37,11 @@ class LocalLog:
     def entries(self) -> list[LogRow]:
         rows = self.rows
         return [rows[mid] for _, mid in self.keys]
+
+    def iter_entries(self) -> Iterator[LogRow]:
+        """:meth:`entries` one at a time (for a caller that may stop early)."""
+        rows = self.rows
+        return (rows[mid] for _, mid in self.keys)
 
     def insert(self, row: LogRow, key: tuple[int, str] | None = None) -> None:
         if key is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 from bitarray import bitarray
 
@@ -71,11 +72,15 @@ class OutgoingBuffer:
             self.stats["evicted"] += 1
             deferred.append(Evicted("outgoing", old, {"reason": "buffer_full"}))
 
-    def note_peers(self, rows: list[LogRow]) -> None:
+    def note_peers(self, rows: Iterable[LogRow]) -> None:
         """Count the other senders of restored log rows (up to the threshold), in log order."""
         peers = self.peers
+        limit = self.config.possible_acks_threshold
+        me = self.participant_id
         for row in rows:
-            if row.sender_id != self.participant_id and len(peers) < self.config.possible_acks_threshold:
+            if len(peers) >= limit:
+                break  # a restored log of a million rows stops here, not at its end
+            if row.sender_id != me:
                 peers.add(row.sender_id)
 
     # ------------------------------------------------------------------ acks

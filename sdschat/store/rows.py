@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -284,6 +285,26 @@ def cache_params(channel_id: str, r: CacheRow) -> tuple:
 
 def log_row(t) -> LogRow:
     return LogRow(_id(t[0]), _int(t[1]), _sender(t[2]), _opt_blob(t[3]))
+
+
+def log_rows(rows: Iterable[tuple]) -> list[LogRow]:
+    """:func:`log_row` for a whole log at once, the same checks inlined (a restored log can hold a million
+    rows: a third of a channel's start-up was spent in per-value calls)."""
+    out: list[LogRow] = []
+    append = out.append
+    senders: dict[str, str] = {}
+    for mid, lt, sender, hint in rows:
+        if type(mid) is not str or not mid or len(mid) > _ID_MAX:
+            raise CorruptRowError("an id is not a non-empty string")
+        if type(lt) is not int or not 0 <= lt <= _INT_MAX:
+            raise CorruptRowError("a number is out of range or not an integer")
+        known = senders.get(sender)
+        if known is None:
+            known = senders[sender] = _sender(sender)
+        if hint is not None and type(hint) is not bytes:
+            raise CorruptRowError("a binary column holds no bytes")
+        append(LogRow(mid, lt, known, hint))
+    return out
 
 
 def out_row(t) -> OutRow:

@@ -75,16 +75,16 @@ def load_state(conn: sqlite3.Connection, cid: str) -> ChannelState | None:
 def _load_lists(conn: sqlite3.Connection, cid: str) -> dict[str, list]:
     """The channel's rows of every ``sds_*`` table, by :class:`ChannelState` field."""
 
-    def q(table: str, cols: str, parse: Callable[[tuple], Any], order: str = "seq") -> list:
+    def q(table: str, cols: str, parse: Callable[[tuple], Any], order: str = "seq", *, bulk=None) -> list:
         rows = conn.execute(f"SELECT {cols} FROM {table} WHERE channel_id = ? ORDER BY {order}", (cid,))
         try:
-            return [parse(t) for t in rows]
+            return bulk(rows) if bulk is not None else [parse(t) for t in rows]
         except CorruptRowError as exc:
             raise CorruptRowError(f"damaged row in {table}: {exc}") from None
 
     return {
         "log": q("sds_log", "message_id, lamport_timestamp, sender_id, retrieval_hint", R.log_row,
-                 "lamport_timestamp, message_id"),
+                 "lamport_timestamp, message_id", bulk=R.log_rows),
         "outgoing": q("sds_outgoing", "message_id, lamport_timestamp, causal_history, content, sent_at, resends, "
                       "next_resend, ack_senders", R.out_row),
         "incoming": q("sds_incoming", "message_id, sender_id, lamport_timestamp, causal_history, content, "
