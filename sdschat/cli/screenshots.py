@@ -1,6 +1,6 @@
 """Make the SVG screenshots in ``screenshots/`` from the real app driving real nodes.
 
-    python -m sdschat.cli.screenshots [--out screenshots] [--only chat,demo,repair,help,window]
+    python -m sdschat.cli.screenshots [--out screenshots] [--only chat,demo,repair,help,window,search,reply]
 
 Everything runs headless (``App.run_test``) over one embedded broker with
 in-memory channel keys; nothing is drawn by hand. Takes about half a minute
@@ -192,7 +192,46 @@ async def shoot_window(out: Path, workdir: Path) -> None:
         await broker.close()
 
 
-SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help, "window": shoot_window}
+async def shoot_search(out: Path, workdir: Path) -> None:
+    """``/search``: bob's channel history, searched for a word and a prefix, the words marked."""
+    async with _group(workdir, 2) as (alice, bob):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=CHAT_SIZE) as pilot:
+            for text in ("the deploy checklist is in the wiki", "lunch at noon?", "who reviews the deploy script?",
+                         "deployment went fine on staging", "coffee first", "friday deploy: yes or no?"):
+                await bob.send_text(text)
+            await _wait(pilot, lambda: len(alice.messages()) == 6, 10, "history")
+            await pilot.press(*"/search deploy*", "enter")
+            await _wait(pilot, lambda: getattr(app.screen, "hits", None), 10, "results")
+            await pilot.pause(0.2)
+            _save(app, out / "search.svg")
+
+
+async def shoot_reply(out: Path, workdir: Path) -> None:
+    """A reply whose parent alice missed: "reply to a message possibly missing", then filled in by repair."""
+    async with _group(workdir, 3) as (alice, bob, carol):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=CHAT_SIZE) as pilot:
+            await carol.send_text("anyone up for a release retro?")
+            await _wait(pilot, lambda: len(alice.messages()) == 1, 10, "first")
+            alice.set_impairment(loss_in=1.0)
+            parent = await bob.send_text("retro friday 3pm, I'll bring the graphs")
+            await _wait(pilot, lambda: any(m.state == "acknowledged" for m in bob.messages()), 15, "carol has it")
+            alice.set_impairment(loss_in=0.0)
+            await carol.send_text("works for me", reply_to=parent)
+            view = app.pane.view
+            await _wait(pilot, lambda: any(i.quote for i in view.timeline.by_mid.values()), 10, "the reply")
+            bob.set_impairment(offline=True)  # the repair comes from carol's copy
+            await pilot.pause(0.2)
+            _save(app, out / "reply-1-parent-missing.svg")
+            await _wait(pilot, lambda: any(i.quote and i.quote[0] == "text" for i in view.timeline.by_mid.values()),
+                        30, "repair")
+            await pilot.pause(0.3)
+            _save(app, out / "reply-2-filled-in.svg")
+
+
+SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help, "window": shoot_window,
+         "search": shoot_search, "reply": shoot_reply}
 
 
 async def run(out: Path, only: list[str]) -> None:
