@@ -26,6 +26,7 @@ from sdschat.node import events as ev
 
 from .. import slash
 from ..bridge import NodeBridge
+from ..layout import clean_text
 from ..messages import NodeEventsReady, UiError
 from ..mentions import mentions, names_pattern
 from ..notify import tell_mentions
@@ -330,8 +331,8 @@ class ChatPane(Vertical):
         bar = self.query_one("#reply-bar", Static)
         quote = Text(no_wrap=True, overflow="ellipsis")
         quote.append("↳ replying to ", "italic")
-        quote.append(m.nick, nick_style(m.sender_id))
-        quote.append(": " + " ".join(m.text.split()), "italic")
+        quote.append(clean_text(m.nick), nick_style(m.sender_id))  # a peer's text: no escape sequences
+        quote.append(": " + clean_text(" ".join(m.text.split())), "italic")
         quote.append("   (Esc: cancel)", "dim")
         bar.update(quote)
         bar.add_class("-shown")

@@ -203,7 +203,8 @@ class MessageView(ScrollView, can_focus=True):
         either end of it."""
         y = self.scroll_y if y is None else y
         self._want_older(y)
-        if self.more_below and not self._asked_newer and y >= self.max_scroll_y - self.scrollable_content_region.height:
+        near_end = y >= self.max_scroll_y - self.scrollable_content_region.height
+        if self.more_below and not self._asked_newer and near_end:
             self._asked_newer = True
             self.post_message(self.NeedNewer(self))
 
