@@ -49,7 +49,7 @@ async def log_records(store: Store):
 
 
 async def event_records(store: Store):
-    async for e in store.iter_events():
+    async for e in store.iter_event_history():
         yield {
             "seq": e.seq,
             "ts_ms": e.ts_ms,

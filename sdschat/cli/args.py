@@ -109,6 +109,9 @@ def add_impairment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune", action="append", default=[], metavar="FIELD=VALUE", type=tune_setting,
                    help="expert: override a protocol setting of the node (a ChannelConfig field, or repair_FIELD "
                         "for RepairConfig), e.g. --tune repair_t_max_ms=3000; all members should agree")
+    p.add_argument("--events-keep", type=at_least(0), metavar="N",
+                   help="event rows the database keeps in full, the newest (default: the profile's [storage] "
+                        "events_keep, else 10000); older ones are compacted to each message's first times; 0 keeps all")
 
 
 def tune_setting(text: str) -> tuple[str, int | float | bool]:

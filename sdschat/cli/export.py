@@ -18,7 +18,9 @@ def export_configure(p: argparse.ArgumentParser) -> None:
     which.add_argument("--db", type=Path, help="a participant's database file")
     which.add_argument("--channel", help="a channel of your profile")
     add_home_arg(p)
-    p.add_argument("--events", action="store_true", help="export the event table instead of the ordered log")
+    p.add_argument("--events", action="store_true",
+                   help="export the events instead of the ordered log (the recent rows in full; older ones as the "
+                        "first sent/received/delivered/acked times compaction keeps, with a negative seq)")
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("--out", type=Path, help="output file (default: standard output; required for parquet)")
 

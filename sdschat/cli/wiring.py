@@ -115,7 +115,8 @@ def profile_node_config(profile, entry, **overrides):
     db = profile.db_path(entry)
     db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     settings = dict(nick=profile.name, key=profile.key(entry), db_path=db, broker_url=profile.broker or None,
-                    channel_config=node_channel_config(), identity=profile_call(profile.identity))
+                    channel_config=node_channel_config(), identity=profile_call(profile.identity),
+                    events_keep=profile.events_keep)
     settings.update(overrides)
     return NodeConfig(**settings)
 
@@ -125,6 +126,15 @@ def _profile_of(args: argparse.Namespace):
 
     paths = resolve_paths(getattr(args, "home", None))
     return profile_call(Profile.load, paths) if Profile.exists(paths) else None
+
+
+def _events_keep(args: argparse.Namespace) -> dict:
+    """``--events-keep``, else the profile's ``[storage] events_keep``, else the node's default."""
+    keep = getattr(args, "events_keep", None)
+    if keep is None:
+        profile = _profile_of(args)
+        keep = profile.events_keep if profile is not None else None
+    return {} if keep is None else {"events_keep": keep}
 
 
 async def start_node(args: argparse.Namespace, *, channel_config=None):
@@ -142,6 +152,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
         nick=nick, key=key, db_path=db, broker_url=broker, qos=args.qos,
         channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
         impairment=impairment_of(args), seed=args.seed, identity=identity,
+        **_events_keep(args),
     )
     try:
         return await Node.start(config)

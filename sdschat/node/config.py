@@ -74,3 +74,6 @@ class NodeConfig:
     #: messages kept in memory (the newest; plus every one whose state can still change); the rest is read
     #: from the database by :meth:`Node.history`
     memory_messages: int = 1_000
+    #: event rows kept in full in the database (the newest); older ones are folded into each message's first
+    #: sent/received/delivered/acknowledged times (:mod:`sdschat.store.compaction`); 0 keeps every row
+    events_keep: int = 10_000

@@ -93,6 +93,10 @@ class Node:
         )
         #: the store-node client's counters (requests, answers, timeouts, envelopes, delivered, ...)
         self.store_counters = self.store_client.counters
+        #: event rows persisted since the last compaction, the compaction running (if any), rows it removed
+        self._events_since_compact = 0
+        self._compacting: asyncio.Task | None = None
+        self.events_compacted = 0
 
     # -------------------------------------------------------------- lifecycle
 
@@ -125,6 +129,7 @@ class Node:
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
         self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
         self.store_client.want([row.entry for row in self.channel.snapshot().missing])
+        self._compact_events()  # a database from before compaction, or one closed mid-window
 
     async def _load_messages(self) -> None:
         """Into memory: the newest ``memory_messages`` and every one whose state can still change (two indexed
@@ -193,10 +198,11 @@ class Node:
             return
         self.stopping = True
         self.store_client.stop()
-        for t in self._tasks:
+        tasks = [*self._tasks, *([self._compacting] if self._compacting is not None else [])]
+        for t in tasks:
             t.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=2.0)
+        if tasks:
+            await asyncio.wait(tasks, timeout=2.0)
         if self.transport is not None:
             await self._bounded("transport stop", self.transport.stop(), 5.0)
         if self.writer is not None:
@@ -446,6 +452,26 @@ class Node:
                                events=events, participants=participants)
         except StoreError as exc:
             self._writer_failed(exc)
+            return
+        if events:
+            self._events_since_compact += len(events)
+            if self._events_since_compact >= max(10, self.config.events_keep // 10):
+                self._compact_events()
+
+    def _compact_events(self) -> None:
+        """Fold the events beyond the window (``events_keep``) in the background, one compaction at a time."""
+        if self.config.events_keep <= 0 or self._compacting is not None or self.stopping:
+            return
+        self._events_since_compact = 0
+        self._compacting = asyncio.get_running_loop().create_task(self._compact(), name="sdschat-node-compact")
+
+    async def _compact(self) -> None:
+        try:
+            self.events_compacted += await self.store.compact_events(self.config.events_keep)
+        except StoreError as exc:  # the writer's own failure is what stops the node; this only costs space
+            log.warning("events compaction failed: %s", exc)
+        finally:
+            self._compacting = None
 
     def _on_connection(self, change: StateChange) -> None:
         self.emit(ev.ConnectionChanged(str(change.state), change.detail))

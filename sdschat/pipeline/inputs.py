@@ -6,7 +6,9 @@ bytes received, ``meta.json``).
 
 A **participant database** is read with :mod:`sqlite3` (read-only, never
 migrated; a database written by a newer sdschat is refused with the store's
-:class:`~sdschat.store.SchemaTooNewError` message) and its ``events`` table is
+:class:`~sdschat.store.SchemaTooNewError` message) and its events (the view
+``event_history`` from schema 3 on: the recent full rows plus the first times
+compaction kept of older ones; the ``events`` table before) are
 converted with pyarrow into a Parquet file in the staging directory, in chunks
 (INTEGER columns as int64: Spark's SQLite JDBC path would read them as 32-bit).
 Its ``sds_log`` gives the engine's ordered log. The databases of one channel
@@ -192,7 +194,10 @@ def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tu
             channels = conn.execute("SELECT channel_id, participant_id FROM channels ORDER BY channel_id").fetchall()
             if not channels:
                 raise InputError(f"{path} has no channel (an sdschat database that was never used)")
-            n_events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            # from schema 3 on, older events may be compacted: the view gives them back as event rows
+            views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+            source = "event_history" if "event_history" in views else "events"
+            n_events = conn.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
             if n_events == 0:
                 raise InputError(f"{path} has no events")
             out = []
@@ -202,7 +207,7 @@ def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tu
                     "SELECT message_id FROM sds_log WHERE channel_id = ? ORDER BY lamport_timestamp, message_id",
                     (channel_id,))]
                 target = staging / f"db-{len(list(staging.iterdir())):04d}-{path.stem}.parquet"
-                rows = _copy_events(conn, channel_id, target)
+                rows = _copy_events(conn, channel_id, target, source)
                 out.append((channel_id, pid, target if rows else None, (log_hash(mids), len(mids))))
             return out
         except sqlite3.DatabaseError as exc:
@@ -211,10 +216,11 @@ def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tu
         conn.close()
 
 
-def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, chunk: int = 100_000) -> int:
+def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, source: str = "events",
+                 chunk: int = 100_000) -> int:
     cur = conn.execute(
         "SELECT seq, ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail "
-        "FROM events WHERE channel_id = ? OR channel_id IS NULL ORDER BY seq", (channel_id,))
+        f"FROM {source} WHERE channel_id = ? OR channel_id IS NULL ORDER BY seq", (channel_id,))
     writer = None
     n = 0
     try:

@@ -33,6 +33,8 @@ from .token import Invite
 __all__ = ["ProfilePaths", "Profile", "ChannelEntry", "Notifications", "resolve_paths", "valid_name"]
 
 PROFILE_VERSION = 1
+#: the default window of full event rows ([storage] events_keep; NodeConfig.events_keep's default too)
+EVENTS_KEEP = 10_000
 IDENTITY_HEADER = "sdschat-identity v1"
 MAX_NAME = 40
 
@@ -98,6 +100,8 @@ class Profile:
     broker: str = ""
     notifications: Notifications = field(default_factory=Notifications)
     channels: dict[str, ChannelEntry] = field(default_factory=dict)
+    #: event rows each channel's database keeps in full (the newest); older ones are compacted; 0 keeps all
+    events_keep: int = EVENTS_KEEP
 
     # ------------------------------------------------------------ create / load
 
@@ -136,6 +140,10 @@ class Profile:
             profile = cls(paths, valid_name(str(doc["name"])), str(doc.get("broker", "")),
                           Notifications(bool(notify.get("bell", True)), bool(notify.get("desktop", True)),
                                         tuple(w.strip() for w in words if w.strip())))
+            keep = doc.get("storage", {}).get("events_keep", EVENTS_KEEP)
+            if type(keep) is not int or keep < 0:
+                raise ProfileError(f"{file}: [storage] events_keep must be a whole number >= 0 (0 keeps every event)")
+            profile.events_keep = keep
         except (KeyError, TypeError, AttributeError):
             raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
         profile.channels = profile._load_channels()
@@ -146,7 +154,9 @@ class Profile:
                  f"broker = {_toml_str(self.broker)}", "", "[notifications]",
                  f"bell = {str(self.notifications.bell).lower()}",
                  f"desktop = {str(self.notifications.desktop).lower()}",
-                 f"highlight = [{', '.join(_toml_str(w) for w in self.notifications.highlight)}]", ""]
+                 f"highlight = [{', '.join(_toml_str(w) for w in self.notifications.highlight)}]", "",
+                 "[storage]", "# event rows kept in full per channel (older ones are compacted; 0 keeps all)",
+                 f"events_keep = {self.events_keep}", ""]
         write_private(self.paths.profile_file, "\n".join(lines).encode("utf-8"))
 
     # ------------------------------------------------------------ identity

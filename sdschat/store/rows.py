@@ -75,7 +75,8 @@ class MessageUpdate:
 
 @dataclass(frozen=True, slots=True)
 class EventRow:
-    """One row of the append-only events table. ``seq`` is assigned by the store.
+    """One row of the events table (never updated; old rows are compacted: :mod:`.compaction`). ``seq`` is
+    assigned by the store.
 
     ``participant_id`` (who recorded it) defaults to the channel's participant.
     ``detail`` is any JSON-serializable mapping.

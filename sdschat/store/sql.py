@@ -6,7 +6,7 @@ reproduces the engine's insertion order.
 
 UPSERT_LOG = (
     "INSERT INTO sds_log (channel_id, message_id, lamport_timestamp, sender_id, retrieval_hint) VALUES (?,?,?,?,?) "
-    "ON CONFLICT (channel_id, message_id) DO UPDATE SET lamport_timestamp = excluded.lamport_timestamp, "
+    "ON CONFLICT (channel_id, lamport_timestamp, message_id) DO UPDATE SET "
     "sender_id = excluded.sender_id, retrieval_hint = excluded.retrieval_hint"
 )
 UPSERT_OUT = (
@@ -99,3 +99,46 @@ MESSAGE_COLS = (
     "after_lost, received_at_ms"
 )
 EVENT_COLS = "seq, ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail"
+
+# ----------------------------------------------------------- events compaction (migrations/0003)
+
+#: the per-message kinds folded into ``message_events`` (a delivery with detail -- through repair or after a
+#: loss -- stays in full, as do missing, repair_requested, repair_served, lost and rejected)
+_FOLDED = "(ev.kind IN ('sent', 'received', 'acked') OR (ev.kind = 'delivered' AND ev.detail IS NULL))"
+#: the kinds dropped with the window: per-message totals live in ``messages`` (resends, possible_ack_count)
+#: or they are not about a chat message (sync frames)
+_DROPPED = "('resent', 'possibly_acked', 'sync_sent', 'sync_received')"
+
+#: fold the events with ``? < seq <= ?`` into message_events (first time of each kind per message)
+FOLD_EVENTS = f"""
+INSERT INTO message_events (msg, sent_ms, received_ms, delivered_ms, acked_ms, flags)
+SELECT m.rowid,
+       min(CASE WHEN ev.kind = 'sent' THEN ev.ts_ms END),
+       min(CASE WHEN ev.kind = 'received' THEN ev.ts_ms END),
+       min(CASE WHEN ev.kind = 'delivered' THEN ev.ts_ms END),
+       min(CASE WHEN ev.kind = 'acked' THEN ev.ts_ms END),
+       max(CASE WHEN ev.kind = 'acked' AND json_valid(ev.detail)
+                     AND json_extract(ev.detail, '$.by_bloom') = 1 THEN 2 ELSE 0 END)
+FROM events ev
+JOIN channels c ON c.channel_id = ev.channel_id AND c.participant_id = ev.participant_id
+JOIN messages m ON m.channel_id = ev.channel_id AND m.message_id = ev.message_id
+WHERE ev.seq > ? AND ev.seq <= ? AND {_FOLDED}
+GROUP BY m.rowid
+ON CONFLICT (msg) DO UPDATE SET
+    sent_ms = min(coalesce(sent_ms, excluded.sent_ms), coalesce(excluded.sent_ms, sent_ms)),
+    received_ms = min(coalesce(received_ms, excluded.received_ms), coalesce(excluded.received_ms, received_ms)),
+    delivered_ms = min(coalesce(delivered_ms, excluded.delivered_ms), coalesce(excluded.delivered_ms, delivered_ms)),
+    acked_ms = min(coalesce(acked_ms, excluded.acked_ms), coalesce(excluded.acked_ms, acked_ms)),
+    flags = flags | excluded.flags
+"""
+#: then delete what was folded (and the kinds dropped with the window), same ``? < seq <= ?``
+DROP_FOLDED = f"""
+DELETE FROM events AS ev
+WHERE ev.seq > ? AND ev.seq <= ?
+  AND (ev.kind IN {_DROPPED}
+       OR ({_FOLDED}
+           AND ev.participant_id = (SELECT c.participant_id FROM channels c WHERE c.channel_id = ev.channel_id)
+           AND EXISTS (SELECT 1 FROM messages m WHERE m.channel_id = ev.channel_id AND m.message_id = ev.message_id)))
+"""
+#: the kv key holding the highest seq compaction has looked at
+COMPACTED_THROUGH = "events_compacted_through"

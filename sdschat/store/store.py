@@ -46,11 +46,13 @@ import aiosqlite
 
 from sdschat.sds.state import ChannelState
 
-from . import connection, migrate, snapshot
+from . import compaction, connection, migrate, snapshot
 from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
 from .queries import History
+from . import rows as R
 from .rows import EventRow, MessageRow, MessageUpdate, ParticipantRow
+from .sql import EVENT_COLS
 from .search import fts_query, run_error
 
 __all__ = ["Store", "Batch"]
@@ -254,6 +256,13 @@ class Store:
             return
         await self._write(apply_batches, batches)
 
+    async def compact_events(self, keep: int) -> int:
+        """Fold the events older than the newest ``keep`` rows into ``message_events`` (migrations/0003) and
+        delete them; returns the number of event rows removed. ``keep <= 0`` keeps every row (no-op)."""
+        if keep <= 0:
+            return 0
+        return await self._write(compaction.compact, int(keep))
+
     # --------------------------------------------------------------- reads
 
     def iter_messages(self, channel_id: str | None = None, *, chunk: int = 500) -> AsyncIterator[MessageRow]:
@@ -295,8 +304,28 @@ class Store:
         return await self._history.unread_count(channel_id, since_ms, me)
 
     def iter_events(self, *, after_seq: int = 0, kind: str | None = None, chunk: int = 1000) -> AsyncIterator[EventRow]:
-        """Events in ``seq`` order, from ``after_seq`` on (optionally of one ``kind``)."""
+        """The event rows held in full (the recent window once compacted), in ``seq`` order, from ``after_seq``
+        on (optionally of one ``kind``)."""
         return self._history.iter_events(after_seq=after_seq, kind=kind, chunk=chunk)
+
+    def iter_event_history(self, *, chunk: int = 1000) -> AsyncIterator[EventRow]:
+        """Every event the file still tells of: the compacted first times (``seq`` < 0) then the full rows, in
+        ``seq`` order (the view ``event_history``, what ``report`` and ``export --events`` read)."""
+        return self._stream(f"SELECT {EVENT_COLS} FROM event_history ORDER BY seq", "event_history",
+                            R.event_row, chunk)
+
+    async def _stream(self, sql: str, table: str, parse: Callable[[tuple], Any], chunk: int) -> AsyncIterator:
+        """Rows of one query, parsed, fetched ``chunk`` at a time from one cursor (one pass, one sort)."""
+        cur = await self._run(lambda conn: conn.execute(sql))
+        try:
+            while True:
+                rows = await self._run(lambda conn: cur.fetchmany(chunk))
+                for row in self._history.parsed(table, parse, rows):
+                    yield row
+                if len(rows) < chunk:
+                    return
+        finally:
+            await self._run(lambda conn: cur.close())
 
     async def participants(self) -> list[ParticipantRow]:
         return await self._history.participants()
