@@ -29,6 +29,12 @@
 --    time, with a negative seq (-(4 * msg + k)) so compacted history sorts
 --    before the window.
 --
+-- (Not a schema change, said here for whoever reads the file: from this
+-- version on, the causal_history columns of sds_outgoing, sds_incoming and
+-- sds_cache are written in a compact binary form, sdschat/store/rows.py
+-- history_to_db, less than half the JSON text; rows written before stay JSON
+-- and are read as such. The SDS-R cache turns over, so it shrinks as it goes.)
+--
 -- The events older than the default window (the newest 10,000 rows) of an
 -- existing database are folded here; the node folds the rest as it runs.
 
