@@ -31,6 +31,7 @@ EXPECTED = {
                         r"logs identical: True"],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
     "search_history.py": [rf"common word +first results +{NUMBER} ms median", rf"cold, as `sdschat search`",
+                          rf"the last page on screen {NUMBER} ms after start; engine ready after {NUMBER} ms",
                           rf"one page up: {NUMBER} ms median", r"cursor on it: True"],
     "sim_scale.py": [r"converged +True", r"event kinds"],
     "soak_nodes.py": [rf"2 nodes over mosquitto, target 20 msg/s .*: sent \d+", r"latency sent -> delivered"],

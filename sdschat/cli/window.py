@@ -54,7 +54,9 @@ class ProfileClient:
             entries = list(profile.channels.values())
             client._waiting = entries[1:] if not all_channels else []
             first = entries if all_channels else entries[:1]
-            started = await asyncio.gather(*(client._start(e) for e in first), return_exceptions=True)
+            # the first channel's engine restores in the background: the window shows its history at once
+            started = await asyncio.gather(*(client._start(e, background=not all_channels) for e in first),
+                                           return_exceptions=True)
             client.nodes.extend(n for n in started if not isinstance(n, BaseException))
             failed = next((n for n in started if isinstance(n, BaseException)), None)
             if failed is not None:
@@ -69,6 +71,9 @@ class ProfileClient:
     async def start_others(self, started: Callable[[object], None], failed: Callable[[str, str], None]) -> None:
         """Start the channels :meth:`start` left for later, one at a time (a long history takes its engine a
         while to restore), calling ``started(node)`` for each, or ``failed(channel, reason)``."""
+        for node in list(self.nodes):  # one engine restoring at a time: the first channel's, then the others
+            with contextlib.suppress(Exception):
+                await node.wait_ready()
         while self._waiting:
             entry = self._waiting.pop(0)
             if entry.name not in self.profile.channels:  # parted meanwhile
@@ -85,11 +90,11 @@ class ProfileClient:
         # again (a full collection over ten 100,000-message logs is a ~150 ms stall mid-conversation)
         gc.freeze()
 
-    async def _start(self, entry):
+    async def _start(self, entry, *, background: bool = False):
         from sdschat.node import Node
 
         return await Node.start(profile_node_config(self.profile, entry, broker_url=self.broker_url,
-                                                    transport=self.shared.view()))
+                                                    transport=self.shared.view()), restore_in_background=background)
 
     def unread(self, node) -> int:
         """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from ..crypto import CryptoError, Identity, envelope_hash, signed_content
 from ..sds import MessageChannel
 from ..store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
-from ..transport import ConnectionState, ImpairedTransport, MqttTransport, StateChange, resolve_broker
+from ..transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, StateChange, resolve_broker
 from . import events as ev
 from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
@@ -56,6 +56,11 @@ def _write_failure(exc: BaseException) -> str:
     while isinstance(exc, StoreError) and isinstance(getattr(exc, "original", None), BaseException):
         exc = exc.original
     return f"database write failed: {exc if isinstance(exc, StoreError) else f'{type(exc).__name__}: {exc}'}"
+
+
+def _restored(state, config) -> tuple[MessageChannel, list[str]]:
+    channel = MessageChannel.restore(state, config, journal=True)
+    return channel, channel.check_invariants()
 
 
 class Node:
@@ -97,14 +102,26 @@ class Node:
         self._events_since_compact = 0
         self._compacting: asyncio.Task | None = None
         self.events_compacted = 0
+        #: set once the engine is restored and the node connected (see ``start(restore_in_background=...)``)
+        self._ready = asyncio.Event()
+        self._restoring: asyncio.Task | None = None
 
     # -------------------------------------------------------------- lifecycle
 
     @classmethod
-    async def start(cls, config: NodeConfig) -> Node:
+    async def start(cls, config: NodeConfig, *, restore_in_background: bool = False) -> Node:
+        """Open the database and start the node. With ``restore_in_background`` it returns once what a view
+        needs is read (history, participants: a few indexed reads, however long the channel) and restores
+        the engine's state, then connects, in a task (:meth:`wait_ready`): a window shows a channel of a
+        million messages at once, and sends wait for the engine. A failure there is reported like a failed
+        write (``FrameRejected("storage", ...)``, :attr:`failure`)."""
         node = cls(config)
         try:
-            await node._start()
+            await node._open()
+            if restore_in_background:
+                node._restoring = asyncio.get_running_loop().create_task(node._restore(), name="sdschat-node-restore")
+            else:
+                await node._run()
         except BaseException:
             await node.stop()
             raise
@@ -113,23 +130,55 @@ class Node:
     def now(self) -> int:
         return int(self.config.clock() * 1000)
 
-    async def _start(self) -> None:
+    async def _open(self) -> None:
+        """What a view needs: the database, the identity, the messages held in memory, the participants."""
         cfg = self.config
         self.store = await Store.open(cfg.db_path)
         self.writer = StoreWriter(self.store, on_error=self._writer_failed)
         self.identity = await self._load_identity()
-        await self._load_channel()
         await self.store.kv_set("nick", self.nick)
         await self.store.kv_set("channel_name", self.key.channel_name)
         await self._load_messages()
         for p in await self.store.participants():
             self.book.participants[p.participant_id] = p
+
+    async def _run(self) -> None:
+        """The engine's state, then the connection and the node's tasks."""
+        await self._load_channel()
         await self._connect()
         await self.store_client.start()
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
         self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
         self.store_client.want([row.entry for row in self.channel.snapshot().missing])
         self._compact_events()  # a database from before compaction, or one closed mid-window
+        self._ready.set()
+
+    async def _restore(self) -> None:
+        """:meth:`_run` in the background; then the open gaps, for a view that loaded before the engine was up."""
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # StoreError (a damaged state), TransportError, ...: one line, the view says it
+            self.failure = self.failure or f"could not start #{self.key.channel_name}: {exc}"
+            log.debug("%s", self.failure)
+            self._ready.set()
+            self.emit(ev.FrameRejected("storage", self.failure))
+            return
+        self.emit(ev.ConnectionChanged(str(self.transport.state), ""))  # a view showed "restoring" until now
+        for gap in self.open_gaps():
+            self.emit(gap)
+
+    @property
+    def ready(self) -> bool:
+        """The engine is restored and the node connected (always, unless started ``restore_in_background``)."""
+        return self.channel is not None and self._ready.is_set()
+
+    async def wait_ready(self) -> None:
+        """Return once the engine is up; :class:`NodeFailed` if it could not be restored."""
+        await self._ready.wait()
+        if self.failure is not None and self.transport is None:
+            raise NodeFailed(self.failure)
 
     async def _load_messages(self) -> None:
         """Into memory: the newest ``memory_messages`` and every one whose state can still change (two indexed
@@ -166,9 +215,8 @@ class Node:
             return
         if state.participant_id != pid:
             raise StoreError(f"database {cfg.db_path}: the channel state belongs to another identity (damaged)")
-        try:
-            channel = MessageChannel.restore(state, cfg.channel_config, journal=True)
-            problems = channel.check_invariants()
+        try:  # a worker thread: a long log takes seconds to rebuild, and the loop keeps serving a view meanwhile
+            channel, problems = await asyncio.to_thread(_restored, state, cfg.channel_config)
         except (ValueError, TypeError, KeyError) as exc:
             problems = [str(exc)]
         if problems:  # never run on a state the engine's own rules say cannot be
@@ -198,7 +246,7 @@ class Node:
             return
         self.stopping = True
         self.store_client.stop()
-        tasks = [*self._tasks, *([self._compacting] if self._compacting is not None else [])]
+        tasks = [*self._tasks, *(t for t in (self._compacting, self._restoring) if t is not None)]
         for t in tasks:
             t.cancel()
         if tasks:
@@ -337,6 +385,8 @@ class Node:
 
     def health(self) -> dict:
         """Channel health for the side panel: clock, buffer sizes, counters, connection."""
+        if self.channel is None:  # the engine is being restored
+            return {**self.counters, "connection": "restoring" if self.failure is None else "stopped"}
         out = dict(self.channel.summary())
         out.update({k: v for k, v in self.channel.stats.items()})
         out.update(self.counters)
@@ -346,6 +396,8 @@ class Node:
     def pending(self) -> bool:
         """Whether anything is still in flight (unacked own messages, gaps, repairs)."""
         ch = self.channel
+        if ch is None:
+            return self.failure is None
         return bool(ch.outgoing_ids or ch.incoming_ids or ch.missing_ids or ch.repair_request_ids
                     or ch.repair_response_ids or self.outbox.qsize())
 
@@ -354,11 +406,18 @@ class Node:
         return not self.pending() and self.now() - self.last_peer_work_ms >= quiet_ms
 
     def set_impairment(self, **settings) -> None:
-        """Change the link impairment now (loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline)."""
+        """Change the link impairment now (loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline); before
+        the node is connected, from when it connects."""
+        if self.transport is None:
+            Impairment(**{**self.config.impairment, **settings})  # refuse a bad setting now, as set() would
+            self.config.impairment = {**self.config.impairment, **settings}
+            return
         self.transport.set(**settings)
 
     @property
-    def impairment(self):
+    def impairment(self) -> Impairment:
+        if self.transport is None:
+            return Impairment(**self.config.impairment)
         return self.transport.settings
 
     # ------------------------------------------------------------------ send
@@ -371,6 +430,8 @@ class Node:
         """
         if not text.strip():
             raise ValueError("empty message")
+        if self.channel is None:
+            await self.wait_ready()
         if self.failure is not None:
             raise NodeFailed(self.failure)
         now = self.now()
@@ -397,6 +458,8 @@ class Node:
         return mid
 
     async def send_typing(self) -> None:
+        if not self.ready:  # a typing notice is not worth waiting for
+            return
         now = self.now()
         app = AppPayload.new("typing", self.nick, "", now)
         content = signed_content(self.identity, self.key.channel_binding, app.encode())
@@ -444,6 +507,8 @@ class Node:
 
     def persist(self, now: int, *, messages=(), updates=(), events=(), participants=()) -> None:
         """Hand this turn's changes to the writer. After a write failure nothing more is persisted."""
+        if self.channel is None:  # stopped while the engine was being restored: nothing of it changed
+            return
         ops = self.channel.drain_journal()
         if not (ops or messages or updates or events or participants) or self.failure is not None:
             return

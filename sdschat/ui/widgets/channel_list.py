@@ -11,7 +11,8 @@ from textual.widgets import Static
 
 __all__ = ["ChannelList", "ChannelRow"]
 
-_CONN = {"connected": ("●", "green"), "connecting": ("◌", "yellow"), "disconnected": ("○", "red"),
+_CONN = {"connected": ("●", "green"), "connecting": ("◌", "yellow"), "restoring": ("◌", "yellow"),
+         "disconnected": ("○", "red"),
          "stopped": ("○", "grey50")}
 HEADER_LINES = 2
 REPAINT_EVERY_S = 0.1

@@ -19,7 +19,8 @@ from ..theme import nick_style
 
 __all__ = ["SidePanel", "PanelState", "ago", "lamport_text"]
 
-_CONN_STYLE = {"connected": "green", "connecting": "yellow", "disconnected": "red", "stopped": "grey50"}
+_CONN_STYLE = {"connected": "green", "connecting": "yellow", "restoring": "yellow", "disconnected": "red",
+               "stopped": "grey50"}
 
 
 @dataclass
