@@ -27,6 +27,8 @@ EXPECTED = {
                    r"[1-9][\d,]* messages with compacted events"],
     "engine_throughput.py": [rf"sdschat +200 +{NUMBER} +{NUMBER}", rf"ratio sdschat 1,000 / 200 messages rate: {NUMBER}"],
     "fuzz_frames.py": [rf"fuzzed {NUMBER} inputs", r"BUGS: 0 inputs raised"],
+    "inspector.py": [rf"old message: key press to the inspector's frame {NUMBER} ms median .*, 2 timeline steps",
+                     rf"`sdschat inspect --db FILE ID`, a cold process: {NUMBER} ms median"],
     "node_latency.py": [rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
                         r"logs identical: True"],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],

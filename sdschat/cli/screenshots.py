@@ -230,8 +230,36 @@ async def shoot_reply(out: Path, workdir: Path) -> None:
             _save(app, out / "reply-2-filled-in.svg")
 
 
+async def shoot_inspect(out: Path, workdir: Path) -> None:
+    """``i`` on a message alice missed and carol repaired: its life, from noticed missing to delivered."""
+    async with _group(workdir, 3) as (alice, bob, carol):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=CHAT_SIZE) as pilot:
+            await bob.send_text("release notes are in the doc")
+            await carol.send_text("thanks, reading")
+            await _wait(pilot, lambda: len(alice.messages()) == 2 and not bob.pending(), 10, "settled")
+            alice.set_impairment(loss_in=1.0)
+            missed = await bob.send_text("heads-up: the deploy moves to 3pm")
+            await _wait(pilot, lambda: any(m.message_id == missed and m.state == "acknowledged"
+                                           for m in bob.messages()), 15, "carol acknowledges bob")
+            bob.set_impairment(offline=True)  # the repair has to come from carol's copy
+            alice.set_impairment(loss_in=0.0)
+            await carol.send_text("so please hold your merges until then")
+            await _wait(pilot, lambda: missed in alice.channel.log, 30, "repair")
+            await pilot.pause(0.3)
+            view = app.pane.view
+            await pilot.press("up")
+            while view.cursor is not None and view.cursor.msg.message_id != missed:
+                await pilot.press("up")
+            await pilot.press("i")
+            await _wait(pilot, lambda: any("delivered" in line for line in getattr(app.screen, "lines", [])), 10,
+                        "inspector")
+            await pilot.pause(0.2)
+            _save(app, out / "inspector.svg")
+
+
 SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help, "window": shoot_window,
-         "search": shoot_search, "reply": shoot_reply}
+         "search": shoot_search, "reply": shoot_reply, "inspect": shoot_inspect}
 
 
 async def run(out: Path, only: list[str]) -> None:

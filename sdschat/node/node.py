@@ -28,13 +28,14 @@ import os
 from collections.abc import Callable
 
 from ..crypto import CryptoError, Identity, envelope_hash, signed_content
-from ..sds import MessageChannel
+from ..sds import MessageChannel, wire
 from ..store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, StateChange, resolve_broker
 from . import events as ev
 from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
 from .frame import pack
+from .inspect import GapReport, Inspection, gap_reports, inspect_message
 from .payload import AppPayload
 from .receive import Receiver, Turn
 from .search import SearchHit, search_store
@@ -380,6 +381,20 @@ class Node:
         return await search_store(self.store, self.key.channel_id, self.key.channel_name or "", query,
                                   me=self.participant_id, limit=limit, before=before)
 
+    async def inspect(self, message_id: str) -> Inspection | None:
+        """The life of one message as the database tells it (:mod:`.inspect`): the inspector panel's reading."""
+        await self._flush_for_reading()
+        return await inspect_message(self.store, self.key.channel_id, message_id, me=self.participant_id,
+                                     names=self._names())
+
+    async def gaps(self) -> list[GapReport]:
+        """Every gap noticed in the channel and how it closed (:func:`.inspect.gap_reports`)."""
+        await self._flush_for_reading()
+        return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self._names())
+
+    def _names(self) -> dict[str, str | None]:
+        return {p.participant_id: p.nick for p in self.book.participants.values()}
+
     def participants(self) -> list[ParticipantRow]:
         return sorted(self.book.participants.values(), key=lambda p: -p.last_seen_ms)
 
@@ -444,9 +459,11 @@ class Node:
         chat = self.book.chat(mid, self.participant_id, app, out.lamport_timestamp, ev.SENDING, now)
         self.book.messages[mid] = chat
         self.emit(ev.MessageShown(chat))
+        history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
         self.persist(now, messages=[MessageRow(mid, self.participant_id, out.lamport_timestamp, body, ev.SENDING,
                                                received_at_ms=now)],
-                     events=[EventRow("sent", now, mid, self.participant_id, lamport_timestamp=out.lamport_timestamp)])
+                     events=[EventRow("sent", now, mid, self.participant_id, lamport_timestamp=out.lamport_timestamp,
+                                      detail={"history": history})])
         try:
             await self.writer.flush()  # durable before published
         except StoreError as exc:

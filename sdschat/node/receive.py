@@ -43,6 +43,9 @@ class Turn:
     publisher: str | None = None
     reason: str | None = None
     source: str | None = None
+    #: the SDS frame that caused these events: its sender (whose causal history and bloom they read) and id
+    frame_sender: str | None = None
+    frame_id: str | None = None
     messages: list = dataclasses.field(default_factory=list)
     updates: list = dataclasses.field(default_factory=list)
     rows: list = dataclasses.field(default_factory=list)
@@ -85,7 +88,7 @@ class Receiver:
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
         events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
-        self.handle(events, Turn(now, publisher, reason, source))
+        self.handle(events, Turn(now, publisher, reason, source, msg.sender_id, msg.message_id))
         node.wake()
 
     def _verified(self, msg, now: int) -> bool:
@@ -171,7 +174,8 @@ class Receiver:
             self.node.emit(ev.MessageShown(chat))
             t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.RECEIVED,
                                          repaired=e.repaired, after_lost=e.after_lost, received_at_ms=t.now))
-            t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+            t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
+                                   detail=_arrival(t, e.sender_id)))
         else:
             book.messages[e.message_id] = dataclasses.replace(prior, state=ev.RECEIVED)
             self.node.emit(ev.GapClosed(e.message_id, tuple(e.after_lost)))
@@ -198,7 +202,8 @@ class Receiver:
             node.emit(ev.GapOpened(e.message_id, missing_ids + tuple(e.waiting_on), senders))
         t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.WAITING,
                                      received_at_ms=t.now))
-        t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp))
+        t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
+                               detail=_arrival(t, e.sender_id)))
         t.rows.append(EventRow("missing", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
                                detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on)}))
         node.store_client.want(e.missing)
@@ -212,12 +217,14 @@ class Receiver:
 
     def _acknowledged(self, e: Acknowledged, t: Turn) -> None:
         t.update(self.node.book.set_state(e.message_id, ev.ACKNOWLEDGED, t.now))
-        t.rows.append(EventRow("acked", t.now, e.message_id, self.node.participant_id, detail={"by_bloom": e.by_bloom}))
+        t.rows.append(EventRow("acked", t.now, e.message_id, self.node.participant_id,
+                               detail={"by_bloom": e.by_bloom, "by": t.frame_sender, "frame": t.frame_id,
+                                       "via": _via(t)}))
 
     def _possibly(self, e: PossiblyAcknowledged, t: Turn) -> None:
         t.update(self.node.book.set_state(e.message_id, ev.POSSIBLY_ACKNOWLEDGED, t.now, acks=e.count))
         t.rows.append(EventRow("possibly_acked", t.now, e.message_id, self.node.participant_id,
-                               detail={"count": e.count}))
+                               detail={"count": e.count, "by": t.frame_sender}))
 
     def _lost(self, e: Lost, t: Turn) -> None:
         self.node.emit(ev.MessageLost(e.message_id, e.sender_id, tuple(e.dependants)))
@@ -247,3 +254,18 @@ class Receiver:
 
     def _evicted(self, e: Evicted, t: Turn) -> None:
         log.info("evicted %s from %s", e.message_id, e.buffer)
+
+
+def _via(t: Turn) -> str | None:
+    """How the frame behind a turn came: ``store`` (a store node's answer) or its publish reason (``message``,
+    ``resend``, ``repair``, ``sync``)."""
+    return "store" if t.source == "store" else t.reason
+
+
+def _arrival(t: Turn, sender: str) -> dict | None:
+    """A received row's detail when the first copy did not come straight from its author: how, and who
+    published it (None for the common case, to keep the row small)."""
+    via = _via(t)
+    if via == "message" and t.publisher in (None, sender):
+        return None
+    return {"via": via, "publisher": t.publisher}

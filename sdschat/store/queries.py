@@ -134,6 +134,64 @@ class History:
                 return
             seq = rows[-1][0]
 
+    async def events_about(self, channel_id: str, message_ids: Sequence[str]) -> list[EventRow]:
+        """The events (full rows and compacted first times) of ``message_ids``, and the ``missing``/``lost`` rows
+        whose detail names one of them, oldest first (``ts_ms``, then ``seq``)."""
+        out: list[EventRow] = []
+        for i in range(0, len(message_ids), 400):
+            ids = list(message_ids[i:i + 400])
+            marks = ",".join("?" * len(ids))
+            named = " OR ".join(["instr(detail, ?) > 0"] * len(ids))
+            rows = await self._fetchall(
+                f"SELECT {EVENT_COLS} FROM event_history WHERE (channel_id = ? OR channel_id IS NULL) "
+                f"AND (message_id IN ({marks}) OR (kind IN ('missing', 'lost') AND ({named})))",
+                (channel_id, *ids, *ids),
+            )
+            out += self.parsed("event_history", R.event_row, rows)
+        seen: set[int | None] = set()
+        unique = [e for e in out if not (e.seq in seen or seen.add(e.seq))]
+        return sorted(unique, key=lambda e: (e.ts_ms, e.seq or 0))
+
+    async def missing_events(self, channel_id: str) -> list[EventRow]:
+        """Every ``missing`` row of the channel (the gaps noticed), oldest first."""
+        rows = await self._fetchall(
+            f"SELECT {EVENT_COLS} FROM events WHERE kind = 'missing' AND channel_id = ? ORDER BY ts_ms, seq",
+            (channel_id,),
+        )
+        return self.parsed("events", R.event_row, rows)
+
+    async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, tuple]:
+        """What the engine's tables hold now about one message, by table (``outgoing``: sent_at, resends,
+        next_resend, ack_senders; ``incoming``: received_at, unmet; ``missing``: sender, detected_at;
+        ``request``: t_req, attempts; ``response``: t_resp; ``cache``, ``lost``, ``log``: present)."""
+        queries = {
+            "outgoing": "SELECT sent_at, resends, next_resend, ack_senders FROM sds_outgoing",
+            "incoming": "SELECT received_at, unmet FROM sds_incoming",
+            "missing": "SELECT sender_id, detected_at FROM sds_missing",
+            "request": "SELECT t_req, attempts FROM sds_repair_requests",
+            "response": "SELECT t_resp FROM sds_repair_responses",
+            "cache": "SELECT 1 FROM sds_cache",
+            "lost": "SELECT 1 FROM sds_lost",
+            "log": "SELECT lamport_timestamp FROM sds_log",
+        }
+        out: dict[str, tuple] = {}
+        for name, sql in queries.items():
+            rows = await self._fetchall(f"{sql} WHERE channel_id = ? AND message_id = ?", (channel_id, message_id))
+            if rows:
+                out[name] = tuple(rows[0])
+        return out
+
+    async def ids_with_prefix(self, channel_id: str, prefix: str, limit: int = 5) -> list[str]:
+        """Message ids of the channel (stored, logged or named in an event) that start with ``prefix``."""
+        hi = prefix + "\U0010ffff"
+        rows = await self._fetchall(
+            "SELECT message_id FROM messages WHERE channel_id = ? AND message_id >= ? AND message_id < ? "
+            "UNION SELECT message_id FROM events WHERE channel_id = ? AND message_id >= ? AND message_id < ? "
+            "AND kind NOT IN ('sync_sent', 'sync_received') LIMIT ?",
+            (channel_id, prefix, hi, channel_id, prefix, hi, limit),
+        )
+        return sorted(r[0] for r in rows)
+
     async def participants(self) -> list[ParticipantRow]:
         rows = await self._fetchall(
             "SELECT participant_id, nick, first_seen_ms, last_seen_ms FROM participants ORDER BY participant_id", ()

@@ -330,6 +330,22 @@ class Store:
     async def participants(self) -> list[ParticipantRow]:
         return await self._history.participants()
 
+    async def events_about(self, channel_id: str, message_ids: Sequence[str]) -> list[EventRow]:
+        """Every event of ``message_ids`` still told of (and the missing/lost rows naming them), oldest first."""
+        return await self._history.events_about(channel_id, message_ids)
+
+    async def missing_events(self, channel_id: str) -> list[EventRow]:
+        """The channel's ``missing`` rows (every gap noticed), oldest first."""
+        return await self._history.missing_events(channel_id)
+
+    async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, tuple]:
+        """What the engine's tables hold now about one message (see :meth:`.queries.History.engine_rows`)."""
+        return await self._history.engine_rows(channel_id, message_id)
+
+    async def ids_with_prefix(self, channel_id: str, prefix: str, limit: int = 5) -> list[str]:
+        """Message ids of the channel that start with ``prefix`` (at most ``limit``)."""
+        return await self._history.ids_with_prefix(channel_id, prefix, limit)
+
     async def schema_version(self) -> int:
         return await self._run(migrate.current_version)
 

@@ -174,3 +174,37 @@ def test_a_reply_is_plain_text_to_a_peer_without_replies() -> None:
     assert AppPayload.decode(json.dumps({**obj, "re": "not an id"}).encode()).reply_to == ""  # ignored
     with pytest.raises(ValueError):
         AppPayload.new("msg", "alice", "x", 1, reply_to="nope")
+
+
+def test_the_inspector_follows_a_message_whose_first_copy_is_lost_live(tmp_path, run) -> None:
+    """``i`` on the cursor: the message's life as the node recorded it, read again while it happens."""
+    from sdschat.ui.screens.inspector import InspectorScreen
+
+    async def scenario():
+        async with cluster(tmp_path) as (alice, bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await bob.send_text("hello alice")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "hello alice"), what="bob's line")
+                bob.set_impairment(loss_in=1.0)  # bob misses alice's first copy: she resends
+                await pilot.press(*"did you get this?", "enter")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "did you get this?"), what="own line")
+                await pilot.press("up")
+                assert app.pane.view.cursor.msg.text == "did you get this?"
+                await pilot.press("i")
+                screen = app.screen
+                assert isinstance(screen, InspectorScreen)
+                await wait_until(pilot, lambda: any("resent (#1)" in line for line in screen.lines), what="a resend")
+                assert any(line.startswith("now: not yet acknowledged: resend #") for line in screen.lines)
+                bob.set_impairment(loss_in=0.0)
+                await wait_until(pilot, lambda: any("acknowledged: in the" in line and "bob's" in line
+                                                    for line in screen.lines), timeout=10, what="bob's ack")
+                body = [line for line in screen.lines if "+" in line and " s  " in line]
+                assert "sent, naming 1 earlier message(s)" in body[0] and "acknowledged" in body[-1]
+                assert not any(line.startswith("now:") for line in screen.lines)  # nothing pending any more
+                assert any("first acknowledgement" in line for line in screen.lines)
+                await pilot.press("escape")
+                assert not isinstance(app.screen, InspectorScreen)
+                assert app.errors == []
+
+    run(scenario())

@@ -327,6 +327,11 @@ class ChatPane(Vertical):
             self.app.copy_to_clipboard(m.text)  # OSC 52: the terminal's clipboard, over SSH too
             self.app.notify(f"copied {len(m.text)} characters", timeout=2)
             return
+        if message.action == "inspect":
+            from ..screens.inspector import InspectorScreen
+
+            self.app.push_screen(InspectorScreen(self.node, m.message_id, tz=self.tz))
+            return
         self.replying = m
         bar = self.query_one("#reply-bar", Static)
         quote = Text(no_wrap=True, overflow="ellipsis")

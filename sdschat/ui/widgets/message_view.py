@@ -53,6 +53,7 @@ class MessageView(ScrollView, can_focus=True):
         Binding("end", "cursor_end(1)", "last message", show=False),
         Binding("r", "picked('reply')", "reply"),
         Binding("c", "picked('copy')", "copy"),
+        Binding("i", "picked('inspect')", "inspect"),
         Binding("escape", "leave", "back to the input"),
     ]
 
@@ -359,7 +360,7 @@ class MessageView(ScrollView, can_focus=True):
         self.post_message(self.Leave(self))
 
     def on_key(self, event: events.Key) -> None:
-        if event.is_printable and event.character and event.character not in "rcjk":
+        if event.is_printable and event.character and event.character not in "rcijk":
             event.stop()
             self.post_message(self.Leave(self, event.character))
 

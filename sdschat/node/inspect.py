@@ -1,0 +1,324 @@
+"""The reliability inspector's reading of the database: one message's life, and every gap and how it closed.
+
+Built only from what the node records (its ``events``, through the view
+``event_history``, and the engine's tables as they are now), so it shows what
+happened, after a restart too, and on a database someone sends you. The same
+code serves ``sdschat inspect`` and the window's inspector panel
+(:meth:`sdschat.node.Node.inspect`). Beyond the events window (``events_keep``)
+only the first sent/received/delivered/acknowledged times remain of a message,
+plus the rows that explain a repair or a loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..store import EventRow, Store
+from .book import decode_app
+
+__all__ = ["Step", "Inspection", "GapReport", "inspect_message", "gap_reports", "resolve_message_id",
+           "InspectError", "Rendered", "render", "render_parts"]
+
+#: the shortest id prefix accepted
+MIN_PREFIX = 6
+
+
+class InspectError(ValueError):
+    """An id that names no message of the channel, or more than one (one line)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """One line of a message's timeline: when (wall-clock ms), what (a short kind), and a sentence."""
+
+    ts_ms: int
+    kind: str
+    text: str
+    detail: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Inspection:
+    message_id: str
+    sender_id: str
+    nick: str | None
+    text: str | None
+    lamport_timestamp: int | None
+    state: str | None
+    own: bool
+    steps: list[Step]
+    #: what is still to happen, from the engine's tables now (timers as absolute ms; a view counts down)
+    pending: list[Step]
+    figures: dict[str, Any]
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class GapReport:
+    message_id: str
+    sender_id: str | None
+    detected_ms: int
+    noticed_by: str
+    closed_ms: int | None
+    how: str
+    by: str | None
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _detail(e: EventRow) -> Mapping[str, Any]:
+    return e.detail if isinstance(e.detail, dict) else {}
+
+
+def _short(mid: str | None) -> str:
+    return (mid or "?")[:8]
+
+
+class _Names:
+    def __init__(self, names: Mapping[str, str | None], me: str) -> None:
+        self.names, self.me = names, me
+
+    def __call__(self, pid: str | None) -> str:
+        if pid is None:
+            return "someone"
+        if pid == self.me:
+            return "you"
+        return self.names.get(pid) or pid[:8]
+
+
+async def resolve_message_id(store: Store, channel_id: str, text: str) -> str:
+    """The full id of the message ``text`` names (the id, or an unambiguous prefix of at least 6 characters)."""
+    text = text.strip().lower()
+    if len(text) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in text):
+        raise InspectError(f"{text!r} is not a message id (hex, at least {MIN_PREFIX} characters)")
+    found = await store.ids_with_prefix(channel_id, text)
+    if not found:
+        raise InspectError(f"no message {text} in this channel")
+    if len(found) > 1 and text not in found:
+        more = ", ".join(m[:len(text) + 4] for m in found)
+        raise InspectError(f"{text} names {'more than ' if len(found) >= 5 else ''}{len(found)} messages ({more}): "
+                           "give more of the id")
+    return text if text in found else found[0]
+
+
+def _arrival(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
+    via, publisher = d.get("via"), d.get("publisher")
+    if via == "store":
+        return "first copy from the store node"
+    if via == "repair":
+        return f"first copy rebroadcast by {name(publisher)} (SDS-R answer)"
+    if via == "resend":
+        return f"first copy resent by {name(publisher or sender)}" + ("" if publisher in (None, sender)
+                                                                       else " (not its author)")
+    if publisher not in (None, sender):
+        return f"first copy published by {name(publisher)}"
+    return f"first copy straight from {name(sender)}"
+
+
+def _delivered(d: Mapping[str, Any], name: _Names) -> str:
+    text = "delivered in causal order"
+    if d.get("repaired"):
+        via = d.get("via")
+        how = {"repair": "SDS-R repair", "store": "the store node", "resend": "the author's resend",
+               "sync": "a late copy", "message": "a late copy"}.get(via, str(via))
+        text += f", repaired through {how}" + (f" by {name(d.get('publisher'))}" if d.get("publisher") else "")
+    if d.get("after_lost"):
+        text += f", after {len(d['after_lost'])} earlier message(s) were declared lost"
+    return text
+
+
+def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
+    d = _detail(e)
+    kind = e.kind
+    if kind == "sent":
+        hist = d.get("history")
+        if not isinstance(hist, list):
+            text = "sent"
+        elif hist:
+            text = f"sent, naming {len(hist)} earlier message(s) in its causal history"
+        else:
+            text = "sent, naming no earlier message (the log was empty)"
+    elif kind == "resent":
+        text = f"resent (#{d.get('resends', '?')}): not yet acknowledged"
+    elif kind == "acked":
+        how = "bloom filter" if d.get("by_bloom") else "causal history"
+        frame = f" {d.get('via')} frame {_short(d.get('frame'))}" if d.get("frame") else " frame"
+        text = f"acknowledged: in the {how} of {name(d.get('by')) if d.get('by') else 'a'}'s{frame}"
+    elif kind == "possibly_acked":
+        text = f"possibly acknowledged (bloom filter of {name(d.get('by'))}; {d.get('count', '?')} member(s) so far)"
+    elif kind == "received":
+        text = _arrival(d, e.sender_id, name)
+    elif kind == "delivered":
+        text = _delivered(d, name)
+    elif kind == "missing":
+        ids = [m for m in d.get("missing", []) if isinstance(m, str)]
+        if e.message_id == mid:
+            text = f"arrived before {len(ids)} earlier message(s) it names: waits for " + ", ".join(map(_short, ids))
+        elif d.get("source") == "sync":
+            text = f"noticed missing: named by a sync frame from {name(e.sender_id)}"
+        else:
+            text = f"noticed missing: named by {name(e.sender_id)}'s message {_short(e.message_id)}"
+    elif kind == "repair_requested":
+        text = f"you asked for a repair (SDS-R request in your frame {_short(d.get('carrier'))})"
+    elif kind == "repair_served":
+        text = "you rebroadcast it: an SDS-R answer"
+    elif kind == "lost":
+        if e.message_id == mid:
+            text = "declared lost: no copy came by resend, repair or store"
+        else:
+            text = f"{_short(e.message_id)}, which it waited for, was declared lost"
+    elif kind == "rejected":
+        text = f"a copy was refused ({d.get('reason', '?')})"
+    else:
+        return None
+    return Step(e.ts_ms, kind, text, dict(d))
+
+
+def _pending(rows: Mapping[str, tuple], name: _Names) -> list[Step]:
+    out = []
+    if "outgoing" in rows:
+        sent_at, resends, next_resend, ack_senders = rows["outgoing"]
+        senders = json.loads(ack_senders) if isinstance(ack_senders, str) else []
+        text = f"not yet acknowledged: resend #{resends + 1} due"
+        if senders:
+            text += f"; possibly acknowledged by {', '.join(name(s) for s in senders)}"
+        out.append(Step(next_resend, "resend_due", text, {"resends": resends, "possibly_by": senders}))
+    if "incoming" in rows:
+        received_at, unmet = rows["incoming"]
+        ids = json.loads(unmet) if isinstance(unmet, str) else []
+        out.append(Step(received_at, "buffered", "held back: waits for " + ", ".join(map(_short, ids)),
+                        {"waits_for": ids}))
+    if "missing" in rows:
+        sender, detected = rows["missing"]
+        out.append(Step(detected, "missing", f"still missing (from {name(sender)})", {}))
+    if "request" in rows:
+        t_req, attempts = rows["request"]
+        out.append(Step(t_req, "repair_request_due", f"you ask for a repair (attempt {attempts + 1}) unless it "
+                        "arrives first", {"attempts": attempts}))
+    if "response" in rows:
+        out.append(Step(rows["response"][0], "repair_answer_due",
+                        "you answer a repair request then, unless someone answers first", {}))
+    if "lost" in rows:
+        out.append(Step(0, "lost", "declared lost", {}))
+    return out
+
+
+async def inspect_message(store: Store, channel_id: str, message_id: str, *, me: str,
+                          names: Mapping[str, str | None]) -> Inspection | None:
+    """The life of ``message_id`` as this database tells it, or None if nothing here names it."""
+    name = _Names(names, me)
+    events = await store.events_about(channel_id, [message_id])
+    rows = await store.engine_rows(channel_id, message_id)
+    row = await store.get_message(channel_id, message_id)
+    if row is None and not events and not rows:
+        return None
+    app = decode_app(row.content) if row is not None else None
+    sender = row.sender_id if row is not None else next((e.sender_id for e in events if e.kind in (
+        "received", "delivered", "sent") and e.message_id == message_id), None) or ""
+    steps = [s for s in (_step(e, message_id, name) for e in events) if s is not None]
+    first = {s.kind: s.ts_ms for s in reversed(steps)}
+    figures: dict[str, Any] = {}
+    if "sent" in first and "acked" in first:
+        figures["first_ack_ms"] = first["acked"] - first["sent"]
+    if app is not None and app.sent_at_ms and "delivered" in first and sender != me:
+        figures["written_to_delivered_ms"] = first["delivered"] - app.sent_at_ms
+    if "received" in first and "delivered" in first:
+        figures["held_back_ms"] = first["delivered"] - first["received"]
+    return Inspection(
+        message_id=message_id, sender_id=sender, nick=(app.nick if app else None) or names.get(sender),
+        text=app.text if app else None, lamport_timestamp=row.lamport_timestamp if row else None,
+        state=row.state if row else ("lost" if "lost" in rows else None), own=sender == me,
+        steps=steps, pending=_pending(rows, name), figures=figures,
+    )
+
+
+async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[str, str | None]) -> list[GapReport]:
+    """Every message noticed missing in the channel (still told of by its events) and how its gap closed:
+    ``repair`` (SDS-R), ``store``, ``resend``, ``late`` (a copy came by itself), ``lost``, or ``open``."""
+    name = _Names(names, me)
+    found: dict[str, GapReport] = {}
+    for e in await store.missing_events(channel_id):
+        d = _detail(e)
+        noticed = (f"a sync frame from {name(e.sender_id)}" if d.get("source") == "sync"
+                   else f"{name(e.sender_id)}'s message {_short(e.message_id)}")
+        for mid in d.get("missing", []):
+            if isinstance(mid, str) and mid not in found:
+                found[mid] = GapReport(mid, None, e.ts_ms, noticed, None, "open", None)
+    if not found:
+        return []
+    for e in await store.events_about(channel_id, list(found)):
+        gap = found.get(e.message_id or "")
+        if gap is None or gap.closed_ms is not None and gap.how != "late":
+            continue
+        d = _detail(e)
+        if e.kind == "lost":
+            gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, "lost", e.sender_id
+        elif e.kind in ("received", "delivered") and e.ts_ms >= gap.detected_ms - 1:
+            via = d.get("via")
+            how = {"repair": "repair", "sds-r": "repair", "store": "store", "resend": "resend"}.get(via, "late")
+            if gap.closed_ms is None or how != "late":
+                gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, how, e.sender_id
+                gap.by = d.get("publisher") if how == "repair" else None
+    return sorted(found.values(), key=lambda g: g.detected_ms)
+
+
+def _printable(text: str) -> str:
+    return text if text.isprintable() else "".join(c if c.isprintable() else " " for c in text)
+
+
+@dataclasses.dataclass
+class Rendered:
+    """An inspection as text: header lines, timeline rows ``(clock, since the first step, what)``, then
+    what is still to happen and the figures."""
+
+    head: list[str]
+    rows: list[tuple[str, str, str]]
+    tail: list[str]
+
+    def lines(self) -> list[str]:
+        out = list(self.head)
+        if self.rows:
+            out += [""] + [f"{c}  {d}  {t}" for c, d, t in self.rows]
+        return out + self.tail
+
+
+def render_parts(insp: Inspection, *, now_ms: int, clock) -> Rendered:
+    """The inspection as text (``clock(ms)`` formats a wall-clock time; timers count down from ``now_ms``)."""
+    who = "you" if insp.own else _printable(insp.nick or insp.sender_id[:8])
+    head = [f"message {insp.message_id[:16]}… from {who}" + (f", Lamport time {insp.lamport_timestamp}"
+                                                               if insp.lamport_timestamp is not None else ""),
+            f"state: {insp.state or 'not stored here'}"]
+    if insp.text is not None:
+        head.append(f"text: {_printable(insp.text[:200])}")  # a peer's text: no escape sequences
+    rows = []
+    if insp.steps:
+        t0 = insp.steps[0].ts_ms
+        rows = [(clock(s.ts_ms), f"+{(s.ts_ms - t0) / 1000:6.2f} s", s.text) for s in insp.steps]
+    tail: list[str] = []
+    if insp.pending:
+        tail.append("")
+        for s in insp.pending:
+            due = s.ts_ms - now_ms
+            when = (f"in {due / 1000:.1f} s" if due > 0 else "now") if s.kind.endswith("_due") else ""
+            tail.append(f"now: {s.text}" + (f" ({when})" if when else ""))
+    fig = insp.figures
+    if fig:
+        tail.append("")
+        if "first_ack_ms" in fig:
+            tail.append(f"first acknowledgement {fig['first_ack_ms'] / 1000:.2f} s after sending")
+        if "written_to_delivered_ms" in fig:
+            tail.append(f"delivered {fig['written_to_delivered_ms'] / 1000:.2f} s after its author wrote it")
+        if fig.get("held_back_ms"):
+            tail.append(f"held back {fig['held_back_ms'] / 1000:.2f} s for earlier messages")
+    return Rendered(head, rows, tail)
+
+
+def render(insp: Inspection, *, now_ms: int, clock) -> list[str]:
+    """:func:`render_parts` as plain lines (``sdschat inspect``)."""
+    return render_parts(insp, now_ms=now_ms, clock=clock).lines()

@@ -1,0 +1,95 @@
+"""The message inspector (``i`` on the message cursor): one message's life, live, in a side panel.
+
+What it shows is :meth:`sdschat.node.Node.inspect`, the same reading as
+``sdschat inspect``: the events the node recorded and the engine's tables as
+they are now. It reads again twice a second while open, so resends, acks,
+repairs and the timers' countdowns move as they happen.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, tzinfo
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from sdschat.node.inspect import render_parts
+
+from ..layout import clean_text
+
+__all__ = ["InspectorScreen"]
+
+REFRESH_S = 0.5
+
+
+class InspectorScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,i", "dismiss", "close")]
+
+    DEFAULT_CSS = """
+    InspectorScreen { align: right top; }
+    InspectorScreen > VerticalScroll {
+        width: 84;
+        max-width: 100%;
+        height: 100%;
+        border: round $accent;
+        border-title-color: $accent;
+        background: $panel;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, node, message_id: str, *, tz: tzinfo | None = None) -> None:
+        super().__init__()
+        self.node = node
+        self.message_id = message_id
+        self.tz = tz
+        #: the lines on screen (tests read them), and when they were last put there (perf_counter)
+        self.lines: list[str] = []
+        self.lines_at = 0.0
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as box:
+            box.border_title = "message inspector (Esc: close)"
+            yield Static(id="inspector-body")
+
+    async def on_mount(self) -> None:
+        await self.refresh_lines()
+        self.set_interval(REFRESH_S, self.refresh_lines)
+
+    def _clock(self, ms: int) -> str:
+        if ms <= 0:
+            return "--:--:--.---"
+        return datetime.fromtimestamp(ms / 1000, self.tz).strftime("%H:%M:%S.%f")[:-3]
+
+    async def refresh_lines(self) -> None:
+        insp = await self.node.inspect(self.message_id)
+        if insp is None:
+            self.lines = [f"message {self.message_id[:16]}…", "", "nothing recorded about it here yet"]
+            self.query_one("#inspector-body", Static).update(Text("\n".join(self.lines)))
+            return
+        parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=self._clock)
+        self.lines = parts.lines()
+        head = Text()
+        for i, line in enumerate(parts.head):
+            head.append(clean_text(line) + "\n", "bold" if i == 0 else "")
+        steps = Table.grid(padding=(0, 1))
+        steps.add_column(style="grey62", no_wrap=True)
+        steps.add_column(style="grey62", no_wrap=True, justify="right")
+        steps.add_column(ratio=1)
+        for clock, since, what in parts.rows:
+            steps.add_row(clock, since, clean_text(what))
+        tail = Text()
+        for line in parts.tail:
+            tail.append(clean_text(line) + "\n", "yellow" if line.startswith("now:") else "")
+        self.query_one("#inspector-body", Static).update(Group(head, steps, tail))
+        self.lines_at = time.perf_counter()
+
+    async def action_dismiss(self, result=None) -> None:
+        self.dismiss(None)
