@@ -42,6 +42,7 @@ EXPECTED = {
     "sweep_example.py": [rf"sweep wall time +{NUMBER} s for 2 scenarios", rf"events written +{NUMBER}"],
     "ui_history.py": [rf"open: load \+ layout {NUMBER} ms", rf"app up with {NUMBER} messages from its database",
                       rf"a sent message on screen {NUMBER} ms after the node emits it"],
+    "wire_view.py": [rf"recording a frame: {NUMBER} us per frame", rf"at 1,000 frames/s with the view open: {NUMBER}%"],
     "window_channels.py": [rf"first paint: {NUMBER} ms", rf"channel switch: {NUMBER} ms median",
                            r"background channel: 3 messages arrived \(unread counted\), active view repainted 0 lines",
                            rf"send-to-shown in the channel on screen p50 {NUMBER} ms, p99 {NUMBER} ms"],

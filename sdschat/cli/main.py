@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from . import bot, broker, chat, export, inspect, keys, pipeline, profiles, search, storenode, window
+from . import bot, broker, chat, export, inspection, keys, pipeline, profiles, search, storenode, window
 from .args import Parser, add_home_arg
 from .errors import CliError
 
@@ -44,7 +44,7 @@ COMMANDS = {
     "sweep": (pipeline.sweep_configure, pipeline.sweep_run, "run a grid of simulations as Spark tasks and plot the results"),
     "export": (export.export_configure, export.export_run,
                "write a database's ordered log (or events) as JSON lines or Parquet"),
-    "inspect": (inspect.inspect_configure, inspect.inspect_run,
+    "inspect": (inspection.inspect_configure, inspection.inspect_run,
                 "one message's life (sends, acks, repairs, delivery), or every gap and how it closed"),
 }
 

@@ -258,8 +258,39 @@ async def shoot_inspect(out: Path, workdir: Path) -> None:
             _save(app, out / "inspector.svg")
 
 
+async def shoot_wire(out: Path, workdir: Path) -> None:
+    """F5 after a repair: the frames in and out, what the node did with each; then /gaps."""
+    async with _group(workdir, 3) as (alice, bob, carol):
+        app = ChatApp(alice, blink=False)
+        async with app.run_test(size=(CHAT_SIZE[0] + 20, CHAT_SIZE[1])) as pilot:
+            await bob.send_text("release notes are in the doc")
+            await carol.send_text("thanks, reading")
+            await _wait(pilot, lambda: len(alice.messages()) == 2 and not bob.pending(), 10, "settled")
+            alice.set_impairment(loss_in=1.0)
+            missed = await bob.send_text("heads-up: the deploy moves to 3pm")
+            await _wait(pilot, lambda: any(m.message_id == missed and m.state == "acknowledged"
+                                           for m in bob.messages()), 15, "carol acknowledges bob")
+            bob.set_impairment(offline=True)
+            alice.set_impairment(loss_in=0.0)
+            await carol.send_text("so please hold your merges until then")
+            await _wait(pilot, lambda: missed in alice.channel.log, 30, "repair")
+            await pilot.press(*"ok, holding", "enter")
+            alice.receiver.on_frame(b"\x00 not an envelope")  # one frame nobody can open
+            await pilot.pause(0.5)
+            await pilot.press("f5")
+            await pilot.pause(0.4)
+            _save(app, out / "wire.svg")
+            await pilot.press("escape")
+            app.pane.input.load_text("/gaps")
+            await pilot.press("enter")
+            await _wait(pilot, lambda: getattr(app.screen, "lines", None), 10, "gaps")
+            await pilot.pause(0.3)
+            _save(app, out / "gaps.svg")
+
+
 SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help, "window": shoot_window,
-         "search": shoot_search, "reply": shoot_reply, "inspect": shoot_inspect}
+         "search": shoot_search, "reply": shoot_reply, "inspect": shoot_inspect,
+         "wire": shoot_wire}
 
 
 async def run(out: Path, only: list[str]) -> None:

@@ -20,7 +20,7 @@ from ..store import EventRow, Store
 from .book import decode_app
 
 __all__ = ["Step", "Inspection", "GapReport", "inspect_message", "gap_reports", "resolve_message_id",
-           "InspectError", "Rendered", "render", "render_parts"]
+           "InspectError", "Rendered", "render", "render_parts", "gap_lines", "Member", "member_reports"]
 
 #: the shortest id prefix accepted
 MIN_PREFIX = 6
@@ -67,9 +67,31 @@ class GapReport:
     closed_ms: int | None
     how: str
     by: str | None
+    #: for a gap still open: what is to happen (a repair request due, ...), from the engine's tables now
+    pending: list[Step] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+_HOW = {"repair": "repaired (SDS-R)", "store": "filled from the store node", "resend": "its author resent it",
+        "late": "a late copy arrived", "lost": "declared lost", "open": "still open"}
+
+
+def gap_lines(g: GapReport, names: Mapping[str, str | None], clock, now_ms: int) -> list[str]:
+    """One gap as text: when it was noticed, how it closed and after how long; an open one's timers."""
+    def name(pid):
+        return _printable(names.get(pid or "") or (pid or "?")[:8])
+
+    took = f" after {(g.closed_ms - g.detected_ms) / 1000:.2f} s" if g.closed_ms is not None else ""
+    how = _HOW[g.how] + (f" by {name(g.by)}" if g.how == "repair" and g.by else "")
+    out = [f"{clock(g.detected_ms)}  {g.message_id[:16]} from {name(g.sender_id)}: noticed through "
+           f"{_printable(g.noticed_by)}; {how}{took}"]
+    for s in g.pending:
+        due = s.ts_ms - now_ms
+        when = f" (in {due / 1000:.1f} s)" if s.kind.endswith("_due") and due > 0 else ""
+        out.append(f"    now: {s.text}{when}")
+    return out
 
 
 def _detail(e: EventRow) -> Mapping[str, Any]:
@@ -265,7 +287,13 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
             if gap.closed_ms is None or how != "late":
                 gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, how, e.sender_id
                 gap.by = d.get("publisher") if how == "repair" else None
-    return sorted(found.values(), key=lambda g: g.detected_ms)
+    reports = sorted(found.values(), key=lambda g: g.detected_ms)
+    for gap in [g for g in reports if g.how == "open"][-50:]:  # the live state of the newest open gaps
+        rows = await store.engine_rows(channel_id, gap.message_id)
+        gap.pending = _pending(rows, name)
+        if "missing" in rows and gap.sender_id is None:
+            gap.sender_id = rows["missing"][0]
+    return reports
 
 
 def _printable(text: str) -> str:
@@ -322,3 +350,40 @@ def render_parts(insp: Inspection, *, now_ms: int, clock) -> Rendered:
 def render(insp: Inspection, *, now_ms: int, clock) -> list[str]:
     """:func:`render_parts` as plain lines (``sdschat inspect``)."""
     return render_parts(insp, now_ms=now_ms, clock=clock).lines()
+
+
+@dataclasses.dataclass
+class Member:
+    participant_id: str
+    nick: str | None
+    last_seen_ms: int
+    messages: int
+    #: in the events window: their first copies received here, and how many of those came indirectly
+    received: int
+    indirect: int
+    #: our messages they were the first to acknowledge, and how long that took on average (ms)
+    acks: int
+    ack_lag_ms: float | None
+    #: messages of others they rebroadcast to us (SDS-R answers)
+    repairs: int
+
+    @property
+    def loss_estimate(self) -> float | None:
+        """The share of their messages whose first copy did not come straight from them (lost on the way from
+        them to us, then resent, repaired or filled from the store): an estimate of the loss between us."""
+        return self.indirect / self.received if self.received else None
+
+    def to_json(self) -> dict:
+        return {**dataclasses.asdict(self), "loss_estimate": self.loss_estimate}
+
+
+async def member_reports(store: Store, channel_id: str, participants) -> list[Member]:
+    """Everyone seen in the channel (``participants``: ParticipantRow), most recently heard first."""
+    figures = await store.member_figures(channel_id)
+    out = []
+    for p in participants:
+        f = figures.get(p.participant_id, {})
+        out.append(Member(p.participant_id, p.nick, p.last_seen_ms, int(f.get("messages", 0)),
+                          int(f.get("received", 0)), int(f.get("indirect", 0)), int(f.get("acks", 0)),
+                          f.get("ack_lag_ms"), int(f.get("repairs", 0))))
+    return sorted(out, key=lambda m: -m.last_seen_ms)

@@ -35,11 +35,12 @@ from . import events as ev
 from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
 from .frame import pack
-from .inspect import GapReport, Inspection, gap_reports, inspect_message
+from .inspect import GapReport, Inspection, Member, gap_reports, inspect_message, member_reports
 from .payload import AppPayload
 from .receive import Receiver, Turn
 from .search import SearchHit, search_store
 from .storeclient import StoreClient
+from .wirelog import WireFrame, WireLog, bloom_fill, kind_of
 
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config"]
 
@@ -103,6 +104,8 @@ class Node:
         self._events_since_compact = 0
         self._compacting: asyncio.Task | None = None
         self.events_compacted = 0
+        #: the last frames in and out (the wire view reads it)
+        self.wire = WireLog()
         #: set once the engine is restored and the node connected (see ``start(restore_in_background=...)``)
         self._ready = asyncio.Event()
         self._restoring: asyncio.Task | None = None
@@ -392,6 +395,12 @@ class Node:
         await self._flush_for_reading()
         return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self._names())
 
+    async def members(self) -> list[Member]:
+        """Everyone seen in the channel, with what the database tells of each (:func:`.inspect.member_reports`)."""
+        await self._flush_for_reading()
+        others = [p for p in self.book.participants.values() if p.participant_id != self.participant_id]
+        return await member_reports(self.store, self.key.channel_id, others)
+
     def _names(self) -> dict[str, str | None]:
         return {p.participant_id: p.nick for p in self.book.participants.values()}
 
@@ -499,6 +508,14 @@ class Node:
                 log.warning("publish failed: %s", exc)
                 ok = False
             self.counters["published" if ok else "publish_failed"] += 1
+            self._record_out(data, reason, len(envelope), ok)
+
+    def _record_out(self, data: bytes, reason: str, size: int, ok: bool) -> None:
+        msg = wire.decode(data)  # our own frame: it decodes
+        self.wire.add(WireFrame(self.now(), "out", kind_of(reason, None), msg.sender_id, self.participant_id,
+                                msg.message_id, msg.lamport_timestamp, len(msg.causal_history),
+                                bloom_fill(msg.bloom_filter), len(msg.repair_request), size,
+                                "published" if ok else "publish failed"))
 
     # ------------------------------------------------------------ internals
 

@@ -29,6 +29,7 @@ from ..store import EventRow, MessageRow, MessageUpdate
 from . import events as ev
 from .book import decode_app
 from .frame import FrameError, unpack
+from .wirelog import WireFrame, bloom_fill, kind_of
 
 __all__ = ["Receiver"]
 
@@ -75,48 +76,58 @@ class Receiver:
         try:
             plain = node.key.open(payload)
         except EnvelopeError as exc:
-            self.reject("undecryptable", exc.reason, now)
+            self.reject("undecryptable", exc.reason, now, size=len(payload), source=source)
             return
         try:
             publisher, reason, frame = unpack(plain)
             msg = wire.decode(frame)
         except (FrameError, WireError) as exc:
-            self.reject("malformed", str(exc)[:120], now)
+            self.reject("malformed", str(exc)[:120], now, size=len(payload), source=source)
             return
-        if msg.content and not self._verified(msg, now):
+        if msg.content and not self._verified(msg, now, len(payload), publisher, reason, source):
             return
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
         events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
+        node.wire.add(WireFrame(now, "in", kind_of(reason, source), msg.sender_id, publisher, msg.message_id,
+                                msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
+                                len(msg.repair_request), len(payload), _outcome(msg, events)))
         self.handle(events, Turn(now, publisher, reason, source, msg.sender_id, msg.message_id))
         node.wake()
 
-    def _verified(self, msg, now: int) -> bool:
+    def _verified(self, msg, now: int, size: int, publisher: str, reason: str, source: str | None) -> bool:
         """Content must be its id's preimage, signed by its ``sender_id``, and a readable payload."""
         node = self.node
+        seen = dict(size=size, source=source, msg=msg, publisher=publisher, frame_reason=reason)
         if msg.message_id != hashlib.sha256(msg.content).hexdigest():
             # ids are content hashes: another id for the same signed content would be a replay
-            self.reject("bad_message_id", "message id is not the hash of its content", now)
+            self.reject("bad_message_id", "message id is not the hash of its content", now, **seen)
             return False
         try:
             signed = open_signed_content(msg.content, node.key.channel_binding)
         except SignatureError as exc:
-            self.reject("bad_signature", exc.reason, now)
+            self.reject("bad_signature", exc.reason, now, **seen)
             return False
         if signed.participant_id != msg.sender_id:
             self.reject("impersonation", f"content signed by {signed.participant_id[:8]}, sent as {msg.sender_id[:8]}",
-                        now)
+                        now, **seen)
             return False
         app = decode_app(signed.message)
         if app is None:
-            self.reject("bad_payload", "unreadable application payload", now)
+            self.reject("bad_payload", "unreadable application payload", now, **seen)
             return False
         if msg.message_id:
             node.book.remember_app(msg.message_id, app, signed.message)
         return True
 
-    def reject(self, reason: str, detail: str, now: int) -> None:
+    def reject(self, reason: str, detail: str, now: int, *, size: int = 0, source: str | None = None, msg=None,
+               publisher: str | None = None, frame_reason: str | None = None) -> None:
         node = self.node
+        if size:  # a frame from the broker or the store, refused before the engine saw it
+            node.wire.add(WireFrame(now, "in", kind_of(frame_reason, source),
+                                    msg.sender_id if msg else "", publisher, msg.message_id if msg else "",
+                                    msg.lamport_timestamp if msg else None, len(msg.causal_history) if msg else 0,
+                                    None, len(msg.repair_request) if msg else 0, size, f"rejected: {reason}"))
         node.counters["rejected" if reason != "undecryptable" else "undecryptable"] += 1
         if reason == "impersonation":
             node.counters["impersonation"] += 1
@@ -269,3 +280,28 @@ def _arrival(t: Turn, sender: str) -> dict | None:
     if via == "message" and t.publisher in (None, sender):
         return None
     return {"via": via, "publisher": t.publisher}
+
+
+def _outcome(msg, events) -> str:
+    """What the engine did with one incoming frame, in a few words (the wire view's last column)."""
+    delivered = acked = 0
+    for e in events:
+        kind = type(e)
+        if kind is Rejected:
+            return f"rejected: {e.reason}"
+        if kind is Missing and e.message_id == msg.message_id:
+            return f"buffered: waits for {len(e.missing) + len(e.waiting_on)}"
+        if kind is Delivered:
+            delivered += 1
+        elif kind is Acknowledged:
+            acked += 1
+    if msg.content is not None and msg.lamport_timestamp is not None:
+        if delivered:
+            out = "delivered" + (f" (+{delivered - 1} released)" if delivered > 1 else "")
+        else:
+            out = "duplicate"
+    elif msg.content is not None:
+        out = "shown"  # ephemeral: typing notices
+    else:
+        out = "sync"
+    return out + (f", acked {acked} of ours" if acked else "")

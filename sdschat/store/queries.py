@@ -181,6 +181,35 @@ class History:
                 out[name] = tuple(rows[0])
         return out
 
+    async def member_figures(self, channel_id: str) -> dict[str, dict[str, float]]:
+        """Per participant (by id): ``messages`` stored from them; in the events window, ``received`` first
+        copies of theirs and ``indirect`` ones (resent, repaired or from the store); ``acks`` of our messages
+        where they were the first to acknowledge and their mean ``ack_lag_ms``; ``repairs`` they served us."""
+        out: dict[str, dict[str, float]] = {}
+
+        def put(pid, **figures):
+            if pid is not None:
+                out.setdefault(pid, {}).update({k: v for k, v in figures.items() if v is not None})
+
+        for pid, n in await self._fetchall(
+                "SELECT sender_id, count(*) FROM messages WHERE channel_id = ? GROUP BY sender_id", (channel_id,)):
+            put(pid, messages=n)
+        via = "CASE WHEN json_valid(detail) THEN json_extract(detail, '$.via') END"
+        for pid, n, indirect in await self._fetchall(
+                f"SELECT sender_id, count(*), sum({via} IN ('resend', 'repair', 'store')) FROM events "
+                "WHERE kind = 'received' AND channel_id = ? GROUP BY sender_id", (channel_id,)):
+            put(pid, received=n, indirect=indirect or 0)
+        for pid, n, lag in await self._fetchall(
+                "SELECT json_extract(a.detail, '$.by'), count(*), avg(a.ts_ms - s.ts_ms) FROM events a "
+                "JOIN events s ON s.kind = 'sent' AND s.channel_id = a.channel_id AND s.message_id = a.message_id "
+                "WHERE a.kind = 'acked' AND a.channel_id = ? AND json_valid(a.detail) GROUP BY 1", (channel_id,)):
+            put(pid, acks=n, ack_lag_ms=lag)
+        for pid, n in await self._fetchall(
+                f"SELECT json_extract(detail, '$.publisher'), count(*) FROM events WHERE kind = 'received' "
+                f"AND channel_id = ? AND {via} = 'repair' GROUP BY 1", (channel_id,)):
+            put(pid, repairs=n)
+        return out
+
     async def ids_with_prefix(self, channel_id: str, prefix: str, limit: int = 5) -> list[str]:
         """Message ids of the channel (stored, logged or named in an event) that start with ``prefix``."""
         hi = prefix + "\U0010ffff"

@@ -342,6 +342,10 @@ class Store:
         """What the engine's tables hold now about one message (see :meth:`.queries.History.engine_rows`)."""
         return await self._history.engine_rows(channel_id, message_id)
 
+    async def member_figures(self, channel_id: str) -> dict[str, dict[str, float]]:
+        """Per participant: messages, first copies received and how many came indirectly, acks, repairs served."""
+        return await self._history.member_figures(channel_id)
+
     async def ids_with_prefix(self, channel_id: str, prefix: str, limit: int = 5) -> list[str]:
         """Message ids of the channel that start with ``prefix`` (at most ``limit``)."""
         return await self._history.ids_with_prefix(channel_id, prefix, limit)

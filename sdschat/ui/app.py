@@ -55,6 +55,7 @@ class BaseChatApp(App):
         Binding("f1", "help", "help"),
         Binding("f2", "toggle_link", "link"),
         Binding("f3", "toggle_side", "panel", show=False),
+        Binding("f5", "wire", "wire"),
         Binding("pageup", "page(-1)", "scroll up", show=False, priority=True),
         Binding("pagedown", "page(1)", "scroll down", show=False, priority=True),
         Binding("ctrl+end", "latest", "latest", show=False, priority=True),
@@ -137,6 +138,13 @@ class BaseChatApp(App):
         pane = self.active_pane()
         if pane is not None:
             pane.toggle_impairment()
+
+    def action_wire(self) -> None:
+        from .screens.wire import WireScreen
+
+        pane = self.active_pane()
+        if pane is not None and not isinstance(self.screen, WireScreen):
+            self.push_screen(WireScreen(pane.node, tz=self.tz))
 
     def action_toggle_side(self) -> None:
         pane = self.active_pane()

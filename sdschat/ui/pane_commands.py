@@ -56,6 +56,16 @@ def run_slash(pane, name: str, arg: str) -> None:
         from .screens import StatsScreen
 
         app.push_screen(StatsScreen(f"{pane.node.nick} · #{pane.channel_name}", pane.node.health()))
+    elif name == "wire":
+        app.action_wire()
+    elif name == "members":
+        from .screens.members import MembersScreen
+
+        app.push_screen(MembersScreen(pane.node))
+    elif name == "gaps":
+        from .screens.gaps import GapsScreen
+
+        app.push_screen(GapsScreen(pane.node, tz=pane.tz))
     elif name == "export":
         if not arg:
             raise ValueError("usage: /export PATH")

@@ -81,6 +81,8 @@ async def inspect_run(args: argparse.Namespace) -> int:
 
 
 def _print_gaps(gaps, names, as_json: bool) -> None:
+    from sdschat.node.inspect import gap_lines
+
     if as_json:
         for g in gaps:
             print(json.dumps(g.to_json(), ensure_ascii=False))
@@ -88,11 +90,6 @@ def _print_gaps(gaps, names, as_json: bool) -> None:
     if not gaps:
         print("no gaps: every message arrived in order")
         return
+    now = int(datetime.now().timestamp() * 1000)
     for g in gaps:
-        who = names.get(g.sender_id or "") or (g.sender_id or "?")[:8]
-        took = f" after {(g.closed_ms - g.detected_ms) / 1000:.2f} s" if g.closed_ms is not None else ""
-        how = {"repair": "repaired (SDS-R)" + (f" by {names.get(g.by) or g.by[:8]}" if g.by else ""),
-               "store": "filled from the store node", "resend": "its author resent it",
-               "late": "a late copy arrived", "lost": "declared lost", "open": "still open"}[g.how]
-        print(f"{_clock(g.detected_ms)}  {g.message_id[:16]} from {who}: noticed through {g.noticed_by}; "
-              f"{how}{took}")
+        print("\n".join(gap_lines(g, names, _clock, now)))

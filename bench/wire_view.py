@@ -1,0 +1,137 @@
+"""What the wire view costs at 1,000 frames/s: recording each frame, and repainting the view 4 times a second.
+
+    .venv/bin/python bench/wire_view.py [--smoke]
+
+1. Recording: real sealed frames from a second node (content frames with a
+   causal history, and sync frames carrying the node's 19 KB bloom filter),
+   decoded as the receive pipeline has them; the work the wire record adds
+   per frame (the record, the bloom filter's fill, the ring), median of 5
+   rounds; and the whole receive pipeline per frame for scale.
+2. Repainting: the wire view open on a full ring (5,000 frames) in a 160x45
+   terminal: the CPU time from its refresh to the frame written (less that of
+   an idle wait as long), median of 20.
+3. The share of one core at 1,000 frames/s: 1,000 x (1) + 4 x (2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import sdschat.ui  # noqa: F401
+from ui_history import FrameClock
+
+from sdschat.crypto import ChannelKey
+from sdschat.node import Node, NodeConfig
+from sdschat.transport import EmbeddedBroker
+
+
+async def frames_of(sender: Node, n: int) -> list[bytes]:
+    """``n`` sealed frames ``sender`` published (its own messages and syncs), captured from its outbox."""
+    from sdschat.node.frame import pack
+
+    out = []
+    for i in range(n):
+        await sender.send_text(f"frame {i}: about eighty characters of chat to make it realistic enough, ok")
+        while not sender.outbox.empty():
+            data, reason, _ = sender.outbox.get_nowait()
+            out.append(sender.key.seal(pack(sender.participant_id, data, reason)))
+        if i % 10 == 0:  # a sync frame too, with its bloom filter
+            for e in sender.channel.tick(sender.now() + 60_000):
+                if getattr(e, "reason", "") == "sync":
+                    out.append(sender.key.seal(pack(sender.participant_id, e.data, "sync")))
+    return out
+
+
+async def bench(folder: Path, n: int) -> dict:
+    from sdschat.ui.app import ChatApp
+    from sdschat.ui.screens.wire import WireScreen
+
+    broker = await EmbeddedBroker.start()
+    key = ChannelKey.generate("wire")
+    a = await Node.start(NodeConfig("alice", key, folder / "a.db", broker.url, use_store=False))
+    b = await Node.start(NodeConfig("bob", key, folder / "b.db", broker.url, use_store=False))
+    out: dict = {}
+    try:
+        b.set_impairment(offline=True)
+        frames = await frames_of(b, n)
+        # the work the wire record adds per frame, on the frames as the receive pipeline has them decoded
+        from sdschat.node.frame import unpack
+        from sdschat.node.receive import _outcome
+        from sdschat.node.wirelog import WireFrame, WireLog, bloom_fill, kind_of
+        from sdschat.sds import wire
+
+        decoded = []
+        for env in frames:
+            publisher, reason, frame = unpack(a.key.open(env))
+            decoded.append((publisher, reason, wire.decode(frame), len(env)))
+        rounds = []
+        for _ in range(5):
+            log = WireLog()
+            t = time.perf_counter()
+            for publisher, reason, msg, size in decoded:
+                log.add(WireFrame(0, "in", kind_of(reason, None), msg.sender_id, publisher, msg.message_id,
+                                  msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
+                                  len(msg.repair_request), size, _outcome(msg, ())))
+            rounds.append((time.perf_counter() - t) / len(decoded))
+        out["per_frame_us"] = statistics.median(rounds) * 1e6
+        node = await Node.start(NodeConfig("c", key, folder / "c.db", broker.url, use_store=False))
+        node.set_impairment(offline=True)
+        t = time.perf_counter()
+        for env in frames:
+            node.receiver.on_frame(env)
+        out["receive_us"] = (time.perf_counter() - t) / len(frames) * 1e6
+        await node.stop()
+        a.set_impairment(offline=True)
+        for env in frames * (1 + 5000 // len(frames)):
+            a.receiver.on_frame(env)
+        out["ring"] = len(a.wire.frames)
+        app = ChatApp(a, blink=False)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.press("f5")
+            screen = app.screen
+            assert isinstance(screen, WireScreen)
+            clock = FrameClock(app)
+            samples, idle = [], []
+            for _ in range(20):  # CPU time from the refresh to its frame on screen, less an idle wait as long
+                mark = clock.mark()
+                c, t = time.process_time(), time.perf_counter()
+                screen.refresh_view()
+                await clock.next_frame(mark)
+                samples.append(time.process_time() - c)
+                wall = time.perf_counter() - t
+                c = time.process_time()
+                await asyncio.sleep(wall)
+                idle.append(time.process_time() - c)
+                await pilot.pause(0.01)
+            out["repaint_ms"] = max(0.0, statistics.median(samples) - statistics.median(idle)) * 1000
+            out["rows"] = len(screen.rows)
+    finally:
+        for node in (a, b):
+            await node.stop()
+        await broker.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=500, help="distinct frames captured (each fed once per round)")
+    ap.add_argument("--smoke", action="store_true", help="50 frames")
+    a = ap.parse_args()
+    n = 50 if a.smoke else a.frames
+    with tempfile.TemporaryDirectory(prefix="sdschat-wire-") as tmp:
+        r = asyncio.run(bench(Path(tmp), n))
+    core = (1000 * r["per_frame_us"] / 1e6 + 4 * r["repaint_ms"] / 1000) * 100
+    print(f"recording a frame: {r['per_frame_us']:.1f} us per frame (the whole receive pipeline: "
+          f"{r['receive_us']:.0f} us per frame)")
+    print(f"repainting the wire view over a ring of {r['ring']:,} frames: {r['repaint_ms']:.1f} ms median "
+          f"({r['rows']} rows on screen)")
+    print(f"at 1,000 frames/s with the view open: {core:.1f}% of one core for the wire view")
+
+
+if __name__ == "__main__":
+    main()

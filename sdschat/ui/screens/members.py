@@ -1,0 +1,85 @@
+"""/members: everyone seen in the channel, with what this node's database tells of each, live."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ..layout import clean_text
+
+__all__ = ["MembersScreen", "ago"]
+
+REFRESH_S = 1.0
+
+
+def ago(ms: int) -> str:
+    s = max(0, ms) / 1000
+    if s < 60:
+        return f"{s:.0f} s ago"
+    if s < 3600:
+        return f"{s / 60:.0f} min ago"
+    if s < 86_400:
+        return f"{s / 3600:.1f} h ago"
+    return f"{s / 86_400:.0f} d ago"
+
+
+class MembersScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "close")]
+
+    DEFAULT_CSS = """
+    MembersScreen { align: center middle; }
+    MembersScreen > VerticalScroll {
+        width: 100%;
+        height: auto;
+        max-height: 90%;
+        border: round $accent;
+        border-title-color: $accent;
+        background: $panel;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, node) -> None:
+        super().__init__()
+        self.node = node
+        #: the rows on screen (tests read them)
+        self.lines: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as box:
+            box.border_title = "members (Esc: close)"
+            yield Static(id="members-body")
+
+    async def on_mount(self) -> None:
+        await self.refresh_lines()
+        self.set_interval(REFRESH_S, self.refresh_lines)
+
+    async def refresh_lines(self) -> None:
+        members = await self.node.members()
+        now = int(time.time() * 1000)
+        head = (f"{'member':<16} {'last heard':>12} {'messages':>8} {'acked ours':>10} {'ack lag':>8} "
+                f"{'repairs':>7} {'loss from them':>14}")
+        lines = []
+        for m in members:
+            lag = f"{m.ack_lag_ms / 1000:.2f} s" if m.ack_lag_ms is not None else "-"
+            loss = (f"~{m.loss_estimate:.0%} of {m.received}" if m.loss_estimate is not None else "-")
+            name = clean_text(m.nick or m.participant_id[:8])[:16]
+            lines.append(f"{name:<16} {ago(now - m.last_seen_ms):>12} {m.messages:>8} {m.acks:>10} {lag:>8} "
+                         f"{m.repairs:>7} {loss:>14}")
+        self.lines = lines or ["nobody else seen in this channel yet"]
+        body = Text(head + "\n", "grey62")
+        for line in self.lines:
+            body.append(line + "\n")
+        body.append("\nacked ours: our messages they were first to acknowledge; repairs: messages they rebroadcast "
+                    "to us (SDS-R); loss from them: their first copies (recent window) that came resent, repaired "
+                    "or from the store instead of straight from them", "grey50")
+        self.query_one("#members-body", Static).update(body)
+
+    async def action_dismiss(self, result=None) -> None:
+        self.dismiss(None)

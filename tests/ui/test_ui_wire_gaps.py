@@ -1,0 +1,96 @@
+"""The wire view (F5) and /gaps on real nodes over the embedded broker, driven through Textual's Pilot."""
+
+from __future__ import annotations
+
+from ui_helpers import cluster, line_with, lines_of, wait_until
+
+from sdschat.ui.app import ChatApp
+from sdschat.ui.screens.gaps import GapsScreen
+from sdschat.ui.screens.members import MembersScreen
+from sdschat.ui.screens.wire import WireScreen
+
+SIZE = (140, 36)
+
+
+def test_the_wire_view_shows_frames_both_ways_with_filters_and_pause(tmp_path, run) -> None:
+    async def scenario():
+        async with cluster(tmp_path, ("alice", "bob", "carol")) as (alice, bob, carol):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await bob.send_text("first from bob")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "first from bob"), what="bob's line")
+                await pilot.press("f5")
+                wire = app.screen
+                assert isinstance(wire, WireScreen)
+                await wait_until(pilot, lambda: any("← " in r and "bob" in r and "delivered" in r for r in wire.rows),
+                                 what="bob's frame in")
+                await pilot.press("escape")
+                await pilot.press(*"hello from alice", "enter")
+                await pilot.press("f5")
+                wire = app.screen
+                await wait_until(pilot, lambda: any("→ content   you" in r and "published" in r for r in wire.rows),
+                                 what="alice's frame out")
+                alice.receiver.on_frame(b"\x00not an envelope")  # a frame nobody can open
+                await wait_until(pilot, lambda: any("rejected: undecryptable" in r for r in wire.rows),
+                                 what="the rejected frame")
+                assert wire.node.wire.totals["rejected"] == 1
+                await pilot.press("x")
+                await wait_until(pilot, lambda: wire.rows and all("rejected" in r for r in wire.rows), what="x")
+                assert "rejected only" in wire.header
+                await pilot.press("x", "k")  # kind: content only
+                await wait_until(pilot, lambda: wire.rows and all(" content " in r for r in wire.rows), what="k")
+                await pilot.press("k", "k", "k")  # sync frames
+                await wait_until(pilot, lambda: wire.rows and all(" sync " in r for r in wire.rows), timeout=8,
+                                 what="sync frames")
+                await pilot.press("k", "k", "k", "space")
+                assert "PAUSED" in wire.header
+                frozen = list(wire.rows)
+                await carol.send_text("while paused")
+                await wait_until(pilot, lambda: any(f.outcome == "delivered" and f.sender_id == carol.participant_id
+                                                    for f in alice.wire.frames), what="carol's frame recorded")
+                await pilot.pause(0.4)
+                assert wire.rows == frozen
+                await pilot.press("space")
+                await wait_until(pilot, lambda: any("carol" in r for r in wire.rows), what="unpaused")
+                assert "frames/s in" in wire.header
+                await pilot.press("escape")
+                assert not isinstance(app.screen, WireScreen)
+                assert app.errors == []
+
+    run(scenario())
+
+
+def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
+    async def scenario():
+        async with cluster(tmp_path, ("alice", "bob")) as (alice, bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await bob.send_text("one")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "one"), what="first")
+                alice.set_impairment(loss_in=1.0)
+                missed = await bob.send_text("alice misses this copy")
+                await pilot.pause(0.1)
+                alice.set_impairment(loss_in=0.0)
+                await bob.send_text("and this one names it")
+                await wait_until(pilot, lambda: missed in alice.channel.log, timeout=10, what="gap closed")
+                app.pane.input.load_text("/gaps")
+                await pilot.press("enter")
+                screen = app.screen
+                assert isinstance(screen, GapsScreen)
+                await wait_until(pilot, lambda: any(missed[:16] in line for line in screen.lines), what="the gap")
+                line = next(line for line in screen.lines if missed[:16] in line)
+                assert "from bob: noticed through bob's message" in line
+                assert "its author resent it" in line or "a late copy arrived" in line or "repaired" in line
+                await pilot.press("escape")
+                app.pane.input.load_text("/members")
+                await pilot.press("enter")
+                members = app.screen
+                assert isinstance(members, MembersScreen)
+                await wait_until(pilot, lambda: members.lines and members.lines[0].startswith("bob "), what="bob")
+                row = members.lines[0].split()
+                assert row[0] == "bob" and row[-2:] == ["of", "3"] and row[-3] in ("~33%", "~67%"), row  # 3 copies
+                assert row[4] == "3"  # messages from bob
+                await pilot.press("escape")
+                assert app.errors == []
+
+    run(scenario())
