@@ -149,7 +149,8 @@ def _delivered(d: Mapping[str, Any], name: _Names) -> str:
         via = d.get("via")
         how = {"repair": "SDS-R repair", "store": "the store node", "resend": "the author's resend",
                "sync": "a late copy", "message": "a late copy"}.get(via, str(via))
-        text += f", repaired through {how}" + (f" by {name(d.get('publisher'))}" if d.get("publisher") else "")
+        text += f", repaired through {how}" + (f" by {name(d.get('publisher'))}"
+                                               if d.get("publisher") and via == "repair" else "")
     if d.get("after_lost"):
         text += f", after {len(d['after_lost'])} earlier message(s) were declared lost"
     return text

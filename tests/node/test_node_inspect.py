@@ -104,3 +104,39 @@ def test_a_message_repaired_by_a_third_member_and_the_gap_list(node_mosquitto, t
     for bad, msg in (("zz", "is not a message id"), ("0123456789", "no message 0123456789")):
         r = subprocess.run([*cmd, bad], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_message_declared_lost_is_told_so(node_mosquitto, tmp_path):
+    key = ChannelKey.generate("inspect-lost")
+    quiet = dict(lost_after_ms=1_500, resend_unacknowledged_ms=60_000, resend_possibly_acknowledged_ms=60_000)
+
+    async def main():
+        a = await start("a", key, tmp_path, node_mosquitto.url, **quiet)
+        b = await start("b", key, tmp_path, node_mosquitto.url, **quiet)
+        try:
+            await a.send_text("first")
+            await until(lambda: len(b.channel.log) == 1)
+            b.set_impairment(loss_in=1.0)
+            gone = await a.send_text("nobody will ever give b this one")
+            await asyncio.sleep(0.2)
+            b.set_impairment(loss_in=0.0)
+            await a.send_text("names the lost one")
+            await until(lambda: b.open_gaps())
+            a.set_impairment(offline=True)  # the only copy is gone for good: nobody can repair it
+            for _ in range(300):
+                gaps = await b.gaps()
+                if any(g.message_id == gone and g.how == "lost" for g in gaps):
+                    break
+                await asyncio.sleep(0.1)
+            return gone, gaps, await b.inspect(gone)
+        finally:
+            await a.stop()
+            await b.stop()
+
+    gone, gaps, insp = run(main())
+    gap = next(g for g in gaps if g.message_id == gone)
+    assert gap.how == "lost" and gap.closed_ms - gap.detected_ms >= 1_500
+    kinds = [s.kind for s in insp.steps]
+    assert kinds[0] == "missing" and kinds[-1] == "lost" and "repair_requested" in kinds
+    assert insp.steps[-1].text == "declared lost: no copy came by resend, repair or store"
+    assert insp.state == "lost" and insp.text is None  # never arrived here: no text to show

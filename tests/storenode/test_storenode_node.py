@@ -157,3 +157,33 @@ def test_without_a_store_sds_r_still_repairs_and_store_requests_time_out_quietly
             await b.stop()
 
     run(main(), 60)
+
+
+def test_the_inspector_tells_a_gap_filled_from_the_store(store_mosquitto, tmp_path):
+    """node.inspect and node.gaps on the message the store filled: first copy from the store, gap closed by it."""
+    async def main():
+        key = ChannelKey.generate("inspected")
+        store = await StoreNode.start(store_mosquitto.url, tmp_path / "store.db")
+        a = await start("a", key, tmp_path, store_mosquitto.url, **SLOW)
+        b = await start("b", key, tmp_path, store_mosquitto.url, **SLOW)
+        try:
+            await a.send_text("one")
+            await settle([a, b], 1)
+            b.set_impairment(loss_in=1.0)
+            lost = await a.send_text("lost on the way")
+            await wait_for(lambda: store.counters["stored"] >= 2)
+            await asyncio.sleep(0.1)
+            b.set_impairment(loss_in=0.0)
+            await a.send_text("after the gap")
+            await settle([a, b], 3, timeout=20)
+            return lost, await b.inspect(lost), await b.gaps()
+        finally:
+            await a.stop()
+            await b.stop()
+            await store.stop()
+
+    lost, insp, gaps = run(main(), 60)
+    assert [s.kind for s in insp.steps] == ["missing", "received", "delivered"]
+    assert insp.steps[1].text == "first copy from the store node"
+    assert insp.steps[2].text == "delivered in causal order, repaired through the store node"
+    assert [(g.message_id, g.how) for g in gaps] == [(lost, "store")]
