@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import statistics
 import tempfile
@@ -151,6 +152,7 @@ async def bench_deep(folder: Path, big: int, broker) -> dict:
             out["open_s"] = await clock.next_frame(mark) - t
             await node.wait_ready()
             out["ready_s"] = time.perf_counter() - t
+            gc.freeze()  # as the window (and `sdschat chat`) do once the engine is up
             probing.cancel()
             out["stall_ms"] = max(stalls) * 1000
             samples = []

@@ -31,6 +31,7 @@ EXPECTED = {
                      rf"`sdschat inspect --db FILE ID`, a cold process: {NUMBER} ms median"],
     "node_latency.py": [rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
                         r"logs identical: True"],
+    "padding.py": [rf"padding overhead on this chat: {NUMBER}% more bytes on the wire", r"message +\d+ +[\d,]+"],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
     "search_history.py": [rf"common word +first results +{NUMBER} ms median", rf"cold, as `sdschat search`",
                           rf"the last page on screen {NUMBER} ms after start; engine ready after {NUMBER} ms",

@@ -17,7 +17,9 @@ from .envelope import (
     ENVELOPE_OVERHEAD,
     MAX_ENVELOPE_SIZE,
     MAX_PLAINTEXT_SIZE,
+    MIN_ENVELOPE_SIZE,
     envelope_hash,
+    padded_size,
 )
 from .errors import CryptoError, EnvelopeError, KeyFileError, SignatureError
 from .identity import Identity, fingerprint, verify
@@ -37,12 +39,14 @@ __all__ = [
     "KeyFileError",
     "MAX_ENVELOPE_SIZE",
     "MAX_PLAINTEXT_SIZE",
+    "MIN_ENVELOPE_SIZE",
     "ScryptParams",
     "SignatureError",
     "SignedContent",
     "TOPIC_PREFIX",
     "envelope_hash",
     "fingerprint",
+    "padded_size",
     "key_file_is_private",
     "keygen",
     "open_signed_content",

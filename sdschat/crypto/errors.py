@@ -49,7 +49,8 @@ class EnvelopeError(_ReasonError):
     - ``"too_large"``: longer than the documented maximum;
     - ``"version"``: the first byte is not a known envelope version;
     - ``"algorithm"``: the second byte is not a known algorithm id;
-    - ``"auth"``: authentication failed (wrong key, other channel, tampering).
+    - ``"auth"``: authentication failed (wrong key, other channel, tampering);
+    - ``"padding"``: authentic, but its length field or padding is not what sdschat seals.
     """
 
     REASONS = {
@@ -59,6 +60,7 @@ class EnvelopeError(_ReasonError):
         "version": "unknown envelope version",
         "algorithm": "unknown envelope algorithm",
         "auth": "envelope authentication failed",
+        "padding": "envelope padding is malformed",
     }
 
 

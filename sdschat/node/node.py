@@ -146,9 +146,9 @@ class Node:
         for p in await self.store.participants():
             self.book.participants[p.participant_id] = p
 
-    async def _run(self) -> None:
+    async def _run(self, *, own_reader: bool = False) -> None:
         """The engine's state, then the connection and the node's tasks."""
-        await self._load_channel()
+        await self._load_channel(own_reader=own_reader)
         await self._connect()
         await self.store_client.start()
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
@@ -160,7 +160,7 @@ class Node:
     async def _restore(self) -> None:
         """:meth:`_run` in the background; then the open gaps, for a view that loaded before the engine was up."""
         try:
-            await self._run()
+            await self._run(own_reader=True)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # StoreError (a damaged state), TransportError, ...: one line, the view says it
@@ -208,10 +208,14 @@ class Node:
         except (CryptoError, ValueError, TypeError) as exc:
             raise StoreError(f"database {self.config.db_path}: the stored identity is damaged ({exc})") from None
 
-    async def _load_channel(self) -> None:
+    async def _load_channel(self, *, own_reader: bool = False) -> None:
         cfg = self.config
         pid, cid = self.identity.participant_id, self.key.channel_id
-        state = await self.store.load_state(cid)
+        if own_reader:  # a connection (and thread) of its own: a view's reads do not queue behind a long log
+            async with await Store.open(cfg.db_path, create=False) as reader:
+                state = await reader.load_state(cid)
+        else:
+            state = await self.store.load_state(cid)
         if state is None:
             self.channel = MessageChannel(cid, pid, cfg.channel_config, self.now(), journal=True)
             config_json = json.dumps(dataclasses.asdict(cfg.channel_config), sort_keys=True)

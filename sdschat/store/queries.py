@@ -141,11 +141,15 @@ class History:
         for i in range(0, len(message_ids), 400):
             ids = list(message_ids[i:i + 400])
             marks = ",".join("?" * len(ids))
-            named = " OR ".join(["instr(detail, ?) > 0"] * len(ids))
+            # channel and ids, no OR: the view's compacted branches look each message up by its key
             rows = await self._fetchall(
-                f"SELECT {EVENT_COLS} FROM event_history WHERE (channel_id = ? OR channel_id IS NULL) "
-                f"AND (message_id IN ({marks}) OR (kind IN ('missing', 'lost') AND ({named})))",
-                (channel_id, *ids, *ids),
+                f"SELECT {EVENT_COLS} FROM event_history WHERE channel_id = ? AND message_id IN ({marks})",
+                (channel_id, *ids),
+            )
+            named = " OR ".join(["instr(detail, ?) > 0"] * len(ids))
+            rows += await self._fetchall(
+                f"SELECT {EVENT_COLS} FROM events WHERE kind IN ('missing', 'lost') AND channel_id = ? "
+                f"AND ({named})", (channel_id, *ids),
             )
             out += self.parsed("event_history", R.event_row, rows)
         seen: set[int | None] = set()
@@ -163,7 +167,7 @@ class History:
     async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, tuple]:
         """What the engine's tables hold now about one message, by table (``outgoing``: sent_at, resends,
         next_resend, ack_senders; ``incoming``: received_at, unmet; ``missing``: sender, detected_at;
-        ``request``: t_req, attempts; ``response``: t_resp; ``cache``, ``lost``, ``log``: present)."""
+        ``request``: t_req, attempts; ``response``: t_resp; ``cache``, ``lost``: present)."""
         queries = {
             "outgoing": "SELECT sent_at, resends, next_resend, ack_senders FROM sds_outgoing",
             "incoming": "SELECT received_at, unmet FROM sds_incoming",
@@ -172,7 +176,6 @@ class History:
             "response": "SELECT t_resp FROM sds_repair_responses",
             "cache": "SELECT 1 FROM sds_cache",
             "lost": "SELECT 1 FROM sds_lost",
-            "log": "SELECT lamport_timestamp FROM sds_log",
         }
         out: dict[str, tuple] = {}
         for name, sql in queries.items():

@@ -13,6 +13,7 @@ from sdschat.crypto import (
     EnvelopeError,
     envelope_hash,
 )
+from sdschat.crypto import padded_size
 from sdschat.crypto.envelope import EnvelopeCipher
 
 KEY = ChannelKey(bytes(range(32)), "general")
@@ -28,15 +29,53 @@ def reason_of(key, envelope):
 def test_round_trip(size):
     plaintext = bytes(i % 251 for i in range(size))
     envelope = KEY.seal(plaintext)
-    assert len(envelope) == size + ENVELOPE_OVERHEAD == size + 30
-    assert envelope[0] == 1 and envelope[1] == 1
+    assert len(envelope) == padded_size(size + 4 + ENVELOPE_OVERHEAD) and ENVELOPE_OVERHEAD == 30
+    assert envelope[0] == 2 and envelope[1] == 1
     assert KEY.open(envelope) == plaintext
+
+
+def test_sizes_are_padme_buckets_of_at_least_256_bytes_with_bounded_overhead():
+    sizes = {}
+    for n in range(0, 30_000, 7):
+        size = len(KEY.seal(bytes(n)))
+        sizes.setdefault(size, []).append(n)
+        assert size >= max(1024, n + 34) and size == padded_size(size)  # a bucket is its own padded size
+        if n >= 1024:
+            assert size <= (n + 34) * 1.12
+    assert len(sizes) < 100  # 4,286 plaintext sizes, a few dozen envelope sizes
+    assert sizes[1024][0] == 0 and sizes[1024][-1] >= 980  # every short frame looks alike
+    # the ~20 KB of a frame with a bloom filter: 1 KB buckets (~5% overhead)
+    assert len(KEY.seal(bytes(18_500))) == len(KEY.seal(bytes(19_400))) == 19_456
+
+
+def test_version_1_envelopes_still_open():
+    """Envelopes sealed by sdschat 0.1/0.2 (no length, no padding), e.g. kept by a store node, open as before."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    aead_key, binding = bytes(range(32)), b"B" * 32
+    nonce = bytes(12)
+    v1 = b"\x01\x01" + nonce + AESGCM(aead_key).encrypt(nonce, b"from an older peer", b"\x01\x01" + binding)
+    cipher = EnvelopeCipher(aead_key, binding)
+    assert cipher.open(v1) == b"from an older peer"
+    assert reason_of(cipher, b"\x02" + v1[1:]) == "auth"  # its version byte is authenticated
+
+
+def test_malformed_padding_inside_an_authentic_envelope_is_refused():
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    aead_key, binding = bytes(range(32)), b"B" * 32
+    cipher = EnvelopeCipher(aead_key, binding)
+    nonce = bytes(12)
+    for padded in ((300).to_bytes(4, "big") + bytes(200),  # a length beyond the plaintext
+                   (2).to_bytes(4, "big") + b"hi" + b"\x00\x01" + bytes(100)):  # padding that is not zeros
+        env = b"\x02\x01" + nonce + AESGCM(aead_key).encrypt(nonce, padded, b"\x02\x01" + binding)
+        assert reason_of(cipher, env) == "padding"
 
 
 def test_round_trip_max_size_and_bytes_like_inputs():
     plaintext = b"\xab" * MAX_PLAINTEXT_SIZE
     envelope = KEY.seal(plaintext)
-    assert len(envelope) == MAX_ENVELOPE_SIZE
+    assert len(envelope) == padded_size(MAX_PLAINTEXT_SIZE + 34) <= MAX_ENVELOPE_SIZE
     assert KEY.open(envelope) == plaintext
     small = KEY.seal(bytearray(b"hello"))
     assert KEY.open(bytearray(small)) == b"hello"
@@ -78,10 +117,10 @@ def test_channel_binding_is_associated_data():
     assert info.value.reason == "auth"
 
 
-def test_every_single_bit_flip_of_a_short_envelope_is_rejected():
+def test_bit_flips_of_a_short_envelope_are_rejected():
     envelope = KEY.seal(b"hi")
-    assert len(envelope) == 32
-    for bit in range(len(envelope) * 8):
+    assert len(envelope) == 1024
+    for bit in range(0, len(envelope) * 8, 3):
         tampered = bytearray(envelope)
         tampered[bit // 8] ^= 1 << (bit % 8)
         expected = {0: "version", 1: "algorithm"}.get(bit // 8, "auth")
@@ -101,7 +140,7 @@ def test_truncation_at_every_length():
     envelope = KEY.seal(b"hello, world")
     for length in range(len(envelope)):
         reason = reason_of(KEY, envelope[:length])
-        assert reason == ("short" if length < ENVELOPE_OVERHEAD else "auth"), length
+        assert reason == ("short" if length < ENVELOPE_OVERHEAD + 4 else "auth"), length
 
 
 @pytest.mark.parametrize("extra", [b"\x00", b"\xff" * 16, bytes(1000)])
@@ -109,7 +148,7 @@ def test_appended_bytes(extra):
     assert reason_of(KEY, KEY.seal(b"hi") + extra) == "auth"
 
 
-@pytest.mark.parametrize("version", [0, 2, 0xFF])
+@pytest.mark.parametrize("version", [0, 3, 0xFF])
 def test_unknown_version(version):
     envelope = bytearray(KEY.seal(b"hi"))
     envelope[0] = version

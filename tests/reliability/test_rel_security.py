@@ -19,7 +19,7 @@ import pytest
 from brokers import Mosquitto, mosquitto_binary
 from node_helpers import FAST, log_of, settle, shown_ids
 
-from sdschat.crypto import ChannelKey, EnvelopeError, Identity, signed_content
+from sdschat.crypto import MIN_ENVELOPE_SIZE, ChannelKey, EnvelopeError, Identity, padded_size, signed_content
 from sdschat.crypto.keys import _hkdf
 from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config
 from sdschat.node import events as ev
@@ -390,8 +390,9 @@ def test_default_data_directory_is_private_even_under_umask_0(tmp_path, mosq):
 
 
 def test_not_protected_traffic_metadata_topic_sizes_timing(mosq, tmp_path):
-    """The broker sees one stable topic per channel and every frame's size and time (and so who is active).
-    It does not see the participant id: MQTT client ids are random per session."""
+    """The broker sees one stable topic per channel, every frame's time (and so who is active) and its size
+    bucket: padding hides a text's length within a bucket (test_frame_sizes_are_padded_to_buckets), not a
+    much longer text's bucket. It does not see the participant id: MQTT client ids are random per session."""
     key = ChannelKey.generate("meta")
 
     async def main():
@@ -401,7 +402,7 @@ def test_not_protected_traffic_metadata_topic_sizes_timing(mosq, tmp_path):
             try:
                 await a.send_text("x" * 10)
                 await settle([a, b], 1)
-                await a.send_text("x" * 2_010)
+                await a.send_text("x" * 4_010)
                 await settle([a, b], 2)
             finally:
                 await a.stop()
@@ -413,8 +414,45 @@ def test_not_protected_traffic_metadata_topic_sizes_timing(mosq, tmp_path):
     assert broker_log.count("New client connected") >= 2 and pid[:8] not in broker_log
     messages = [p for p, (_, reason, _) in frames if reason == "message"]
     assert len(messages) == 2
-    # sizes leak (no padding): 2,000 more characters of text, ~2,000 more bytes on the wire (plus a longer history)
-    assert 2_000 <= len(messages[1]) - len(messages[0]) <= 2_300
+    # a 4,000-character text still lands 2 to 6 KB higher: its size class shows
+    assert 2_000 <= len(messages[1]) - len(messages[0]) <= 6_200
+    assert all(len(p) == padded_size(len(p)) for p, _ in frames)
+
+
+def test_frame_sizes_are_padded_to_buckets(mosq, tmp_path):
+    """The broker sees bucket sizes only (Padmé, at least 1 KB): four texts of 1 to 700 characters, whose
+    frames differ in size by up to ~700 bytes, show as at most two neighbouring 1 KB buckets; every frame on the
+    wire (messages, syncs, typing notices) has a bucket size."""
+    key = ChannelKey.generate("padded")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("a", key, tmp_path, mosq.url)
+            b = await node("b", key, tmp_path, mosq.url)
+            try:
+                for n in (1, 50, 300, 700):
+                    await a.send_text("y" * n)
+                    await settle([a, b], len(a.channel.log))
+                await b.send_typing()
+                await asyncio.sleep(0.3)
+            finally:
+                await a.stop()
+                await b.stop()
+            return [(p, sds_of(key, p)) for p in tap.on(key.topic)]
+
+    frames = asyncio.run(main())
+    messages = [p for p, (_, reason, _) in frames if reason == "message"]
+    plain = sorted(len(key.open(p)) for p in messages)
+    assert len(messages) == 4 and len(set(plain)) == 4 and plain[-1] - plain[0] >= 690  # the lengths differ...
+    sizes = sorted({len(p) for p in messages})
+    assert len(sizes) <= 2 and sizes[-1] - sizes[0] <= 1_024, sizes  # ...the broker sees one or two buckets
+    reasons = {reason for _, (_, reason, _) in frames}
+    assert {"message", "sync", "ephemeral"} <= reasons
+    assert all(len(p) == padded_size(len(p)) >= MIN_ENVELOPE_SIZE for p, _ in frames)
+    # what it costs here: at most 12%, bounded in absolute terms by the 1 KB floor for small frames
+    for p, (_, _, msg) in frames:
+        plain = len(key.open(p)) + 34
+        assert len(p) <= max(MIN_ENVELOPE_SIZE, plain * 1.12)
 
 
 def test_not_protected_a_member_can_forge_another_members_sync_and_acknowledge_for_them(mosq, tmp_path):
