@@ -161,10 +161,17 @@ class Corpus:
             m = next(x for x in self.members if x.participant_id == pid)
             self.sds.append(("ephemeral", pid, ch.send_ephemeral(signed_content(m, key.channel_binding, typing), now).data))
         self.now = now
-        self.node_frames = [pack(pub, data, reason) for reason, pub, data in self.sds]
+        self.identities = {m.participant_id: m for m in self.members}
+        DECODE_BINDING[0] = key.channel_binding
+        self.node_frames = [self.frame(pub, data, reason) for reason, pub, data in self.sds]
         self.envelopes = [key.seal(f) for f in self.node_frames[:12]]  # a few (message frames are ~19 KB)
         self.small = [f for f in self.node_frames if len(f) < 2000]
         self.channels = chans
+
+    def frame(self, publisher: str, sds_frame: bytes, reason: str) -> bytes:
+        """A node frame signed by the member ``publisher`` (a member's frames are signed: fuzzing an unsigned
+        one only tests the signature check)."""
+        return pack(self.identities[publisher], self.key.channel_binding, sds_frame, reason)
 
     def receiver(self) -> MessageChannel:
         return MessageChannel(self.key.channel_id, self.receiver_identity.participant_id, CONFIG, T0)
@@ -328,7 +335,8 @@ def member_frame(corpus: Corpus, rng: random.Random, now: int) -> tuple[bytes, s
     ch = MessageChannel(corpus.key.channel_id, member.participant_id, CONFIG, now)
     ephemeral = rng.random() < 0.15
     out = ch.send_ephemeral(content, now) if ephemeral else ch.send(content, now)
-    return pack(member.participant_id, out.data, "ephemeral" if ephemeral else "message"), body[:80].decode("utf-8", "replace")
+    frame = pack(member, corpus.key.channel_binding, out.data, "ephemeral" if ephemeral else "message")
+    return frame, body[:80].decode("utf-8", "replace")
 
 
 # ----------------------------------------------------------------- targets
@@ -345,9 +353,13 @@ def target_open(key: ChannelKey, data: bytes, tally: Tally) -> None:
         tally.ok("open", "opened")
 
 
+#: the channel binding target_decode checks frame signatures against (set from the corpus)
+DECODE_BINDING = [b""]
+
+
 def target_decode(data: bytes, tally: Tally) -> None:
     try:
-        _, _, frame = unpack(data)
+        _, _, frame = unpack(data, DECODE_BINDING[0])
         wire.decode(frame)
     except FrameError:
         tally.ok("decode", "frame_error")
@@ -490,7 +502,7 @@ async def fuzz_node(corpus: Corpus, url: str, n: int, rng: random.Random, tally:
                 plain, label = member_frame(corpus, rng, int(time.time() * 1000))
             elif r < 0.7:
                 reason, pub, data = rng.choice(corpus.sds)
-                plain = pack(pub, mutate_pb(data, rng, ids, corpus.key.channel_id), reason)
+                plain = corpus.frame(pub, mutate_pb(data, rng, ids, corpus.key.channel_id), reason)
                 label = ""
             else:
                 plain = mutate_bytes(rng.choice(items), rng, items)
@@ -716,7 +728,7 @@ def hypothesis_phase(corpus: Corpus, receive: ReceiveTarget, tally: Tally, examp
         except WireError:
             tally.ok("hypothesis", "unencodable")
             return
-        target_decode(pack("p", data, "message"), tally)
+        target_decode(corpus.frame(corpus.members[0].participant_id, data, "message"), tally)
         receive(data)
 
     @cfg

@@ -70,7 +70,7 @@ async def run(folder: Path, n: int, seed: int = 1) -> dict:
         await broker.close()
     by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for env in seen:
-        _, reason, _ = unpack(key.open(env))
+        _, reason, _ = unpack(key.open(env), key.channel_binding)
         row = by_kind[reason]
         row[0] += 1
         row[1] += len(env)

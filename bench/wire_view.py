@@ -39,11 +39,11 @@ async def frames_of(sender: Node, n: int) -> list[bytes]:
         await sender.send_text(f"frame {i}: about eighty characters of chat to make it realistic enough, ok")
         while not sender.outbox.empty():
             data, reason, _ = sender.outbox.get_nowait()
-            out.append(sender.key.seal(pack(sender.participant_id, data, reason)))
+            out.append(sender.key.seal(pack(sender.identity, sender.key.channel_binding, data, reason)))
         if i % 10 == 0:  # a sync frame too, with its bloom filter
             for e in sender.channel.tick(sender.now() + 60_000):
                 if getattr(e, "reason", "") == "sync":
-                    out.append(sender.key.seal(pack(sender.participant_id, e.data, "sync")))
+                    out.append(sender.key.seal(pack(sender.identity, sender.key.channel_binding, e.data, "sync")))
     return out
 
 
@@ -67,7 +67,7 @@ async def bench(folder: Path, n: int) -> dict:
 
         decoded = []
         for env in frames:
-            publisher, reason, frame = unpack(a.key.open(env))
+            publisher, reason, frame = unpack(a.key.open(env), a.key.channel_binding)
             decoded.append((publisher, reason, wire.decode(frame), len(env)))
         rounds = []
         for _ in range(5):

@@ -76,7 +76,7 @@ async def inspect_run(args: argparse.Namespace) -> int:
         print(json.dumps(insp.to_json(), ensure_ascii=False))
     else:
         now = int(datetime.now().timestamp() * 1000)
-        print("\n".join(render(insp, now_ms=now, clock=_clock)))
+        print("\n".join(render(insp, now_ms=now, clock=_clock, names=names)))
     return 0
 
 

@@ -25,7 +25,7 @@ from .errors import CryptoError, EnvelopeError, KeyFileError, SignatureError
 from .identity import Identity, fingerprint, verify
 from .keyfile import KEY_FILE_HEADER, KEY_SIZE, key_file_is_private, keygen
 from .keys import DEFAULT_SCRYPT_PARAMS, TOPIC_PREFIX, ChannelKey, ScryptParams
-from .signed import SignedContent, open_signed_content, signed_content
+from .signed import FRAME_DOMAIN, SignedContent, open_signed_content, signed_content
 
 __all__ = [
     "ChannelKey",
@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_SCRYPT_PARAMS",
     "ENVELOPE_OVERHEAD",
     "EnvelopeError",
+    "FRAME_DOMAIN",
     "Identity",
     "KEY_FILE_HEADER",
     "KEY_SIZE",

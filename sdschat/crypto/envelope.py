@@ -1,6 +1,6 @@
 """The AEAD envelope: the only bytes that go on the wire.
 
-Format (version 2, sealed since sdschat 0.3; version 1 still opens)::
+Format (version 2, sealed by this version; version 1 still opens)::
 
     offset  size  field
     0       1     version            0x02
@@ -22,7 +22,7 @@ the kilobyte (texts of 1 and 700 characters give the same size or two
 neighbouring buckets); a much longer text still lands in a higher bucket. The
 zero padding is checked on open.
 
-Version 1 (sdschat 0.1 and 0.2) is the same without the length and padding:
+Version 1 (sealed by earlier versions) is the same without the length and padding:
 ``ciphertext = AES-256-GCM(plaintext)``; envelopes of that version, stored by a
 store node or sent by an older peer, still open.
 

@@ -30,6 +30,7 @@ from .errors import SignatureError
 from .identity import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, Identity, fingerprint, verify
 
 __all__ = [
+    "FRAME_DOMAIN",
     "SIGNED_CONTENT_VERSION",
     "SIGNED_CONTENT_OVERHEAD",
     "SignedContent",
@@ -40,6 +41,9 @@ __all__ = [
 SIGNED_CONTENT_VERSION = 0x01
 SIGNED_CONTENT_OVERHEAD = 1 + PUBLIC_KEY_SIZE + SIGNATURE_SIZE
 _DOMAIN = b"sdschat/v1/signed-content\x00"
+#: the domain of a publisher's signature over a whole node frame (sdschat.node.frame): what a frame signature
+#: covers can never be taken for signed content, nor the other way round
+FRAME_DOMAIN = b"sdschat/v1/signed-frame\x00"
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -51,14 +55,14 @@ class SignedContent(NamedTuple):
     message: bytes
 
 
-def _to_be_signed(channel_binding: bytes, message: bytes) -> bytes:
+def _to_be_signed(channel_binding: bytes, message: bytes, domain: bytes = _DOMAIN) -> bytes:
     if not isinstance(channel_binding, _BYTES_LIKE):
         raise TypeError("channel binding must be bytes")
     if len(channel_binding) > 0xFFFF:
         raise ValueError("channel binding too long")
     return b"".join(
         (
-            _DOMAIN,
+            domain,
             bytes((SIGNED_CONTENT_VERSION,)),
             len(channel_binding).to_bytes(2, "big"),
             bytes(channel_binding),
@@ -67,16 +71,18 @@ def _to_be_signed(channel_binding: bytes, message: bytes) -> bytes:
     )
 
 
-def signed_content(identity: Identity, channel_binding: bytes, message_bytes: bytes) -> bytes:
-    """Wrap ``message_bytes`` with ``identity``'s public key and signature."""
+def signed_content(identity: Identity, channel_binding: bytes, message_bytes: bytes, *,
+                   domain: bytes = _DOMAIN) -> bytes:
+    """Wrap ``message_bytes`` with ``identity``'s public key and signature (``domain``: what kind of thing is
+    signed; :data:`FRAME_DOMAIN` for a whole node frame)."""
     if not isinstance(message_bytes, _BYTES_LIKE):
         raise TypeError("message must be bytes")
     message = bytes(message_bytes)
-    signature = identity.sign(_to_be_signed(channel_binding, message))
+    signature = identity.sign(_to_be_signed(channel_binding, message, domain))
     return bytes((SIGNED_CONTENT_VERSION,)) + identity.public_bytes() + signature + message
 
 
-def open_signed_content(data: bytes, channel_binding: bytes) -> SignedContent:
+def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = _DOMAIN) -> SignedContent:
     """Verify signed content; return ``(participant_id, public_key, message)``.
 
     Raises :class:`SignatureError` (``reason`` "type", "short", "version" or
@@ -95,6 +101,6 @@ def open_signed_content(data: bytes, channel_binding: bytes) -> SignedContent:
     public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
     signature = data[1 + PUBLIC_KEY_SIZE : SIGNED_CONTENT_OVERHEAD]
     message = data[SIGNED_CONTENT_OVERHEAD:]
-    if not verify(public_key, _to_be_signed(channel_binding, message), signature):
+    if not verify(public_key, _to_be_signed(channel_binding, message, domain), signature):
         raise SignatureError("invalid")
     return SignedContent(fingerprint(public_key), public_key, message)

@@ -173,6 +173,8 @@ def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
         how = "bloom filter" if d.get("by_bloom") else "causal history"
         frame = f" {d.get('via')} frame {_short(d.get('frame'))}" if d.get("frame") else " frame"
         text = f"acknowledged: in the {how} of {name(d.get('by')) if d.get('by') else 'a'}'s{frame}"
+    elif kind == "ack_seen":
+        text = f"{name(d.get('by'))} has it: named in the causal history of their frame {_short(d.get('frame'))}"
     elif kind == "possibly_acked":
         text = f"possibly acknowledged (bloom filter of {name(d.get('by'))}; {d.get('count', '?')} member(s) so far)"
     elif kind == "received":
@@ -253,6 +255,10 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
         figures["written_to_delivered_ms"] = first["delivered"] - app.sent_at_ms
     if "received" in first and "delivered" in first:
         figures["held_back_ms"] = first["delivered"] - first["received"]
+    if sender == me and sender:  # per member: who has named it in a causal history (the events window)
+        by = sorted({s.detail.get("by") for s in steps if s.kind == "ack_seen" and s.detail.get("by")})
+        figures["acked_by"] = by
+        figures["not_yet"] = sorted(p for p in names if p not in by and p != me)
     return Inspection(
         message_id=message_id, sender_id=sender, nick=(app.nick if app else None) or names.get(sender),
         text=app.text if app else None, lamport_timestamp=row.lamport_timestamp if row else None,
@@ -317,8 +323,15 @@ class Rendered:
         return out + self.tail
 
 
-def render_parts(insp: Inspection, *, now_ms: int, clock) -> Rendered:
-    """The inspection as text (``clock(ms)`` formats a wall-clock time; timers count down from ``now_ms``)."""
+def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None) -> Rendered:
+    """The inspection as text (``clock(ms)`` formats a wall-clock time; timers count down from ``now_ms``;
+    ``names``: participant id -> nick, for the per-member line)."""
+
+    names = names or {}
+
+    def member(pid: str) -> str:
+        return _printable(names.get(pid) or pid[:8])
+
     who = "you" if insp.own else _printable(insp.nick or insp.sender_id[:8])
     head = [f"message {insp.message_id[:16]}… from {who}" + (f", Lamport time {insp.lamport_timestamp}"
                                                                if insp.lamport_timestamp is not None else ""),
@@ -345,12 +358,15 @@ def render_parts(insp: Inspection, *, now_ms: int, clock) -> Rendered:
             tail.append(f"delivered {fig['written_to_delivered_ms'] / 1000:.2f} s after its author wrote it")
         if fig.get("held_back_ms"):
             tail.append(f"held back {fig['held_back_ms'] / 1000:.2f} s for earlier messages")
+        if fig.get("acked_by") or fig.get("not_yet"):
+            tail.append(f"acknowledged by {', '.join(member(p) for p in fig.get('acked_by', [])) or 'nobody yet'}"
+                        + (f"; not yet by {', '.join(member(p) for p in fig['not_yet'])}" if fig.get("not_yet") else ""))
     return Rendered(head, rows, tail)
 
 
-def render(insp: Inspection, *, now_ms: int, clock) -> list[str]:
+def render(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None) -> list[str]:
     """:func:`render_parts` as plain lines (``sdschat inspect``)."""
-    return render_parts(insp, now_ms=now_ms, clock=clock).lines()
+    return render_parts(insp, now_ms=now_ms, clock=clock, names=names).lines()
 
 
 @dataclasses.dataclass

@@ -502,7 +502,7 @@ class Node:
     async def _publisher(self) -> None:
         while True:
             data, reason, mid = await self.outbox.get()
-            envelope = self.key.seal(pack(self.participant_id, data, reason))
+            envelope = self.key.seal(pack(self.identity, self.key.channel_binding, data, reason))
             if reason == "message" and mid:
                 self.channel.set_retrieval_hint(mid, envelope_hash(envelope))
                 self.persist(self.now())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+from collections import OrderedDict
 
 from ..crypto import EnvelopeError, SignatureError, envelope_hash, open_signed_content
 from ..sds import (
@@ -32,6 +33,9 @@ from .frame import FrameError, unpack
 from .wirelog import WireFrame, bloom_fill, kind_of
 
 __all__ = ["Receiver"]
+
+#: own messages whose per-member acknowledgements are tracked in memory (older ones: from the database)
+SEEN_CAP = 2_000
 
 log = logging.getLogger("sdschat.node")
 
@@ -60,6 +64,8 @@ class Turn:
 class Receiver:
     def __init__(self, node) -> None:
         self.node = node
+        #: own message id -> members seen naming it (the newest SEEN_CAP messages)
+        self._seen_by: OrderedDict[str, set[str]] = OrderedDict()
         self._steps = {
             Outgoing: self._outgoing, Delivered: self._delivered, Missing: self._missing, GapDetected: self._gap,
             Acknowledged: self._acknowledged, PossiblyAcknowledged: self._possibly, Lost: self._lost,
@@ -79,21 +85,59 @@ class Receiver:
             self.reject("undecryptable", exc.reason, now, size=len(payload), source=source)
             return
         try:
-            publisher, reason, frame = unpack(plain)
+            publisher, reason, frame = unpack(plain, node.key.channel_binding)
             msg = wire.decode(frame)
-        except (FrameError, WireError) as exc:
+        except FrameError as exc:
+            self.reject(exc.reason, str(exc)[:120], now, size=len(payload), source=source)
+            return
+        except WireError as exc:
             self.reject("malformed", str(exc)[:120], now, size=len(payload), source=source)
+            return
+        relayed = msg.sender_id != publisher
+        if relayed and (reason != "repair" or msg.content is None or msg.lamport_timestamp is None):
+            # only a repair answer rebroadcasts someone else's frame, and only a message: anything else published
+            # under another member's id (a sync acknowledging for them, say) is a forgery
+            self.reject("impersonation", f"frame of {msg.sender_id[:8]} published by {publisher[:8]}", now,
+                        size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
             return
         if msg.content and not self._verified(msg, now, len(payload), publisher, reason, source):
             return
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
-        events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload))
+        # a rebroadcast's causal history and bloom filter are not signed by their sender: they acknowledge nothing
+        events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload), acks=not relayed)
+        seen = self._acks_seen(msg, now) if msg.causal_history and not relayed else None
         node.wire.add(WireFrame(now, "in", kind_of(reason, source), msg.sender_id, publisher, msg.message_id,
                                 msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
                                 len(msg.repair_request), len(payload), _outcome(msg, events)))
-        self.handle(events, Turn(now, publisher, reason, source, msg.sender_id, msg.message_id))
+        turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id)
+        if seen:
+            turn.rows.extend(seen)
+        self.handle(events, turn)
         node.wake()
+
+    def _acks_seen(self, msg, now: int) -> list[EventRow]:
+        """Rows ``ack_seen`` for our messages this member's frame names in its causal history, the first time
+        each member names each one: who has acknowledged what, per member, for the inspector."""
+        node = self.node
+        sender = msg.sender_id
+        if sender == node.participant_id or not sender:
+            return []
+        book, seen, out = node.book.messages, self._seen_by, []
+        for h in msg.causal_history:
+            chat = book.get(h.message_id)
+            if chat is None or not chat.own:
+                continue
+            members = seen.get(h.message_id)
+            if members is None:
+                members = seen[h.message_id] = set()
+                if len(seen) > SEEN_CAP:
+                    seen.popitem(last=False)
+            if sender not in members:
+                members.add(sender)
+                out.append(EventRow("ack_seen", now, h.message_id, node.participant_id,
+                                    detail={"by": sender, "frame": msg.message_id}))
+        return out
 
     def _verified(self, msg, now: int, size: int, publisher: str, reason: str, source: str | None) -> bool:
         """Content must be its id's preimage, signed by its ``sender_id``, and a readable payload."""

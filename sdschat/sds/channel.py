@@ -360,17 +360,21 @@ class MessageChannel:
 
     # ----------------------------------------------------------------- receive
 
-    def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None) -> list[Event]:
-        """Process one received frame. Returns events; never raises for bad input."""
+    def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None, *,
+                acks: bool = True) -> list[Event]:
+        """Process one received frame. Returns events; never raises for bad input.
+
+        ``acks=False``: the frame's causal history and bloom filter acknowledge nothing (a node passes it for a
+        frame rebroadcast by someone other than its sender, whose metadata the sender did not sign)."""
         try:
             pb = parse_pb(data)
         except WireError as exc:
             self.stats["rejected"] += 1
             return [Rejected("malformed", str(exc))]
-        return self.receive_parsed(pb, now_ms, retrieval_hint)
+        return self.receive_parsed(pb, now_ms, retrieval_hint, acks=acks)
 
     def receive_parsed(self, pb: sds_pb2.Message | Frame, now_ms: int, retrieval_hint: bytes | None = None,
-                       positions: tuple[tuple[int, int], ...] | None = None) -> list[Event]:
+                       positions: tuple[tuple[int, int], ...] | None = None, *, acks: bool = True) -> list[Event]:
         """:meth:`receive` for a frame parsed with :func:`~sdschat.sds.wire.parse_pb` (only read, never modified).
 
         Simulators broadcasting one frame to many receivers wrap it once in a :class:`Frame` (read once, shared)
@@ -412,10 +416,11 @@ class MessageChannel:
         if len(peers) < cfg.possible_acks_threshold:  # only the count up to the threshold is ever used
             peers.add(sender)
         events: list[Event] = []
-        if self._ack_owed:
-            self._sync.forget_acked(f.history_ids, sender)
-        if self._outgoing:
-            self._out.review_acks(f, sender, events)
+        if acks:
+            if self._ack_owed:
+                self._sync.forget_acked(f.history_ids, sender)
+            if self._outgoing:
+                self._out.review_acks(f, sender, events)
         if cfg.gap_hints > 0:
             self._hints.on_frame(f, sender, now_ms)
         if f.repair:

@@ -36,7 +36,7 @@ __all__ = [
 EVENT_KINDS = frozenset(
     {
         "sent", "received", "delivered", "missing", "acked", "possibly_acked", "resent",
-        "repair_requested", "repair_served", "lost", "rejected", "sync_sent", "sync_received",
+        "repair_requested", "repair_served", "lost", "rejected", "sync_sent", "sync_received", "ack_seen",
     }
 )
 

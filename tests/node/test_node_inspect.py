@@ -57,6 +57,9 @@ def test_a_first_copy_lost_then_resent_is_told_on_both_sides(node_mosquitto, tmp
     ack = next(s for s in mine.steps if s.kind == "acked")
     assert "acknowledged: in the" in ack.text and "b's" in ack.text
     assert mine.figures["first_ack_ms"] >= 0 and mine.state == "acknowledged"
+    seen = [s for s in mine.steps if s.kind == "ack_seen"]  # per member: b named it, once
+    assert len(seen) == 1 and seen[0].text.startswith("b has it: named in the causal history of their frame")
+    assert mine.figures["acked_by"] == [seen[0].detail["by"]] and mine.figures["not_yet"] == []
     assert not theirs.own and theirs.text == "b misses the first copy of this" and theirs.nick == "a"
     assert [s.kind for s in theirs.steps][:2] == ["received", "delivered"]
     assert theirs.steps[0].text == "first copy resent by a"

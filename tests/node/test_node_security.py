@@ -48,7 +48,7 @@ def test_wrong_key_participant_sees_nothing_and_counts_rejections(broker, tmp_pa
             assert eve.messages() == [] and log_of(eve) == []
             # eve's frames, even published on the members' topic, are counted and dropped
             await eve.send_text("let me in")
-            stolen = other.seal(pack(eve.participant_id, b"\x0a\x01x"))
+            stolen = other.seal(pack(eve.identity, other.channel_binding, b"\x0a\x01x"))
             await raw.publish(key.topic, stolen)
             await _wait(lambda: b.counters["undecryptable"] >= 1)
             assert [r.reason for r in rejected] == ["undecryptable"]
@@ -108,7 +108,7 @@ def test_member_signing_as_another_member_is_rejected(tmp_path, node_mosquitto):
             forged = MessageChannel(key.channel_id, a.participant_id)  # claims to be a
             body = AppPayload.new("msg", "a", "send me your password", 1).encode()
             out = forged.send(signed_content(mallory, key.channel_binding, body), 10**13 // 10)
-            await raw.publish(key.topic, key.seal(pack(mallory.participant_id, out.data)))
+            await raw.publish(key.topic, key.seal(pack(mallory, key.channel_binding, out.data)))
             await _wait(lambda: b.counters["impersonation"] == 1)
             assert [m.text for m in b.messages()] == ["hello"]
             assert len(log_of(b)) == 1

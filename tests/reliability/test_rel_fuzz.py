@@ -72,9 +72,9 @@ def test_every_single_byte_change_of_a_real_envelope_is_rejected(F, corpus, data
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(st.binary(max_size=600))
 def test_random_node_frames_decode_or_fail_cleanly(data):
-    for candidate in (data, b"\x01\x00\x03abc" + data):
+    for candidate in (data, b"\x01\x00\x03abc" + data, b"\x02\x00\x01" + data):
         try:
-            wire.decode(unpack(candidate)[2])
+            wire.decode(unpack(candidate, b"binding")[2])
         except (FrameError, WireError):
             pass
 
@@ -108,7 +108,7 @@ def _member_frame(corpus, body: bytes) -> bytes:
     content = signed_content(member, corpus.key.channel_binding, body)
     ch = MessageChannel(corpus.key.channel_id, member.participant_id, corpus.channels[member.participant_id].config,
                         int(time.time() * 1000))
-    return pack(member.participant_id, ch.send(content, int(time.time() * 1000)).data, "message")
+    return pack(member, corpus.key.channel_binding, ch.send(content, int(time.time() * 1000)).data, "message")
 
 
 # Application payloads a member can sign (it holds the channel key and its own identity). Each one
@@ -157,9 +157,9 @@ def test_mutated_frames_through_a_running_node(F, corpus, rel_mosquitto, tmp_pat
             for i in range(400):
                 reason, pub, data = rng.choice(corpus.sds)
                 if i % 2:
-                    plain = pack(pub, F.mutate_pb(data, rng, ids, corpus.key.channel_id), reason)
+                    plain = corpus.frame(pub, F.mutate_pb(data, rng, ids, corpus.key.channel_id), reason)
                 else:
-                    plain = F.mutate_bytes(pack(pub, data, reason), rng, corpus.node_frames)
+                    plain = F.mutate_bytes(corpus.frame(pub, data, reason), rng, corpus.node_frames)
                 await target.feed(plain)
             await target.check()
         finally:

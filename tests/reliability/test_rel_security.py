@@ -89,7 +89,7 @@ async def wait_for(predicate, timeout=10.0):
 
 
 def sds_of(key: ChannelKey, envelope: bytes):
-    publisher, reason, frame = unpack(key.open(envelope))
+    publisher, reason, frame = unpack(key.open(envelope), key.channel_binding)
     return publisher, reason, wire.decode(frame)
 
 
@@ -282,7 +282,8 @@ def test_member_cannot_replay_another_members_message_under_a_new_id(mosq, tmp_p
                 forger = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST),
                                         int(time.time() * 1000))
                 out = forger.send(original.content, int(time.time() * 1000), message_id="f" * 64)
-                await tap.publish(key.topic, key.seal(pack(a.participant_id, out.data)))
+                # published by mallory as a "repair answer" (the only way to carry alice's sender id)
+                await tap.publish(key.topic, key.seal(pack(Identity.generate(), key.channel_binding, out.data, "repair")))
                 await asyncio.sleep(0.5)
                 return [m.text for m in b.messages()]
             finally:
@@ -323,8 +324,8 @@ def test_member_signing_as_another_member_is_rejected(mosq, tmp_path):
                 # 4. alice's genuine signed content replayed under a fresh message id (ids are content hashes)
                 ch4 = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
                 frames.append(ch4.send(real.content, now + 2, message_id="e" * 64).data)
-                for data in frames:
-                    await tap.publish(key.topic, key.seal(pack(mallory.participant_id, data)))
+                for data in frames:  # as repair answers: the content checks are what must catch them
+                    await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, data, "repair")))
                 await wait_for(lambda: len(reasons) >= 4)
                 return reasons, [m.text for m in b.messages()], b.counters["impersonation"]
             finally:
@@ -455,35 +456,95 @@ def test_frame_sizes_are_padded_to_buckets(mosq, tmp_path):
         assert len(p) <= max(MIN_ENVELOPE_SIZE, plain * 1.12)
 
 
-def test_not_protected_a_member_can_forge_another_members_sync_and_acknowledge_for_them(mosq, tmp_path):
-    """Sync frames carry no content, hence no signature: any member can send one as anyone. Here mallory
-    tells bob that alice has his message (she never received it): bob stops resending it."""
+def test_a_member_cannot_forge_another_members_acknowledgement(mosq, tmp_path):
+    """Every frame is signed by its publisher, and only a repair answer may carry someone else's frame (and its
+    causal history then acknowledges nothing). Mallory tells bob that alice has his message, three ways: a sync
+    frame in alice's name signed by mallory, the same dressed as a repair answer, and alice's genuine message
+    rebroadcast with bob's message added to its causal history. Each is refused or acknowledges nothing, and bob
+    keeps resending to alice, who never got it."""
     key = ChannelKey.generate("sync-forgery")
 
     async def main():
-        a = await node("alice", key, tmp_path, mosq.url, impairment={"loss_in": 1.0})  # alice hears nothing
+        a = await node("alice", key, tmp_path, mosq.url)
         b = await node("bob", key, tmp_path, mosq.url)
         acked = []
+        reasons = []
         b.add_listener(lambda e: acked.append(e.message_id)
                        if isinstance(e, ev.AckStateChanged) and e.state == ev.ACKNOWLEDGED else None)
+        b.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+        mallory = Identity.generate()  # a member: she holds the channel key, and her own identity only
         async with Tap(mosq.url) as tap:
             try:
+                await a.send_text("hello bob")
+                await settle([a, b], 1)
+                b.set_impairment(loss_in=1.0)
+                missed = await a.send_text("bob misses this one")
+                await asyncio.sleep(0.2)
+                genuine = next(m for _, _, m in (sds_of(key, p) for p in tap.on(key.topic)) if m.message_id == missed)
+                a.set_impairment(offline=True)  # alice is gone: she hears nothing and resends nothing
+                b.set_impairment(loss_in=0.0)
                 mid = await b.send_text("did alice get this?")
                 await asyncio.sleep(0.2)
-                assert acked == []
                 now = int(time.time() * 1000)
                 forged = wire.Message(sender_id=a.participant_id, message_id="sync-forged", channel_id=key.channel_id,
                                       lamport_timestamp=now, causal_history=[wire.HistoryEntry(mid)])
-                await tap.publish(key.topic, key.seal(pack(a.participant_id, wire.encode(forged), "sync")))
-                await wait_for(lambda: mid in acked)
-                return mid, list(log_of(a)), b.counters["rejected"], b.channel.outgoing_ids
+                await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, wire.encode(forged), "sync")))
+                await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, wire.encode(forged),
+                                                            "repair")))
+                await wait_for(lambda: len(reasons) >= 2)
+                # alice's genuine message bob lacks, rebroadcast with bob's message added to its causal history
+                relayed = wire.Message(sender_id=genuine.sender_id, message_id=genuine.message_id,
+                                       channel_id=key.channel_id, lamport_timestamp=genuine.lamport_timestamp,
+                                       causal_history=[wire.HistoryEntry(mid)], content=genuine.content)
+                await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, wire.encode(relayed),
+                                                            "repair")))
+                await wait_for(lambda: missed in log_of(b))  # the rebroadcast itself is a valid repair answer
+                resends = b.channel.stats["resends"]
+                await wait_for(lambda: b.channel.stats["resends"] > resends, timeout=10)
+                return mid, list(log_of(a)), reasons, b.counters["impersonation"], b.channel.outgoing_ids, acked
             finally:
                 await a.stop()
                 await b.stop()
 
-    mid, alice_log, rejected, outgoing = asyncio.run(main())
+    mid, alice_log, reasons, impersonations, outgoing, acked = asyncio.run(main())
     assert mid not in alice_log  # alice never got it ...
-    assert outgoing == [] and rejected == 0  # ... yet bob took the forged sync as her acknowledgement
+    assert reasons[:2] == ["impersonation", "impersonation"] and impersonations == 2  # ... both forgeries refused
+    assert mid in outgoing and mid not in acked  # ... and bob still holds it unacknowledged, resending
+
+
+def test_frames_are_signed_by_their_publisher(mosq, tmp_path):
+    """A frame without a publisher's signature (version 1), with a signature that does not verify, or whose
+    reason byte was changed after signing, is refused and counted; nothing of it reaches the engine."""
+    key = ChannelKey.generate("signed-frames")
+
+    async def main():
+        a = await node("alice", key, tmp_path, mosq.url)
+        b = await node("bob", key, tmp_path, mosq.url)
+        reasons = []
+        b.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+        async with Tap(mosq.url) as tap:
+            try:
+                await a.send_text("hello")
+                await settle([a, b], 1)
+                plain = key.open(tap.on(key.topic)[0])
+                publisher, reason, frame = unpack(plain, key.channel_binding)
+                assert publisher == a.participant_id and reason == "message"
+                pid = a.participant_id.encode()
+                v1 = bytes((1, 0, len(pid))) + pid + frame  # how earlier versions framed it: no signature
+                flipped = bytearray(plain)
+                flipped[-1] ^= 1  # one bit of the SDS frame
+                rereason = bytearray(plain)
+                rereason[1] = 1  # "resend": the reason is signed too
+                for bad in (v1, bytes(flipped), bytes(rereason)):
+                    await tap.publish(key.topic, key.seal(bad))
+                await wait_for(lambda: len(reasons) >= 3)
+                return reasons, len(log_of(b)), b.counters["rejected"]
+            finally:
+                await a.stop()
+                await b.stop()
+
+    reasons, logged, rejected = asyncio.run(main())
+    assert reasons == ["unsigned", "bad_signature", "bad_signature"] and rejected == 3 and logged == 1
 
 
 def test_not_protected_a_member_can_reorder_anothers_message_by_relaying_it_with_a_forged_lamport(mosq, tmp_path):
@@ -507,8 +568,8 @@ def test_not_protected_a_member_can_reorder_anothers_message_by_relaying_it_with
                 relay = wire.Message(sender_id=real.sender_id, message_id=real.message_id, channel_id=key.channel_id,
                                      lamport_timestamp=now + 3_600_000, content=real.content)
                 b.set_impairment(loss_in=0.0)
-                await tap.publish(key.topic, key.seal(pack(Identity.generate().participant_id, wire.encode(relay),
-                                                            "repair")))
+                await tap.publish(key.topic, key.seal(pack(Identity.generate(), key.channel_binding,
+                                                            wire.encode(relay), "repair")))
                 await settle([a, b], 2, timeout=20)
                 return list(log_of(a)), list(log_of(b)), first, second
             finally:

@@ -203,6 +203,7 @@ def test_the_inspector_follows_a_message_whose_first_copy_is_lost_live(tmp_path,
                 assert "sent, naming 1 earlier message(s)" in body[0] and "acknowledged" in body[-1]
                 assert not any(line.startswith("now:") for line in screen.lines)  # nothing pending any more
                 assert any("first acknowledgement" in line for line in screen.lines)
+                assert "acknowledged by bob" in screen.lines  # per member: everyone seen has it
                 await pilot.press("escape")
                 assert not isinstance(app.screen, InspectorScreen)
                 assert app.errors == []

@@ -74,7 +74,8 @@ class InspectorScreen(ModalScreen[None]):
             self.lines = [f"message {self.message_id[:16]}…", "", "nothing recorded about it here yet"]
             self.query_one("#inspector-body", Static).update(Text("\n".join(self.lines)))
             return
-        parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=self._clock)
+        names = {p.participant_id: p.nick for p in self.node.participants()}
+        parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=self._clock, names=names)
         self.lines = parts.lines()
         head = Text()
         for i, line in enumerate(parts.head):
