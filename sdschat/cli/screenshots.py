@@ -230,22 +230,28 @@ async def shoot_reply(out: Path, workdir: Path) -> None:
             _save(app, out / "reply-2-filled-in.svg")
 
 
+async def _repaired_by_carol(pilot, alice, bob, carol) -> str:
+    """alice misses one of bob's messages, bob goes away, carol's copy repairs it (SDS-R); returns its id."""
+    await bob.send_text("release notes are in the doc")
+    await carol.send_text("thanks, reading")
+    await _wait(pilot, lambda: len(alice.messages()) == 2 and not bob.pending(), 10, "settled")
+    alice.set_impairment(loss_in=1.0)
+    missed = await bob.send_text("heads-up: the deploy moves to 3pm")
+    await _wait(pilot, lambda: any(m.message_id == missed and m.state == "acknowledged"
+                                   for m in bob.messages()), 15, "carol acknowledges bob")
+    bob.set_impairment(offline=True)  # the repair has to come from carol's copy
+    alice.set_impairment(loss_in=0.0)
+    await carol.send_text("so please hold your merges until then")
+    await _wait(pilot, lambda: missed in alice.channel.log, 30, "repair")
+    return missed
+
+
 async def shoot_inspect(out: Path, workdir: Path) -> None:
     """``i`` on a message alice missed and carol repaired: its life, from noticed missing to delivered."""
     async with _group(workdir, 3) as (alice, bob, carol):
         app = ChatApp(alice, blink=False)
         async with app.run_test(size=CHAT_SIZE) as pilot:
-            await bob.send_text("release notes are in the doc")
-            await carol.send_text("thanks, reading")
-            await _wait(pilot, lambda: len(alice.messages()) == 2 and not bob.pending(), 10, "settled")
-            alice.set_impairment(loss_in=1.0)
-            missed = await bob.send_text("heads-up: the deploy moves to 3pm")
-            await _wait(pilot, lambda: any(m.message_id == missed and m.state == "acknowledged"
-                                           for m in bob.messages()), 15, "carol acknowledges bob")
-            bob.set_impairment(offline=True)  # the repair has to come from carol's copy
-            alice.set_impairment(loss_in=0.0)
-            await carol.send_text("so please hold your merges until then")
-            await _wait(pilot, lambda: missed in alice.channel.log, 30, "repair")
+            missed = await _repaired_by_carol(pilot, alice, bob, carol)
             await pilot.pause(0.3)
             view = app.pane.view
             await pilot.press("up")
@@ -263,17 +269,7 @@ async def shoot_wire(out: Path, workdir: Path) -> None:
     async with _group(workdir, 3) as (alice, bob, carol):
         app = ChatApp(alice, blink=False)
         async with app.run_test(size=(CHAT_SIZE[0] + 20, CHAT_SIZE[1])) as pilot:
-            await bob.send_text("release notes are in the doc")
-            await carol.send_text("thanks, reading")
-            await _wait(pilot, lambda: len(alice.messages()) == 2 and not bob.pending(), 10, "settled")
-            alice.set_impairment(loss_in=1.0)
-            missed = await bob.send_text("heads-up: the deploy moves to 3pm")
-            await _wait(pilot, lambda: any(m.message_id == missed and m.state == "acknowledged"
-                                           for m in bob.messages()), 15, "carol acknowledges bob")
-            bob.set_impairment(offline=True)
-            alice.set_impairment(loss_in=0.0)
-            await carol.send_text("so please hold your merges until then")
-            await _wait(pilot, lambda: missed in alice.channel.log, 30, "repair")
+            await _repaired_by_carol(pilot, alice, bob, carol)
             await pilot.press(*"ok, holding", "enter")
             alice.receiver.on_frame(b"\x00 not an envelope")  # one frame nobody can open
             await pilot.pause(0.5)

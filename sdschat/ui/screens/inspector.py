@@ -14,54 +14,30 @@ from datetime import datetime, tzinfo
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from sdschat.node.inspect import render_parts
 
 from ..layout import clean_text
+from .live import LivePanel
 
 __all__ = ["InspectorScreen"]
 
-REFRESH_S = 0.5
 
-
-class InspectorScreen(ModalScreen[None]):
+class InspectorScreen(LivePanel):
     BINDINGS = [Binding("escape,q,i", "dismiss", "close")]
-
     DEFAULT_CSS = """
     InspectorScreen { align: right top; }
-    InspectorScreen > VerticalScroll {
-        width: 84;
-        max-width: 100%;
-        height: 100%;
-        border: round $accent;
-        border-title-color: $accent;
-        background: $panel;
-        padding: 0 1;
-    }
+    InspectorScreen > VerticalScroll { width: 84; max-width: 100%; }
     """
+    TITLE = "message inspector (Esc: close)"
 
     def __init__(self, node, message_id: str, *, tz: tzinfo | None = None) -> None:
-        super().__init__()
-        self.node = node
+        super().__init__(node)
         self.message_id = message_id
         self.tz = tz
-        #: the lines on screen (tests read them), and when they were last put there (perf_counter)
-        self.lines: list[str] = []
+        #: when the lines were last put on screen (perf_counter; the bench reads it)
         self.lines_at = 0.0
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll() as box:
-            box.border_title = "message inspector (Esc: close)"
-            yield Static(id="inspector-body")
-
-    async def on_mount(self) -> None:
-        await self.refresh_lines()
-        self.set_interval(REFRESH_S, self.refresh_lines)
 
     def _clock(self, ms: int) -> str:
         if ms <= 0:
@@ -72,7 +48,7 @@ class InspectorScreen(ModalScreen[None]):
         insp = await self.node.inspect(self.message_id)
         if insp is None:
             self.lines = [f"message {self.message_id[:16]}…", "", "nothing recorded about it here yet"]
-            self.query_one("#inspector-body", Static).update(Text("\n".join(self.lines)))
+            self.show(Text("\n".join(self.lines)))
             return
         names = {p.participant_id: p.nick for p in self.node.participants()}
         parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=self._clock, names=names)
@@ -89,8 +65,5 @@ class InspectorScreen(ModalScreen[None]):
         tail = Text()
         for line in parts.tail:
             tail.append(clean_text(line) + "\n", "yellow" if line.startswith("now:") else "")
-        self.query_one("#inspector-body", Static).update(Group(head, steps, tail))
+        self.show(Group(head, steps, tail))
         self.lines_at = time.perf_counter()
-
-    async def action_dismiss(self, result=None) -> None:
-        self.dismiss(None)

@@ -5,17 +5,11 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from ..layout import clean_text
+from .live import LivePanel
 
 __all__ = ["MembersScreen", "ago"]
-
-REFRESH_S = 1.0
 
 
 def ago(ms: int) -> str:
@@ -29,36 +23,9 @@ def ago(ms: int) -> str:
     return f"{s / 86_400:.0f} d ago"
 
 
-class MembersScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "close")]
-
-    DEFAULT_CSS = """
-    MembersScreen { align: center middle; }
-    MembersScreen > VerticalScroll {
-        width: 100%;
-        height: auto;
-        max-height: 90%;
-        border: round $accent;
-        border-title-color: $accent;
-        background: $panel;
-        padding: 0 1;
-    }
-    """
-
-    def __init__(self, node) -> None:
-        super().__init__()
-        self.node = node
-        #: the rows on screen (tests read them)
-        self.lines: list[str] = []
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll() as box:
-            box.border_title = "members (Esc: close)"
-            yield Static(id="members-body")
-
-    async def on_mount(self) -> None:
-        await self.refresh_lines()
-        self.set_interval(REFRESH_S, self.refresh_lines)
+class MembersScreen(LivePanel):
+    TITLE = "members (Esc: close)"
+    REFRESH_S = 1.0
 
     async def refresh_lines(self) -> None:
         members = await self.node.members()
@@ -79,7 +46,4 @@ class MembersScreen(ModalScreen[None]):
         body.append("\nacked ours: our messages they were first to acknowledge; repairs: messages they rebroadcast "
                     "to us (SDS-R); loss from them: their first copies (recent window) that came resent, repaired "
                     "or from the store instead of straight from them", "grey50")
-        self.query_one("#members-body", Static).update(body)
-
-    async def action_dismiss(self, result=None) -> None:
-        self.dismiss(None)
+        self.show(body)
