@@ -58,7 +58,7 @@ async def inspect_run(args: argparse.Namespace) -> int:
             elif channel_id not in ids:
                 raise CliError(f"#{args.channel} has nothing stored yet")
             raw = await store.get_identity()
-            me = Identity.from_private_bytes(raw).participant_id if raw else ""
+            me = Identity.from_private_bytes(raw).participant_id if raw else await store.participant_of(channel_id)
             names = {p.participant_id: p.nick for p in await store.participants()}
             if args.gaps:
                 gaps = await gap_reports(store, channel_id, me=me, names=names)

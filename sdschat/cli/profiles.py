@@ -27,10 +27,17 @@ def load_profile(args: argparse.Namespace):
     return profile_call(Profile.load, resolve_paths(getattr(args, "home", None)))
 
 
+#: where a protected identity's passphrase may come from instead of the terminal
+IDENTITY_PASSPHRASE_ENV = "SDSCHAT_IDENTITY_PASSPHRASE"
+
+
 def init_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True, help="your display name in every channel")
     p.add_argument("--broker", default="", help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, "
                    "else an embedded broker)")
+    p.add_argument("--protect", action="store_true",
+                   help="seal your identity key under a passphrase (SDSCHAT_IDENTITY_PASSPHRASE, else asked twice); "
+                        "every later start asks for it, and no channel database holds the key")
     add_home_arg(p)
 
 
@@ -39,7 +46,9 @@ def init_run(args: argparse.Namespace) -> int:
 
     if args.broker:
         _check_broker(args.broker)
-    profile = profile_call(Profile.create, resolve_paths(getattr(args, "home", None)), args.name, args.broker)
+    passphrase = new_identity_passphrase() if args.protect else None
+    profile = profile_call(Profile.create, resolve_paths(getattr(args, "home", None)), args.name, args.broker,
+                           passphrase=passphrase)
     print(profile.paths.profile_file)
     print(f"sdschat: created the profile of {profile.name}; `sdschat new CHANNEL` starts a channel", file=sys.stderr)
     return 0
@@ -199,7 +208,8 @@ async def _channel_summary(profile, entry) -> dict:
     try:
         async with await Store.open(db, create=False) as store:
             raw = await store.get_identity()
-            me = Identity.from_private_bytes(raw).participant_id if raw else ""
+            # a protected profile's databases hold no key: the profile's public id says who "you" are
+            me = Identity.from_private_bytes(raw).participant_id if raw else profile.participant_id
             seen = {p.participant_id for p in await store.participants()} | {me}
             row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me),
                        messages=await store.message_count(channel_id))
@@ -221,3 +231,34 @@ def part_run(args: argparse.Namespace) -> int:
     kept = "its history is deleted" if args.forget else f"its history stays in {profile.db_path(entry)}"
     print(f"sdschat: left #{entry.name}; {kept}", file=sys.stderr)
     return 0
+
+
+def new_identity_passphrase() -> str:
+    """The passphrase for a new protected identity: SDSCHAT_IDENTITY_PASSPHRASE, else asked twice on the terminal."""
+    import getpass
+
+    passphrase = os.environ.get(IDENTITY_PASSPHRASE_ENV)
+    if passphrase is None:
+        if not sys.stdin.isatty():
+            raise CliError(f"--protect needs a passphrase: set {IDENTITY_PASSPHRASE_ENV} (no terminal to ask on)")
+        passphrase = getpass.getpass("passphrase for your identity: ")
+        if getpass.getpass("the same again: ") != passphrase:
+            raise CliError("the two passphrases differ; nothing was created")
+    if len(passphrase) < 8:
+        raise CliError("the identity's passphrase must have at least 8 characters")
+    return passphrase
+
+
+def profile_identity(profile):
+    """The profile's identity, asking for its passphrase if it is protected (SDSCHAT_IDENTITY_PASSPHRASE, else the
+    terminal); one line and exit 2 without it, or for a wrong one."""
+    if not profile_call(lambda: profile.protected):
+        return profile_call(profile.identity)
+    passphrase = os.environ.get(IDENTITY_PASSPHRASE_ENV)
+    if passphrase is None:
+        if not sys.stdin.isatty():
+            raise CliError(f"your identity is protected: set {IDENTITY_PASSPHRASE_ENV} (no terminal to ask on)")
+        import getpass
+
+        passphrase = getpass.getpass("passphrase for your identity: ")
+    return profile_call(profile.identity, passphrase)

@@ -44,7 +44,7 @@ async def search_run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     profile = load_profile(args)
     entries = [profile_call(profile.channel, args.channel)] if args.channel else list(profile.channels.values())
-    me = profile_call(profile.identity).participant_id
+    me = profile_call(lambda: profile.participant_id)  # no passphrase needed for the id
     found = []
     for entry in entries:
         db = profile.db_path(entry)

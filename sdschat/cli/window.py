@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from .errors import CliError, profile_call
 from .profiles import load_profile
+from .profiles import profile_identity
 from .wiring import profile_node_config, stop_all
 
 __all__ = ["ProfileClient", "window_run", "first_run"]
@@ -38,6 +39,7 @@ class ProfileClient:
         self._unread: dict[int, int] = {}
         self._viewed = None
         self._waiting: list = []  # channels whose nodes start_others() starts
+        self._identity = None  # the profile's identity, read once
 
     @classmethod
     async def start(cls, profile, *, all_channels: bool = True) -> ProfileClient:
@@ -93,8 +95,11 @@ class ProfileClient:
     async def _start(self, entry, *, background: bool = False):
         from sdschat.node import Node
 
+        if self._identity is None:  # once, before the window takes the terminal (a protected one asks)
+            self._identity = profile_identity(self.profile)
         return await Node.start(profile_node_config(self.profile, entry, broker_url=self.broker_url,
-                                                    transport=self.shared.view()), restore_in_background=background)
+                                                    transport=self.shared.view(), identity=self._identity),
+                                restore_in_background=background)
 
     def unread(self, node) -> int:
         """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from .args import impairment_of
 from .errors import CliError, profile_call
+from .profiles import profile_identity
 
 __all__ = [
     "DEMO_NICKS", "Choice", "data_dir", "load_key", "default_db", "resolve_channel", "profile_node_config", "start_node",
@@ -73,6 +74,8 @@ class Choice(NamedTuple):
     db: Path
     broker: str | None
     identity: object = None
+    #: whether a new database may keep a copy of ``identity``'s private key (not for a protected profile's)
+    store_identity: bool = True
 
 
 def resolve_channel(args: argparse.Namespace) -> Choice:
@@ -94,7 +97,8 @@ def resolve_channel(args: argparse.Namespace) -> Choice:
     entry = profile.channels.get(args.channel) if profile is not None else None
     if entry is not None:
         return Choice(_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
-                      args.broker or profile.broker or None, profile_call(profile.identity))
+                      args.broker or profile.broker or None, profile_identity(profile),
+                      not profile_call(lambda: profile.protected))
     nick = _nick(args, None)
     key = load_key(args)
     return Choice(nick, key, args.db or default_db(nick, key), args.broker)
@@ -115,9 +119,11 @@ def profile_node_config(profile, entry, **overrides):
     db = profile.db_path(entry)
     db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     settings = dict(nick=profile.name, key=profile.key(entry), db_path=db, broker_url=profile.broker or None,
-                    channel_config=node_channel_config(), identity=profile_call(profile.identity),
-                    events_keep=profile.events_keep)
+                    channel_config=node_channel_config(), events_keep=profile.events_keep,
+                    store_identity=not profile_call(lambda: profile.protected))
     settings.update(overrides)
+    if "identity" not in overrides:  # (a caller that has it already passes it: a protected one asks once)
+        settings["identity"] = profile_identity(profile)
     return NodeConfig(**settings)
 
 
@@ -143,7 +149,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     from sdschat.store import StoreError
     from sdschat.transport import TransportError
 
-    nick, key, db, broker, identity = resolve_channel(args)
+    nick, key, db, broker, identity, store_identity = resolve_channel(args)
     try:
         db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private even under umask 0
     except OSError as exc:
@@ -151,7 +157,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     config = NodeConfig(
         nick=nick, key=key, db_path=db, broker_url=broker, qos=args.qos,
         channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
-        impairment=impairment_of(args), seed=args.seed, identity=identity,
+        impairment=impairment_of(args), seed=args.seed, identity=identity, store_identity=store_identity,
         **_events_keep(args),
     )
     try:

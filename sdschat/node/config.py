@@ -59,6 +59,9 @@ class NodeConfig:
     probe_port: int = 1883
     #: the identity of a new database (a profile's, the same in every channel); a database that has one keeps it
     identity: Identity | None = None
+    #: copy ``identity``'s private key into a new database (False for a passphrase-protected profile: the key
+    #: then lives only sealed in the profile, and every start gives it again)
+    store_identity: bool = True
     #: a connection to share (a view of :class:`sdschat.transport.SharedConnection`, already started): the
     #: node uses it instead of connecting to ``broker_url`` itself, and stopping the node leaves it up
     transport: Transport | None = None

@@ -201,7 +201,8 @@ class Node:
         raw = await self.store.get_identity()
         if raw is None:
             identity = self.config.identity or Identity.generate()
-            await self.store.set_identity(identity.private_bytes())
+            if self.config.store_identity or self.config.identity is None:
+                await self.store.set_identity(identity.private_bytes())
             return identity
         try:
             return Identity.from_private_bytes(raw)

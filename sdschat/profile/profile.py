@@ -23,8 +23,9 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sdschat.crypto import ChannelKey, CryptoError, Identity
+from sdschat.crypto import ChannelKey, CryptoError, Identity, KeyFileError, fingerprint
 from sdschat.crypto.keyfile import read_key_file
+from sdschat.crypto.sealed import is_sealed, open_private_key, seal_private_key, sealed_public_key
 
 from .errors import ProfileError
 from .files import private_dir, remove_quietly, write_private
@@ -110,14 +111,19 @@ class Profile:
         return paths.profile_file.exists()
 
     @classmethod
-    def create(cls, paths: ProfilePaths, name: str, broker: str = "") -> Profile:
+    def create(cls, paths: ProfilePaths, name: str, broker: str = "", *, passphrase: str | None = None) -> Profile:
+        """A new profile; with ``passphrase`` its identity key is sealed under it (scrypt + AES-256-GCM) and the
+        nodes never copy it into a channel's database."""
         if cls.exists(paths):
             raise ProfileError(f"a profile already exists at {paths.profile_file}")
         profile = cls(paths, valid_name(name), broker)
         private_dir(paths.config)
         private_dir(paths.data)
         identity = Identity.generate()
-        text = f"{IDENTITY_HEADER}\n{base64.b64encode(identity.private_bytes()).decode('ascii')}\n"
+        if passphrase is not None:
+            text = seal_private_key(identity.private_bytes(), identity.public_bytes(), passphrase)
+        else:
+            text = f"{IDENTITY_HEADER}\n{base64.b64encode(identity.private_bytes()).decode('ascii')}\n"
         write_private(paths.data / "identity.key", text.encode("ascii"))
         profile._save_channels()
         profile.save()
@@ -161,10 +167,45 @@ class Profile:
 
     # ------------------------------------------------------------ identity
 
-    def identity(self) -> Identity:
+    def _identity_text(self) -> str:
         file = self.paths.data / "identity.key"
         try:
-            header, b64 = file.read_text(encoding="ascii").strip().splitlines()
+            return file.read_text(encoding="ascii")
+        except FileNotFoundError:
+            raise ProfileError(f"no identity at {file}: the profile is incomplete") from None
+        except (OSError, UnicodeDecodeError):
+            raise ProfileError(f"{file} is damaged") from None
+
+    @property
+    def protected(self) -> bool:
+        """Whether the identity key is sealed under a passphrase (``sdschat init --protect``)."""
+        return is_sealed(self._identity_text())
+
+    @property
+    def participant_id(self) -> str:
+        """The identity's participant id (no passphrase needed: the public key is stored in the clear)."""
+        text = self._identity_text()
+        if not is_sealed(text):
+            return self.identity().participant_id
+        try:
+            return fingerprint(sealed_public_key(text))
+        except KeyFileError:
+            raise ProfileError(f"{self.paths.data / 'identity.key'} is damaged") from None
+
+    def identity(self, passphrase: str | None = None) -> Identity:
+        """The identity; a protected one needs its ``passphrase`` (:class:`ProfileError` without it, or wrong)."""
+        file = self.paths.data / "identity.key"
+        text = self._identity_text()
+        if is_sealed(text):
+            if passphrase is None:
+                raise ProfileError("the identity is protected by a passphrase: set SDSCHAT_IDENTITY_PASSPHRASE, "
+                                   "or run in a terminal to be asked")
+            try:
+                return Identity.from_private_bytes(open_private_key(text, passphrase))
+            except (KeyFileError, CryptoError, ValueError) as exc:
+                raise ProfileError(f"{file}: {exc}") from None
+        try:
+            header, b64 = text.strip().splitlines()
             if header.strip() != IDENTITY_HEADER:
                 raise ValueError
             return Identity.from_private_bytes(base64.b64decode(b64, validate=True))

@@ -205,6 +205,11 @@ class Store:
     async def channel_ids(self) -> list[str]:
         return [r[0] for r in await self._fetchall("SELECT channel_id FROM channels ORDER BY channel_id")]
 
+    async def participant_of(self, channel_id: str) -> str:
+        """The channel's participant id as the engine state holds it ("" for an unknown channel)."""
+        rows = await self._fetchall("SELECT participant_id FROM channels WHERE channel_id = ?", (channel_id,))
+        return rows[0][0] if rows else ""
+
     async def get_channel_config(self, channel_id: str) -> str | None:
         """The config JSON given to :meth:`save_state`, or None for an unknown channel."""
         rows = await self._fetchall("SELECT config FROM channels WHERE channel_id = ?", (channel_id,))
