@@ -94,3 +94,46 @@ def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
                 assert app.errors == []
 
     run(scenario())
+
+
+def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -> None:
+    """Pilot, three real nodes: alice misses one of bob's messages, bob goes away, carol's copy repairs it. The
+    panel on that message and /gaps say so, in order."""
+    from sdschat.ui.screens.inspector import InspectorScreen
+
+    async def scenario():
+        async with cluster(tmp_path, ("alice", "bob", "carol")) as (alice, bob, carol):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await bob.send_text("first")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
+                alice.set_impairment(loss_in=1.0)
+                missed = await bob.send_text("alice misses this")
+                await wait_until(pilot, lambda: missed in carol.channel.log, what="carol has it")
+                bob.set_impairment(offline=True)  # only carol can repair it
+                alice.set_impairment(loss_in=0.0)
+                await carol.send_text("names it")
+                await wait_until(pilot, lambda: missed in alice.channel.log, timeout=20, what="the repair")
+                await pilot.press("up")
+                view = app.pane.view
+                while view.cursor.msg.message_id != missed:
+                    await pilot.press("up")
+                await pilot.press("i")
+                panel = app.screen
+                assert isinstance(panel, InspectorScreen)
+                await wait_until(pilot, lambda: any("delivered" in line for line in panel.lines), what="the panel")
+                steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
+                assert steps[0] == "noticed missing: named by carol's message " + steps[0].rsplit(" ", 1)[-1]
+                assert any(s.startswith("you asked for a repair") for s in steps)
+                assert steps[-2:] == ["first copy rebroadcast by carol (SDS-R answer)",
+                                      "delivered in causal order, repaired through SDS-R repair by carol"]
+                await pilot.press("escape", "escape")  # the panel, then the cursor: back to typing
+                app.pane.input.load_text("/gaps")
+                await pilot.press("enter")
+                await wait_until(pilot, lambda: isinstance(app.screen, GapsScreen), what="/gaps")
+                gaps = app.screen
+                await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
+                assert "repaired (SDS-R) by carol after" in next(line for line in gaps.lines if missed[:16] in line)
+                assert app.errors == []
+
+    run(scenario())
