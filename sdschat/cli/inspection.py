@@ -28,13 +28,9 @@ def inspect_configure(p: argparse.ArgumentParser) -> None:
     add_home_arg(p)
 
 
-def _clock(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S.%f")[:-3] if ms > 0 else "--:--:--.---"
-
-
 async def inspect_run(args: argparse.Namespace) -> int:
     from sdschat.crypto import CryptoError, Identity
-    from sdschat.node.inspect import InspectError, gap_reports, inspect_message, render, resolve_message_id
+    from sdschat.node.inspect import InspectError, gap_reports, inspect_message, render, resolve_message_id, wall_clock
     from sdschat.store import Store, StoreError
 
     if args.gaps == (args.message_id is not None):
@@ -76,12 +72,12 @@ async def inspect_run(args: argparse.Namespace) -> int:
         print(json.dumps(insp.to_json(), ensure_ascii=False))
     else:
         now = int(datetime.now().timestamp() * 1000)
-        print("\n".join(render(insp, now_ms=now, clock=_clock, names=names)))
+        print("\n".join(render(insp, now_ms=now, clock=wall_clock, names=names)))
     return 0
 
 
 def _print_gaps(gaps, names, as_json: bool) -> None:
-    from sdschat.node.inspect import gap_lines
+    from sdschat.node.inspect import gap_lines, wall_clock
 
     if as_json:
         for g in gaps:
@@ -92,4 +88,4 @@ def _print_gaps(gaps, names, as_json: bool) -> None:
         return
     now = int(datetime.now().timestamp() * 1000)
     for g in gaps:
-        print("\n".join(gap_lines(g, names, _clock, now)))
+        print("\n".join(gap_lines(g, names, wall_clock, now)))

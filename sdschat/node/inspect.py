@@ -14,13 +14,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
+from datetime import datetime, tzinfo
 from typing import Any
 
 from ..store import EventRow, Store
 from .book import decode_app
 
 __all__ = ["Step", "Inspection", "GapReport", "inspect_message", "gap_reports", "resolve_message_id",
-           "InspectError", "Rendered", "render", "render_parts", "gap_lines", "Member", "member_reports"]
+           "InspectError", "Rendered", "render", "render_parts", "gap_lines", "Member", "member_reports",
+           "wall_clock"]
 
 #: the shortest id prefix accepted
 MIN_PREFIX = 6
@@ -92,6 +94,13 @@ def gap_lines(g: GapReport, names: Mapping[str, str | None], clock, now_ms: int)
         when = f" (in {due / 1000:.1f} s)" if s.kind.endswith("_due") and due > 0 else ""
         out.append(f"    now: {s.text}{when}")
     return out
+
+
+def wall_clock(ms: int, tz: tzinfo | None = None) -> str:
+    """A wall-clock time to the millisecond, as the inspector, the gap list and the wire view show it."""
+    if ms <= 0:
+        return "--:--:--.---"
+    return datetime.fromtimestamp(ms / 1000, tz).strftime("%H:%M:%S.%f")[:-3]
 
 
 def _detail(e: EventRow) -> Mapping[str, Any]:
@@ -281,7 +290,8 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
                 found[mid] = GapReport(mid, None, e.ts_ms, noticed, None, "open", None)
     if not found:
         return []
-    for e in await store.events_about(channel_id, list(found)):
+    # each gap's own rows (its lost row, its arrival); the rows merely naming it are the missing ones read above
+    for e in await store.events_about(channel_id, list(found), named=False):
         gap = found.get(e.message_id or "")
         if gap is None or gap.closed_ms is not None and gap.how != "late":
             continue
@@ -290,7 +300,7 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
             gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, "lost", e.sender_id
         elif e.kind in ("received", "delivered") and e.ts_ms >= gap.detected_ms - 1:
             via = d.get("via")
-            how = {"repair": "repair", "sds-r": "repair", "store": "store", "resend": "resend"}.get(via, "late")
+            how = {"repair": "repair", "store": "store", "resend": "resend"}.get(via, "late")
             if gap.closed_ms is None or how != "late":
                 gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, how, e.sender_id
                 gap.by = d.get("publisher") if how == "repair" else None
@@ -359,8 +369,9 @@ def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, st
         if fig.get("held_back_ms"):
             tail.append(f"held back {fig['held_back_ms'] / 1000:.2f} s for earlier messages")
         if fig.get("acked_by") or fig.get("not_yet"):
-            tail.append(f"acknowledged by {', '.join(member(p) for p in fig.get('acked_by', [])) or 'nobody yet'}"
-                        + (f"; not yet by {', '.join(member(p) for p in fig['not_yet'])}" if fig.get("not_yet") else ""))
+            acked = ", ".join(member(p) for p in fig.get("acked_by", [])) or "nobody yet"
+            missing = f"; not yet by {', '.join(member(p) for p in fig['not_yet'])}" if fig.get("not_yet") else ""
+            tail.append(f"acknowledged by {acked}{missing}")
     return Rendered(head, rows, tail)
 
 

@@ -40,7 +40,7 @@ from .payload import AppPayload
 from .receive import Receiver, Turn
 from .search import SearchHit, search_store
 from .storeclient import StoreClient
-from .wirelog import WireFrame, WireLog, bloom_fill, kind_of
+from .wirelog import WireLog, frame_of
 
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config"]
 
@@ -393,12 +393,12 @@ class Node:
         """The life of one message as the database tells it (:mod:`.inspect`): the inspector panel's reading."""
         await self._flush_for_reading()
         return await inspect_message(self.store, self.key.channel_id, message_id, me=self.participant_id,
-                                     names=self._names())
+                                     names=self.names())
 
     async def gaps(self) -> list[GapReport]:
         """Every gap noticed in the channel and how it closed (:func:`.inspect.gap_reports`)."""
         await self._flush_for_reading()
-        return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self._names())
+        return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self.names())
 
     async def members(self) -> list[Member]:
         """Everyone seen in the channel, with what the database tells of each (:func:`.inspect.member_reports`)."""
@@ -406,7 +406,8 @@ class Node:
         others = [p for p in self.book.participants.values() if p.participant_id != self.participant_id]
         return await member_reports(self.store, self.key.channel_id, others)
 
-    def _names(self) -> dict[str, str | None]:
+    def names(self) -> dict[str, str | None]:
+        """Participant id -> nick of everyone seen in the channel."""
         return {p.participant_id: p.nick for p in self.book.participants.values()}
 
     def participants(self) -> list[ParticipantRow]:
@@ -517,10 +518,8 @@ class Node:
 
     def _record_out(self, data: bytes, reason: str, size: int, ok: bool) -> None:
         msg = wire.decode(data)  # our own frame: it decodes
-        self.wire.add(WireFrame(self.now(), "out", kind_of(reason, None), msg.sender_id, self.participant_id,
-                                msg.message_id, msg.lamport_timestamp, len(msg.causal_history),
-                                bloom_fill(msg.bloom_filter), len(msg.repair_request), size,
-                                "published" if ok else "publish failed"))
+        self.wire.add(frame_of(self.now(), "out", reason, None, msg, self.participant_id, size,
+                               "published" if ok else "publish failed"))
 
     # ------------------------------------------------------------ internals
 

@@ -30,7 +30,7 @@ from ..store import EventRow, MessageRow, MessageUpdate
 from . import events as ev
 from .book import decode_app
 from .frame import FrameError, unpack
-from .wirelog import WireFrame, bloom_fill, kind_of
+from .wirelog import frame_of
 
 __all__ = ["Receiver"]
 
@@ -107,9 +107,7 @@ class Receiver:
         # a rebroadcast's causal history and bloom filter are not signed by their sender: they acknowledge nothing
         events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload), acks=not relayed)
         seen = self._acks_seen(msg, now) if msg.causal_history and not relayed else None
-        node.wire.add(WireFrame(now, "in", kind_of(reason, source), msg.sender_id, publisher, msg.message_id,
-                                msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
-                                len(msg.repair_request), len(payload), _outcome(msg, events)))
+        node.wire.add(frame_of(now, "in", reason, source, msg, publisher, len(payload), _outcome(msg, events)))
         turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id)
         if seen:
             turn.rows.extend(seen)
@@ -168,10 +166,7 @@ class Receiver:
                publisher: str | None = None, frame_reason: str | None = None) -> None:
         node = self.node
         if size:  # a frame from the broker or the store, refused before the engine saw it
-            node.wire.add(WireFrame(now, "in", kind_of(frame_reason, source),
-                                    msg.sender_id if msg else "", publisher, msg.message_id if msg else "",
-                                    msg.lamport_timestamp if msg else None, len(msg.causal_history) if msg else 0,
-                                    None, len(msg.repair_request) if msg else 0, size, f"rejected: {reason}"))
+            node.wire.add(frame_of(now, "in", frame_reason, source, msg, publisher, size, f"rejected: {reason}"))
         node.counters["rejected" if reason != "undecryptable" else "undecryptable"] += 1
         if reason == "impersonation":
             node.counters["impersonation"] += 1

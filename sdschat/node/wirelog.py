@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 
-__all__ = ["WireFrame", "WireLog", "KINDS"]
+__all__ = ["WireFrame", "WireLog", "KINDS", "frame_of"]
 
 #: frame kinds as the view names them (the node frame's publish reason; ``store`` for a store node's reply)
 KINDS = ("content", "resend", "repair", "sync", "ephemeral", "store")
@@ -34,6 +34,18 @@ class WireFrame:
     repair: int  # repair request entries
     size: int  # bytes on the wire (the sealed envelope)
     outcome: str
+
+
+def frame_of(ts_ms: int, direction: str, reason: str | None, source: str | None, msg, publisher: str | None,
+             size: int, outcome: str) -> WireFrame:
+    """The record of one frame from its decoded SDS message (``msg``: a ``wire.Message``, or None for a frame
+    that could not be read)."""
+    if msg is None:
+        return WireFrame(ts_ms, direction, kind_of(reason, source), "", publisher, "", None, 0, None, 0, size,
+                         outcome)
+    return WireFrame(ts_ms, direction, kind_of(reason, source), msg.sender_id, publisher, msg.message_id,
+                     msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
+                     len(msg.repair_request), size, outcome)
 
 
 def kind_of(reason: str | None, source: str | None) -> str:

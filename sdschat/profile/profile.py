@@ -186,7 +186,7 @@ class Profile:
         """The identity's participant id (no passphrase needed: the public key is stored in the clear)."""
         text = self._identity_text()
         if not is_sealed(text):
-            return self.identity().participant_id
+            return self._plain_identity(text).participant_id
         try:
             return fingerprint(sealed_public_key(text))
         except KeyFileError:
@@ -194,25 +194,26 @@ class Profile:
 
     def identity(self, passphrase: str | None = None) -> Identity:
         """The identity; a protected one needs its ``passphrase`` (:class:`ProfileError` without it, or wrong)."""
-        file = self.paths.data / "identity.key"
         text = self._identity_text()
-        if is_sealed(text):
-            if passphrase is None:
-                raise ProfileError("the identity is protected by a passphrase: set SDSCHAT_IDENTITY_PASSPHRASE, "
-                                   "or run in a terminal to be asked")
-            try:
-                return Identity.from_private_bytes(open_private_key(text, passphrase))
-            except (KeyFileError, CryptoError, ValueError) as exc:
-                raise ProfileError(f"{file}: {exc}") from None
+        if not is_sealed(text):
+            return self._plain_identity(text)
+        if passphrase is None:
+            raise ProfileError("the identity is protected by a passphrase: set SDSCHAT_IDENTITY_PASSPHRASE, "
+                               "or run in a terminal to be asked")
+        try:
+            return Identity.from_private_bytes(open_private_key(text, passphrase))
+        except (KeyFileError, CryptoError, ValueError) as exc:
+            raise ProfileError(f"{self.paths.data / 'identity.key'}: {exc}") from None
+
+    def _plain_identity(self, text: str) -> Identity:
+        """The identity of an unprotected ``identity.key`` (its text)."""
         try:
             header, b64 = text.strip().splitlines()
             if header.strip() != IDENTITY_HEADER:
                 raise ValueError
             return Identity.from_private_bytes(base64.b64decode(b64, validate=True))
-        except FileNotFoundError:
-            raise ProfileError(f"no identity at {file}: the profile is incomplete") from None
-        except (OSError, ValueError, UnicodeDecodeError, binascii.Error, CryptoError):
-            raise ProfileError(f"{file} is damaged") from None
+        except (ValueError, binascii.Error, CryptoError):
+            raise ProfileError(f"{self.paths.data / 'identity.key'} is damaged") from None
 
     # ------------------------------------------------------------ channels
 

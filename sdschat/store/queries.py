@@ -134,9 +134,9 @@ class History:
                 return
             seq = rows[-1][0]
 
-    async def events_about(self, channel_id: str, message_ids: Sequence[str]) -> list[EventRow]:
-        """The events (full rows and compacted first times) of ``message_ids``, and the ``missing``/``lost`` rows
-        whose detail names one of them, oldest first (``ts_ms``, then ``seq``)."""
+    async def events_about(self, channel_id: str, message_ids: Sequence[str], *, named: bool = True) -> list[EventRow]:
+        """The events (full rows and compacted first times) of ``message_ids`` and, with ``named``, the
+        ``missing``/``lost`` rows whose detail names one of them, oldest first (``ts_ms``, then ``seq``)."""
         out: list[EventRow] = []
         for i in range(0, len(message_ids), 400):
             ids = list(message_ids[i:i + 400])
@@ -146,11 +146,12 @@ class History:
                 f"SELECT {EVENT_COLS} FROM event_history WHERE channel_id = ? AND message_id IN ({marks})",
                 (channel_id, *ids),
             )
-            named = " OR ".join(["instr(detail, ?) > 0"] * len(ids))
-            rows += await self._fetchall(
-                f"SELECT {EVENT_COLS} FROM events WHERE kind IN ('missing', 'lost') AND channel_id = ? "
-                f"AND ({named})", (channel_id, *ids),
-            )
+            if named:
+                naming = " OR ".join(["instr(detail, ?) > 0"] * len(ids))
+                rows += await self._fetchall(
+                    f"SELECT {EVENT_COLS} FROM events WHERE kind IN ('missing', 'lost') AND channel_id = ? "
+                    f"AND ({naming})", (channel_id, *ids),
+                )
             out += self.parsed("event_history", R.event_row, rows)
         seen: set[int | None] = set()
         unique = [e for e in out if not (e.seq in seen or seen.add(e.seq))]

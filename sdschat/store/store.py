@@ -335,9 +335,10 @@ class Store:
     async def participants(self) -> list[ParticipantRow]:
         return await self._history.participants()
 
-    async def events_about(self, channel_id: str, message_ids: Sequence[str]) -> list[EventRow]:
-        """Every event of ``message_ids`` still told of (and the missing/lost rows naming them), oldest first."""
-        return await self._history.events_about(channel_id, message_ids)
+    async def events_about(self, channel_id: str, message_ids: Sequence[str], *, named: bool = True) -> list[EventRow]:
+        """Every event of ``message_ids`` still told of (and, with ``named``, the missing/lost rows naming them),
+        oldest first."""
+        return await self._history.events_about(channel_id, message_ids, named=named)
 
     async def missing_events(self, channel_id: str) -> list[EventRow]:
         """The channel's ``missing`` rows (every gap noticed), oldest first."""

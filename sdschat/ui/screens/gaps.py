@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, tzinfo
+from datetime import tzinfo
+from functools import partial
 
 from rich.text import Text
 
-from sdschat.node.inspect import gap_lines
+from sdschat.node.inspect import gap_lines, wall_clock
 
 from ..layout import clean_text
 from .live import LivePanel
@@ -22,15 +23,12 @@ class GapsScreen(LivePanel):
         super().__init__(node)
         self.tz = tz
 
-    def _clock(self, ms: int) -> str:
-        return datetime.fromtimestamp(ms / 1000, self.tz).strftime("%H:%M:%S.%f")[:-3] if ms > 0 else "--:--:--"
-
     async def refresh_lines(self) -> None:
         gaps = await self.node.gaps()
-        names = {p.participant_id: p.nick for p in self.node.participants()}
+        names = self.node.names()
         names[self.node.participant_id] = "you"
         now = int(time.time() * 1000)
-        lines = [line for g in reversed(gaps) for line in gap_lines(g, names, self._clock, now)]
+        lines = [line for g in reversed(gaps) for line in gap_lines(g, names, partial(wall_clock, tz=self.tz), now)]
         self.lines = lines or ["no gaps: every message arrived in order"]
         body = Text()
         for line in self.lines:

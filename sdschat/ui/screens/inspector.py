@@ -9,14 +9,15 @@ repairs and the timers' countdowns move as they happen.
 from __future__ import annotations
 
 import time
-from datetime import datetime, tzinfo
+from datetime import tzinfo
+from functools import partial
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
 
-from sdschat.node.inspect import render_parts
+from sdschat.node.inspect import render_parts, wall_clock
 
 from ..layout import clean_text
 from .live import LivePanel
@@ -39,19 +40,14 @@ class InspectorScreen(LivePanel):
         #: when the lines were last put on screen (perf_counter; the bench reads it)
         self.lines_at = 0.0
 
-    def _clock(self, ms: int) -> str:
-        if ms <= 0:
-            return "--:--:--.---"
-        return datetime.fromtimestamp(ms / 1000, self.tz).strftime("%H:%M:%S.%f")[:-3]
-
     async def refresh_lines(self) -> None:
         insp = await self.node.inspect(self.message_id)
         if insp is None:
             self.lines = [f"message {self.message_id[:16]}…", "", "nothing recorded about it here yet"]
             self.show(Text("\n".join(self.lines)))
             return
-        names = {p.participant_id: p.nick for p in self.node.participants()}
-        parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=self._clock, names=names)
+        parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=partial(wall_clock, tz=self.tz),
+                             names=self.node.names())
         self.lines = parts.lines()
         head = Text()
         for i, line in enumerate(parts.head):

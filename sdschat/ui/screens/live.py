@@ -1,8 +1,8 @@
 """``LivePanel``: a modal panel that reads its content again every ``REFRESH_S`` seconds while it is open.
 
-The inspector's panels (the message inspector, /gaps, /members) are all this:
-a bordered, scrollable body filled by :meth:`refresh_lines` (which reads the
-node and calls :meth:`show`), Esc or q to close.
+The inspector's panels (the message inspector, /gaps, /members, the wire view)
+are all this: a bordered, scrollable body filled by :meth:`refresh_lines`
+(which reads the node and calls :meth:`show`), Esc or q to close.
 """
 
 from __future__ import annotations
@@ -44,7 +44,11 @@ class LivePanel(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll() as box:
             box.border_title = self.TITLE
-            yield Static(id="live-body")
+            yield from self.parts()
+
+    def parts(self) -> ComposeResult:
+        """What the bordered box holds: one body that :meth:`show` fills (a panel may lay out more)."""
+        yield Static(id="live-body")
 
     async def on_mount(self) -> None:
         await self.refresh_lines()

@@ -10,25 +10,23 @@ frames only, ``space`` pause, ``Esc`` close.
 from __future__ import annotations
 
 import time
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from sdschat.node.inspect import wall_clock
 from sdschat.node.wirelog import KINDS
 
 from ..layout import clean_text
+from .live import LivePanel
 
 __all__ = ["WireScreen"]
 
-REFRESH_S = 0.25
 
-
-class WireScreen(ModalScreen[None]):
+class WireScreen(LivePanel):
     BINDINGS = [
         Binding("escape,q,f5", "dismiss", "close"),
         Binding("k", "kind", "kind"),
@@ -36,23 +34,14 @@ class WireScreen(ModalScreen[None]):
         Binding("x", "rejected", "rejected only"),
         Binding("space", "pause", "pause"),
     ]
-
     DEFAULT_CSS = """
-    WireScreen { align: center middle; }
-    WireScreen > Vertical {
-        width: 100%;
-        height: 100%;
-        border: round $accent;
-        border-title-color: $accent;
-        background: $panel;
-        padding: 0 1;
-    }
     WireScreen #wire-head { height: 2; }
     """
+    TITLE = "wire (k kind · s sender · x rejected · space pause · Esc close)"
+    REFRESH_S = 0.25
 
     def __init__(self, node, *, tz: tzinfo | None = None) -> None:
-        super().__init__()
-        self.node = node
+        super().__init__(node)
         self.tz = tz
         self.kind: str | None = None
         self.sender: str | None = None
@@ -62,15 +51,12 @@ class WireScreen(ModalScreen[None]):
         self.rows: list[str] = []
         self.header = ""
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "wire (k kind · s sender · x rejected · space pause · Esc close)"
-            yield Static(id="wire-head")
-            yield Static(id="wire-body")
+    def parts(self) -> ComposeResult:
+        yield Static(id="wire-head")
+        yield Static(id="wire-body")
 
-    def on_mount(self) -> None:
+    async def refresh_lines(self) -> None:
         self.refresh_view()
-        self.set_interval(REFRESH_S, self.refresh_view)
 
     def _who(self, pid: str | None) -> str:
         if not pid:
@@ -114,7 +100,7 @@ class WireScreen(ModalScreen[None]):
         rows = []
         height = max(1, self.size.height - 6)
         for f in self._shown()[:height]:
-            clock = datetime.fromtimestamp(f.ts_ms / 1000, self.tz).strftime("%H:%M:%S.%f")[:-3]
+            clock = wall_clock(f.ts_ms, self.tz)
             arrow = "←" if f.direction == "in" else "→"
             # Lamport times are milliseconds-based and long: their last six digits tell frames apart
             lam = f"…{f.lamport_timestamp % 1_000_000:06d}" if f.lamport_timestamp is not None else "-"
@@ -154,6 +140,3 @@ class WireScreen(ModalScreen[None]):
     def action_pause(self) -> None:
         self.paused = not self.paused
         self.refresh_view()
-
-    async def action_dismiss(self, result=None) -> None:
-        self.dismiss(None)
