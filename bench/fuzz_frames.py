@@ -46,8 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sdschat.crypto import ChannelKey, EnvelopeError, Identity, signed_content  # noqa: E402
-from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config  # noqa: E402
+from sdschat.crypto import ChannelKey, EnvelopeError, Identity  # noqa: E402
+from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config, signer  # noqa: E402
 from sdschat.node import events as nev  # noqa: E402
 from sdschat.node.frame import FrameError, pack, unpack  # noqa: E402
 from sdschat.sds import MessageChannel, Rejected, WireError, sds_pb2, wire  # noqa: E402
@@ -142,7 +142,7 @@ class Corpus:
             for m in self.members:
                 pid = m.participant_id
                 app = AppPayload.new("msg", f"nick{pid[:4]}", f"hello {r} from {pid[:6]} ✓", now).encode()
-                out = chans[pid].send(signed_content(m, key.channel_binding, app), now)
+                out = chans[pid].send(app, now, sign=signer(m, key.channel_binding))
                 self.sds.append(("message", pid, out.data))
                 for other, ch in chans.items():
                     if other != pid and (r + len(other)) % 3:  # some members miss some messages
@@ -159,7 +159,7 @@ class Corpus:
                 self.sds.append(("repair", self.members[0].participant_id, e.data))  # a third party's answer
             typing = AppPayload.new("typing", "t", "", now).encode()
             m = next(x for x in self.members if x.participant_id == pid)
-            self.sds.append(("ephemeral", pid, ch.send_ephemeral(signed_content(m, key.channel_binding, typing), now).data))
+            self.sds.append(("ephemeral", pid, ch.send_ephemeral(typing, now, sign=signer(m, key.channel_binding)).data))
         self.now = now
         self.identities = {m.participant_id: m for m in self.members}
         DECODE_BINDING[0] = key.channel_binding
@@ -331,10 +331,10 @@ def member_frame(corpus: Corpus, rng: random.Random, now: int) -> tuple[bytes, s
     """An SDS content frame from a member, validly signed, around a hostile app payload."""
     member = rng.choice(corpus.members)
     body = mutate_payload(rng)
-    content = signed_content(member, corpus.key.channel_binding, body)
+    sign = signer(member, corpus.key.channel_binding)
     ch = MessageChannel(corpus.key.channel_id, member.participant_id, CONFIG, now)
     ephemeral = rng.random() < 0.15
-    out = ch.send_ephemeral(content, now) if ephemeral else ch.send(content, now)
+    out = ch.send_ephemeral(body, now, sign=sign) if ephemeral else ch.send(body, now, sign=sign)
     frame = pack(member, corpus.key.channel_binding, out.data, "ephemeral" if ephemeral else "message")
     return frame, body[:80].decode("utf-8", "replace")
 

@@ -8,7 +8,7 @@ Imports nothing else from ``sdschat`` (see DESIGN.md, layering).
 - Key files: :func:`keygen`, :func:`key_file_is_private` (:mod:`.keyfile`).
 - :class:`Identity`, :func:`verify`, :func:`fingerprint` — Ed25519
   (:mod:`.identity`).
-- :func:`signed_content`, :func:`open_signed_content` (:mod:`.signed`).
+- :func:`signed_content`, :func:`open_signed_content`, :func:`read_signed_content` (:mod:`.signed`).
 - Errors: :class:`CryptoError` and its subclasses :class:`KeyFileError`,
   :class:`EnvelopeError`, :class:`SignatureError` (:mod:`.errors`).
 """
@@ -25,7 +25,7 @@ from .errors import CryptoError, EnvelopeError, KeyFileError, SignatureError
 from .identity import Identity, fingerprint, verify
 from .keyfile import KEY_FILE_HEADER, KEY_SIZE, key_file_is_private, keygen
 from .keys import DEFAULT_SCRYPT_PARAMS, TOPIC_PREFIX, ChannelKey, ScryptParams
-from .signed import FRAME_DOMAIN, SignedContent, open_signed_content, signed_content
+from .signed import FRAME_DOMAIN, SignedContent, open_signed_content, read_signed_content, signed_content
 
 __all__ = [
     "ChannelKey",
@@ -51,6 +51,7 @@ __all__ = [
     "key_file_is_private",
     "keygen",
     "open_signed_content",
+    "read_signed_content",
     "signed_content",
     "verify",
 ]

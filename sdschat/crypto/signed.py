@@ -3,10 +3,10 @@
 The signature travels *inside* the content, so it stays valid when any
 participant rebroadcasts the frame unchanged (SDS-R repair).
 
-Format (version 1)::
+Format::
 
     offset  size  field
-    0       1     version      0x01
+    0       1     version      0x01, or 0x02 when a context is signed too
     1       32    public key   sender's raw Ed25519 public key
     33      64    signature    Ed25519 over the signed message below
     97      n     message      the application bytes
@@ -14,12 +14,18 @@ Format (version 1)::
 Signed message::
 
     b"sdschat/v1/signed-content\\x00" || version (1)
-        || len(channel binding) (2, big-endian) || channel binding || message
+        || len(channel binding) (2, big-endian) || channel binding
+        [|| len(context) (2, big-endian) || context]    version 2 only
+        || message
 
 The channel binding (``ChannelKey.channel_binding``) scopes a signature to
 one channel, so signed content cannot be replayed into another channel.
-The caller must check that the returned participant id equals the SDS
-frame's ``sender_id``.
+A version-2 signature also covers a *context* that travels next to the
+content rather than inside it -- the SDS ordering metadata of the frame
+(its Lamport time and causal history, sdschat.node.authored): the reader
+rebuilds the context from what it received, and the signature verifies only
+if nothing of it was changed on the way. The caller must check that the
+returned participant id equals the SDS frame's ``sender_id``.
 """
 
 from __future__ import annotations
@@ -32,13 +38,17 @@ from .identity import PUBLIC_KEY_SIZE, SIGNATURE_SIZE, Identity, fingerprint, ve
 __all__ = [
     "FRAME_DOMAIN",
     "SIGNED_CONTENT_VERSION",
+    "SIGNED_CONTEXT_VERSION",
     "SIGNED_CONTENT_OVERHEAD",
     "SignedContent",
     "signed_content",
     "open_signed_content",
+    "read_signed_content",
 ]
 
 SIGNED_CONTENT_VERSION = 0x01
+#: the version of content whose signature also covers a context (see the module's docstring)
+SIGNED_CONTEXT_VERSION = 0x02
 SIGNED_CONTENT_OVERHEAD = 1 + PUBLIC_KEY_SIZE + SIGNATURE_SIZE
 _DOMAIN = b"sdschat/v1/signed-content\x00"
 #: the domain of a publisher's signature over a whole node frame (sdschat.node.frame): what a frame signature
@@ -55,52 +65,73 @@ class SignedContent(NamedTuple):
     message: bytes
 
 
-def _to_be_signed(channel_binding: bytes, message: bytes, domain: bytes = _DOMAIN) -> bytes:
+def _to_be_signed(channel_binding: bytes, message: bytes, domain: bytes = _DOMAIN,
+                  context: bytes | None = None) -> bytes:
     if not isinstance(channel_binding, _BYTES_LIKE):
         raise TypeError("channel binding must be bytes")
     if len(channel_binding) > 0xFFFF:
         raise ValueError("channel binding too long")
-    return b"".join(
-        (
-            domain,
-            bytes((SIGNED_CONTENT_VERSION,)),
-            len(channel_binding).to_bytes(2, "big"),
-            bytes(channel_binding),
-            message,
-        )
-    )
+    if context is None:
+        head = (domain, bytes((SIGNED_CONTENT_VERSION,)), len(channel_binding).to_bytes(2, "big"),
+                bytes(channel_binding))
+    else:
+        if len(context) > 0xFFFF:
+            raise ValueError("signed context too long")
+        head = (domain, bytes((SIGNED_CONTEXT_VERSION,)), len(channel_binding).to_bytes(2, "big"),
+                bytes(channel_binding), len(context).to_bytes(2, "big"), bytes(context))
+    return b"".join((*head, message))
 
 
 def signed_content(identity: Identity, channel_binding: bytes, message_bytes: bytes, *,
-                   domain: bytes = _DOMAIN) -> bytes:
+                   domain: bytes = _DOMAIN, context: bytes | None = None) -> bytes:
     """Wrap ``message_bytes`` with ``identity``'s public key and signature (``domain``: what kind of thing is
-    signed; :data:`FRAME_DOMAIN` for a whole node frame)."""
+    signed; :data:`FRAME_DOMAIN` for a whole node frame; ``context``: bytes signed along but not carried,
+    which makes it version 2)."""
     if not isinstance(message_bytes, _BYTES_LIKE):
         raise TypeError("message must be bytes")
     message = bytes(message_bytes)
-    signature = identity.sign(_to_be_signed(channel_binding, message, domain))
-    return bytes((SIGNED_CONTENT_VERSION,)) + identity.public_bytes() + signature + message
+    signature = identity.sign(_to_be_signed(channel_binding, message, domain, context))
+    version = SIGNED_CONTENT_VERSION if context is None else SIGNED_CONTEXT_VERSION
+    return bytes((version,)) + identity.public_bytes() + signature + message
 
 
-def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = _DOMAIN) -> SignedContent:
+def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = _DOMAIN,
+                        context: bytes | None = None) -> SignedContent:
     """Verify signed content; return ``(participant_id, public_key, message)``.
 
-    Raises :class:`SignatureError` (``reason`` "type", "short", "version" or
-    "invalid") if ``data`` is malformed or the signature does not verify for
-    this channel binding.
+    With ``context`` the content must be version 2 and its signature cover that context; without, version 1.
+    Raises :class:`SignatureError` (``reason`` "type", "short", "version" or "invalid") if ``data`` is
+    malformed, of the other version, or the signature does not verify for this channel binding (and context).
     """
+    data = _checked(data)
+    if data[0] != (SIGNED_CONTENT_VERSION if context is None else SIGNED_CONTEXT_VERSION):
+        raise SignatureError("version")
+    public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
+    signature = data[1 + PUBLIC_KEY_SIZE : SIGNED_CONTENT_OVERHEAD]
+    message = data[SIGNED_CONTENT_OVERHEAD:]
+    if not verify(public_key, _to_be_signed(channel_binding, message, domain, context), signature):
+        raise SignatureError("invalid")
+    return SignedContent(fingerprint(public_key), public_key, message)
+
+
+def read_signed_content(data: bytes) -> SignedContent:
+    """Signed content's parts *without* checking the signature: only for content verified when it arrived
+    (read back from this participant's own state). Raises :class:`SignatureError` if it is malformed."""
+    data = _checked(data)
+    if data[0] not in (SIGNED_CONTENT_VERSION, SIGNED_CONTEXT_VERSION):
+        raise SignatureError("version")
+    public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
+    return SignedContent(fingerprint(public_key), public_key, data[SIGNED_CONTENT_OVERHEAD:])
+
+
+def _checked(data) -> bytes:
     if not isinstance(data, _BYTES_LIKE):
         raise SignatureError("type")
     data = bytes(data)
     if not data:
         raise SignatureError("short")
-    if data[0] != SIGNED_CONTENT_VERSION:
+    if data[0] not in (SIGNED_CONTENT_VERSION, SIGNED_CONTEXT_VERSION):
         raise SignatureError("version")
     if len(data) < SIGNED_CONTENT_OVERHEAD:
         raise SignatureError("short")
-    public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
-    signature = data[1 + PUBLIC_KEY_SIZE : SIGNED_CONTENT_OVERHEAD]
-    message = data[SIGNED_CONTENT_OVERHEAD:]
-    if not verify(public_key, _to_be_signed(channel_binding, message, domain), signature):
-        raise SignatureError("invalid")
-    return SignedContent(fingerprint(public_key), public_key, message)
+    return data

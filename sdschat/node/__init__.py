@@ -1,5 +1,6 @@
 """The asyncio runtime of one participant (see :mod:`sdschat.node.node`)."""
 
+from .authored import open_authored, ordering_context, signer
 from .events import *  # noqa: F401,F403
 from .node import Node, NodeConfig, NodeFailed, node_channel_config
 from .payload import AppPayload, PayloadError
@@ -7,4 +8,5 @@ from ..store import SearchQueryError
 from .search import SearchHit, match_spans, merge_hits, search_store
 
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "AppPayload", "PayloadError", "SearchHit",
-           "SearchQueryError", "match_spans", "merge_hits", "search_store"]
+           "SearchQueryError", "match_spans", "merge_hits", "search_store",
+           "open_authored", "ordering_context", "signer"]

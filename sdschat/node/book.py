@@ -6,7 +6,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ..crypto import SignatureError, open_signed_content
+from ..crypto import SignatureError, read_signed_content
 from ..store import MessageRow, MessageUpdate, ParticipantRow
 from . import events as ev
 from .payload import AppPayload, PayloadError
@@ -18,9 +18,8 @@ FINAL_STATES = frozenset({ev.RECEIVED, ev.ACKNOWLEDGED})
 
 
 class MessageBook:
-    def __init__(self, participant_id: Callable[[], str], binding: Callable[[], bytes], emit, cap: int) -> None:
+    def __init__(self, participant_id: Callable[[], str], emit, cap: int) -> None:
         self._pid = participant_id
-        self._binding = binding
         self._emit = emit
         self.cap = cap
         self.messages: dict[str, ev.ChatMessage] = {}
@@ -51,7 +50,7 @@ class MessageBook:
         if known is not None:
             return known
         try:
-            signed = open_signed_content(content, self._binding())
+            signed = read_signed_content(content)  # verified before it reached the engine (receive.py)
         except SignatureError:
             return None, b""
         app = decode_app(signed.message)

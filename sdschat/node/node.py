@@ -27,11 +27,12 @@ import logging
 import os
 from collections.abc import Callable
 
-from ..crypto import CryptoError, Identity, envelope_hash, signed_content
+from ..crypto import CryptoError, Identity, envelope_hash
 from ..sds import MessageChannel, wire
 from ..store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, StateChange, resolve_broker
 from . import events as ev
+from .authored import signer
 from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
 from .frame import pack
@@ -80,7 +81,7 @@ class Node:
         self.broker_url: str | None = None
         self._embedded = None
         self._listeners: list[Listener] = []
-        self.book = MessageBook(lambda: self.identity.participant_id, lambda: self.key.channel_binding, self.emit,
+        self.book = MessageBook(lambda: self.identity.participant_id, self.emit,
                                 config.memory_messages)
         self.receiver = Receiver(self)
         self.store_client = StoreClient(self)
@@ -140,6 +141,7 @@ class Node:
         self.store = await Store.open(cfg.db_path)
         self.writer = StoreWriter(self.store, on_error=self._writer_failed)
         self.identity = await self._load_identity()
+        self._sign = signer(self.identity, self.key.channel_binding)
         await self.store.kv_set("nick", self.nick)
         await self.store.kv_set("channel_name", self.key.channel_name)
         await self._load_messages()
@@ -467,8 +469,7 @@ class Node:
         now = self.now()
         app = AppPayload.new(kind, self.nick, text, now, reply_to or "")
         body = app.encode()
-        content = signed_content(self.identity, self.key.channel_binding, body)
-        out = self.channel.send(content, now)
+        out = self.channel.send(body, now, sign=self._sign)
         mid = out.message_id
         self.book.remember_app(mid, app, body)
         chat = self.book.chat(mid, self.participant_id, app, out.lamport_timestamp, ev.SENDING, now)
@@ -494,8 +495,7 @@ class Node:
             return
         now = self.now()
         app = AppPayload.new("typing", self.nick, "", now)
-        content = signed_content(self.identity, self.key.channel_binding, app.encode())
-        out = self.channel.send_ephemeral(content, now)
+        out = self.channel.send_ephemeral(app.encode(), now, sign=self._sign)
         self.outbox.put_nowait((out.data, "ephemeral", None))
 
     def set_nick(self, nick: str) -> None:

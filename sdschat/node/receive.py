@@ -8,7 +8,7 @@ import hashlib
 import logging
 from collections import OrderedDict
 
-from ..crypto import EnvelopeError, SignatureError, envelope_hash, open_signed_content
+from ..crypto import EnvelopeError, SignatureError, envelope_hash
 from ..sds import (
     Acknowledged,
     Delivered,
@@ -28,6 +28,7 @@ from ..sds import (
 )
 from ..store import EventRow, MessageRow, MessageUpdate
 from . import events as ev
+from .authored import is_unordered, open_authored
 from .book import decode_app
 from .frame import FrameError, unpack
 from .wirelog import frame_of
@@ -138,7 +139,8 @@ class Receiver:
         return out
 
     def _verified(self, msg, now: int, size: int, publisher: str, reason: str, source: str | None) -> bool:
-        """Content must be its id's preimage, signed by its ``sender_id``, and a readable payload."""
+        """Content must be its id's preimage, signed by its ``sender_id`` over it and the frame's Lamport time
+        and causal history (sdschat.node.authored), and a readable payload."""
         node = self.node
         seen = dict(size=size, source=source, msg=msg, publisher=publisher, frame_reason=reason)
         if msg.message_id != hashlib.sha256(msg.content).hexdigest():
@@ -146,9 +148,16 @@ class Receiver:
             self.reject("bad_message_id", "message id is not the hash of its content", now, **seen)
             return False
         try:
-            signed = open_signed_content(msg.content, node.key.channel_binding)
+            signed = open_authored(msg, node.key.channel_binding)
         except SignatureError as exc:
-            self.reject("bad_signature", exc.reason, now, **seen)
+            if is_unordered(msg.content):
+                self.reject("unsigned_ordering", "content signed without its Lamport time and history "
+                            "(an earlier sdschat)", now, **seen)
+            elif exc.reason == "invalid":
+                self.reject("bad_signature", "the author's signature does not cover this content, Lamport time "
+                            "and causal history", now, **seen)
+            else:
+                self.reject("bad_signature", exc.reason, now, **seen)
             return False
         if signed.participant_id != msg.sender_id:
             self.reject("impersonation", f"content signed by {signed.participant_id[:8]}, sent as {msg.sender_id[:8]}",

@@ -106,6 +106,7 @@ persist each change as one row write instead of rewriting the state.
 from __future__ import annotations
 
 from hashlib import sha256
+from typing import Callable
 
 from .bloom import RollingBloomFilter
 from .config import ChannelConfig
@@ -305,11 +306,23 @@ class MessageChannel:
 
     # -------------------------------------------------------------------- send
 
-    def send(self, content: bytes, now_ms: int, message_id: str | None = None) -> Outgoing:
-        """Create a content message; it enters the log and the outgoing buffer now."""
+    def send(self, content: bytes, now_ms: int, message_id: str | None = None, *,
+             sign: Callable[[bytes, int | None, list[HistoryEntry]], bytes] | None = None) -> Outgoing:
+        """Create a content message; it enters the log and the outgoing buffer now.
+
+        ``sign(content, lamport_timestamp, causal_history)``, when given, returns the content to send in place
+        of ``content``, made once the frame's Lamport time and causal history are known (an application's
+        signature over them, say; the message id is then the hash of what it returns). Both stay what it was
+        given: resends and SDS-R answers carry them unchanged.
+        """
         if not isinstance(content, (bytes, bytearray)) or not content:
             raise ValueError("content must be non-empty bytes (empty content is a sync message)")
-        content = bytes(content)
+        log = self._clog
+        lamport = log.lamport + 1
+        if now_ms > lamport:
+            lamport = now_ms  # what log.bump(now_ms) will give, once the message is accepted
+        causal = [HistoryEntry(r.message_id, r.retrieval_hint, r.sender_id) for r in log.causal_history()]
+        content = bytes(content) if sign is None else bytes(sign(bytes(content), lamport, causal))
         if len(content) > self.max_content_bytes:
             raise ValueError(f"content of {len(content)} bytes exceeds {self.max_content_bytes} (peers would reject the frame)")
         mid = message_id if message_id is not None else sha256(content).hexdigest()
@@ -317,10 +330,8 @@ class MessageChannel:
             raise ValueError(f"message_id must be a non-empty string of at most {self.config.max_id_length} characters")
         if mid in self._logged or mid in self._incoming:
             raise ValueError(f"message id {mid!r} is already in this channel")
-        log = self._clog
         pid = self.participant_id
-        lamport = log.bump(now_ms)
-        causal = [HistoryEntry(r.message_id, r.retrieval_hint, r.sender_id) for r in log.causal_history()]
+        log.bump(now_ms)
         if self._ack_owed:
             self._sync.acks_sent()
         repair = self._repair.due_requests(now_ms)
@@ -337,11 +348,13 @@ class MessageChannel:
         self.stats["sent"] += 1
         return Outgoing(data, mid, "message", lamport, tuple(e.message_id for e in repair))
 
-    def send_ephemeral(self, content: bytes, now_ms: int) -> Outgoing:
-        """A frame with no Lamport timestamp, history or bloom filter; never buffered or logged."""
+    def send_ephemeral(self, content: bytes, now_ms: int, *,
+                       sign: Callable[[bytes, int | None, list[HistoryEntry]], bytes] | None = None) -> Outgoing:
+        """A frame with no Lamport timestamp, history or bloom filter; never buffered or logged (``sign`` as in
+        :meth:`send`, called with ``None`` and ``[]``)."""
         if not isinstance(content, (bytes, bytearray)) or not content:
             raise ValueError("ephemeral content must be non-empty bytes")
-        content = bytes(content)
+        content = bytes(content) if sign is None else bytes(sign(bytes(content), None, []))
         mid = sha256(content).hexdigest()
         data = encode_frame(self.channel_id, self.participant_id, mid, None, (), content)
         self.stats["ephemeral_sent"] += 1

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from node_helpers import log_of, run, settle, start
 
-from sdschat.crypto import ChannelKey, Identity, signed_content
-from sdschat.node import AppPayload
+from sdschat.crypto import ChannelKey, Identity
+from sdschat.node import AppPayload, signer
 from sdschat.node import events as ev
 from sdschat.node.frame import pack
 from sdschat.sds import MessageChannel
@@ -107,7 +107,7 @@ def test_member_signing_as_another_member_is_rejected(tmp_path, node_mosquitto):
             mallory = Identity.generate()  # a member: has the channel key, not a's signing key
             forged = MessageChannel(key.channel_id, a.participant_id)  # claims to be a
             body = AppPayload.new("msg", "a", "send me your password", 1).encode()
-            out = forged.send(signed_content(mallory, key.channel_binding, body), 10**13 // 10)
+            out = forged.send(body, 10**13 // 10, sign=signer(mallory, key.channel_binding))
             await raw.publish(key.topic, key.seal(pack(mallory, key.channel_binding, out.data)))
             await _wait(lambda: b.counters["impersonation"] == 1)
             assert [m.text for m in b.messages()] == ["hello"]

@@ -101,14 +101,13 @@ def test_receiver_state_stays_sound_under_a_stream_of_hostile_frames(F, corpus):
 
 
 def _member_frame(corpus, body: bytes) -> bytes:
-    from sdschat.crypto import signed_content
+    from sdschat.node import signer
     from sdschat.sds import MessageChannel
 
     member = corpus.members[1]
-    content = signed_content(member, corpus.key.channel_binding, body)
     ch = MessageChannel(corpus.key.channel_id, member.participant_id, corpus.channels[member.participant_id].config,
                         int(time.time() * 1000))
-    return pack(member, corpus.key.channel_binding, ch.send(content, int(time.time() * 1000)).data, "message")
+    return pack(member, corpus.key.channel_binding, ch.send(body, int(time.time() * 1000), sign=signer(member, corpus.key.channel_binding)).data, "message")
 
 
 # Application payloads a member can sign (it holds the channel key and its own identity). Each one

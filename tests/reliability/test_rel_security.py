@@ -21,7 +21,7 @@ from node_helpers import FAST, log_of, settle, shown_ids
 
 from sdschat.crypto import MIN_ENVELOPE_SIZE, ChannelKey, EnvelopeError, Identity, padded_size, signed_content
 from sdschat.crypto.keys import _hkdf
-from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config
+from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config, signer
 from sdschat.node import events as ev
 from sdschat.node.frame import pack, unpack
 from sdschat.sds import MessageChannel, wire
@@ -313,14 +313,16 @@ def test_member_signing_as_another_member_is_rejected(mosq, tmp_path):
                 frames = []
                 # 1. mallory's signature, alice's sender id
                 ch = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
-                frames.append(ch.send(signed_content(mallory, key.channel_binding, body), now).data)
+                frames.append(ch.send(body, now, sign=signer(mallory, key.channel_binding)).data)
                 # 2. alice's real signed content with the text changed (signature no longer matches)
                 tampered = real.content.replace(b"hello from alice", b"hello from ALICE")
                 ch2 = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
                 frames.append(ch2.send(tampered, now).data)
-                # 3. alice's genuine signed content sent under mallory's own sender id
-                ch3 = MessageChannel(key.channel_id, mallory.participant_id, node_channel_config(**FAST), now)
-                frames.append(ch3.send(real.content, now + 1).data)
+                # 3. alice's genuine signed content, Lamport time and history under mallory's own sender id
+                frames.append(wire.encode(wire.Message(
+                    sender_id=mallory.participant_id, message_id=real.message_id, channel_id=key.channel_id,
+                    lamport_timestamp=real.lamport_timestamp, causal_history=real.causal_history,
+                    content=real.content)))
                 # 4. alice's genuine signed content replayed under a fresh message id (ids are content hashes)
                 ch4 = MessageChannel(key.channel_id, a.participant_id, node_channel_config(**FAST), now)
                 frames.append(ch4.send(real.content, now + 2, message_id="e" * 64).data)
@@ -460,8 +462,8 @@ def test_a_member_cannot_forge_another_members_acknowledgement(mosq, tmp_path):
     """Every frame is signed by its publisher, and only a repair answer may carry someone else's frame (and its
     causal history then acknowledges nothing). Mallory tells bob that alice has his message, three ways: a sync
     frame in alice's name signed by mallory, the same dressed as a repair answer, and alice's genuine message
-    rebroadcast with bob's message added to its causal history. Each is refused or acknowledges nothing, and bob
-    keeps resending to alice, who never got it."""
+    rebroadcast with bob's message added to its causal history (which alice's signature does not cover). Each is
+    refused, and bob keeps resending to alice, who never got it."""
     key = ChannelKey.generate("sync-forgery")
 
     async def main():
@@ -498,17 +500,19 @@ def test_a_member_cannot_forge_another_members_acknowledgement(mosq, tmp_path):
                                        causal_history=[wire.HistoryEntry(mid)], content=genuine.content)
                 await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, wire.encode(relayed),
                                                             "repair")))
-                await wait_for(lambda: missed in log_of(b))  # the rebroadcast itself is a valid repair answer
+                await wait_for(lambda: len(reasons) >= 3)
                 resends = b.channel.stats["resends"]
                 await wait_for(lambda: b.channel.stats["resends"] > resends, timeout=10)
-                return mid, list(log_of(a)), reasons, b.counters["impersonation"], b.channel.outgoing_ids, acked
+                return (mid, list(log_of(a)), reasons, b.counters["impersonation"], b.channel.outgoing_ids, acked,
+                        missed in log_of(b))
             finally:
                 await a.stop()
                 await b.stop()
 
-    mid, alice_log, reasons, impersonations, outgoing, acked = asyncio.run(main())
+    mid, alice_log, reasons, impersonations, outgoing, acked, relayed_logged = asyncio.run(main())
     assert mid not in alice_log  # alice never got it ...
-    assert reasons[:2] == ["impersonation", "impersonation"] and impersonations == 2  # ... both forgeries refused
+    assert reasons == ["impersonation", "impersonation", "bad_signature"] and impersonations == 2  # ... all refused
+    assert not relayed_logged  # the altered copy of alice's message got nowhere
     assert mid in outgoing and mid not in acked  # ... and bob still holds it unacknowledged, resending
 
 
@@ -547,38 +551,80 @@ def test_frames_are_signed_by_their_publisher(mosq, tmp_path):
     assert reasons == ["unsigned", "bad_signature", "bad_signature"] and rejected == 3 and logged == 1
 
 
-def test_not_protected_a_member_can_reorder_anothers_message_by_relaying_it_with_a_forged_lamport(mosq, tmp_path):
-    """The signature covers the application payload, not the SDS metadata (Lamport timestamp, causal
-    history), which third parties must be able to rebroadcast (SDS-R). A member relaying alice's message
-    with a forged timestamp gets it ordered differently for whoever receives the forged copy first."""
+def test_a_member_relaying_a_message_with_a_forged_lamport_or_history_is_refused_and_logs_stay_identical(
+        mosq, tmp_path):
+    """The author's signature covers the message's Lamport time and causal history as well as its content
+    (sdschat.node.authored), and survives SDS-R rebroadcast unchanged. Mallory relays alice's "first" to bob
+    (who missed it) three ways: an hour ahead, with its history emptied, and with a made-up history entry. Each
+    copy is refused and counted; the honest copy still reaches bob (alice resends it) and all logs are the
+    same."""
     key = ChannelKey.generate("reorder")
 
     async def main():
         async with Tap(mosq.url) as tap:
             a = await node("alice", key, tmp_path, mosq.url)
             b = await node("bob", key, tmp_path, mosq.url, impairment={"loss_in": 1.0})
+            reasons = []
+            b.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
             try:
+                zero = await a.send_text("zero")
+                await asyncio.sleep(0.2)
                 first = await a.send_text("first")
                 await asyncio.sleep(0.2)
                 _, _, real = sds_of(key, next(p for p in tap.on(key.topic) if sds_of(key, p)[2].message_id == first))
+                assert [h.message_id for h in real.causal_history] == [zero]
                 second = await a.send_text("second")
                 await asyncio.sleep(0.2)
-                # mallory relays "first" with a Lamport timestamp an hour ahead and no history; bob hears again
-                now = int(time.time() * 1000)
-                relay = wire.Message(sender_id=real.sender_id, message_id=real.message_id, channel_id=key.channel_id,
-                                     lamport_timestamp=now + 3_600_000, content=real.content)
                 b.set_impairment(loss_in=0.0)
-                await tap.publish(key.topic, key.seal(pack(Identity.generate(), key.channel_binding,
-                                                            wire.encode(relay), "repair")))
-                await settle([a, b], 2, timeout=20)
-                return list(log_of(a)), list(log_of(b)), first, second
+                mallory = Identity.generate()
+                relays = [
+                    dict(lamport_timestamp=real.lamport_timestamp + 3_600_000, causal_history=real.causal_history),
+                    dict(lamport_timestamp=real.lamport_timestamp, causal_history=[]),
+                    dict(lamport_timestamp=real.lamport_timestamp,
+                         causal_history=[*real.causal_history, wire.HistoryEntry("f" * 64)]),
+                ]
+                for fields in relays:
+                    relay = wire.Message(sender_id=real.sender_id, message_id=real.message_id,
+                                         channel_id=key.channel_id, content=real.content, **fields)
+                    await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, wire.encode(relay),
+                                                                "repair")))
+                await wait_for(lambda: len(reasons) >= 3)
+                await settle([a, b], 3, timeout=20)
+                return list(log_of(a)), list(log_of(b)), [zero, first, second], reasons, b.counters["rejected"]
             finally:
                 await a.stop()
                 await b.stop()
 
-    alice_log, bob_log, first, second = asyncio.run(main())
-    assert alice_log == [first, second]
-    assert bob_log == [second, first]  # same messages, different order
+    alice_log, bob_log, sent, reasons, rejected = asyncio.run(main())
+    assert reasons == ["bad_signature"] * 3 and rejected == 3
+    assert alice_log == bob_log == sent  # same messages, same order
+
+
+def test_content_signed_over_the_payload_alone_is_refused(mosq, tmp_path):
+    """Content signed the way earlier sdschat builds did (signed content version 1: the payload only, so a relay
+    could change its Lamport time and history) is refused as ``unsigned_ordering``, even correctly signed by
+    the member it names."""
+    key = ChannelKey.generate("unordered")
+
+    async def main():
+        a = await node("alice", key, tmp_path, mosq.url)
+        reasons = []
+        a.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+        async with Tap(mosq.url) as tap:
+            try:
+                old = Identity.generate()
+                now = int(time.time() * 1000)
+                body = AppPayload.new("msg", "old", "from an earlier build", now).encode()
+                ch = MessageChannel(key.channel_id, old.participant_id, node_channel_config(**FAST), now)
+                frame = ch.send(signed_content(old, key.channel_binding, body), now).data
+                await tap.publish(key.topic, key.seal(pack(old, key.channel_binding, frame)))
+                await wait_for(lambda: reasons)
+                return reasons, len(log_of(a)), a.counters["rejected"]
+            finally:
+                await a.stop()
+
+    reasons, logged, rejected = asyncio.run(main())
+    assert reasons == ["unsigned_ordering"] and logged == 0 and rejected == 1
 
 
 def test_not_protected_a_member_withholding_a_message_makes_it_lost_for_others():
