@@ -12,7 +12,12 @@ from .errors import CliError
 __all__ = [
     "Parser", "number", "probability", "non_negative", "positive_int", "at_least", "positive_float", "parsed_by",
     "add_channel_args", "add_home_arg", "add_impairment_args", "tune_setting", "impairment_of", "add_spark_args", "spark_conf",
+    "HOSTILE_MOVES",
 ]
+
+#: the moves of ``bot --hostile`` and ``demo --hostile`` (sdschat.node.hostile.MOVES; not imported here, so that
+#: parsing the command line stays cheap)
+HOSTILE_MOVES = ("forge-acks", "reorder", "withhold", "flood")
 
 
 class Parser(argparse.ArgumentParser):

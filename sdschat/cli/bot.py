@@ -1,4 +1,5 @@
-"""``sdschat bot``: a headless participant that sends N messages, then lingers until the channel settles."""
+"""``sdschat bot``: a headless participant that sends N messages, then lingers until the channel settles; with
+``--hostile MOVE``, a member that plays one attack against the channel (sdschat.node.hostile)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import sys
 import time
 
-from .args import add_channel_args, non_negative, positive_int
+from .args import HOSTILE_MOVES, add_channel_args, non_negative, positive_float, positive_int
 from .errors import CliError
 from .wiring import start_node, stop_event
 
@@ -30,6 +31,11 @@ def bot_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-after", type=non_negative, default=0.0,
                    help="wait this many seconds after connecting before sending (lets peers subscribe first)")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--hostile", metavar="MOVE", choices=HOSTILE_MOVES,
+                   help="play an attack instead of chatting, to watch it fail (or, for withhold and flood, what "
+                        "it does): forge-acks, reorder, withhold (sends --count lines, publishes every other "
+                        "one), flood (--rate junk frames a second); runs until --max-runtime or Ctrl-C")
+    p.add_argument("--rate", type=positive_float, default=50.0, help="frames a second for --hostile flood")
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
@@ -74,6 +80,8 @@ async def _linger(node, args: argparse.Namespace, stop: asyncio.Event, started: 
 
 
 async def bot_run(args: argparse.Namespace) -> int:
+    if args.hostile:
+        return await _hostile_run(args)
     node = await start_node(args)
     stop = stop_event()
     started = time.monotonic()
@@ -92,3 +100,33 @@ async def bot_run(args: argparse.Namespace) -> int:
     if node.failure:
         raise CliError(node.failure, code=1)
     return code
+
+
+async def _hostile_run(args: argparse.Namespace) -> int:
+    from sdschat.node import node_channel_config
+    from sdschat.node.hostile import HostileMember, hostile_channel_config
+
+    config = hostile_channel_config(args.hostile, node_channel_config(**dict(getattr(args, "tune", []))))
+    node = await start_node(args, channel_config=config)
+    stop = stop_event()
+    if args.max_runtime:
+        asyncio.get_running_loop().call_later(args.max_runtime, stop.set)
+    try:
+        if not args.quiet:
+            print(f"{node.nick}: hostile member ({args.hostile}) {node.participant_id[:12]} on {node.broker_url}",
+                  flush=True)
+        if args.start_after:
+            await _wait(stop, args.start_after)
+        hostile = HostileMember(node, args.hostile, rate=args.rate, count=args.count, interval=args.interval,
+                                seed=args.seed)
+        published = await hostile.run(stop)
+        if args.hostile == "withhold" and not stop.is_set():
+            await _wait(stop, args.linger)  # stay a member while the others ask (and get no answer)
+        if not args.quiet:
+            said = ", ".join(f"{kind} {n}" for kind, n in sorted(published.items())) or "nothing"
+            print(f"{node.nick}: published {said}", flush=True)
+    finally:
+        await node.stop()
+    if node.failure:
+        raise CliError(node.failure, code=1)
+    return 0

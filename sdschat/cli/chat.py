@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import gc
 import sys
 import tempfile
 from pathlib import Path
 
-from .args import add_channel_args, number, probability
+from .args import HOSTILE_MOVES, add_channel_args, number, probability
 from .errors import CliError
-from .wiring import DEMO_NICKS, start_demo_nodes, start_node, stop_all
+from .wiring import DEMO_NICKS, HOSTILE_NICK, start_demo_nodes, start_node, stop_all
 
 __all__ = ["chat_configure", "chat_run", "demo_configure", "demo_run"]
 
@@ -55,6 +57,9 @@ def demo_configure(p: argparse.ArgumentParser) -> None:
                         "(default: a temporary directory, removed at exit)")
     p.add_argument("--store", action="store_true",
                    help="also run a store node, so gaps fill from it before SDS-R and returning panes catch up")
+    p.add_argument("--hostile", metavar="MOVE", choices=HOSTILE_MOVES,
+                   help="add a hostile member, mallory (no pane), playing an attack: forge-acks, reorder, withhold "
+                        "or flood (as `sdschat bot --hostile`); watch the panes refuse it (F5: the wire view)")
 
 
 def _demo_dir(args: argparse.Namespace) -> tuple[Path, tempfile.TemporaryDirectory | None]:
@@ -89,14 +94,28 @@ async def demo_run(args: argparse.Namespace) -> int:
 
                 parts.append(await StoreNode.start(broker.url, db_dir / "store-node.db"))
             nodes = await start_demo_nodes(args.participants, args.loss, channel=args.channel, db_dir=db_dir,
-                                           seed=args.seed, broker_url=broker.url)
+                                           seed=args.seed, broker_url=broker.url, hostile=args.hostile)
         except (TransportError, StoreError) as exc:
             raise CliError(str(exc)) from None
         parts[:0] = nodes
+        stop_hostile, playing = asyncio.Event(), None
+        if args.hostile:
+            from sdschat.node.hostile import HostileMember
+
+            hostile = HostileMember(nodes.pop(), args.hostile, rate=20.0, count=10**6, interval=args.bot_interval,
+                                    seed=args.seed)
+            playing = asyncio.ensure_future(hostile.run(stop_hostile))
         subtitle = (f"{len(nodes)} participants on {broker.url} · loss {args.loss:.0%} each way"
-                    f"{' · store node' if args.store else ''}{' · bots' if args.bots else ''}")
+                    f"{' · store node' if args.store else ''}{' · bots' if args.bots else ''}"
+                    f"{f' · {HOSTILE_NICK} plays {args.hostile} (F5)' if args.hostile else ''}")
         app = DemoApp(nodes, bots=args.bots, bot_interval=args.bot_interval, seed=args.seed, subtitle=subtitle)
-        await app.run_async()
+        try:
+            await app.run_async()
+        finally:
+            stop_hostile.set()
+            if playing is not None:
+                with contextlib.suppress(Exception):
+                    await playing
         failures = [f"{n.nick}: {n.failure}" for n in nodes if n.failure]
     finally:
         await stop_all(parts)

@@ -22,6 +22,8 @@ __all__ = [
 ]
 
 DEMO_NICKS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
+#: the demo's hostile member (``demo --hostile``)
+HOSTILE_NICK = "mallory"
 
 
 def data_dir() -> Path:
@@ -169,21 +171,25 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
 
 
 async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir: Path, seed: int | None = None,
-                           broker_url: str, channel_config=None) -> list:
-    """Start ``n`` participants of one new channel, each on its own profile under ``db_dir/NICK``."""
+                           broker_url: str, channel_config=None, hostile: str | None = None) -> list:
+    """Start ``n`` participants of one new channel, each on its own profile under ``db_dir/NICK``; with
+    ``hostile`` (a move of sdschat.node.hostile), one more, "mallory", last, set up for that move."""
     from sdschat.node import Node, node_channel_config
+    from sdschat.node.hostile import hostile_channel_config
     from sdschat.profile import Profile, resolve_paths
 
     secret = os.urandom(32)
     nodes = []
+    base = channel_config or node_channel_config()
     try:
-        for i in range(n):
-            nick = DEMO_NICKS[i]
+        for i in range(n + bool(hostile)):
+            nick = DEMO_NICKS[i] if i < n else HOSTILE_NICK
             profile = profile_call(Profile.create, resolve_paths(db_dir / nick), nick, broker_url)
             entry = profile_call(profile.add_channel, channel, secret)
             config = profile_node_config(
-                profile, entry, channel_config=channel_config or node_channel_config(),
-                impairment={"loss_in": loss, "loss_out": loss}, seed=None if seed is None else seed * 1000 + i,
+                profile, entry, channel_config=base if i < n else hostile_channel_config(hostile, base),
+                impairment={"loss_in": loss, "loss_out": loss} if i < n else {},
+                seed=None if seed is None else seed * 1000 + i,
             )
             nodes.append(await Node.start(config))
     except BaseException:

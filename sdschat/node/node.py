@@ -501,20 +501,27 @@ class Node:
     def set_nick(self, nick: str) -> None:
         self.nick = nick.strip()[:64] or self.nick
 
+    async def drain_outbox(self) -> None:
+        """Wait until every frame queued so far has been handed to the transport."""
+        await self.outbox.join()
+
     async def _publisher(self) -> None:
         while True:
             data, reason, mid = await self.outbox.get()
-            envelope = self.key.seal(pack(self.identity, self.key.channel_binding, data, reason))
-            if reason == "message" and mid:
-                self.channel.set_retrieval_hint(mid, envelope_hash(envelope))
-                self.persist(self.now())
             try:
-                ok = await self.transport.publish(self.key.topic, envelope)
-            except Exception as exc:  # never let one publish kill the node
-                log.warning("publish failed: %s", exc)
-                ok = False
-            self.counters["published" if ok else "publish_failed"] += 1
-            self._record_out(data, reason, len(envelope), ok)
+                envelope = self.key.seal(pack(self.identity, self.key.channel_binding, data, reason))
+                if reason == "message" and mid:
+                    self.channel.set_retrieval_hint(mid, envelope_hash(envelope))
+                    self.persist(self.now())
+                try:
+                    ok = await self.transport.publish(self.key.topic, envelope)
+                except Exception as exc:  # never let one publish kill the node
+                    log.warning("publish failed: %s", exc)
+                    ok = False
+                self.counters["published" if ok else "publish_failed"] += 1
+                self._record_out(data, reason, len(envelope), ok)
+            finally:
+                self.outbox.task_done()
 
     def _record_out(self, data: bytes, reason: str, size: int, ok: bool) -> None:
         msg = wire.decode(data)  # our own frame: it decodes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from ui_helpers import line_with, lines_of, wait_until
+from ui_helpers import line_with, lines_of, wait_until, widget_text
 
 from sdschat.cli import CliError
 from sdschat.cli.args import Parser
@@ -102,6 +102,55 @@ def test_demo_nodes_get_the_loss_on_every_link(tmp_path, run) -> None:
                 assert (tmp_path / node.nick).stat().st_mode & 0o777 == 0o700
             assert nodes[0].participant_id != nodes[1].participant_id
         finally:
+            for node in nodes:
+                await node.stop()
+            await broker.close()
+
+    run(scenario())
+
+
+def test_demo_with_a_hostile_member_shows_its_forgeries_refused(tmp_path, run) -> None:
+    """``demo --hostile reorder``: mallory (no pane) relays every message with a forged Lamport time or
+    history; each pane counts the refusals in its status line and the wire view (F5) lists them."""
+
+    async def scenario():
+        import asyncio
+
+        from sdschat.node.hostile import HostileMember
+        from sdschat.transport import EmbeddedBroker
+        from sdschat.ui.screens.wire import WireScreen
+
+        broker = await EmbeddedBroker.start()
+        nodes = await start_demo_nodes(2, 0.0, db_dir=tmp_path, broker_url=broker.url, hostile="reorder")
+        stop = asyncio.Event()
+        try:
+            assert [n.nick for n in nodes] == ["alice", "bob", "mallory"] and nodes[2].impairment.loss_in == 0
+            playing = asyncio.ensure_future(HostileMember(nodes[2], "reorder").run(stop))
+            app = DemoApp(nodes[:2], bots=False, blink=False)
+            async with app.run_test(size=(150, 36)) as pilot:
+                await pilot.pause(0.5)  # mallory's connection subscribes
+                alice, bob = app.panes
+                alice.input.focus()
+                await pilot.press(*"hello", "enter")
+                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "hello"), what="the first line")
+                await pilot.press(*"again", "enter")  # its history names the first: all three relays are forged
+                panel = bob.query_one("SidePanel")
+                await wait_until(pilot, lambda: nodes[1].counters["rejected"] >= 3, timeout=10, what="refusals")
+                await wait_until(pilot, lambda: f"refused {nodes[1].counters['rejected']}" in widget_text(panel),
+                                 what="the count in bob's status line")
+                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "again"), what="the honest copy")
+                bob.input.focus()
+                await pilot.press("f5")
+                wire = app.screen
+                assert isinstance(wire, WireScreen) and wire.node is nodes[1]
+                await wait_until(pilot, lambda: sum("rejected: bad_signature" in r for r in wire.rows)
+                                 == nodes[1].counters["rejected"], what="the wire view")
+                assert nodes[0].channel.log == nodes[1].channel.log
+                assert app.errors == []
+            stop.set()
+            await playing
+        finally:
+            stop.set()
             for node in nodes:
                 await node.stop()
             await broker.close()

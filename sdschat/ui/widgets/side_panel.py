@@ -190,6 +190,9 @@ class SidePanel(Static):
                                         n("missing", "missing", "yellow")))
         line2 = Text.assemble((f"resends {h.get('resends', 0)}  repairs {h.get('repairs_requested', 0)}/"
                                f"{h.get('repairs_served', 0)}", "grey70"), n("lost", "lost", "red"))
+        refused = h.get("rejected", 0) + h.get("undecryptable", 0)
+        if refused:  # frames refused before the engine (forgeries, junk: F5 says which)
+            line2.append(f"  refused {refused}", "red")
         line3 = Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "grey70")
         for line in (line1, line2, line3):
             line.no_wrap = True
