@@ -11,18 +11,30 @@
    terminal: the CPU time from its refresh to the frame written (less that of
    an idle wait as long), median of 20.
 3. The share of one core at 1,000 frames/s: 1,000 x (1) + 4 x (2).
+4. Live (``--live SECONDS``, skipped by ``--smoke``): alice's chat on mosquitto, bob
+   sending 50 messages a second from a process of his own, and a hostile member
+   (``bot --hostile flood``, a third process) putting 1,000 junk frames a second on
+   the channel, each refused and recorded by alice's node; send-to-shown latency of
+   bob's messages in alice's chat (the send call to the first frame after her pane
+   applied the message; both processes read the machine's monotonic clock) and
+   send-to-chat-pane (to the pane applying it: with the wire view open the chat is
+   not on screen, but it must keep up), p50 and p99, with the wire view closed and
+   open (F5), alternated.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import multiprocessing
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import sdschat.ui  # noqa: F401
+from chaos_harness import Broker, percentile
 from ui_history import FrameClock
 
 from sdschat.crypto import ChannelKey
@@ -117,10 +129,105 @@ async def bench(folder: Path, n: int) -> dict:
     return out
 
 
+SECRET = bytes(range(32))
+
+
+async def _peer(url: str, seconds: float, rate: float, start_at: float, role: str, folder: str) -> int:
+    """bob (``role`` "chat": ``rate`` messages a second carrying their send time) or mallory ("flood": 1,000 junk
+    frames a second) from ``start_at`` (perf_counter) for ``seconds``."""
+    from sdschat.node.hostile import HostileMember
+
+    node = await Node.start(NodeConfig(role, ChannelKey(SECRET, "wire"), Path(folder) / f"{role}.db", url,
+                                       use_store=False))
+    try:
+        await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
+        if role == "flood":
+            stop = asyncio.Event()
+            asyncio.get_running_loop().call_later(seconds, stop.set)
+            published = await HostileMember(node, "flood", rate=1000.0, seed=1).run(stop)
+            return sum(published.values())
+        count = int(seconds * rate)
+        for i in range(count):
+            wait = start_at + i / rate - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await node.send_text(f"live {i} {time.perf_counter():.6f}")  # CLOCK_MONOTONIC: the machine's
+        await asyncio.sleep(1)
+        return count
+    finally:
+        await node.stop()
+
+
+def peer_process(*args) -> int:
+    return asyncio.run(_peer(*args))
+
+
+async def live(folder: Path, seconds: float, wire_open: bool) -> dict:
+    """Section 4, one run: send-to-shown of bob's messages in alice's chat under a 1,000 frames/s flood."""
+    from sdschat.ui.app import ChatApp
+    from sdschat.ui.screens.wire import WireScreen
+
+    broker = Broker(folder / "mosquitto")
+    broker.start()
+    pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+    alice = await Node.start(NodeConfig("alice", ChannelKey(SECRET, "wire"), folder / "alice.db", broker.url,
+                                        use_store=False))
+    try:
+        app = ChatApp(alice, blink=False)
+        clock = FrameClock(app)
+        sent: dict[str, float] = {}
+        applied: dict[str, float] = {}
+        async with app.run_test(size=(160, 45)) as pilot:
+            pane = app.pane
+            original = pane.apply_events
+
+            def apply_events(events):
+                original(events)
+                now = time.perf_counter()
+                for e in events:
+                    text = getattr(getattr(e, "message", None), "text", "")
+                    if text.startswith("live ") and text not in applied:
+                        applied[text] = now
+                        sent[text] = float(text.rsplit(" ", 1)[1])
+
+            pane.apply_events = apply_events
+            if wire_open:
+                await pilot.press("f5")
+                assert isinstance(app.screen, WireScreen)
+            frames_from = clock.mark()
+            loop = asyncio.get_running_loop()
+            start_at = time.perf_counter() + 4.0  # the peers' processes start meanwhile
+            work = [loop.run_in_executor(pool, peer_process, broker.url, seconds, 50.0, start_at, role, str(folder))
+                    for role in ("chat", "flood")]
+            count, junk = await asyncio.gather(*work)
+            deadline = time.perf_counter() + 20
+            while len(applied) < count and time.perf_counter() < deadline:
+                await pilot.pause(0.05)
+            await pilot.pause(0.2)
+            frames = clock.frames[frames_from:]
+            latencies, to_pane = [], []
+            for text, t_applied in applied.items():
+                to_pane.append((t_applied - sent[text]) * 1000)
+                shown = next((f for f in frames if f >= t_applied), None)
+                if shown is not None and not wire_open:  # under the wire view the chat is not on screen
+                    latencies.append((shown - sent[text]) * 1000)
+            recorded = alice.wire.totals.get("rejected", 0)
+        return {"sent": count, "measured": len(to_pane), "p50_ms": percentile(latencies, 0.5) if latencies else None,
+                "p99_ms": percentile(latencies, 0.99) if latencies else None,
+                "pane_p50_ms": percentile(to_pane, 0.5), "pane_p99_ms": percentile(to_pane, 0.99), "junk": junk,
+                "junk_recorded": recorded}
+    finally:
+        pool.shutdown()
+        await alice.stop()
+        broker.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=500, help="distinct frames captured (each fed once per round)")
-    ap.add_argument("--smoke", action="store_true", help="50 frames")
+    ap.add_argument("--smoke", action="store_true", help="50 frames, no live run")
+    ap.add_argument("--live", type=float, default=20.0, metavar="SECONDS",
+                    help="seconds of each live run (section 4; 0 skips it)")
     a = ap.parse_args()
     n = 50 if a.smoke else a.frames
     with tempfile.TemporaryDirectory(prefix="sdschat-wire-") as tmp:
@@ -131,6 +238,16 @@ def main() -> None:
     print(f"repainting the wire view over a ring of {r['ring']:,} frames: {r['repaint_ms']:.1f} ms median "
           f"({r['rows']} rows on screen)")
     print(f"at 1,000 frames/s with the view open: {core:.1f}% of one core for the wire view")
+    if a.smoke or not a.live:
+        return
+    for wire_open in (False, True, False, True):
+        with tempfile.TemporaryDirectory(prefix="sdschat-wire-live-") as tmp:
+            r = asyncio.run(live(Path(tmp), a.live, wire_open))
+        shown = (f"send-to-shown p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms; " if r["p50_ms"] is not None
+                 else "the chat is under the view; ")
+        print(f"live, wire view {'open  ' if wire_open else 'closed'}: {shown}send-to-chat-pane p50 "
+              f"{r['pane_p50_ms']:.1f} ms, p99 {r['pane_p99_ms']:.1f} ms ({r['measured']} of {r['sent']} messages at "
+              f"50/s; {r['junk']:,} junk frames published, {r['junk_recorded']:,} refused and recorded)", flush=True)
 
 
 if __name__ == "__main__":

@@ -71,10 +71,17 @@ class GapReport:
     by: str | None
     #: for a gap still open: what is to happen (a repair request due, ...), from the engine's tables now
     pending: list[Step] = dataclasses.field(default_factory=list)
+    #: its retrieval hint as the causal history that named it carried (hex), if any
+    hint: str | None = None
+    #: what was done about it, in order: repair requests, answers called off, store queries and answers
+    steps: list[Step] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
+
+#: the rows of a missing message that tell what was done about its gap (the gap inspector's lines)
+_GAP_STEPS = frozenset({"repair_requested", "repair_cancelled", "store_query", "store_answer", "duplicate"})
 
 _HOW = {"repair": "repaired (SDS-R)", "store": "filled from the store node", "resend": "its author resent it",
         "late": "a late copy arrived", "lost": "declared lost", "open": "still open"}
@@ -89,6 +96,10 @@ def gap_lines(g: GapReport, names: Mapping[str, str | None], clock, now_ms: int)
     how = _HOW[g.how] + (f" by {name(g.by)}" if g.how == "repair" and g.by else "")
     out = [f"{clock(g.detected_ms)}  {g.message_id[:16]} from {name(g.sender_id)}: noticed through "
            f"{_printable(g.noticed_by)}; {how}{took}"]
+    if g.hint:
+        out.append(f"    retrieval hint {g.hint[:16]}…")
+    for s in g.steps:
+        out.append(f"    {clock(s.ts_ms)}  +{(s.ts_ms - g.detected_ms) / 1000:.2f} s  {s.text}")
     for s in g.pending:
         due = s.ts_ms - now_ms
         when = f" (in {due / 1000:.1f} s)" if s.kind.endswith("_due") and due > 0 else ""
@@ -152,6 +163,18 @@ def _arrival(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
     return f"first copy straight from {name(sender)}"
 
 
+def _copy(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
+    """How a copy came, in a few words: ``resent by bob``, ``an SDS-R answer by carol``, ``from the store``."""
+    via, publisher = d.get("via"), d.get("publisher")
+    if via == "store":
+        return "from the store node"
+    if via == "repair":
+        return f"an SDS-R answer by {name(publisher)}"
+    if via == "resend":
+        return f"resent by {name(publisher or sender)}"
+    return f"from {name(publisher or sender)}"
+
+
 def _delivered(d: Mapping[str, Any], name: _Names) -> str:
     text = "delivered in causal order"
     if d.get("repaired"):
@@ -209,6 +232,23 @@ def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
             text = f"{_short(e.message_id)}, which it waited for, was declared lost"
     elif kind == "rejected":
         text = f"a copy was refused ({d.get('reason', '?')})"
+    elif kind == "duplicate":
+        text = f"another copy ({_copy(d, e.sender_id, name)}): a duplicate, dropped"
+    elif kind == "repair_cancelled":
+        came = _copy(d, e.sender_id, name)
+        if d.get("what") == "answer":
+            text = (f"your repair answer was called off: {name(d.get('publisher'))} answered first"
+                    if d.get("via") == "repair" else f"your repair answer was called off: it came ({came})")
+        else:
+            text = f"your repair request was called off: it came ({came})"
+    elif kind == "store_query":
+        hint = d.get("hint")
+        text = "asked the store node for it" + (f" (retrieval hint {hint[:12]}…)" if isinstance(hint, str) else "")
+    elif kind == "store_answer":
+        text = {"found": "the store node had it", "not found": "the store node did not have it",
+                "arrived meanwhile": "the store node's answer came after it had arrived",
+                "no answer": "no answer from the store node", "refused": "the store node refused the request"
+                }.get(d.get("outcome"), f"the store node answered ({d.get('outcome')})")
     else:
         return None
     return Step(e.ts_ms, kind, text, dict(d))
@@ -264,6 +304,9 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
         figures["written_to_delivered_ms"] = first["delivered"] - app.sent_at_ms
     if "received" in first and "delivered" in first:
         figures["held_back_ms"] = first["delivered"] - first["received"]
+    duplicates = sum(1 for s in steps if s.kind == "duplicate")
+    if duplicates:
+        figures["duplicates"] = duplicates
     if sender == me and sender:  # per member: who has named it in a causal history (the events window)
         by = sorted({s.detail.get("by") for s in steps if s.kind == "ack_seen" and s.detail.get("by")})
         figures["acked_by"] = by
@@ -285,15 +328,24 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
         d = _detail(e)
         noticed = (f"a sync frame from {name(e.sender_id)}" if d.get("source") == "sync"
                    else f"{name(e.sender_id)}'s message {_short(e.message_id)}")
+        hints = d.get("hints") if isinstance(d.get("hints"), dict) else {}
         for mid in d.get("missing", []):
             if isinstance(mid, str) and mid not in found:
-                found[mid] = GapReport(mid, None, e.ts_ms, noticed, None, "open", None)
+                hint = hints.get(mid)
+                found[mid] = GapReport(mid, None, e.ts_ms, noticed, None, "open", None,
+                                       hint=hint if isinstance(hint, str) else None)
     if not found:
         return []
     # each gap's own rows (its lost row, its arrival); the rows merely naming it are the missing ones read above
     for e in await store.events_about(channel_id, list(found), named=False):
         gap = found.get(e.message_id or "")
-        if gap is None or gap.closed_ms is not None and gap.how != "late":
+        if gap is None:
+            continue
+        if e.kind in _GAP_STEPS and e.ts_ms >= gap.detected_ms - 1:
+            step = _step(e, gap.message_id, name)
+            if step is not None:
+                gap.steps.append(step)
+        if gap.closed_ms is not None and gap.how != "late":
             continue
         d = _detail(e)
         if e.kind == "lost":
@@ -368,6 +420,8 @@ def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, st
             tail.append(f"delivered {fig['written_to_delivered_ms'] / 1000:.2f} s after its author wrote it")
         if fig.get("held_back_ms"):
             tail.append(f"held back {fig['held_back_ms'] / 1000:.2f} s for earlier messages")
+        if fig.get("duplicates"):
+            tail.append(f"{fig['duplicates']} duplicate cop{'y' if fig['duplicates'] == 1 else 'ies'} seen")
         if fig.get("acked_by") or fig.get("not_yet"):
             acked = ", ".join(member(p) for p in fig.get("acked_by", [])) or "nobody yet"
             missing = f"; not yet by {', '.join(member(p) for p in fig['not_yet'])}" if fig.get("not_yet") else ""

@@ -105,15 +105,35 @@ class Receiver:
             return
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
+        channel = node.channel
+        asking, answering = channel.repair_pending(msg.message_id)
         # a rebroadcast's causal history and bloom filter are not signed by their sender: they acknowledge nothing
-        events = node.channel.receive(frame, now, retrieval_hint=envelope_hash(payload), acks=not relayed)
+        events = channel.receive(frame, now, retrieval_hint=envelope_hash(payload), acks=not relayed)
         seen = self._acks_seen(msg, now) if msg.causal_history and not relayed else None
-        node.wire.add(frame_of(now, "in", reason, source, msg, publisher, len(payload), _outcome(msg, events)))
+        outcome = _outcome(msg, events)
+        node.wire.add(frame_of(now, "in", reason, source, msg, publisher, len(payload), outcome))
         turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id)
         if seen:
             turn.rows.extend(seen)
+        if asking or answering:
+            turn.rows.extend(self._cancelled(msg, asking, answering, turn))
+        if outcome.startswith("duplicate") and source is None and publisher != node.participant_id:
+            turn.rows.append(EventRow("duplicate", now, msg.message_id, msg.sender_id,
+                                      lamport_timestamp=msg.lamport_timestamp,
+                                      detail={"via": reason, "publisher": publisher}))
         self.handle(events, turn)
         node.wake()
+
+    def _cancelled(self, msg, asking: bool, answering: bool, t: Turn) -> list[EventRow]:
+        """Rows ``repair_cancelled`` for our repair request or answer for this frame's message that its arrival
+        called off (someone answered first, or the author resent it)."""
+        still_asking, still_answering = self.node.channel.repair_pending(msg.message_id)
+        rows = []
+        for what, before, after in (("request", asking, still_asking), ("answer", answering, still_answering)):
+            if before and not after:
+                rows.append(EventRow("repair_cancelled", t.now, msg.message_id, msg.sender_id,
+                                     detail={"what": what, "via": _via(t), "publisher": t.publisher}))
+        return rows
 
     def _acks_seen(self, msg, now: int) -> list[EventRow]:
         """Rows ``ack_seen`` for our messages this member's frame names in its causal history, the first time
@@ -264,14 +284,16 @@ class Receiver:
         t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
                                detail=_arrival(t, e.sender_id)))
         t.rows.append(EventRow("missing", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
-                               detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on)}))
+                               detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on),
+                                       **_hints(e.missing)}))
         node.store_client.want(e.missing)
         node.book.seen(e.sender_id, app.nick, t.now, t.parts)
 
     def _gap(self, e: GapDetected, t: Turn) -> None:
         ids = tuple(h.message_id for h in e.missing)
         self.node.emit(ev.GapOpened("", ids, tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))))
-        t.rows.append(EventRow("missing", t.now, None, e.sender_id, detail={"missing": list(ids), "source": "sync"}))
+        t.rows.append(EventRow("missing", t.now, None, e.sender_id, detail={"missing": list(ids), "source": "sync",
+                                                                            **_hints(e.missing)}))
         self.node.store_client.want(e.missing)
 
     def _acknowledged(self, e: Acknowledged, t: Turn) -> None:
@@ -313,6 +335,12 @@ class Receiver:
 
     def _evicted(self, e: Evicted, t: Turn) -> None:
         log.info("evicted %s from %s", e.message_id, e.buffer)
+
+
+def _hints(entries) -> dict:
+    """``{"hints": {id: hint hex}}`` for the missing entries that carry a retrieval hint (none: ``{}``)."""
+    hints = {h.message_id: h.retrieval_hint.hex() for h in entries if h.retrieval_hint}
+    return {"hints": hints} if hints else {}
 
 
 def _via(t: Turn) -> str | None:

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 
+from ..store import EventRow
 from ..storenode import protocol as store_proto
 from ..transport import ConnectionState
 
@@ -153,9 +154,34 @@ class StoreClient:
         for i in range(0, len(wanted), store_proto.MAX_HASHES):
             chunk = wanted[i:i + store_proto.MAX_HASHES]
             self._asked.update(mid for mid, _ in chunk)
-            calls.append(self.call(hashes=[hint for _, hint in chunk]))
+            calls.append(self._ask(chunk))
         if calls:
             await asyncio.gather(*calls)
+
+    async def _ask(self, chunk: list[tuple[str, bytes]]) -> None:
+        """One store request by retrieval hint, recorded for the gap inspector: ``store_query`` rows when it
+        goes out, ``store_answer`` rows (found, not found, or no answer) when it comes back."""
+        node = self.node
+        now = node.now()
+        node.persist(now, events=[EventRow("store_query", now, mid, detail={"hint": hint.hex()}) for mid, hint in chunk])
+        reply = await self.call(hashes=[hint for _, hint in chunk])
+        if node.stopping or node.channel is None:
+            return
+        now = node.now()
+        missing = set(node.channel.missing_ids)
+        rows = []
+        for mid, _ in chunk:
+            if reply is None:
+                outcome = "no answer"
+            elif reply.error:
+                outcome = "refused"
+            elif mid in missing:
+                outcome = "not found"
+            else:
+                outcome = "found" if reply.envelopes else "arrived meanwhile"
+            rows.append(EventRow("store_answer", now, mid, detail={"outcome": outcome,
+                                                                   "envelopes": len(reply.envelopes) if reply else 0}))
+        node.persist(now, events=rows)
 
     # ---------------------------------------------------------------- catch-up
 

@@ -609,6 +609,8 @@ def _cost_summary(src: SourceInfo, kc: Mapping[str, int], deliveries: int, rtot:
         "repair_rounds_answered": rtot["rounds_answered"],
         "repair_rounds_with_duplicates": rtot["rounds_with_duplicates"],
         "duplicate_repair_responses": rtot["duplicate_responses"],
+        # repair requests and answers a message's arrival called off (SDS-R's suppression at work)
+        "repair_called_off": kc.get("repair_cancelled", 0),
         "syncs_sent": kc.get("sync_sent", 0),
         "lost_declared": kc.get("lost", 0),
         "frames_published": sum(n for n, _ in wbytes.values()) if wbytes else 0,

@@ -253,12 +253,14 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
     parts += ["", "![latency CDFs](latency_cdf.png)", "", "## Repair and resend traffic", ""]
     parts.append(_md_table(
         ["source", "resends", "repair requests", "repair responses", "per delivery: resends / requests / responses",
-         "rounds answered", "rounds with duplicates", "duplicate responses", "declared lost", "syncs"],
+         "rounds answered", "rounds with duplicates", "duplicate responses", "called off", "declared lost",
+         "syncs"],
         [[s["source"], _fmt(s["resends"]), _fmt(s["repair_requests"]), _fmt(s["repair_responses"]),
           " / ".join(_fmt(s[k], 5) for k in ("resends_per_delivery", "repair_requests_per_delivery",
                                              "repair_responses_per_delivery")),
           _fmt(s["repair_rounds_answered"]), _fmt(s["repair_rounds_with_duplicates"]),
-          _fmt(s["duplicate_repair_responses"]), _fmt(s["lost_declared"]), _fmt(s["syncs_sent"])] for s in S]))
+          _fmt(s["duplicate_repair_responses"]), _fmt(s.get("repair_called_off")), _fmt(s["lost_declared"]),
+          _fmt(s["syncs_sent"])] for s in S]))
     parts += ["", "## Bytes on the wire", ""]
     parts.append(_md_table(
         ["source", "frames published", "bytes published", "published per delivery", "bytes received",

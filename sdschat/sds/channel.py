@@ -260,6 +260,10 @@ class MessageChannel:
     def repair_response_ids(self) -> list[str]:
         return list(self._responses)
 
+    def repair_pending(self, message_id: str) -> tuple[bool, bool]:
+        """Whether this member has a repair request for ``message_id`` scheduled, and an answer to one."""
+        return message_id in self._requests, message_id in self._responses
+
     def pending(self) -> bool:
         """Whether anything is outstanding: own unacknowledged messages, waiting messages, known gaps,
         repair requests or answers (what the ``*_ids`` views list, without building the lists)."""

@@ -49,6 +49,7 @@ class Delivery:
         if top[0] <= lim:
             lim = top[0] if (ARRIVALS, pr, pc) < (top[1], top[2], top[3]) else top[0] - 1
         first, offline = i, 0
+        content = cur.ctx[0] != "sync"  # only a message's own copies call off repair work for it
         while i < n:
             t = times[i]
             if t > lim:
@@ -59,7 +60,15 @@ class Delivery:
                 offline += 1
                 continue
             ch = chans[r]
-            evs = ch.receive_parsed(pb, t, None, pos)
+            if content:
+                pending = ch.repair_pending(cur.ctx[4])
+                if pending[0] or pending[1]:
+                    evs = ch.receive_parsed(pb, t, None, pos)
+                    self._called_off(r, t, pending, ch.repair_pending(cur.ctx[4]), cur.ctx)
+                else:
+                    evs = ch.receive_parsed(pb, t, None, pos)
+            else:
+                evs = ch.receive_parsed(pb, t, None, pos)
             if not evs:
                 continue
             if len(evs) == 1 and not always:  # the common single-event outcomes, inline

@@ -107,8 +107,9 @@ class Network:
         if self.frame_view:
             pb = Frame(pb)
         positions = self.bloom.positions(mid) if reason != "sync" else None
-        # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time)
-        ctx = (reason, self.pids[r], pb.sender_id, t)
+        # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time,
+        # message id)
+        ctx = (reason, self.pids[r], pb.sender_id, t, mid)
         cur = Cursor((r, c), pb, positions, times_l, recv[order].tolist(), ctx)
         self.cursors += 1
         if reason != "sync":

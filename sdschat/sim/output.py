@@ -13,7 +13,13 @@ Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckD
     ``row_group_rows``: the simulator never holds more than one shard in
     memory. ``seq`` is global
     across shards. Simulation-only facts go into ``detail`` (see
-    :data:`DETAIL_KEYS`).
+    :data:`DETAIL_KEYS`). ``repair_cancelled`` rows (a member's repair
+    request or answer called off by the message's arrival: ``what``, ``via``,
+    ``publisher``) are written as the node writes them; the node's
+    ``duplicate``, ``store_query`` and ``store_answer`` rows are not (the
+    simulator has no store node, and a resend reaching thousands of members
+    that hold it would be thousands of rows: duplicate copies are in
+    ``frames.parquet``, ``copies`` less first deliveries).
 ``frames.parquet``
     One row per broadcast frame: when, who published it, why (``message``,
     ``resend``, ``sync``, ``repair``), the SDS message id, its size in bytes

@@ -40,6 +40,14 @@ def _ids(ids) -> str:
 class EventRows:
     """The row-writing side of :class:`~sdschat.sim.shard.Shard` (its state is set up there)."""
 
+    def _called_off(self, r: int, t: int, before: tuple[bool, bool], after: tuple[bool, bool], ctx: tuple) -> None:
+        """``repair_cancelled`` rows, as the node writes them: member ``r``'s repair request or answer for the
+        frame's message that its arrival called off."""
+        for what, was, now in (("request", before[0], after[0]), ("answer", before[1], after[1])):
+            if was and not now:
+                self.sink.rows.extend((t, "repair_cancelled", ctx[4], ctx[2], r, None,
+                                       dumps({"what": what, "via": ctx[0], "publisher": ctx[1]})))
+
     def _handle(self, r: int, evs: list, t: int, ctx: tuple | None) -> bool:
         """Engine events of member ``r`` -> rows (and frames). True if its deadline may have moved earlier.
 

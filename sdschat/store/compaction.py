@@ -5,9 +5,10 @@ event rows. :func:`compact` keeps the newest ``keep`` rows in full and, for the
 older ones, keeps what the report and the UI still need: the first sent,
 received, delivered and acknowledged time of each message (one small
 ``message_events`` row, keyed by the message's rowid), and every row that
-explains a repair or a loss in full. The per-message kinds whose totals
-``messages`` already holds (resends, possible acknowledgements) and the sync
-frames go with the window. The view ``event_history`` gives the full rows and
+explains a repair or a loss in full, and every resend (the report counts
+them). Possible acknowledgements (their total is in ``messages``), sync
+frames and the inspector's detail (who named a message, duplicate copies) go
+with the window. The view ``event_history`` gives the full rows and
 the folded first times as one events table again.
 
 Each call looks only at the rows between the last bound (kv

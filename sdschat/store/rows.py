@@ -37,6 +37,7 @@ EVENT_KINDS = frozenset(
     {
         "sent", "received", "delivered", "missing", "acked", "possibly_acked", "resent",
         "repair_requested", "repair_served", "lost", "rejected", "sync_sent", "sync_received", "ack_seen",
+        "duplicate", "repair_cancelled", "store_query", "store_answer",
     }
 )
 

@@ -105,9 +105,11 @@ EVENT_COLS = "seq, ts_ms, kind, channel_id, message_id, sender_id, participant_i
 #: the per-message kinds folded into ``message_events`` (a delivery with detail -- through repair or after a
 #: loss -- stays in full, as do missing, repair_requested, repair_served, lost and rejected)
 _FOLDED = "(ev.kind IN ('sent', 'received', 'acked') OR (ev.kind = 'delivered' AND ev.detail IS NULL))"
-#: the kinds dropped with the window: per-message totals live in ``messages`` (resends, possible_ack_count), they
-#: are not about a chat message (sync frames), or they are the inspector's per-member detail (ack_seen)
-_DROPPED = "('resent', 'possibly_acked', 'sync_sent', 'sync_received', 'ack_seen')"
+#: the kinds dropped with the window: the per-message total lives in ``messages`` (possible_ack_count), they are
+#: not about a chat message (sync frames), or they are the inspector's detail (ack_seen, duplicate copies).
+#: Resends stay: the report counts them from the events (and a duplicate row, written after the resend it echoes,
+#: must not push its resend out of the window)
+_DROPPED = "('possibly_acked', 'sync_sent', 'sync_received', 'ack_seen', 'duplicate')"
 
 #: fold the events with ``? < seq <= ?`` into message_events (first time of each kind per message)
 FOLD_EVENTS = f"""

@@ -143,3 +143,32 @@ def test_a_message_declared_lost_is_told_so(node_mosquitto, tmp_path):
     assert kinds[0] == "missing" and kinds[-1] == "lost" and "repair_requested" in kinds
     assert insp.steps[-1].text == "declared lost: no copy came by resend, repair or store"
     assert insp.state == "lost" and insp.text is None  # never arrived here: no text to show
+
+
+def test_duplicate_copies_are_told_with_how_they_came(node_mosquitto, tmp_path):
+    """a never hears b's acknowledgement, so she resends a message b already has: b's timeline shows each extra
+    copy (resent by a: a duplicate, dropped) and counts them."""
+    key = ChannelKey.generate("inspect-duplicates")
+
+    async def main():
+        a = await start("a", key, tmp_path, node_mosquitto.url)
+        b = await start("b", key, tmp_path, node_mosquitto.url)
+        try:
+            await b.send_text("hi")
+            await until(lambda: len(a.channel.log) == 1)
+            a.set_impairment(loss_in=1.0)  # a hears nothing more: no acknowledgement reaches her
+            mid = await a.send_text("b gets this more than once")
+            await until(lambda: a.channel.stats["resends"] >= 2 and b.channel.stats["duplicates"] >= 2)
+            a.set_impairment(loss_in=0.0)
+            await until(lambda: not a.pending())
+            return mid, await b.inspect(mid)
+        finally:
+            await a.stop()
+            await b.stop()
+
+    mid, theirs = run(main())
+    kinds = [s.kind for s in theirs.steps]
+    assert kinds[:2] == ["received", "delivered"] and kinds.count("duplicate") >= 2
+    dup = next(s for s in theirs.steps if s.kind == "duplicate")
+    assert dup.text == "another copy (resent by a): a duplicate, dropped" and dup.detail["via"] == "resend"
+    assert theirs.figures["duplicates"] == kinds.count("duplicate")

@@ -40,6 +40,7 @@ def group_events():
         ev("repair_requested", 210, "m1", None, "C", None, {"carrier": "sync-1"}),
         ev("repair_served", 250, "m1", "A", "A", None, {"bytes": 90}),
         ev("repair_served", 260, "m1", "A", "B", None, {"bytes": 90}),
+        ev("repair_cancelled", 300, "m1", "A", "C", None, {"what": "request", "via": "repair", "publisher": "A"}),
         ev("received", 300, "m1", "A", "C", 1),
         ev("delivered", 300, "m1", "A", "C", 1, {"repaired": True, "via": "repair", "publisher": "A",
                                                  "after_lost": []}),
@@ -156,6 +157,7 @@ def test_compute_summary_on_a_hand_made_table():
     assert s["messages"] == 3 and s["deliveries"] == 3 and s["delivery_ratio"] == 0.5
     assert s["resends"] == 1 and s["resends_per_delivery"] == pytest.approx(1 / 3)
     assert s["repair_requests"] == 1 and s["repair_responses"] == 2 and s["duplicate_repair_responses"] == 1
+    assert s["repair_called_off"] == 1
     assert s["bytes_published"] == 100 + 120 + 90 + 90 + 110 + 110
     assert s["bytes_published_per_delivery"] == pytest.approx(620 / 3)
     assert s["bytes_received_per_delivery"] == pytest.approx(1000 / 3)

@@ -266,3 +266,26 @@ def test_frame_view_reads_like_the_message():
     assert v.ByteSize() == pb.ByteSize()  # anything else falls through to the message
     sync = Frame(parse_pb(a.sync(3).data))
     assert not sync.HasField("content") and sync.content == b""
+
+
+def test_repair_work_called_off_is_recorded_as_the_node_records_it(tmp_path):
+    """A member's pending repair request or answer that a copy of the message calls off is a
+    ``repair_cancelled`` row (what, via, publisher), as sdschat.node.receive writes it; the report counts them."""
+    from sdschat.pipeline.metrics import SourceInfo, compute, reduce_events
+
+    simulate(SimParams(participants=20, messages=30, rate=2.0, loss=0.2, seed=2, overrides=FAST_REPAIR,
+                       horizon_ms=120_000), tmp_path)
+    rows = events_of(tmp_path).to_pylist()
+    called_off = [r for r in rows if r["kind"] == "repair_cancelled"]
+    missing = {m for r in rows if r["kind"] == "missing" for m in json.loads(r["detail"])["missing"]}
+    asked = {r["message_id"] for r in rows if r["kind"] == "repair_requested"}
+    whats = Counter(json.loads(r["detail"])["what"] for r in called_off)
+    assert set(whats) == {"request", "answer"}  # answers called off: SDS-R's suppression of duplicate answers
+    for r in called_off:
+        d = json.loads(r["detail"])
+        assert d["via"] in ("message", "resend", "repair") and d["publisher"]
+        assert r["message_id"] in (missing if d["what"] == "request" else asked)  # there was something to call off
+    for r in rows:
+        r["source"] = "run"
+    rep = compute(reduce_events(rows), [SourceInfo("run", "sim", sorted({r["participant_id"] for r in rows}))])
+    assert rep.summary[0]["repair_called_off"] == len(called_off)

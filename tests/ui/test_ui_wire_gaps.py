@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ui_helpers import cluster, line_with, lines_of, wait_until
+from ui_helpers import cluster, fast_config, line_with, lines_of, wait_until
 
 from sdschat.ui.app import ChatApp
 from sdschat.ui.screens.gaps import GapsScreen
@@ -134,6 +134,126 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 gaps = app.screen
                 await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
                 assert "repaired (SDS-R) by carol after" in next(line for line in gaps.lines if missed[:16] in line)
+                assert app.errors == []
+
+    run(scenario())
+
+
+def test_the_inspector_and_gaps_tell_a_gap_filled_from_the_store(tmp_path, run) -> None:
+    """Pilot, two real nodes and a store node: alice misses one of bob's messages; the store node has it (by its
+    retrieval hint) before SDS-R is due. The panel and /gaps tell the query and its answer, in order; `sdschat
+    inspect --json` reads the same from alice's database."""
+    import json
+    import subprocess
+    import sys
+
+    from sdschat.storenode import StoreNode
+    from sdschat.ui.screens.inspector import InspectorScreen
+
+    slow = fast_config(repair_t_min_ms=2_000, repair_t_max_ms=10_000, resend_unacknowledged_ms=60_000,
+                       resend_possibly_acknowledged_ms=60_000)
+
+    async def scenario():
+        async with cluster(tmp_path, configs={"alice": slow, "bob": slow}) as (alice, bob):
+            store = await StoreNode.start(alice.broker_url, tmp_path / "store.db")
+            try:
+                app = ChatApp(alice, blink=False)
+                async with app.run_test(size=SIZE) as pilot:
+                    await bob.send_text("first")
+                    await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
+                    alice.set_impairment(loss_in=1.0)
+                    missed = await bob.send_text("the store keeps this")
+                    await wait_until(pilot, lambda: store.counters["stored"] >= 2, what="stored")
+                    alice.set_impairment(loss_in=0.0)
+                    await bob.send_text("names it")
+                    await wait_until(pilot, lambda: missed in alice.channel.log, timeout=6, what="the store's copy")
+                    await pilot.press("up")
+                    view = app.pane.view
+                    while view.cursor.msg.message_id != missed:
+                        await pilot.press("up")
+                    await pilot.press("i")
+                    panel = app.screen
+                    assert isinstance(panel, InspectorScreen)
+                    await wait_until(pilot, lambda: any("the store node had it" in line for line in panel.lines),
+                                     what="the panel")
+                    steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
+                    assert steps[0].startswith("noticed missing: named by bob's message")
+                    assert steps[1].startswith("asked the store node for it (retrieval hint ")
+                    assert steps[-3:] == ["first copy from the store node",
+                                          "delivered in causal order, repaired through the store node",
+                                          "the store node had it"]
+                    await pilot.press("escape", "escape")
+                    app.pane.input.load_text("/gaps")
+                    await pilot.press("enter")
+                    await wait_until(pilot, lambda: isinstance(app.screen, GapsScreen), what="/gaps")
+                    gaps = app.screen
+                    await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
+                    at = next(i for i, line in enumerate(gaps.lines) if missed[:16] in line)
+                    assert "filled from the store node after" in gaps.lines[at]
+                    block = [line.split(" s  ", 1)[-1] for line in gaps.lines[at + 1:at + 5]]
+                    assert block[0].strip().startswith("retrieval hint ")
+                    assert block[1].startswith("asked the store node for it (retrieval hint ")
+                    assert block[2:] == ["your repair request was called off: it came (from the store node)",
+                                         "the store node had it"]
+                    assert app.errors == []
+            finally:
+                await store.stop()
+        return missed
+
+    missed = run(scenario())
+    out = subprocess.run([sys.executable, "-m", "sdschat", "inspect", "--db", str(tmp_path / "alice.db"), missed,
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    kinds = [s["kind"] for s in json.loads(out.stdout)["steps"]]
+    assert kinds[:2] == ["missing", "store_query"] and kinds[-3:] == ["received", "delivered", "store_answer"]
+
+
+def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, run) -> None:
+    """Pilot: bob's message never reaches alice and bob goes away; nobody else has it. /gaps shows the gap
+    open with its repair request counting down, then declared lost after lost_after_ms; the message that
+    named it says so in its panel."""
+    from sdschat.ui.screens.inspector import InspectorScreen
+
+    quiet = fast_config(lost_after_ms=2_000, resend_unacknowledged_ms=60_000, resend_possibly_acknowledged_ms=60_000)
+
+    async def scenario():
+        async with cluster(tmp_path, configs={"alice": quiet, "bob": quiet}) as (alice, bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await bob.send_text("first")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
+                alice.set_impairment(loss_in=1.0)
+                gone = await bob.send_text("alice never gets this")
+                await pilot.pause(0.2)
+                alice.set_impairment(loss_in=0.0)
+                naming = await bob.send_text("names it")
+                await wait_until(pilot, lambda: naming in alice.channel.incoming_ids, what="the naming message")
+                bob.set_impairment(offline=True)  # the only copy is gone for good
+                await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="the marker")
+                app.pane.input.load_text("/gaps")
+                await pilot.press("enter")
+                await wait_until(pilot, lambda: isinstance(app.screen, GapsScreen), what="/gaps")
+                gaps = app.screen
+                await wait_until(pilot, lambda: any(gone[:16] in line and "still open" in line for line in gaps.lines),
+                                 what="the open gap")
+                await wait_until(pilot, lambda: any("declared lost after" in line for line in gaps.lines), timeout=10,
+                                 what="declared lost")
+                at = next(i for i, line in enumerate(gaps.lines) if gone[:16] in line)
+                assert "declared lost after" in gaps.lines[at]
+                assert any("you asked for a repair" in line for line in gaps.lines[at + 1:at + 6])
+                await pilot.press("escape")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "names it"), what="released after the loss")
+                await pilot.press("up")
+                assert app.pane.view.cursor.msg.message_id == naming
+                await pilot.press("i")
+                panel = app.screen
+                assert isinstance(panel, InspectorScreen)
+                await wait_until(pilot, lambda: any("was declared lost" in line for line in panel.lines), what="panel")
+                steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
+                assert steps[0].startswith("first copy straight from bob")
+                assert steps[1].startswith("arrived before 1 earlier message(s) it names: waits for " + gone[:8])
+                assert steps[-2:] == [f"{gone[:8]}, which it waited for, was declared lost",
+                                      "delivered in causal order, after 1 earlier message(s) were declared lost"]
                 assert app.errors == []
 
     run(scenario())

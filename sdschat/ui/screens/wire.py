@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from datetime import tzinfo
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -24,6 +25,10 @@ from ..layout import clean_text
 from .live import LivePanel
 
 __all__ = ["WireScreen"]
+
+# styles as objects, not strings: Textual parses a style string again for every line it renders (measured: most
+# of a repaint's time)
+_HEAD, _OUT, _REJECTED, _IN = Style(bold=True), Style(color="grey62"), Style(color="red"), Style()
 
 
 class WireScreen(LivePanel):
@@ -90,13 +95,13 @@ class WireScreen(LivePanel):
         self.header = (f"{rates['in']:.1f} frames/s in · {rates['out']:.1f} out (last 5 s) · "
                        f"{wire.totals['in']} in, {wire.totals['out']} out, {wire.totals['rejected']} rejected · "
                        + " · ".join(filters) + (" · PAUSED" if self.paused else ""))
-        self.query_one("#wire-head", Static).update(Text(self.header, "bold"))
+        self.query_one("#wire-head", Static).update(Text(self.header, _HEAD))
         if self.paused:
             return
         # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames
         head = f"{'time':<12}   {'kind':<9} {'sender':<20} {'lamport':>7} {'hist':>4} {'bloom':>6} {'rep':>3} " \
                f"{'bytes':>7}  what the node did"
-        body = Text(head + "\n", "grey62", no_wrap=True, overflow="ellipsis")
+        body = Text(head + "\n", _OUT, no_wrap=True, overflow="ellipsis")
         rows = []
         height = max(1, self.size.height - 6)
         for f in self._shown()[:height]:
@@ -110,7 +115,7 @@ class WireScreen(LivePanel):
                 who += f" via {self._who(f.publisher)}"  # a rebroadcast: the author, and who published it
             line = (f"{clock:<12} {arrow} {f.kind:<9} {who[:20]:<20} {lam:>7} {f.history:>4} {bloom:>6} "
                     f"{f.repair:>3} {f.size:>7,}  {f.outcome}")
-            style = "red" if f.outcome.startswith("rejected") else ("grey62" if f.direction == "out" else "")
+            style = _REJECTED if f.outcome.startswith("rejected") else (_OUT if f.direction == "out" else _IN)
             body.append(line + "\n", style)
             rows.append(line)
         self.rows = rows
