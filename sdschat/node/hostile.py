@@ -47,6 +47,7 @@ MOVES = ("forge-acks", "reorder", "withhold", "flood")
 #: how far ahead a reordered copy claims to be
 AHEAD_MS = 3_600_000
 
+
 def hostile_channel_config(move: str, base):
     """The engine settings a move needs: ``withhold`` never resends and never answers a repair request."""
     if move != "withhold":
@@ -70,7 +71,7 @@ class HostileMember:
         self.count = count
         self.interval = interval
         self.rng = random.Random(seed)
-        #: what was published, by kind (``forged_sync``, ``reordered``, ``withheld``, ``garbage``, ...)
+        #: what was published, by kind (``forged_sync``, ``reordered_ahead``, ``withheld``, ``garbage``, ...)
         self.published: Counter[str] = Counter()
         self._tap: MqttTransport | None = None
         #: the last genuine content frame heard from each member

@@ -251,7 +251,10 @@ def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
                 }.get(d.get("outcome"), f"the store node answered ({d.get('outcome')})")
     else:
         return None
-    return Step(e.ts_ms, kind, text, dict(d))
+    detail = dict(d)
+    if kind == "missing" and e.message_id == mid:
+        detail["waits"] = True  # its own arrival ahead of what it names (not it being named missing)
+    return Step(e.ts_ms, kind, text, detail)
 
 
 def _pending(rows: Mapping[str, tuple], name: _Names) -> list[Step]:
@@ -311,6 +314,8 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
         by = sorted({s.detail.get("by") for s in steps if s.kind == "ack_seen" and s.detail.get("by")})
         figures["acked_by"] = by
         figures["not_yet"] = sorted(p for p in names if p not in by and p != me)
+        if by and not figures["not_yet"] and "sent" in first:  # the last member seen named it then
+            figures["all_acked_ms"] = max(s.ts_ms for s in steps if s.kind == "ack_seen") - first["sent"]
     return Inspection(
         message_id=message_id, sender_id=sender, nick=(app.nick if app else None) or names.get(sender),
         text=app.text if app else None, lamport_timestamp=row.lamport_timestamp if row else None,
@@ -416,6 +421,8 @@ def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, st
         tail.append("")
         if "first_ack_ms" in fig:
             tail.append(f"first acknowledgement {fig['first_ack_ms'] / 1000:.2f} s after sending")
+        if "all_acked_ms" in fig:
+            tail.append(f"every member seen had it {fig['all_acked_ms'] / 1000:.2f} s after sending")
         if "written_to_delivered_ms" in fig:
             tail.append(f"delivered {fig['written_to_delivered_ms'] / 1000:.2f} s after its author wrote it")
         if fig.get("held_back_ms"):

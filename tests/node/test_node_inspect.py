@@ -60,6 +60,7 @@ def test_a_first_copy_lost_then_resent_is_told_on_both_sides(node_mosquitto, tmp
     seen = [s for s in mine.steps if s.kind == "ack_seen"]  # per member: b named it, once
     assert len(seen) == 1 and seen[0].text.startswith("b has it: named in the causal history of their frame")
     assert mine.figures["acked_by"] == [seen[0].detail["by"]] and mine.figures["not_yet"] == []
+    assert mine.figures["all_acked_ms"] == seen[0].ts_ms - sent.ts_ms >= 0  # the only other member: b
     assert not theirs.own and theirs.text == "b misses the first copy of this" and theirs.nick == "a"
     assert [s.kind for s in theirs.steps][:2] == ["received", "delivered"]
     assert theirs.steps[0].text == "first copy resent by a"

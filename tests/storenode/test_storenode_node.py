@@ -183,7 +183,11 @@ def test_the_inspector_tells_a_gap_filled_from_the_store(store_mosquitto, tmp_pa
             await store.stop()
 
     lost, insp, gaps = run(main(), 60)
-    assert [s.kind for s in insp.steps] == ["missing", "received", "delivered"]
-    assert insp.steps[1].text == "first copy from the store node"
-    assert insp.steps[2].text == "delivered in causal order, repaired through the store node"
+    assert [s.kind for s in insp.steps] == ["missing", "store_query", "repair_cancelled", "received", "delivered",
+                                            "store_answer"]
+    assert [s.text for s in insp.steps[2:]] == [
+        "your repair request was called off: it came (from the store node)", "first copy from the store node",
+        "delivered in causal order, repaired through the store node", "the store node had it"]
     assert [(g.message_id, g.how) for g in gaps] == [(lost, "store")]
+    assert [s.kind for s in gaps[0].steps] == ["store_query", "repair_cancelled", "store_answer"]
+    assert gaps[0].hint and insp.steps[1].detail["hint"] == gaps[0].hint  # asked by the hint the history carried

@@ -248,12 +248,17 @@ def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, r
                 await pilot.press("i")
                 panel = app.screen
                 assert isinstance(panel, InspectorScreen)
-                await wait_until(pilot, lambda: any("was declared lost" in line for line in panel.lines), what="panel")
-                steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
+                await wait_until(pilot, lambda: "the gap it waited for:" in panel.lines, what="panel")
+                timeline = panel.lines[:panel.lines.index("the gap it waited for:")]
+                steps = [line.split(" s  ", 1)[-1] for line in timeline if " s  " in line]
                 assert steps[0].startswith("first copy straight from bob")
                 assert steps[1].startswith("arrived before 1 earlier message(s) it names: waits for " + gone[:8])
                 assert steps[-2:] == [f"{gone[:8]}, which it waited for, was declared lost",
                                       "delivered in causal order, after 1 earlier message(s) were declared lost"]
+                # under its marker: the gap inspector for the message it waited for
+                at = panel.lines.index("the gap it waited for:")
+                assert gone[:16] in panel.lines[at + 1] and "declared lost after" in panel.lines[at + 1]
+                assert any("you asked for a repair" in line for line in panel.lines[at + 2:])
                 assert app.errors == []
 
     run(scenario())

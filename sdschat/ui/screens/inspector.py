@@ -3,7 +3,11 @@
 What it shows is :meth:`sdschat.node.Node.inspect`, the same reading as
 ``sdschat inspect``: the events the node recorded and the engine's tables as
 they are now. It reads again twice a second while open, so resends, acks,
-repairs and the timers' countdowns move as they happen.
+repairs and the timers' countdowns move as they happen. On a message that
+arrived before earlier ones it names (the one under a "possibly missing"
+marker) it also shows the gap inspector for each of those: who it is from,
+its retrieval hint, the store queries and repair requests with their timers,
+and how the gap closed (as ``/gaps`` does for every gap).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
 
-from sdschat.node.inspect import render_parts, wall_clock
+from sdschat.node.inspect import gap_lines, render_parts, wall_clock
 
 from ..layout import clean_text
 from .live import LivePanel
@@ -46,8 +50,17 @@ class InspectorScreen(LivePanel):
             self.lines = [f"message {self.message_id[:16]}…", "", "nothing recorded about it here yet"]
             self.show(Text("\n".join(self.lines)))
             return
-        parts = render_parts(insp, now_ms=int(time.time() * 1000), clock=partial(wall_clock, tz=self.tz),
-                             names=self.node.names())
+        now = int(time.time() * 1000)
+        clock = partial(wall_clock, tz=self.tz)
+        parts = render_parts(insp, now_ms=now, clock=clock, names=self.node.names())
+        waited = {m for s in insp.steps if s.kind == "missing" and s.detail.get("waits")
+                  for m in s.detail.get("missing", [])}
+        if waited:  # the gaps under its marker
+            names = {**self.node.names(), self.node.participant_id: "you"}
+            gaps = [g for g in await self.node.gaps() if g.message_id in waited]
+            if gaps:
+                parts.tail += ["", "the gap" + ("s" if len(gaps) > 1 else "") + " it waited for:"]
+                parts.tail += [line for g in gaps for line in gap_lines(g, names, clock, now)]
         self.lines = parts.lines()
         head = Text()
         for i, line in enumerate(parts.head):

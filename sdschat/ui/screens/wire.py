@@ -39,7 +39,10 @@ class WireScreen(LivePanel):
         Binding("x", "rejected", "rejected only"),
         Binding("space", "pause", "pause"),
     ]
+    # opaque: a see-through modal screen has Textual composite the chat under it on every repaint (and repaint it
+    # on every message), though the view covers it all
     DEFAULT_CSS = """
+    WireScreen { background: $background; }
     WireScreen #wire-head { height: 2; }
     """
     TITLE = "wire (k kind · s sender · x rejected · space pause · Esc close)"
@@ -101,7 +104,8 @@ class WireScreen(LivePanel):
         # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames
         head = f"{'time':<12}   {'kind':<9} {'sender':<20} {'lamport':>7} {'hist':>4} {'bloom':>6} {'rep':>3} " \
                f"{'bytes':>7}  what the node did"
-        body = Text(head + "\n", _OUT, no_wrap=True, overflow="ellipsis")
+        body = Text(no_wrap=True, overflow="ellipsis")
+        body.append(head + "\n", _OUT)  # a span, not the text's base style: frames in stay bright
         rows = []
         height = max(1, self.size.height - 6)
         for f in self._shown()[:height]:
