@@ -149,30 +149,35 @@ async def resolve_message_id(store: Store, channel_id: str, text: str) -> str:
     return text if text in found else found[0]
 
 
-def _arrival(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
+def _came(d: Mapping[str, Any], sender: str | None, name: _Names) -> tuple[str, str]:
+    """How a copy came, from its row's detail: (``store``, ``repair``, ``resend``, ``published`` by someone else
+    or ``direct``, and who put it on the wire)."""
     via, publisher = d.get("via"), d.get("publisher")
     if via == "store":
-        return "first copy from the store node"
+        return "store", "the store node"
     if via == "repair":
-        return f"first copy rebroadcast by {name(publisher)} (SDS-R answer)"
+        return "repair", name(publisher)
     if via == "resend":
-        return f"first copy resent by {name(publisher or sender)}" + ("" if publisher in (None, sender)
-                                                                       else " (not its author)")
+        return "resend", name(publisher or sender)
     if publisher not in (None, sender):
-        return f"first copy published by {name(publisher)}"
-    return f"first copy straight from {name(sender)}"
+        return "published", name(publisher)
+    return "direct", name(sender)
+
+
+def _arrival(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
+    how, who = _came(d, sender, name)
+    text = {"store": "first copy from the store node", "repair": f"first copy rebroadcast by {who} (SDS-R answer)",
+            "resend": f"first copy resent by {who}", "published": f"first copy published by {who}",
+            "direct": f"first copy straight from {who}"}[how]
+    if how == "resend" and d.get("publisher") not in (None, sender):
+        text += " (not its author)"
+    return text
 
 
 def _copy(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
-    """How a copy came, in a few words: ``resent by bob``, ``an SDS-R answer by carol``, ``from the store``."""
-    via, publisher = d.get("via"), d.get("publisher")
-    if via == "store":
-        return "from the store node"
-    if via == "repair":
-        return f"an SDS-R answer by {name(publisher)}"
-    if via == "resend":
-        return f"resent by {name(publisher or sender)}"
-    return f"from {name(publisher or sender)}"
+    """How a copy came, in a few words: ``resent by bob``, ``an SDS-R answer by carol``, ``from the store node``."""
+    how, who = _came(d, sender, name)
+    return {"repair": f"an SDS-R answer by {who}", "resend": f"resent by {who}"}.get(how, f"from {who}")
 
 
 def _delivered(d: Mapping[str, Any], name: _Names) -> str:

@@ -266,6 +266,7 @@ class Node:
             await self._bounded("transport stop", self.transport.stop(), 5.0)
         if self.writer is not None:
             if self.failure is None and self.channel is not None:
+                self.receiver.flush_unopened()
                 self.persist(self.now())
             if not await self._bounded("final database flush", self.writer.close(), 10.0):
                 self.failure = self.failure or "database write failed: final flush did not complete"

@@ -3,6 +3,7 @@ engine's events into persisted rows, published frames and UI events."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -37,6 +38,10 @@ __all__ = ["Receiver"]
 
 #: own messages whose per-member acknowledgements are tracked in memory (older ones: from the database)
 SEEN_CAP = 2_000
+#: frames that do not open with the channel key (anyone who can publish on the topic can send them) are told
+#: and recorded at most this often, as one event and one row with their count: a flood of them must not become
+#: as many database rows and screen updates (each is still counted, and listed in the wire view, at once)
+UNOPENED_EVERY_S = 1.0
 
 log = logging.getLogger("sdschat.node")
 
@@ -65,6 +70,9 @@ class Turn:
 class Receiver:
     def __init__(self, node) -> None:
         self.node = node
+        #: frames refused as undecryptable, not yet told (see :meth:`flush_unopened`)
+        self._unopened = 0
+        self._unopened_timer: asyncio.TimerHandle | None = None
         #: own message id -> members seen naming it (the newest SEEN_CAP messages)
         self._seen_by: OrderedDict[str, set[str]] = OrderedDict()
         self._steps = {
@@ -199,8 +207,30 @@ class Receiver:
         node.counters["rejected" if reason != "undecryptable" else "undecryptable"] += 1
         if reason == "impersonation":
             node.counters["impersonation"] += 1
+        if reason == "undecryptable":  # anyone on the broker can send these: told once a second, with a count
+            self._unopened += 1
+            if self._unopened_timer is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop (a synchronous caller): tell it now
+                    self.flush_unopened()
+                    return
+                self._unopened_timer = loop.call_later(UNOPENED_EVERY_S, self.flush_unopened)
+            return
         node.emit(ev.FrameRejected(reason, detail))
         node.persist(now, events=[EventRow("rejected", now, detail={"reason": reason})])
+
+    def flush_unopened(self) -> None:
+        """Tell and record the frames refused as undecryptable since the last time: one event, one row."""
+        if self._unopened_timer is not None:
+            self._unopened_timer.cancel()
+            self._unopened_timer = None
+        n, self._unopened = self._unopened, 0
+        if n:
+            node = self.node
+            now = node.now()
+            node.emit(ev.FrameRejected("undecryptable", f"{n} frame(s) that do not open with the channel key"))
+            node.persist(now, events=[EventRow("rejected", now, detail={"reason": "undecryptable", "count": n})])
 
     # ----------------------------------------------------------------- events
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import sqlite3
 import stat
@@ -700,6 +701,12 @@ def test_not_protected_denial_of_service_garbage_is_counted_not_prevented(mosq, 
 
     rejected, texts = asyncio.run(main())
     assert rejected == 2_000 and texts == ["still here"]
+    # told and recorded once a second with their count, not as 2,000 rows (a flood is not as many writes)
+    con = sqlite3.connect(tmp_path / "b.db")
+    rows = [json.loads(d) for (d,) in con.execute("SELECT detail FROM events WHERE kind = 'rejected'")]
+    con.close()
+    assert sum(r["count"] for r in rows) == 2_000 and len(rows) <= 10 and {r["reason"] for r in rows} == {
+        "undecryptable"}
 
 
 def test_profile_files_are_0600_and_folders_0700_even_under_umask_0(tmp_path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ui_helpers import cluster, fast_config, line_with, lines_of, wait_until
+from ui_helpers import cluster, fast_config, line_with, lines_of, open_inspector, wait_until
 
 from sdschat.ui.app import ChatApp
 from sdschat.ui.screens.gaps import GapsScreen
@@ -99,7 +99,6 @@ def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
 def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -> None:
     """Pilot, three real nodes: alice misses one of bob's messages, bob goes away, carol's copy repairs it. The
     panel on that message and /gaps say so, in order."""
-    from sdschat.ui.screens.inspector import InspectorScreen
 
     async def scenario():
         async with cluster(tmp_path, ("alice", "bob", "carol")) as (alice, bob, carol):
@@ -114,13 +113,7 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 alice.set_impairment(loss_in=0.0)
                 await carol.send_text("names it")
                 await wait_until(pilot, lambda: missed in alice.channel.log, timeout=20, what="the repair")
-                await pilot.press("up")
-                view = app.pane.view
-                while view.cursor.msg.message_id != missed:
-                    await pilot.press("up")
-                await pilot.press("i")
-                panel = app.screen
-                assert isinstance(panel, InspectorScreen)
+                panel = await open_inspector(pilot, app, missed)
                 await wait_until(pilot, lambda: any("delivered" in line for line in panel.lines), what="the panel")
                 steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
                 assert steps[0] == "noticed missing: named by carol's message " + steps[0].rsplit(" ", 1)[-1]
@@ -148,7 +141,6 @@ def test_the_inspector_and_gaps_tell_a_gap_filled_from_the_store(tmp_path, run) 
     import sys
 
     from sdschat.storenode import StoreNode
-    from sdschat.ui.screens.inspector import InspectorScreen
 
     slow = fast_config(repair_t_min_ms=2_000, repair_t_max_ms=10_000, resend_unacknowledged_ms=60_000,
                        resend_possibly_acknowledged_ms=60_000)
@@ -167,13 +159,7 @@ def test_the_inspector_and_gaps_tell_a_gap_filled_from_the_store(tmp_path, run) 
                     alice.set_impairment(loss_in=0.0)
                     await bob.send_text("names it")
                     await wait_until(pilot, lambda: missed in alice.channel.log, timeout=6, what="the store's copy")
-                    await pilot.press("up")
-                    view = app.pane.view
-                    while view.cursor.msg.message_id != missed:
-                        await pilot.press("up")
-                    await pilot.press("i")
-                    panel = app.screen
-                    assert isinstance(panel, InspectorScreen)
+                    panel = await open_inspector(pilot, app, missed)
                     await wait_until(pilot, lambda: any("the store node had it" in line for line in panel.lines),
                                      what="the panel")
                     steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
@@ -212,7 +198,6 @@ def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, r
     """Pilot: bob's message never reaches alice and bob goes away; nobody else has it. /gaps shows the gap
     open with its repair request counting down, then declared lost after lost_after_ms; the message that
     named it says so in its panel."""
-    from sdschat.ui.screens.inspector import InspectorScreen
 
     quiet = fast_config(lost_after_ms=2_000, resend_unacknowledged_ms=60_000, resend_possibly_acknowledged_ms=60_000)
 
@@ -243,11 +228,7 @@ def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, r
                 assert any("you asked for a repair" in line for line in gaps.lines[at + 1:at + 6])
                 await pilot.press("escape")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "names it"), what="released after the loss")
-                await pilot.press("up")
-                assert app.pane.view.cursor.msg.message_id == naming
-                await pilot.press("i")
-                panel = app.screen
-                assert isinstance(panel, InspectorScreen)
+                panel = await open_inspector(pilot, app, naming)
                 await wait_until(pilot, lambda: "the gap it waited for:" in panel.lines, what="panel")
                 timeline = panel.lines[:panel.lines.index("the gap it waited for:")]
                 steps = [line.split(" s  ", 1)[-1] for line in timeline if " s  " in line]

@@ -325,3 +325,16 @@ def capture_writes(app) -> list[str]:
 
     app._driver.write = write
     return writes
+
+
+async def open_inspector(pilot, app, message_id: str):
+    """Move the message cursor up to ``message_id`` and press ``i``: the inspector panel on it."""
+    from sdschat.ui.screens.inspector import InspectorScreen
+
+    await pilot.press("up")
+    view = app.pane.view
+    while view.cursor.msg.message_id != message_id:
+        await pilot.press("up")
+    await pilot.press("i")
+    assert isinstance(app.screen, InspectorScreen)
+    return app.screen
