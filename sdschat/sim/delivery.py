@@ -23,6 +23,8 @@ from .schedule import ARRIVALS, INF, TICK
 __all__ = ["Delivery"]
 
 _EMPTY = (INF,)  # the top of an empty heap
+#: (asking, answering) for a frame that cannot call off repair work (a sync frame)
+_NOTHING_PENDING = (False, False)
 
 
 class Delivery:
@@ -50,6 +52,7 @@ class Delivery:
             lim = top[0] if (ARRIVALS, pr, pc) < (top[1], top[2], top[3]) else top[0] - 1
         first, offline = i, 0
         content = cur.ctx[0] != "sync"  # only a message's own copies call off repair work for it
+        mid = cur.ctx[4]
         while i < n:
             t = times[i]
             if t > lim:
@@ -60,15 +63,10 @@ class Delivery:
                 offline += 1
                 continue
             ch = chans[r]
-            if content:
-                pending = ch.repair_pending(cur.ctx[4])
-                if pending[0] or pending[1]:
-                    evs = ch.receive_parsed(pb, t, None, pos)
-                    self._called_off(r, t, pending, ch.repair_pending(cur.ctx[4]), cur.ctx)
-                else:
-                    evs = ch.receive_parsed(pb, t, None, pos)
-            else:
-                evs = ch.receive_parsed(pb, t, None, pos)
+            pending = ch.repair_pending(mid) if content else _NOTHING_PENDING
+            evs = ch.receive_parsed(pb, t, None, pos)
+            if pending[0] or pending[1]:
+                self._called_off(r, t, pending, ch.repair_pending(mid), cur.ctx)
             if not evs:
                 continue
             if len(evs) == 1 and not always:  # the common single-event outcomes, inline
