@@ -65,21 +65,23 @@ class SignedContent(NamedTuple):
     message: bytes
 
 
+def _version(context: bytes | None) -> int:
+    return SIGNED_CONTENT_VERSION if context is None else SIGNED_CONTEXT_VERSION
+
+
 def _to_be_signed(channel_binding: bytes, message: bytes, domain: bytes = _DOMAIN,
                   context: bytes | None = None) -> bytes:
     if not isinstance(channel_binding, _BYTES_LIKE):
         raise TypeError("channel binding must be bytes")
     if len(channel_binding) > 0xFFFF:
         raise ValueError("channel binding too long")
-    if context is None:
-        head = (domain, bytes((SIGNED_CONTENT_VERSION,)), len(channel_binding).to_bytes(2, "big"),
-                bytes(channel_binding))
-    else:
+    parts = [domain, bytes((_version(context),)), len(channel_binding).to_bytes(2, "big"), bytes(channel_binding)]
+    if context is not None:
         if len(context) > 0xFFFF:
             raise ValueError("signed context too long")
-        head = (domain, bytes((SIGNED_CONTEXT_VERSION,)), len(channel_binding).to_bytes(2, "big"),
-                bytes(channel_binding), len(context).to_bytes(2, "big"), bytes(context))
-    return b"".join((*head, message))
+        parts += (len(context).to_bytes(2, "big"), bytes(context))
+    parts.append(message)
+    return b"".join(parts)
 
 
 def signed_content(identity: Identity, channel_binding: bytes, message_bytes: bytes, *,
@@ -91,8 +93,7 @@ def signed_content(identity: Identity, channel_binding: bytes, message_bytes: by
         raise TypeError("message must be bytes")
     message = bytes(message_bytes)
     signature = identity.sign(_to_be_signed(channel_binding, message, domain, context))
-    version = SIGNED_CONTENT_VERSION if context is None else SIGNED_CONTEXT_VERSION
-    return bytes((version,)) + identity.public_bytes() + signature + message
+    return bytes((_version(context),)) + identity.public_bytes() + signature + message
 
 
 def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = _DOMAIN,
@@ -104,7 +105,7 @@ def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = 
     malformed, of the other version, or the signature does not verify for this channel binding (and context).
     """
     data = _checked(data)
-    if data[0] != (SIGNED_CONTENT_VERSION if context is None else SIGNED_CONTEXT_VERSION):
+    if data[0] != _version(context):
         raise SignatureError("version")
     public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
     signature = data[1 + PUBLIC_KEY_SIZE : SIGNED_CONTENT_OVERHEAD]
@@ -118,13 +119,12 @@ def read_signed_content(data: bytes) -> SignedContent:
     """Signed content's parts *without* checking the signature: only for content verified when it arrived
     (read back from this participant's own state). Raises :class:`SignatureError` if it is malformed."""
     data = _checked(data)
-    if data[0] not in (SIGNED_CONTENT_VERSION, SIGNED_CONTEXT_VERSION):
-        raise SignatureError("version")
     public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
     return SignedContent(fingerprint(public_key), public_key, data[SIGNED_CONTENT_OVERHEAD:])
 
 
 def _checked(data) -> bytes:
+    """``data`` as bytes, of a known version and long enough for the header (else :class:`SignatureError`)."""
     if not isinstance(data, _BYTES_LIKE):
         raise SignatureError("type")
     data = bytes(data)

@@ -76,7 +76,8 @@ class HostileMember:
         self._tap: MqttTransport | None = None
         #: the last genuine content frame heard from each member
         self._last: dict[str, wire.Message] = {}
-        self._queue: asyncio.Queue[tuple[str, str, wire.Message]] = asyncio.Queue(maxsize=10_000)
+        #: genuine content frames heard, for the move to answer
+        self._queue: asyncio.Queue[wire.Message] = asyncio.Queue(maxsize=10_000)
 
     async def run(self, stop: asyncio.Event) -> Counter[str]:
         node = self.node
@@ -112,12 +113,12 @@ class HostileMember:
         if msg.content is not None and msg.lamport_timestamp is not None and reason in ("message", "resend"):
             self._last[msg.sender_id] = msg
             if not self._queue.full():
-                self._queue.put_nowait((publisher, reason, msg))
+                self._queue.put_nowait(msg)
 
     async def _answer_frames(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                _, _, msg = await asyncio.wait_for(self._queue.get(), 0.2)
+                msg = await asyncio.wait_for(self._queue.get(), 0.2)
             except (asyncio.TimeoutError, TimeoutError):
                 continue
             if self.move == "reorder":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -329,18 +329,24 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
     )
 
 
-async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[str, str | None]) -> list[GapReport]:
+async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[str, str | None],
+                      ids: Collection[str] | None = None) -> list[GapReport]:
     """Every message noticed missing in the channel (still told of by its events) and how its gap closed:
-    ``repair`` (SDS-R), ``store``, ``resend``, ``late`` (a copy came by itself), ``lost``, or ``open``."""
+    ``repair`` (SDS-R), ``store``, ``resend``, ``late`` (a copy came by itself), ``lost``, or ``open``.
+    With ``ids``, only the gaps of those messages (from the rows naming them, not every missing row)."""
     name = _Names(names, me)
     found: dict[str, GapReport] = {}
-    for e in await store.missing_events(channel_id):
+    if ids is None:
+        noticed_rows = await store.missing_events(channel_id)
+    else:
+        noticed_rows = [e for e in await store.events_about(channel_id, list(ids)) if e.kind == "missing"]
+    for e in noticed_rows:
         d = _detail(e)
         noticed = (f"a sync frame from {name(e.sender_id)}" if d.get("source") == "sync"
                    else f"{name(e.sender_id)}'s message {_short(e.message_id)}")
         hints = d.get("hints") if isinstance(d.get("hints"), dict) else {}
         for mid in d.get("missing", []):
-            if isinstance(mid, str) and mid not in found:
+            if isinstance(mid, str) and mid not in found and (ids is None or mid in ids):
                 hint = hints.get(mid)
                 found[mid] = GapReport(mid, None, e.ts_ms, noticed, None, "open", None,
                                        hint=hint if isinstance(hint, str) else None)

@@ -25,7 +25,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ..crypto import CryptoError, Identity, envelope_hash
 from ..sds import MessageChannel, wire
@@ -398,10 +398,12 @@ class Node:
         return await inspect_message(self.store, self.key.channel_id, message_id, me=self.participant_id,
                                      names=self.names())
 
-    async def gaps(self) -> list[GapReport]:
-        """Every gap noticed in the channel and how it closed (:func:`.inspect.gap_reports`)."""
+    async def gaps(self, ids: Collection[str] | None = None) -> list[GapReport]:
+        """Every gap noticed in the channel (or only those of ``ids``) and how it closed
+        (:func:`.inspect.gap_reports`)."""
         await self._flush_for_reading()
-        return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self.names())
+        return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self.names(),
+                                 ids=ids)
 
     async def members(self) -> list[Member]:
         """Everyone seen in the channel, with what the database tells of each (:func:`.inspect.member_reports`)."""

@@ -80,13 +80,14 @@ def test_a_message_repaired_by_a_third_member_and_the_gap_list(node_mosquitto, t
             b.set_impairment(loss_in=0.0)
             await c.send_text("names the one b missed")
             await until(lambda: has(b, lost), timeout=30)
-            insp, gaps = await b.inspect(lost), await b.gaps()
+            insp, gaps, only = await b.inspect(lost), await b.gaps(), await b.gaps([lost])
         finally:
             for n in (a, b, c):
                 await n.stop()
-        return lost, insp, gaps
+        return lost, insp, gaps, only
 
-    lost, insp, gaps = run(main())
+    lost, insp, gaps, only = run(main())
+    assert only == [g for g in gaps if g.message_id == lost]  # one gap, read from the rows naming it
     kinds = [s.kind for s in insp.steps]
     assert kinds[0] == "missing" and "noticed missing" in insp.steps[0].text
     assert "delivered" in kinds and insp.figures

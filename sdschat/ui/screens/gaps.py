@@ -17,9 +17,6 @@ __all__ = ["GapsScreen"]
 
 
 class GapsScreen(LivePanel):
-    DEFAULT_CSS = """
-    GapsScreen { background: $background; }
-    """  # covers the chat: opaque, so the chat is not composited under it (see WireScreen)
     TITLE = "gaps: messages noticed missing, and how each gap closed (Esc: close)"
 
     def __init__(self, node, *, tz: tzinfo | None = None) -> None:

@@ -32,7 +32,11 @@ __all__ = ["InspectorScreen"]
 class InspectorScreen(LivePanel):
     BINDINGS = [Binding("escape,q,i", "dismiss", "close")]
     DEFAULT_CSS = """
-    InspectorScreen { align: right top; }
+    InspectorScreen {
+        align: right top;
+        background: $background 60%;  /* a side panel: the chat stays visible beside it (as any modal screen) */
+        &:ansi { background: transparent; }
+    }
     InspectorScreen > VerticalScroll { width: 84; max-width: 100%; }
     """
     TITLE = "message inspector (Esc: close)"
@@ -57,7 +61,7 @@ class InspectorScreen(LivePanel):
                   for m in s.detail.get("missing", [])}
         if waited:  # the gaps under its marker
             names = {**self.node.names(), self.node.participant_id: "you"}
-            gaps = [g for g in await self.node.gaps() if g.message_id in waited]
+            gaps = await self.node.gaps(waited)
             if gaps:
                 parts.tail += ["", "the gap" + ("s" if len(gaps) > 1 else "") + " it waited for:"]
                 parts.tail += [line for g in gaps for line in gap_lines(g, names, clock, now)]

@@ -19,8 +19,11 @@ __all__ = ["LivePanel"]
 class LivePanel(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "close")]
 
+    # opaque: the panels cover the chat, and a see-through modal screen has Textual composite the chat under it on
+    # every repaint (and repaint on every message under it); a panel that leaves the chat visible (the message
+    # inspector, a side panel) sets its own background
     DEFAULT_CSS = """
-    LivePanel { align: center middle; }
+    LivePanel { align: center middle; background: $background; }
     LivePanel > VerticalScroll {
         width: 100%;
         height: 100%;

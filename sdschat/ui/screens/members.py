@@ -24,9 +24,6 @@ def ago(ms: int) -> str:
 
 
 class MembersScreen(LivePanel):
-    DEFAULT_CSS = """
-    MembersScreen { background: $background; }
-    """  # covers the chat: opaque, so the chat is not composited under it (see WireScreen)
     TITLE = "members (Esc: close)"
     REFRESH_S = 1.0
 

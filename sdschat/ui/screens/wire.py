@@ -39,10 +39,7 @@ class WireScreen(LivePanel):
         Binding("x", "rejected", "rejected only"),
         Binding("space", "pause", "pause"),
     ]
-    # opaque: a see-through modal screen has Textual composite the chat under it on every repaint (and repaint it
-    # on every message), though the view covers it all
     DEFAULT_CSS = """
-    WireScreen { background: $background; }
     WireScreen #wire-head { height: 2; }
     """
     TITLE = "wire (k kind · s sender · x rejected · space pause · Esc close)"
