@@ -48,6 +48,22 @@ class BenchApp(App):
         yield MessageView(id="view")
 
 
+def record_applied(pane, applied: dict[str, float], wanted) -> None:
+    """Wrap ``pane.apply_events``: ``applied[text]`` is when a message whose text ``wanted(text)`` accepts was
+    first applied to the pane (perf_counter), for send-to-shown latencies."""
+    original = pane.apply_events
+
+    def apply_events(events):
+        original(events)
+        now = time.perf_counter()
+        for e in events:
+            text = getattr(getattr(e, "message", None), "text", "")
+            if text and text not in applied and wanted(text):
+                applied[text] = now
+
+    pane.apply_events = apply_events
+
+
 class FrameClock:
     """Times when Textual actually writes a frame (wraps ``App._display``)."""
 

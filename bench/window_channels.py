@@ -38,7 +38,7 @@ from pathlib import Path
 
 import sdschat.ui  # noqa: F401  (first: it sets Textual's frame rate, which Textual reads when imported)
 from chaos_harness import Broker, percentile
-from ui_history import FrameClock, fill, make_history
+from ui_history import FrameClock, fill, make_history, record_applied
 from sdschat.cli.window import ProfileClient
 from sdschat.cli.wiring import profile_node_config
 from sdschat.node import Node
@@ -193,18 +193,7 @@ async def live_latency(work: Path, channels: int, seconds: float, rate: float) -
 
         alices.nodes[0].add_listener(on_event)
         async with app.run_test(size=SIZE) as pilot:
-            pane = app.active_pane()
-            original = pane.apply_events
-
-            def apply_events(events):
-                original(events)
-                now = time.perf_counter()
-                for e in events:
-                    text = getattr(getattr(e, "message", None), "text", "")
-                    if text in sent and text not in applied:
-                        applied[text] = now
-
-            pane.apply_events = apply_events
+            record_applied(app.active_pane(), applied, sent.__contains__)
             await _until(pilot, lambda: all(r.connection == "connected" for r in app.channel_list.rows), 30)
             frames_from = clock.mark()
             start_at = time.perf_counter() + 3.0  # the peer's process and its channels start meanwhile

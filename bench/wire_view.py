@@ -35,7 +35,7 @@ from pathlib import Path
 
 import sdschat.ui  # noqa: F401
 from chaos_harness import Broker, percentile
-from ui_history import FrameClock
+from ui_history import FrameClock, record_applied
 
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig
@@ -175,22 +175,9 @@ async def live(folder: Path, seconds: float, wire_open: bool) -> dict:
     try:
         app = ChatApp(alice, blink=False)
         clock = FrameClock(app)
-        sent: dict[str, float] = {}
         applied: dict[str, float] = {}
         async with app.run_test(size=(160, 45)) as pilot:
-            pane = app.pane
-            original = pane.apply_events
-
-            def apply_events(events):
-                original(events)
-                now = time.perf_counter()
-                for e in events:
-                    text = getattr(getattr(e, "message", None), "text", "")
-                    if text.startswith("live ") and text not in applied:
-                        applied[text] = now
-                        sent[text] = float(text.rsplit(" ", 1)[1])
-
-            pane.apply_events = apply_events
+            record_applied(app.pane, applied, lambda text: text.startswith("live "))
             if wire_open:
                 await pilot.press("f5")
                 assert isinstance(app.screen, WireScreen)
@@ -205,6 +192,7 @@ async def live(folder: Path, seconds: float, wire_open: bool) -> dict:
                 await pilot.pause(0.05)
             await pilot.pause(0.2)
             frames = clock.frames[frames_from:]
+            sent = {text: float(text.rsplit(" ", 1)[1]) for text in applied}  # each text carries its send time
             latencies, to_pane = [], []
             for text, t_applied in applied.items():
                 to_pane.append((t_applied - sent[text]) * 1000)
