@@ -7,9 +7,13 @@ generated once into --data (default: a temporary directory) and reused when
 (Spark start, staging, SQL reduction, metrics, Parquet tables, plots,
 report.md), embedded ``local[*]``.
 
+It prints the wall time and events/s, where the time went, and the peak
+resident memory of the driver JVM (in local mode it runs the executors too)
+and of this process.
+
 Usage:
   .venv/bin/python bench/report_scale.py [--data DIR] [--participants 2000] [--messages 250] [--loss 0.1]
-      [--master local[*]] [--keep]
+      [--master local[*]] [--driver-memory 4g] [--keep]
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +33,57 @@ sys.path.insert(0, str(ROOT))
 
 from sdschat.pipeline.report import run_report  # noqa: E402
 from sdschat.sim import SimParams, simulate  # noqa: E402
+from sdschat.sim.output import FORMAT  # noqa: E402
+
+
+class PeakRss:
+    """The peak resident memory of this process and of its child processes (the Spark JVM), sampled every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.peak_self = self.peak_child = 0
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            own = _rss(os.getpid())
+            kids = sum(_rss(int(p)) for p in _children(os.getpid()))
+            self.peak_self, self.peak_child = max(self.peak_self, own), max(self.peak_child, kids)
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> PeakRss:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[str]:
+    """Every descendant of ``pid`` (Linux /proc)."""
+    out, todo = [], [str(pid)]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
 
 
 def main() -> int:
@@ -38,6 +94,7 @@ def main() -> int:
     ap.add_argument("--loss", type=float, default=0.1)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--master", default=None)
+    ap.add_argument("--driver-memory", default="4g", help="the Spark driver's heap (local mode: the executors' too)")
     ap.add_argument("--keep", action="store_true", help="keep the generated data and the report")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
@@ -49,7 +106,8 @@ def main() -> int:
     params = SimParams(participants=args.participants, messages=args.messages, loss=args.loss, seed=1)
     try:
         meta_path = data / "meta.json"
-        if meta_path.is_file() and json.loads(meta_path.read_text())["params"] == params.to_json():
+        old = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        if old.get("params") == params.to_json() and old.get("format") == FORMAT:
             meta = json.loads(meta_path.read_text())
             print(f"report_scale: reusing {meta['events']:,} events in {data}")
         else:
@@ -61,16 +119,22 @@ def main() -> int:
         load = os.getloadavg()[0]
         out = tmp / "report"
         t0 = time.perf_counter()
-        written = run_report([data], out, master=args.master, quiet=True)
+        with PeakRss() as rss:
+            written = run_report([data], out, master=args.master, driver_memory=args.driver_memory, quiet=True)
         wall = time.perf_counter() - t0
         t = written["timings"]
         print(f"report wall time   {wall:.1f} s for {meta['events']:,} events "
               f"({meta['events'] / wall:,.0f} events/s; {os.cpu_count()} cores, load average before {load:.2f})")
+        other = ("stage_s", "spark_start_s", "spark_stop_s", "metrics_s", "write_s", "total_s")
+        sql = {k[:-2]: v for k, v in t.items() if k not in other}
+        print(f"  staging          {t.get('stage_s', 0):.1f} s")
         print(f"  Spark start      {t.get('spark_start_s', 0):.1f} s")
-        reduce_s = sum(v for k, v in t.items() if k not in ("stage_s", "spark_start_s", "total_s"))
-        print(f"  SQL reduction    {reduce_s:.1f} s  " + ", ".join(
-            f"{k[:-2]} {v:.1f}" for k, v in t.items() if k not in ("stage_s", "spark_start_s", "total_s")))
-        print(f"  metrics+output   {wall - reduce_s - t.get('spark_start_s', 0) - t.get('stage_s', 0):.1f} s")
+        print(f"  SQL reduction    {sum(sql.values()):.1f} s  " + ", ".join(f"{k} {v:.1f}" for k, v in sql.items()))
+        print(f"  Spark stop       {t.get('spark_stop_s', 0):.1f} s")
+        print(f"  metrics          {t.get('metrics_s', 0):.1f} s")
+        print(f"  tables+plots+md  {t.get('write_s', 0):.1f} s")
+        print(f"  peak RSS         driver JVM {rss.peak_child / 2**20:,.0f} MB (heap limit {args.driver_memory}), "
+              f"this Python process {rss.peak_self / 2**20:,.0f} MB")
         s = written["report_obj"].summary[0]
         print(f"  delivery {s['delivery_ratio']:.6f}, converged {s['converged']}, "
               f"p95 send->deliver {s['send_to_deliver_p95_ms']} ms")

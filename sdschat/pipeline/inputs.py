@@ -2,7 +2,10 @@
 
 A **simulation directory** is used as it is (its ``events-*.parquet`` shards,
 ``logs.parquet`` for the engine's ordered-log hashes, ``frames.parquet`` for
-bytes received, ``meta.json``).
+bytes received, ``meta.json``). One written before the typed event columns
+(format ``sdschat-sim/1``: every fact in ``detail``) is still read: its
+:attr:`Staged.legacy` tells the report to take the facts out of ``detail``,
+more slowly.
 
 A **participant database** is read with :mod:`sqlite3` (read-only, never
 migrated; a database written by a newer sdschat is refused with the store's
@@ -10,7 +13,9 @@ migrated; a database written by a newer sdschat is refused with the store's
 ``event_history`` from schema 3 on: the recent full rows plus the first times
 compaction kept of older ones; the ``events`` table before) are
 converted with pyarrow into a Parquet file in the staging directory, in chunks
-(INTEGER columns as int64: Spark's SQLite JDBC path would read them as 32-bit).
+(INTEGER columns as int64: Spark's SQLite JDBC path would read them as 32-bit),
+with the typed columns of migration 0004 (a database of an older schema, read
+as it is, gets them from the same expressions over ``detail``).
 Its ``sds_log`` gives the engine's ordered log. The databases of one channel
 are one source (``db:<channel id>``): the group as seen by those participants.
 
@@ -33,6 +38,8 @@ from .metrics import SourceInfo, log_hash
 __all__ = ["InputError", "Staged", "stage_inputs", "EVENT_COLUMNS"]
 
 EVENT_COLUMNS = simout.EVENT_COLUMNS
+#: simulation formats this version reads (1: before the typed columns)
+_SIM_FORMATS = ("1", "2")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -43,9 +50,11 @@ class InputError(Exception):
 class Staged:
     """A source ready for Spark: its Parquet event files and what else is known about it."""
 
-    def __init__(self, info: SourceInfo, event_files: list[Path]) -> None:
+    def __init__(self, info: SourceInfo, event_files: list[Path], legacy: bool = False) -> None:
         self.info = info
         self.event_files = event_files
+        #: the event files have no typed columns (simulation format 1): the facts are in ``detail``
+        self.legacy = legacy
 
     @property
     def name(self) -> str:
@@ -122,8 +131,9 @@ def _stage_sim(path: Path) -> Staged:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{meta_path} is unreadable: {exc}") from None
     version = str(meta["format"]).split("/", 1)[1]
-    if version != "1":
+    if version not in _SIM_FORMATS:
         raise InputError(f"{path} was written by a newer sdschat (simulation format {meta['format']})")
+    columns = simout.BASE_COLUMNS if version == "1" else EVENT_COLUMNS
     shards = sorted(path.glob(simout.SHARD_GLOB))
     if not shards:
         raise InputError(f"{path} has no events (no {simout.SHARD_GLOB} files)")
@@ -132,7 +142,7 @@ def _stage_sim(path: Path) -> Staged:
             schema = pq.read_schema(shard)
         except (OSError, pa.ArrowInvalid) as exc:
             raise InputError(f"{shard} is not readable Parquet: {exc}") from None
-        missing = [c for c in EVENT_COLUMNS if c not in schema.names]
+        missing = [c for c in columns if c not in schema.names]
         if missing:
             raise InputError(f"{shard} is not an events table (missing column {missing[0]})")
     if sum(pq.ParquetFile(s).metadata.num_rows for s in shards) == 0:
@@ -161,7 +171,7 @@ def _stage_sim(path: Path) -> Staged:
     info = SourceInfo(name=path.resolve().name or str(path), kind="sim", participants=participants,
                       inputs=[str(path)], engine_log_hashes=engine, bytes_received=bytes_received, frames=frames,
                       meta=meta)
-    return Staged(info, shards)
+    return Staged(info, shards, legacy=version == "1")
 
 
 # --------------------------------------------------------------- database
@@ -216,11 +226,42 @@ def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tu
         conn.close()
 
 
+#: migration 0004's typed columns as expressions over ``detail``, for a database read before that migration
+_TYPED_SQL = {
+    "repaired": "json_extract(detail, '$.repaired')",
+    "by_bloom": "json_extract(detail, '$.by_bloom')",
+    "bytes": "json_extract(detail, '$.bytes')",
+    "by_id": "json_extract(detail, '$.by')",
+    "frame_ts": "json_extract(detail, '$.frame_ts')",
+    "missing_ids": "CASE WHEN json_type(detail, '$.missing') = 'array' THEN json_extract(detail, '$.missing') END",
+    "carrier": "json_extract(detail, '$.carrier')",
+}
+
+
+def _typed_select(conn: sqlite3.Connection, source: str) -> str:
+    """The typed columns of ``source`` (a table or view): its own, or :data:`_TYPED_SQL` where it has none."""
+    have = {r[1] for r in conn.execute(f"SELECT * FROM pragma_table_xinfo('{source}')")}
+    return ", ".join(c if c in have else f"CASE WHEN json_valid(detail) THEN {_TYPED_SQL[c]} END AS {c}"
+                     for c in simout.TYPED_COLUMNS)
+
+
+def _missing_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    ids = json.loads(text)
+    return [str(i) for i in ids]
+
+
 def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, source: str = "events",
                  chunk: int = 100_000) -> int:
     cur = conn.execute(
-        "SELECT seq, ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail "
+        "SELECT seq, ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail, "
+        f"{_typed_select(conn, source)} "
         f"FROM {source} WHERE channel_id = ? OR channel_id IS NULL ORDER BY seq", (channel_id,))
+    missing_at = EVENT_COLUMNS.index("missing_ids")
+    flags = [EVENT_COLUMNS.index("repaired"), EVENT_COLUMNS.index("by_bloom")]
+    ints = [EVENT_COLUMNS.index("bytes"), EVENT_COLUMNS.index("frame_ts")]
+    texts = [EVENT_COLUMNS.index("by_id"), EVENT_COLUMNS.index("carrier")]
     writer = None
     n = 0
     try:
@@ -228,7 +269,14 @@ def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, source
             rows = cur.fetchmany(chunk)
             if not rows:
                 break
-            cols = list(zip(*rows))
+            cols = [list(c) for c in zip(*rows)]
+            cols[missing_at] = [_missing_list(v) for v in cols[missing_at]]
+            for i in flags:  # SQLite's JSON true/false are 1/0
+                cols[i] = [None if v is None else bool(v) for v in cols[i]]
+            for i in ints:  # a hand-edited detail could hold anything: what is not an integer is no value
+                cols[i] = [v if type(v) is int else None for v in cols[i]]
+            for i in texts:
+                cols[i] = [v if v is None or type(v) is str else str(v) for v in cols[i]]
             table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, simout.EVENT_SCHEMA)],
                                          schema=simout.EVENT_SCHEMA)
             if writer is None:

@@ -4,7 +4,7 @@ The report works in two steps:
 
 1. **Reduce** the event rows (millions) to small intermediate tables
    (:class:`Reduced`): per-message delivery counts, latency histograms,
-   per-participant counts, repair events, bloom-ack evidence, bytes per frame
+   per-participant counts, repair and bloom-ack totals, bytes per frame
    kind, ordered-log hashes. The Spark job does this with SQL
    (:mod:`sdschat.pipeline.queries`); :func:`reduce_events` is the same
    reduction in Python for small inputs -- the executable specification the
@@ -14,6 +14,8 @@ The report works in two steps:
 
 Definitions (one group = one *source*: a simulation, or the databases of one channel):
 
+* **Sender** of a message: the smallest ``sender_id`` its ``sent``,
+  ``received`` and ``delivered`` events name (they all name the same one).
 * **Recipients** of a message: the participants recording the source (every
   member of a simulation; the members whose database was given), minus its
   sender. **Delivery ratio** of a message: distinct recipients with a
@@ -23,7 +25,7 @@ Definitions (one group = one *source*: a simulation, or the databases of one cha
   (needs the sender's ``sent`` event). **Send-to-ack**: the sender's first
   ``acked`` minus its ``sent``. **Repair latency**: a participant's first
   ``delivered`` of an id minus when it first noted that id missing (the ids in
-  ``missing`` events' ``detail.missing``).
+  ``missing`` events' ``missing_ids``).
 * **Percentiles** are exact nearest-rank values over the latency histogram
   (:func:`percentiles`).
 * **Per delivered message**: resends, repair requests, repair responses and
@@ -32,14 +34,14 @@ Definitions (one group = one *source*: a simulation, or the databases of one cha
   grouped into *rounds*, each round starting at a ``repair_requested`` of
   that message (by anyone; a request and a response at the same millisecond:
   the request first); every response in a round after the first is a duplicate.
-* **Bytes on the wire**: published = the sizes in ``detail.bytes`` of
+* **Bytes on the wire**: published = the sizes (``bytes``) of
   ``sent``/``resent``/``sync_sent``/``repair_served`` (simulations only);
   received = each frame's size times the copies that reached an online member
   (``frames.parquet``). Databases record no sizes: *n/a*.
 * **Bloom false-positive acks**: an ack by bloom filter (``possibly_acked``,
   or ``acked`` with ``by_bloom``) names the participant whose filter said
-  "possibly received" (``detail.by``) and when that filter was sent
-  (``detail.frame_ts``); the evidence is false if that participant had no
+  "possibly received" (``by_id``) and when that filter was sent
+  (``frame_ts``); the evidence is false if that participant had no
   ``received`` event for the message at or before then. An ``acked`` by bloom is
   a false-positive ack if any of the bloom evidence that led to it was false.
   Only simulations record ``by``/``frame_ts``; for databases: *n/a*.
@@ -47,7 +49,7 @@ Definitions (one group = one *source*: a simulation, or the databases of one cha
   ``(lamport_timestamp, message_id)``) hashes to the same value
   (:func:`log_hash`). The engine's own log is used when the input has it
   (``logs.parquet``, ``sds_log``); otherwise the log rebuilt from ``sent`` and
-  ``delivered`` events.
+  ``delivered`` events (one entry per message, at its smallest Lamport timestamp).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ from typing import Any
 
 __all__ = [
     "LATENCY_METRICS", "Reduced", "SourceInfo", "Report", "reduce_events", "compute", "percentiles",
-    "cdf_points", "log_hash", "convergence", "delivery", "repair_rounds", "bloom_false_positives",
+    "cdf_points", "log_hash", "convergence", "delivery", "repair_rounds", "bloom_false_positives", "bloom_counts",
+    "bloom_summary",
 ]
 
 LATENCY_METRICS = ("send_to_deliver", "send_to_ack", "repair")
@@ -91,21 +94,30 @@ class Reduced:
     latency_hist: list[tuple] = field(default_factory=list)
     #: (source, participant_id, delivered, sent)
     participants: list[tuple] = field(default_factory=list)
-    #: (source, message_id, ts_ms, kind, participant_id) for repair_requested / repair_served
-    repair_events: list[tuple] = field(default_factory=list)
-    #: (source, participant_id, message_id, kind, ts_ms, by|None, frame_ts|None, by_received_ts|None)
-    bloom_evidence: list[tuple] = field(default_factory=list)
+    #: (source, requests, responses, rounds_answered, rounds_with_duplicates, duplicate_responses)
+    #: for each source with repair traffic (see :func:`repair_rounds`)
+    repair_totals: list[tuple] = field(default_factory=list)
+    #: (source, evidence, judged, false_evidence, acks, false_acks) for each source with bloom evidence
+    #: (see :func:`bloom_counts`)
+    bloom_totals: list[tuple] = field(default_factory=list)
     #: (source, kind, frames, bytes|None)
     wire_bytes: list[tuple] = field(default_factory=list)
     #: (source, participant_id, log_hash, log_length)
     event_log_hashes: list[tuple] = field(default_factory=list)
+    #: per-event tables, one row per repair round with responses: (source, message_id, round, started_ts|None,
+    #: responses); and per bloom evidence: (source, participant_id, message_id, kind, ts_ms, by|None,
+    #: frame_ts|None, by_received_ts|None, false_positive|None). None: Spark wrote them to Parquet itself.
+    repair_rounds: list[tuple] | None = field(default_factory=list)
+    bloom_evidence: list[tuple] | None = field(default_factory=list)
 
-    TABLES = ("kind_counts", "messages", "latency_hist", "participants", "repair_events", "bloom_evidence",
+    TABLES = ("kind_counts", "messages", "latency_hist", "participants", "repair_totals", "bloom_totals",
               "wire_bytes", "event_log_hashes")
+    DETAIL_TABLES = ("repair_rounds", "bloom_evidence")
 
     def sorted(self) -> Reduced:
         """Rows in a canonical order (for comparing two reductions)."""
-        return Reduced(**{t: sorted(getattr(self, t), key=_sort_key) for t in self.TABLES})
+        return Reduced(**{t: sorted(getattr(self, t), key=_sort_key) if getattr(self, t) is not None else None
+                          for t in (*self.TABLES, *self.DETAIL_TABLES)})
 
 
 def _sort_key(row: tuple) -> tuple:
@@ -126,32 +138,40 @@ class SourceInfo:
     meta: dict[str, Any] | None = None
 
 
-def _detail(text: str | None) -> dict:
-    if not text:
-        return {}
-    try:
-        d = json.loads(text)
-    except ValueError:
-        return {}
-    return d if isinstance(d, dict) else {}
-
-
 def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
-    """The reduction of :mod:`sdschat.pipeline.queries`, in Python (rows: dicts with the events columns + source)."""
+    """The reduction of :mod:`sdschat.pipeline.queries`, in Python.
+
+    ``rows``: dicts with the events columns (the typed ones included: ``missing_ids`` a list, or JSON text as a
+    database's generated column gives it) and ``source``.
+    """
     acc = _Pass()
     for r in rows:
         acc.add(r)
     received = acc.received
-    return Reduced(
+    red = Reduced(
         kind_counts=[(s, k, n) for (s, k), n in acc.kind_counts.items()],
         messages=_messages(acc),
         latency_hist=[(s, m, v, n) for (s, m, v), n in _latency_hist(acc).items()],
         participants=_participant_counts(acc),
-        repair_events=acc.repair_events,
-        bloom_evidence=[(*e, received.get((e[0], e[5], e[2])) if e[5] is not None else None) for e in acc.evidence],
         wire_bytes=[(s, k, n, b) for (s, k), (n, b) in acc.wire.items()],
         event_log_hashes=_event_log_hashes(acc.log_entries),
+        repair_rounds=[], bloom_evidence=[],
     )
+    for src, events in _by_source(acc.repair_events).items():
+        rows_, tot = repair_rounds([e[1:] for e in events])
+        red.repair_rounds += [(src, r["message_id"], r["round"], r["started_ts"], r["responses"]) for r in rows_]
+        red.repair_totals.append((src, tot["requests"], tot["responses"], tot["rounds_answered"],
+                                  tot["rounds_with_duplicates"], tot["duplicate_responses"]))
+    evidence = [(*e, received.get((e[0], e[5], e[2])) if e[5] is not None else None) for e in acc.evidence]
+    for src, events in _by_source(evidence).items():
+        brows, _ = bloom_false_positives([e[1:] for e in events])
+        red.bloom_evidence += [(src, r["participant_id"], r["message_id"], r["kind"], r["ts_ms"], r["by"],
+                                r["frame_ts"], r["by_received_ts"], r["false_positive"]) for r in brows]
+        red.bloom_totals.append((src, *bloom_counts(brows)))
+    return red
+
+
+_MESSAGE_KINDS = frozenset(("sent", "received", "delivered", "acked"))
 
 
 class _Pass:
@@ -161,63 +181,75 @@ class _Pass:
         self.kind_counts: Counter = Counter()
         self.sender_of: dict[tuple, str] = {}  # (src, mid) -> smallest non-null sender_id of sent/received/delivered
         self.seen: set[tuple] = set()
-        self.sent: dict[tuple, list] = {}  # (src, mid) -> [first ts, sender]
-        self.delivered: dict[tuple, list] = {}  # (src, mid, pid) -> [first ts, sender, repaired]
+        self.sent: dict[tuple, int] = {}  # (src, mid) -> first ts
+        self.sent_by: set[tuple] = set()  # (src, pid, mid) of sent rows
+        self.delivered: dict[tuple, list] = {}  # (src, mid, pid) -> [first ts, repaired]
         self.acked: dict[tuple, int] = {}  # (src, mid, pid) -> first ts
         self.received: dict[tuple, int] = {}  # (src, pid, mid) -> first ts
         self.detected: dict[tuple, int] = {}  # (src, pid, mid) -> first noted missing
         self.repair_events: list[tuple] = []
         self.evidence: list[tuple] = []
         self.wire: dict[tuple, list] = {}  # (src, kind) -> [frames, bytes|None]
-        self.log_entries: dict[tuple, set] = defaultdict(set)  # (src, pid) -> {(lamport, mid)}
+        self.log_entries: dict[tuple, dict] = defaultdict(dict)  # (src, pid) -> {mid: smallest lamport}
 
     def add(self, r: Mapping[str, Any]) -> None:
         src, kind, ts = r["source"], r["kind"], r["ts_ms"]
         mid, pid, snd = r.get("message_id"), r.get("participant_id"), r.get("sender_id")
         self.kind_counts[(src, kind)] += 1
-        if kind in ("sent", "received", "delivered") and mid is not None:
-            self.seen.add((src, mid))
-            if snd is not None and ((src, mid) not in self.sender_of or snd < self.sender_of[(src, mid)]):
-                self.sender_of[(src, mid)] = snd
-        if kind == "sent":
-            cur = self.sent.setdefault((src, mid), [ts, snd])
-            cur[0] = min(cur[0], ts)
-            if snd is not None and (cur[1] is None or snd < cur[1]):
-                cur[1] = snd
-            self.log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
-        elif kind == "delivered":
-            rep = 1 if _detail(r.get("detail")).get("repaired") is True else 0
-            cur = self.delivered.setdefault((src, mid, pid), [ts, snd, rep])
-            cur[0] = min(cur[0], ts)
-            cur[2] = max(cur[2], rep)
-            self.log_entries[(src, pid)].add((r.get("lamport_timestamp"), mid))
-        elif kind == "acked":
-            self.acked[(src, mid, pid)] = min(self.acked.get((src, mid, pid), ts), ts)
-            d = _detail(r.get("detail"))
-            if d.get("by_bloom") is True:
-                self.evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
-        elif kind == "possibly_acked":
-            d = _detail(r.get("detail"))
-            self.evidence.append((src, pid, mid, kind, ts, d.get("by"), _int(d.get("frame_ts"))))
-        elif kind == "received":
-            self.received[(src, pid, mid)] = min(self.received.get((src, pid, mid), ts), ts)
-        elif kind == "missing":
-            for m in _detail(r.get("detail")).get("missing") or ():
-                self.detected[(src, pid, m)] = min(self.detected.get((src, pid, m), ts), ts)
-        elif kind in ("repair_requested", "repair_served"):
-            self.repair_events.append((src, mid, ts, kind, pid))
         if kind in PUBLISH_KINDS:
-            b = _int(_detail(r.get("detail")).get("bytes"))
+            b = _int(r.get("bytes"))
             acc = self.wire.setdefault((src, kind), [0, None])
             acc[0] += 1
             if b is not None:
                 acc[1] = (acc[1] or 0) + b
+        if kind in _MESSAGE_KINDS:
+            if mid is not None:
+                self._message_event(r, src, kind, ts, mid, pid, snd)
+        elif kind == "possibly_acked":
+            self.evidence.append((src, pid, mid, kind, ts, r.get("by_id"), _int(r.get("frame_ts"))))
+        elif kind == "missing":
+            ids = r.get("missing_ids")
+            if isinstance(ids, str):  # a database's generated column: JSON text
+                ids = json.loads(ids)
+            for m in ids or ():
+                self.detected[(src, pid, m)] = min(self.detected.get((src, pid, m), ts), ts)
+        elif kind in ("repair_requested", "repair_served"):
+            self.repair_events.append((src, mid, ts, kind, pid))
+
+    def _message_event(self, r: Mapping[str, Any], src: str, kind: str, ts: int, mid: str, pid, snd) -> None:
+        if kind == "acked":
+            self.acked[(src, mid, pid)] = min(self.acked.get((src, mid, pid), ts), ts)
+            if r.get("by_bloom"):
+                self.evidence.append((src, pid, mid, kind, ts, r.get("by_id"), _int(r.get("frame_ts"))))
+            return
+        self.seen.add((src, mid))
+        if snd is not None and ((src, mid) not in self.sender_of or snd < self.sender_of[(src, mid)]):
+            self.sender_of[(src, mid)] = snd
+        if kind == "sent":
+            self.sent[(src, mid)] = min(self.sent.get((src, mid), ts), ts)
+            self.sent_by.add((src, pid, mid))
+            self._log(src, pid, mid, r.get("lamport_timestamp"))
+        elif kind == "delivered":
+            rep = 1 if r.get("repaired") else 0
+            cur = self.delivered.setdefault((src, mid, pid), [ts, rep])
+            cur[0] = min(cur[0], ts)
+            cur[1] = max(cur[1], rep)
+            self._log(src, pid, mid, r.get("lamport_timestamp"))
+        else:  # received
+            self.received[(src, pid, mid)] = min(self.received.get((src, pid, mid), ts), ts)
+
+    def _log(self, src: str, pid, mid: str, lamport) -> None:
+        entries = self.log_entries[(src, pid)]
+        if mid not in entries:
+            entries[mid] = lamport
+        elif lamport is not None and (entries[mid] is None or lamport < entries[mid]):
+            entries[mid] = lamport
 
 
 def _messages(acc: _Pass) -> list[tuple]:
     """Rows of :attr:`Reduced.messages`: deliveries to participants other than the sender, per message."""
     per_msg: dict[tuple, list] = {}
-    for (src, mid, pid), (ts, _snd, rep) in acc.delivered.items():
+    for (src, mid, pid), (ts, rep) in acc.delivered.items():
         if pid == acc.sender_of.get((src, mid)):
             continue
         m = per_msg.setdefault((src, mid), [0, ts, ts, 0])
@@ -229,7 +261,7 @@ def _messages(acc: _Pass) -> list[tuple]:
     for key in acc.seen:
         s = acc.sent.get(key)
         n, first, last, rep = per_msg.get(key, (0, None, None, 0))
-        messages.append((key[0], key[1], acc.sender_of.get(key), s[0] if s else None, n, first, last, rep))
+        messages.append((key[0], key[1], acc.sender_of.get(key), s, n, first, last, rep))
     return messages
 
 
@@ -237,14 +269,14 @@ def _latency_hist(acc: _Pass) -> Counter:
     """``(source, metric, latency_ms) -> n`` for every metric of :data:`LATENCY_METRICS`."""
     hist: Counter = Counter()
     sent, delivered = acc.sent, acc.delivered
-    for (src, mid, pid), (ts, _s, _r) in delivered.items():
+    for (src, mid, pid), (ts, _r) in delivered.items():
         s = sent.get((src, mid))
         if s is not None:
-            hist[(src, "send_to_deliver", ts - s[0])] += 1
+            hist[(src, "send_to_deliver", ts - s)] += 1
     for (src, mid, pid), ts in acc.acked.items():
         s = sent.get((src, mid))
-        if s is not None and s[1] == pid:
-            hist[(src, "send_to_ack", ts - s[0])] += 1
+        if s is not None and acc.sender_of.get((src, mid)) == pid:
+            hist[(src, "send_to_ack", ts - s)] += 1
     for (src, pid, mid), t0 in acc.detected.items():
         d = delivered.get((src, mid, pid))
         if d is not None and d[0] >= t0:
@@ -255,12 +287,12 @@ def _latency_hist(acc: _Pass) -> Counter:
 def _participant_counts(acc: _Pass) -> list[tuple]:
     """Rows of :attr:`Reduced.participants`: messages of others delivered, own messages sent."""
     got: dict[tuple, set] = defaultdict(set)
-    for (src, mid, pid), (_ts, snd, _r) in acc.delivered.items():
-        if snd != pid:
+    for (src, mid, pid) in acc.delivered:
+        if pid != acc.sender_of.get((src, mid)):
             got[(src, pid)].add(mid)
     own: dict[tuple, set] = defaultdict(set)
-    for (src, mid), (_ts, snd) in acc.sent.items():
-        own[(src, snd)].add(mid)
+    for src, pid, mid in acc.sent_by:
+        own[(src, pid)].add(mid)
     return [(src, pid, len(got.get((src, pid), ())), len(own.get((src, pid), ())))
             for src, pid in set(got) | set(own) if pid is not None]
 
@@ -269,7 +301,7 @@ def _event_log_hashes(log_entries: Mapping[tuple, set]) -> list[tuple]:
     """Rows of :attr:`Reduced.event_log_hashes`: each participant's log rebuilt from its events."""
     hashes = []
     for (src, pid), entries in log_entries.items():
-        ordered = [m for _, m in sorted(entries, key=lambda x: (x[0] if x[0] is not None else -1, x[1]))]
+        ordered = [m for m, _ in sorted(entries.items(), key=lambda x: (x[1] if x[1] is not None else -1, x[0]))]
         hashes.append((src, pid, log_hash(ordered), len(ordered)))
     return hashes
 
@@ -407,7 +439,7 @@ def repair_rounds(events: Iterable[tuple]) -> tuple[list[dict], dict[str, int]]:
 
 
 def bloom_false_positives(evidence: Iterable[tuple]) -> tuple[list[dict], dict[str, Any]]:
-    """Classify bloom-filter ack evidence of one source (rows of :attr:`Reduced.bloom_evidence` minus source).
+    """Classify bloom-filter ack evidence of one source; returns the rows and the report's summary fields.
 
     Each row: ``(participant_id, message_id, kind, ts_ms, by, frame_ts, by_received_ts)``.
     """
@@ -417,26 +449,41 @@ def bloom_false_positives(evidence: Iterable[tuple]) -> tuple[list[dict], dict[s
         false = (rts is None or rts > frame_ts) if known else None
         rows.append({"participant_id": pid, "message_id": mid, "kind": kind, "ts_ms": ts, "by": by,
                      "frame_ts": frame_ts, "by_received_ts": rts, "false_positive": false})
-    rows.sort(key=lambda r: (r["participant_id"], r["message_id"], r["ts_ms"], r["kind"]))
-    acks = [r for r in rows if r["kind"] == "acked"]
-    known = [r for r in rows if r["false_positive"] is not None]
+    rows.sort(key=lambda r: (r["participant_id"] or "", r["message_id"] or "", r["ts_ms"], r["kind"]))
+    return rows, bloom_summary(*bloom_counts(rows))
+
+
+def bloom_counts(rows: list[dict]) -> tuple[int, int, int, int, int]:
+    """``(evidence, judged, false evidence, acks, false acks)`` of classified evidence rows.
+
+    Judged: the evidence names who and when (``by``, ``frame_ts``). An ack is
+    false if any evidence for the same participant and message at or before
+    its time (itself included) was false.
+    """
+    chains: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        chains[(r["participant_id"], r["message_id"])].append(r)
     false_acks = 0
-    for a in acks:
-        chain = [r for r in rows if r["participant_id"] == a["participant_id"] and r["message_id"] == a["message_id"]
-                 and r["ts_ms"] <= a["ts_ms"]]
-        if any(r["false_positive"] for r in chain):
+    acks = 0
+    for r in rows:
+        if r["kind"] != "acked":
+            continue
+        acks += 1
+        if any(c["false_positive"] and c["ts_ms"] <= r["ts_ms"] for c in chains[(r["participant_id"], r["message_id"])]):
             false_acks += 1
-    available = bool(rows) and len(known) == len(rows)
-    summary = {
-        "bloom_evidence": len(rows),
-        "bloom_evidence_false": sum(1 for r in known if r["false_positive"]) if available else None,
-        "bloom_acks": len(acks),
+    judged = sum(1 for r in rows if r["false_positive"] is not None)
+    return len(rows), judged, sum(1 for r in rows if r["false_positive"]), acks, false_acks
+
+
+def bloom_summary(evidence: int, judged: int, false_evidence: int, acks: int, false_acks: int) -> dict[str, Any]:
+    """The report's bloom fields: the false counts only when every piece of evidence could be judged."""
+    available = evidence == judged
+    return {
+        "bloom_evidence": evidence,
+        "bloom_evidence_false": false_evidence if available else None,
+        "bloom_acks": acks,
         "bloom_acks_false": false_acks if available else None,
     }
-    if not rows:
-        summary["bloom_evidence_false"] = 0
-        summary["bloom_acks_false"] = 0
-    return rows, summary
 
 
 def convergence(hashes: Mapping[str, str]) -> dict[str, Any]:
@@ -468,8 +515,9 @@ class Report:
     latency: list[dict] = field(default_factory=list)
     latency_hist: list[dict] = field(default_factory=list)
     participants: list[dict] = field(default_factory=list)
-    repair_rounds: list[dict] = field(default_factory=list)
-    bloom_evidence: list[dict] = field(default_factory=list)
+    #: per-event tables: None when Spark wrote them under ``tables/`` itself (never collected)
+    repair_rounds: list[dict] | None = field(default_factory=list)
+    bloom_evidence: list[dict] | None = field(default_factory=list)
     convergence: list[dict] = field(default_factory=list)
     kind_counts: list[dict] = field(default_factory=list)
 
@@ -484,10 +532,22 @@ def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
     return out
 
 
+_ROUND_COLUMNS = ("source", "message_id", "round", "started_ts", "responses")
+_EVIDENCE_COLUMNS = ("source", "participant_id", "message_id", "kind", "ts_ms", "by", "frame_ts", "by_received_ts",
+                     "false_positive")
+
+
 def compute(red: Reduced, sources: list[SourceInfo]) -> Report:
-    """All metric tables from a reduction and what is known about each source."""
+    """All metric tables from a reduction and what is known about each source.
+
+    Where the reduction's per-event tables are None (Spark wrote them to Parquet), so are the report's.
+    """
     rep = Report()
-    tables = {t: _by_source(getattr(red, t)) for t in Reduced.TABLES}
+    if red.repair_rounds is None:
+        rep.repair_rounds = None
+    if red.bloom_evidence is None:
+        rep.bloom_evidence = None
+    tables = {t: _by_source(getattr(red, t) or ()) for t in (*Reduced.TABLES, *Reduced.DETAIL_TABLES)}
     for src in sources:
         _compute_source(rep, src, {t: rows.get(src.name, ()) for t, rows in tables.items()})
     return rep
@@ -502,12 +562,14 @@ def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tup
     rep.messages += [{"source": s, **r} for r in mrows]
     lat = _latency(rep, s, red["latency_hist"])
     rep.participants += _participant_rows(s, src.participants, mrows, red["participants"])
-    rrows, rtot = repair_rounds([(m, ts, k, p) for _, m, ts, k, p in red["repair_events"]])
-    rep.repair_rounds += [{"source": s, **r} for r in rrows]
-    brows, bsum = bloom_false_positives([b[1:] for b in red["bloom_evidence"]])
-    if src.kind == "db" and any(r["by"] is None for r in brows):
-        bsum.update(bloom_evidence_false=None, bloom_acks_false=None)
-    rep.bloom_evidence += [{"source": s, **r} for r in brows]
+    rt = next(iter(red["repair_totals"]), (s, 0, 0, 0, 0, 0))
+    rtot = dict(zip(("requests", "responses", "rounds_answered", "rounds_with_duplicates", "duplicate_responses"),
+                    rt[1:]))
+    if rep.repair_rounds is not None:
+        rep.repair_rounds += [dict(zip(_ROUND_COLUMNS, r)) for r in red["repair_rounds"]]
+    bsum = bloom_summary(*next(iter(red["bloom_totals"]), (s, 0, 0, 0, 0, 0))[1:])
+    if rep.bloom_evidence is not None:
+        rep.bloom_evidence += [dict(zip(_EVIDENCE_COLUMNS, r)) for r in red["bloom_evidence"]]
     crows, conv = _convergence_rows(src, list(red["event_log_hashes"]))
     rep.convergence += crows
     summary = {

@@ -1,127 +1,218 @@
-"""The report's reduction as Spark SQL over the view ``events`` (the events table plus ``source``).
+"""The report's reduction as Spark SQL over the view ``events`` (the typed event columns plus ``source``).
+
+How the work is shaped
+----------------------
+* **One heavy pass.** The events of a message (``sent``, ``received``,
+  ``delivered``, ``acked``: nearly all the rows) are read once, into the
+  cached table ``pm``: one row per *(source, message, participant)* with the
+  first time of each kind, who sent it, whether a delivery came through
+  repair, and its log entry. Per-message ``msg`` is derived from ``pm``, and
+  every per-message, per-participant, latency and log-hash table from those
+  two.
+* **Narrow passes for the rest.** Counts and bytes per kind read two columns;
+  the gaps (``missing``), the repair traffic and the bloom evidence filter on
+  ``kind``, which the simulator's shards are sorted by, so Parquet skips the
+  row groups of every other kind.
+* **No JSON, no Python UDF**: the facts are typed columns
+  (``migrations/0004_typed_events.sql``).
+* **Bounded driver memory.** What is collected to the driver is per message,
+  per participant, per latency value, per kind or per source: never per
+  event. The two per-event tables the report keeps (repair rounds, bloom
+  evidence) are written to Parquet by the executors (``detail_dir``); only
+  their totals per source come back.
 
 Each query yields one table of :class:`sdschat.pipeline.metrics.Reduced`, with
 the same columns in the same order; :func:`sdschat.pipeline.metrics.reduce_events`
 is the same reduction in Python (the integration test checks they agree).
-Every result is small (per message, per participant, per latency value, or
-the rare repair/bloom events), so it is collected to the driver with Arrow.
 """
 
 from __future__ import annotations
 
-__all__ = ["QUERIES", "DERIVED_VIEWS", "reduce_with_spark"]
+import time
+from pathlib import Path
 
-#: views the queries share (registered in this order)
+from .metrics import PUBLISH_KINDS
+
+__all__ = ["QUERIES", "DERIVED_VIEWS", "DETAIL_TABLES", "reduce_with_spark"]
+
+#: views the queries share, registered in this order (:data:`CACHED_VIEWS` are computed once and kept)
 DERIVED_VIEWS = {
-    "ev_sender": """
-        SELECT source, message_id, min(sender_id) AS sender_id
+    # one row per (source, message, participant): the only full pass over the message events. Every aggregate
+    # is a number, so Spark aggregates in a hash map (a string min/max would make it sort the rows instead).
+    "pm": """
+        SELECT source, message_id, participant_id,
+               min(CASE WHEN kind = 'sent' THEN ts_ms END) AS sent_ts,
+               min(CASE WHEN kind = 'received' THEN ts_ms END) AS received_ts,
+               min(CASE WHEN kind = 'delivered' THEN ts_ms END) AS delivered_ts,
+               max(CASE WHEN kind = 'delivered' THEN CASE WHEN repaired THEN 1 ELSE 0 END END) AS repaired,
+               min(CASE WHEN kind = 'acked' THEN ts_ms END) AS acked_ts,
+               min(CASE WHEN kind IN ('sent', 'delivered') THEN lamport_timestamp END) AS log_lamport,
+               max(CASE WHEN kind IN ('sent', 'delivered') THEN 1 ELSE 0 END) AS in_log
         FROM events
-        WHERE kind IN ('sent', 'received', 'delivered') AND message_id IS NOT NULL
-        GROUP BY source, message_id""",
-    "ev_sent": """
-        SELECT source, message_id, min(ts_ms) AS sent_ts, min(sender_id) AS sender_id
-        FROM events WHERE kind = 'sent'
-        GROUP BY source, message_id""",
-    "ev_delivered": """
-        SELECT source, message_id, participant_id, min(ts_ms) AS ts, min(sender_id) AS sender_id,
-               max(CASE WHEN get_json_object(detail, '$.repaired') = 'true' THEN 1 ELSE 0 END) AS repaired
-        FROM events WHERE kind = 'delivered'
+        WHERE kind IN ('sent', 'received', 'delivered', 'acked') AND message_id IS NOT NULL
         GROUP BY source, message_id, participant_id""",
+    # one row per message seen in a sent/received/delivered event: its sender (the smallest named) and when it
+    # was first sent; the senders are grouping keys of a narrow pass, the min is taken over a few rows
+    "msg": """
+        SELECT source, message_id, min(sender_id) AS sender_id, min(sent_ts) AS sent_ts
+        FROM (SELECT source, message_id, sender_id, min(CASE WHEN kind = 'sent' THEN ts_ms END) AS sent_ts
+              FROM events WHERE kind IN ('sent', 'received', 'delivered') AND message_id IS NOT NULL
+              GROUP BY source, message_id, sender_id)
+        GROUP BY source, message_id""",
+    # pm with its message's sender and first send
+    "pmm": """
+        SELECT p.*, m.sender_id, m.sent_ts AS msg_sent_ts, p.participant_id <=> m.sender_id AS is_sender
+        FROM pm p JOIN msg m ON m.source = p.source AND m.message_id = p.message_id""",
+    # the first time each participant noted each id missing
+    "detected": """
+        SELECT source, participant_id, mid AS message_id, min(ts_ms) AS detected_ts
+        FROM (SELECT source, participant_id, ts_ms, explode(missing_ids) AS mid FROM events WHERE kind = 'missing')
+        GROUP BY source, participant_id, mid""",
+    # repair requests and answers numbered into rounds (a round starts at each request; see metrics.repair_rounds)
+    "repair_rounds_v": """
+        SELECT source, message_id, round, min(CASE WHEN k = 0 THEN ts_ms END) AS started_ts,
+               sum(k) AS responses, sum(1 - k) AS requests
+        FROM (SELECT source, message_id, ts_ms, k,
+                     sum(1 - k) OVER (PARTITION BY source, message_id ORDER BY ts_ms, k, participant_id
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS round
+              FROM (SELECT source, message_id, ts_ms, participant_id,
+                           CASE WHEN kind = 'repair_requested' THEN 0 ELSE 1 END AS k
+                    FROM events WHERE kind IN ('repair_requested', 'repair_served')))
+        GROUP BY source, message_id, round""",
+    # every bloom-filter ack evidence, judged against when its named participant received the message
+    "bloom_v": """
+        SELECT source, participant_id, message_id, kind, ts_ms, by_ AS by, frame_ts, by_received_ts,
+               false_positive,
+               max(CASE WHEN false_positive THEN 1 ELSE 0 END)
+                   OVER (PARTITION BY source, participant_id, message_id ORDER BY ts_ms
+                         RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS chain_false
+        FROM (SELECT e.source, e.participant_id, e.message_id, e.kind, e.ts_ms, e.by_id AS by_, e.frame_ts,
+                     r.received_ts AS by_received_ts,
+                     CASE WHEN e.by_id IS NULL OR e.frame_ts IS NULL THEN NULL
+                          ELSE r.received_ts IS NULL OR r.received_ts > e.frame_ts END AS false_positive
+              FROM (SELECT * FROM events WHERE kind = 'possibly_acked' OR (kind = 'acked' AND by_bloom)) e
+              LEFT JOIN pmm r ON r.source = e.source AND r.participant_id = e.by_id
+                            AND r.message_id = e.message_id)""",
 }
+
+#: pmm: read by most queries; the other two are small and each read by two
+CACHED_VIEWS = ("pmm", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
-    "kind_counts": """
-        SELECT source, kind, count(*) AS n FROM events GROUP BY source, kind""",
+    # kind_counts and wire_bytes in one narrow pass
+    "kinds": """
+        SELECT source, kind, count(*) AS n, sum(bytes) AS bytes FROM events GROUP BY source, kind""",
     "messages": """
-        SELECT s.source, s.message_id, s.sender_id, t.sent_ts,
-               coalesce(a.n, 0) AS delivered_to, a.first_ts, a.last_ts, coalesce(a.repaired, 0) AS repaired
-        FROM ev_sender s
-        LEFT JOIN ev_sent t ON t.source = s.source AND t.message_id = s.message_id
-        LEFT JOIN (
-            SELECT d.source, d.message_id, count(*) AS n, min(d.ts) AS first_ts, max(d.ts) AS last_ts,
-                   sum(d.repaired) AS repaired
-            FROM ev_delivered d
-            JOIN ev_sender x ON x.source = d.source AND x.message_id = d.message_id
-            WHERE x.sender_id IS NULL OR d.participant_id <> x.sender_id
-            GROUP BY d.source, d.message_id
-        ) a ON a.source = s.source AND a.message_id = s.message_id""",
+        SELECT source, message_id, sender_id, msg_sent_ts,
+               count(CASE WHEN d THEN 1 END) AS delivered_to,
+               min(CASE WHEN d THEN delivered_ts END) AS first_ts,
+               max(CASE WHEN d THEN delivered_ts END) AS last_ts,
+               coalesce(sum(CASE WHEN d THEN repaired END), 0) AS repaired
+        FROM (SELECT *, delivered_ts IS NOT NULL AND NOT is_sender AS d FROM pmm)
+        GROUP BY source, message_id, sender_id, msg_sent_ts""",
     "latency_hist": """
-        SELECT source, metric, latency_ms, count(*) AS n FROM (
-            SELECT d.source, 'send_to_deliver' AS metric, d.ts - t.sent_ts AS latency_ms
-            FROM ev_delivered d JOIN ev_sent t ON t.source = d.source AND t.message_id = d.message_id
-          UNION ALL
-            SELECT a.source, 'send_to_ack' AS metric, a.ts - t.sent_ts AS latency_ms
-            FROM (SELECT source, message_id, participant_id, min(ts_ms) AS ts FROM events WHERE kind = 'acked'
-                  GROUP BY source, message_id, participant_id) a
-            JOIN ev_sent t ON t.source = a.source AND t.message_id = a.message_id AND t.sender_id = a.participant_id
-          UNION ALL
-            SELECT m.source, 'repair' AS metric, d.ts - m.detected AS latency_ms
-            FROM (SELECT source, participant_id, mid, min(ts_ms) AS detected FROM (
-                      SELECT source, participant_id, ts_ms,
-                             explode(from_json(get_json_object(detail, '$.missing'), 'array<string>')) AS mid
-                      FROM events WHERE kind = 'missing')
-                  GROUP BY source, participant_id, mid) m
-            JOIN ev_delivered d ON d.source = m.source AND d.participant_id = m.participant_id
-                                AND d.message_id = m.mid AND d.ts >= m.detected
-        ) GROUP BY source, metric, latency_ms""",
-    "participants": """
+        SELECT source, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms, count(*) AS n
+        FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
+        GROUP BY source, delivered_ts - msg_sent_ts
+      UNION ALL
+        SELECT source, 'send_to_ack' AS metric, acked_ts - msg_sent_ts AS latency_ms, count(*) AS n
+        FROM pmm WHERE is_sender AND acked_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
+        GROUP BY source, acked_ts - msg_sent_ts
+      UNION ALL
+        SELECT p.source, 'repair' AS metric, p.delivered_ts - g.detected_ts AS latency_ms, count(*) AS n
+        FROM detected g JOIN pmm p ON p.source = g.source AND p.participant_id = g.participant_id
+                                  AND p.message_id = g.message_id
+        WHERE p.delivered_ts >= g.detected_ts
+        GROUP BY p.source, p.delivered_ts - g.detected_ts""",
+    # participants and their rebuilt logs, in one pass over pmm
+    "per_participant": """
         SELECT source, participant_id,
-               count(DISTINCT CASE WHEN kind = 'delivered' AND (sender_id IS NULL OR sender_id <> participant_id)
-                              THEN message_id END) AS delivered,
-               count(DISTINCT CASE WHEN kind = 'sent' THEN message_id END) AS sent
-        FROM events WHERE kind IN ('delivered', 'sent') AND participant_id IS NOT NULL
-        GROUP BY source, participant_id""",
-    "repair_events": """
-        SELECT source, message_id, ts_ms, kind, participant_id
-        FROM events WHERE kind IN ('repair_requested', 'repair_served')""",
+               count(CASE WHEN delivered_ts IS NOT NULL AND NOT is_sender THEN 1 END) AS delivered,
+               count(sent_ts) AS sent,
+               sha2(concat_ws('\\n', transform(sort_array(collect_list(
+                   CASE WHEN in_log = 1 THEN struct(log_lamport, message_id) END)), x -> x.message_id)), 256)
+                   AS log_hash,
+               count(CASE WHEN in_log = 1 THEN 1 END) AS log_length
+        FROM pmm GROUP BY source, participant_id""",
+    "repair_totals": """
+        SELECT source, sum(requests) AS requests, sum(responses) AS responses,
+               count(CASE WHEN responses > 0 THEN 1 END) AS rounds_answered,
+               count(CASE WHEN responses > 1 THEN 1 END) AS rounds_with_duplicates,
+               coalesce(sum(CASE WHEN responses > 1 THEN responses - 1 END), 0) AS duplicate_responses
+        FROM repair_rounds_v GROUP BY source""",
+    "bloom_totals": """
+        SELECT source, count(*) AS evidence, count(false_positive) AS judged,
+               count(CASE WHEN false_positive THEN 1 END) AS false_evidence,
+               count(CASE WHEN kind = 'acked' THEN 1 END) AS acks,
+               count(CASE WHEN kind = 'acked' AND chain_false = 1 THEN 1 END) AS false_acks
+        FROM bloom_v GROUP BY source""",
+}
+
+#: per-event tables of the report: written by the executors, never collected (rows as in metrics.Report)
+DETAIL_TABLES = {
+    "repair_rounds": """
+        SELECT source, message_id, round, started_ts, responses FROM repair_rounds_v WHERE responses > 0""",
     "bloom_evidence": """
-        SELECT e.source, e.participant_id, e.message_id, e.kind, e.ts_ms, e.by_, e.frame_ts, r.received_ts
-        FROM (SELECT source, participant_id, message_id, kind, ts_ms,
-                     get_json_object(detail, '$.by') AS by_,
-                     cast(get_json_object(detail, '$.frame_ts') AS BIGINT) AS frame_ts
-              FROM events
-              WHERE kind = 'possibly_acked'
-                 OR (kind = 'acked' AND get_json_object(detail, '$.by_bloom') = 'true')) e
-        LEFT JOIN (SELECT source, participant_id, message_id, min(ts_ms) AS received_ts
-                   FROM events WHERE kind = 'received' GROUP BY source, participant_id, message_id) r
-          ON r.source = e.source AND r.participant_id = e.by_ AND r.message_id = e.message_id""",
-    "wire_bytes": """
-        SELECT source, kind, count(*) AS frames, sum(cast(get_json_object(detail, '$.bytes') AS BIGINT)) AS bytes
-        FROM events WHERE kind IN ('sent', 'resent', 'sync_sent', 'repair_served')
-        GROUP BY source, kind""",
-    "event_log_hashes": """
-        SELECT source, participant_id,
-               sha2(concat_ws('\\n', transform(array_sort(collect_list(struct(lamport_timestamp, message_id))),
-                                              x -> x.message_id)), 256) AS log_hash,
-               count(*) AS log_length
-        FROM (SELECT DISTINCT source, participant_id, message_id, lamport_timestamp
-              FROM events WHERE kind IN ('sent', 'delivered') AND message_id IS NOT NULL)
-        GROUP BY source, participant_id""",
+        SELECT source, participant_id, message_id, kind, ts_ms, by, frame_ts, by_received_ts, false_positive
+        FROM bloom_v""",
 }
 
 
-def reduce_with_spark(spark, on_table=None):
+def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None):
     """Run every query over the registered ``events`` view; returns a :class:`~sdschat.pipeline.metrics.Reduced`.
 
-    ``on_table(name, seconds)`` is called after each table is collected.
+    ``on_table(name, seconds)`` is called after each table is collected. With
+    ``detail_dir``, the per-event tables (:data:`DETAIL_TABLES`) are written
+    there as Parquet by Spark (``NAME.parquet``, a folder of parts) and the
+    returned reduction's ``repair_rounds`` and ``bloom_evidence`` are None;
+    without it they are collected (small inputs, tests).
     """
-    import time
-
     from .metrics import Reduced
 
+    t0 = time.perf_counter()
     for name, sql in DERIVED_VIEWS.items():
         spark.sql(sql).createOrReplaceTempView(name)
-    # the derived views are read by several queries: compute each once
-    for name in DERIVED_VIEWS:
+    for name in CACHED_VIEWS:
         spark.table(name).cache()
+    if on_table is not None:
+        on_table("views", time.perf_counter() - t0)
     out = Reduced()
-    for name, sql in QUERIES.items():
+    try:
+        for name, sql in QUERIES.items():
+            t0 = time.perf_counter()
+            rows = _collect(spark.sql(sql))
+            if name == "kinds":
+                out.kind_counts = [(s, k, n) for s, k, n, _b in rows]
+                out.wire_bytes = [(s, k, n, b) for s, k, n, b in rows if k in PUBLISH_KINDS]
+            elif name == "per_participant":
+                out.participants = [(s, p, d, n) for s, p, d, n, _h, _l in rows
+                                    if p is not None and (d > 0 or n > 0)]
+                out.event_log_hashes = [(s, p, h, n) for s, p, _d, _n, h, n in rows if n > 0]
+            else:
+                setattr(out, name, rows)
+            if on_table is not None:
+                on_table(name, time.perf_counter() - t0)
+        for name, sql in DETAIL_TABLES.items():
+            t0 = time.perf_counter()
+            df = spark.sql(sql)
+            if detail_dir is None:
+                setattr(out, name, _collect(df))
+            else:
+                df.write.mode("overwrite").parquet(str(Path(detail_dir) / f"{name}.parquet"))
+                setattr(out, name, None)
+            if on_table is not None:
+                on_table(name, time.perf_counter() - t0)
+    finally:
         t0 = time.perf_counter()
-        table = spark.sql(sql).toArrow()
-        cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
-        setattr(out, name, list(zip(*cols)) if cols else [])
+        for name in CACHED_VIEWS:
+            spark.catalog.uncacheTable(name)
         if on_table is not None:
-            on_table(name, time.perf_counter() - t0)
-    for name in DERIVED_VIEWS:
-        spark.catalog.uncacheTable(name)
+            on_table("uncache", time.perf_counter() - t0)
     return out
+
+
+def _collect(df) -> list[tuple]:
+    table = df.toArrow()
+    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return list(zip(*cols)) if cols else []
+

@@ -50,6 +50,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sdschat.sim.output import BASE_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
+
 from .inputs import InputError, Staged, stage_inputs
 from .metrics import Report, compute
 from .spark import SparkJobError, one_line, spark_session
@@ -61,22 +63,49 @@ class ReportError(Exception):
     """The report could not be made (one line)."""
 
 
+#: the columns of the view ``events`` besides ``source``: what the report reads (not ``detail``)
+VIEW_COLUMNS = ("seq", "ts_ms", "kind", "message_id", "sender_id", "participant_id", "lamport_timestamp",
+                "repaired", "by_bloom", "bytes", "by_id", "frame_ts", "missing_ids", "carrier")
+
+#: the typed columns out of ``detail``, for simulation outputs of format 1 (slower: JSON on every row)
+_LEGACY = {
+    "repaired": "CAST(get_json_object(detail, '$.repaired') AS BOOLEAN)",
+    "by_bloom": "CAST(get_json_object(detail, '$.by_bloom') AS BOOLEAN)",
+    "bytes": "CAST(get_json_object(detail, '$.bytes') AS BIGINT)",
+    "by_id": "get_json_object(detail, '$.by')",
+    "frame_ts": "CAST(get_json_object(detail, '$.frame_ts') AS BIGINT)",
+    "missing_ids": "from_json(get_json_object(detail, '$.missing'), 'array<string>')",
+    "carrier": "get_json_object(detail, '$.carrier')",
+}
+
+
+def _ddl(columns) -> str:
+    """The Spark schema (DDL) of these columns of the events table (:data:`sdschat.sim.output.EVENT_SCHEMA`)."""
+    names = {pa.int64(): "BIGINT", pa.string(): "STRING", pa.bool_(): "BOOLEAN",
+             pa.list_(pa.string()): "ARRAY<STRING>"}
+    return ", ".join(f"{c} {names[EVENT_SCHEMA.field(c).type]}" for c in columns)
+
+
 def build_events_view(spark, staged: list[Staged]) -> None:
-    """Register the view ``events``: every source's event files with a ``source`` column."""
+    """Register the view ``events``: every source's event files (:data:`VIEW_COLUMNS`) with a ``source`` column."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    cols = ["seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
-            "lamport_timestamp", "detail"]
     frames = []
     for s in staged:
         if not s.event_files:
             continue
-        df = spark.read.parquet(*[str(f) for f in s.event_files]).select(
-            *[F.col(c).cast("bigint") if c in ("seq", "ts_ms", "lamport_timestamp") else F.col(c).cast("string")
-              for c in cols])
-        frames.append(df.withColumn("source", F.lit(s.name)))
+        # the schema is known: Spark need not open every file's footer to infer it
+        schema = _ddl(BASE_COLUMNS if s.legacy else EVENT_COLUMNS)
+        df = spark.read.schema(schema).parquet(*[str(f) for f in s.event_files])
+        cols = []
+        for c in VIEW_COLUMNS:
+            col = F.expr(_LEGACY[c]) if s.legacy and c in _LEGACY else F.col(c)
+            if c in ("seq", "ts_ms", "lamport_timestamp", "bytes", "frame_ts"):
+                col = col.cast("bigint")
+            cols.append(col.alias(c))
+        frames.append(df.select(F.lit(s.name).alias("source"), *cols))
     reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView("events")
 
 
@@ -89,6 +118,7 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / "_staging"
+    tables = out / "tables"  # the per-event tables are written there by Spark
     if staging.exists():
         shutil.rmtree(staging)
 
@@ -111,24 +141,31 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
     try:
         if spark is not None:
             build_events_view(spark, staged)
-            reduced = reduce_with_spark(spark, on_table)
+            reduced = reduce_with_spark(spark, on_table, detail_dir=tables)
         else:
             t1 = time.perf_counter()
             with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
                                log_dir=out) as session:
                 timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
                 say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s)")
+                t2 = time.perf_counter()
                 build_events_view(session, staged)
-                reduced = reduce_with_spark(session, on_table)
+                on_table("events_view", time.perf_counter() - t2)
+                reduced = reduce_with_spark(session, on_table, detail_dir=tables)
+                t2 = time.perf_counter()
+            timings["spark_stop_s"] = round(time.perf_counter() - t2, 2)
     except SparkJobError as exc:
         raise ReportError(str(exc)) from None
     except Exception as exc:  # Py4J / Spark analysis errors: one line, the JVM log has the rest
         if type(exc).__module__.startswith(("py4j", "pyspark")):
             raise ReportError(f"Spark job failed: {one_line(exc)} (see {out / 'spark-jvm.log'})") from None
         raise
+    t3 = time.perf_counter()
     report = compute(reduced, [s.info for s in staged])
+    timings["metrics_s"] = round(time.perf_counter() - t3, 2)
     timings["total_s"] = round(time.perf_counter() - t0, 2)
     written = write_report(report, out, [s.info for s in staged], timings)
+    timings["write_s"] = round(time.perf_counter() - t0 - timings["total_s"], 2)
     shutil.rmtree(staging, ignore_errors=True)
     written["timings"] = timings
     written["report_obj"] = report
@@ -192,7 +229,13 @@ def write_report(report: Report, out: Path, sources, timings: dict[str, float] |
     tables = out / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     for name in Report.TABLES:
-        pq.write_table(_table(getattr(report, name)), tables / f"{name}.parquet")
+        rows = getattr(report, name)
+        if rows is None:  # written by Spark (a folder of Parquet parts)
+            continue
+        target = tables / f"{name}.parquet"
+        if target.is_dir():
+            shutil.rmtree(target)
+        pq.write_table(_table(rows), target)
     undelivered = [r for r in report.messages if not r["complete"] and r["recipients"] > 0]
     pq.write_table(_table(undelivered), tables / "undelivered.parquet")
     plot_paths = [

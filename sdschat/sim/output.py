@@ -3,11 +3,17 @@
 Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckDB...):
 
 ``events-00000.parquet``, ``events-00001.parquet``, ...
-    The ``events`` table of ``migrations/0001_initial.sql`` (columns ``seq,
-    ts_ms, kind, channel_id, message_id, sender_id, participant_id,
-    lamport_timestamp, detail``; ``detail`` is JSON text), one row per event
-    exactly as :class:`sdschat.node.receive.Receiver` maps engine events to rows, so
-    the pipeline reads a simulation and a participant database alike. Each
+    The ``events`` table of ``migrations/`` (columns ``seq, ts_ms, kind,
+    channel_id, message_id, sender_id, participant_id, lamport_timestamp,
+    detail`` and the typed columns of :data:`TYPED_COLUMNS`), one row per
+    event exactly as :class:`sdschat.node.receive.Receiver` maps engine events
+    to rows, so the pipeline reads a simulation and a participant database
+    alike. The facts the report reads are typed columns, not JSON: here they
+    are not repeated in ``detail``, which keeps only the rest (a resend's
+    count, a delivery's ``via``/``publisher``/``after_lost``, ...; None when
+    nothing is left). Each shard is sorted by ``kind`` (then participant and
+    message), so a reader's filter on ``kind`` skips whole row groups by
+    their statistics; string columns are dictionary-encoded. Each
     shard holds about ``shard_rows`` rows (it is written once that many are
     buffered, after the event that filled it) in row groups of
     ``row_group_rows``: the simulator never holds more than one shard in
@@ -43,10 +49,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = [
-    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "ROW_WIDTH", "DETAIL_KEYS", "EventSink", "log_hash",
+    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "BASE_COLUMNS", "TYPED_COLUMNS", "FORMAT", "ROW_WIDTH", "DETAIL_KEYS", "EventSink", "log_hash",
     "write_table", "write_meta", "SHARD_GLOB", "META_FILE", "FRAMES_FILE", "LOGS_FILE",
 ]
 
@@ -58,8 +65,18 @@ LOGS_FILE = "logs.parquet"
 #: values per buffered row (:class:`EventSink`): every column but ``seq`` and ``channel_id``
 ROW_WIDTH = 7
 
-EVENT_COLUMNS = ("seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
-                 "lamport_timestamp", "detail")
+#: the columns every events table has had (simulation format 1, and a database before migration 0004)
+BASE_COLUMNS = ("seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
+                "lamport_timestamp", "detail")
+
+#: the facts the report reads, as columns (``migrations/0004_typed_events.sql`` says what each means);
+#: in a database they are generated from ``detail``, here written directly
+TYPED_COLUMNS = ("repaired", "by_bloom", "bytes", "by_id", "frame_ts", "missing_ids", "carrier")
+
+EVENT_COLUMNS = BASE_COLUMNS + TYPED_COLUMNS
+
+#: what ``meta.json`` says (``sdschat-sim/1``: no typed columns, every fact in ``detail``)
+FORMAT = "sdschat-sim/2"
 
 #: The events table as Arrow types (SQLite INTEGER is 64-bit: int64 everywhere).
 EVENT_SCHEMA = pa.schema([
@@ -72,6 +89,13 @@ EVENT_SCHEMA = pa.schema([
     pa.field("participant_id", pa.string()),
     pa.field("lamport_timestamp", pa.int64()),
     pa.field("detail", pa.string()),
+    pa.field("repaired", pa.bool_()),
+    pa.field("by_bloom", pa.bool_()),
+    pa.field("bytes", pa.int64()),
+    pa.field("by_id", pa.string()),
+    pa.field("frame_ts", pa.int64()),
+    pa.field("missing_ids", pa.list_(pa.string())),
+    pa.field("carrier", pa.string()),
 ])
 
 FRAME_SCHEMA = pa.schema([
@@ -96,12 +120,12 @@ LOG_SCHEMA = pa.schema([
     pa.field("repair_requests", pa.int64(), nullable=False),
 ])
 
-#: Keys the simulator adds to ``detail`` beyond what the node writes.
+#: Facts the simulator records beyond what the node writes (the first three as typed columns).
 DETAIL_KEYS = {
     "bytes": "sent, resent, sync_sent, repair_served: size of the broadcast frame",
-    "by": "acked, possibly_acked: sender_id of the frame whose causal history or bloom filter gave the ack",
+    "by": "acked, possibly_acked: sender_id of the frame whose causal history or bloom filter gave the ack (by_id)",
     "frame_ts": "acked, possibly_acked: when that frame was created (its bloom filter is the sender's state then)",
-    "publisher": "delivered (repaired): who broadcast the frame (as the node)",
+    "publisher": "delivered (repaired): who broadcast the frame (as the node; in detail)",
 }
 
 
@@ -124,7 +148,11 @@ class EventSink:
     """Collects event rows (without ``seq``) and writes them as Parquet shards.
 
     A row is ``(ts_ms, kind, message_id, sender_id, participant_id,
-    lamport_timestamp, detail)``; ``channel_id`` is constant per run. Rows are
+    lamport_timestamp, facts)``; ``channel_id`` is constant per run. ``facts``
+    is None, or what :data:`FACTS` says for the row's kind (e.g. a ``sent``
+    row's frame size, an ``acked`` row's ``(by_bloom, by, frame_ts)``), or
+    else the ``detail`` JSON text: the typed columns and ``detail`` are made
+    from it when the shard is written, not a JSON string per row. Rows are
     kept *flat*: ``rows.extend((ts_ms, kind, ...))`` appends the
     :data:`ROW_WIDTH` values of a row (or of several rows at once) to one
     list, so no per-row object survives, and a shard's columns are strided
@@ -177,6 +205,7 @@ class EventSink:
         rows.clear()  # in place: bound methods of the list stay valid
         self.kind_counts.update(Counter(cols[1]))
         if self.out_dir is not None:
+            detail, typed = _facts_columns(cols[1], cols[6])
             first = self.written * self.seq_stride + self.seq_offset + 1
             if self.participant_names is not None:
                 participants = pa.DictionaryArray.from_arrays(
@@ -193,11 +222,14 @@ class EventSink:
                     pa.array(cols[3], pa.string()),
                     participants,
                     pa.array(cols[5], pa.int64()),
-                    pa.array(cols[6], pa.string()),
+                    pa.array(detail, pa.string()),
+                    *[pa.array(col, EVENT_SCHEMA.field(name).type) for name, col in zip(TYPED_COLUMNS, typed)],
                 ],
                 schema=EVENT_SCHEMA,
             )
-            del cols
+            del cols, detail, typed
+            # by kind (stable: time order within a kind), so a filter on kind skips row groups
+            table = table.take(pc.sort_indices(table, [("kind", "ascending")]))
             name = f"{self.prefix}{len(self.shards):05d}.parquet"
             write_table(self.out_dir / name, table, self.row_group_rows)
             self.shards.append(name)
@@ -205,6 +237,71 @@ class EventSink:
 
     def close(self) -> None:
         self.flush()
+
+
+def _dumps(d: dict) -> str:
+    return json.dumps(d, separators=(",", ":"))
+
+
+def _bytes(x, i, t, d):
+    t[2][i] = x
+
+
+def _resent(x, i, t, d):
+    t[2][i] = x[0]
+    d[i] = '{"resends":' + ("null" if x[1] is None else str(x[1])) + "}"
+
+
+def _acked(x, i, t, d):
+    t[1][i], t[3][i], t[4][i] = x
+
+
+def _possibly_acked(x, i, t, d):
+    t[3][i], t[4][i] = x[1], x[2]
+    d[i] = '{"count":' + str(x[0]) + "}"
+
+
+def _delivered(x, i, t, d):
+    t[0][i] = x[0]
+    d[i] = _dumps({"via": x[1], "publisher": x[2], "after_lost": list(x[3])})
+
+
+def _missing(x, i, t, d):
+    t[5][i] = x[0]
+    d[i] = x[1]
+
+
+def _carrier(x, i, t, d):
+    t[6][i] = x
+
+
+#: kind -> how a row's facts value fills the typed columns (indices into :data:`TYPED_COLUMNS`) and detail
+FACTS = {
+    "sent": _bytes, "sync_sent": _bytes, "repair_served": _bytes,  # the frame's size (int)
+    "resent": _resent,  # (size, resends)
+    "acked": _acked,  # (by_bloom, by, frame_ts)
+    "possibly_acked": _possibly_acked,  # (count, by, frame_ts)
+    "delivered": _delivered,  # (repaired, via, publisher, after_lost)
+    "missing": _missing,  # (missing ids, the rest of detail as JSON text)
+    "repair_requested": _carrier,  # the carrier frame's id
+}
+
+
+def _facts_columns(kinds: list, facts: list) -> tuple[list, list[list]]:
+    """The ``detail`` column and the :data:`TYPED_COLUMNS` of a shard, from its rows' facts (see :data:`FACTS`)."""
+    n = len(kinds)
+    detail: list = [None] * n
+    typed = [[None] * n for _ in TYPED_COLUMNS]
+    get = FACTS.get
+    for i, x in enumerate(facts):
+        if x is None:
+            continue
+        fill = get(kinds[i])
+        if fill is None:
+            detail[i] = x
+        else:
+            fill(x, i, typed, detail)
+    return detail, typed
 
 
 def write_meta(path: Path, meta: dict[str, Any]) -> None:

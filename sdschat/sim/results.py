@@ -77,7 +77,7 @@ def _run_meta(p: SimParams, plan: Plan, parts: list[dict], workers: int, stop_re
     config = channel_config(p)
     kinds = dict(sorted(_total(parts, "kind_counts").items()))
     return {
-        "format": "sdschat-sim/1",
+        "format": output.FORMAT,
         "params": p.to_json(),
         "seed": p.seed,
         "workers": workers,

@@ -2,7 +2,8 @@
 
 Rows go into one flat list (no object per row; see
 :class:`~sdschat.sim.output.EventSink`); the recording participant is its
-index. A ``received`` row is written when a message first reaches a member
+index, and a row's last value is its facts (:data:`~sdschat.sim.output.FACTS`:
+the typed columns and detail are made from them when a shard is written). A ``received`` row is written when a message first reaches a member
 (delivered at once, or held as missing dependencies); ``delivered`` when it
 is delivered.
 """
@@ -68,26 +69,18 @@ class EventRows:
                         del self.waiting[r]
                 else:
                     add((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
-                detail = None
+                facts = None  # see output.FACTS
                 if e.repaired or e.after_lost:
-                    reason = ctx[0] if ctx else None
-                    detail = dumps({"repaired": e.repaired, "via": reason, "publisher": ctx[1] if ctx else None,
-                                    "after_lost": list(e.after_lost)})
-                add((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, detail))
+                    facts = (e.repaired, ctx[0] if ctx else None, ctx[1] if ctx else None, e.after_lost)
+                add((t, "delivered", mid, e.sender_id, r, e.lamport_timestamp, facts))
             elif tp is Outgoing:
                 self._outgoing(r, pid, e, t)
             elif tp is Acknowledged:
-                if ctx is not None:
-                    d = dumps({"by_bloom": e.by_bloom, "by": ctx[2], "frame_ts": ctx[3]})
-                else:
-                    d = dumps({"by_bloom": e.by_bloom})
-                add((t, "acked", e.message_id, pid, r, None, d))
+                add((t, "acked", e.message_id, pid, r, None,
+                     (e.by_bloom, ctx[2], ctx[3]) if ctx is not None else (e.by_bloom, None, None)))
             elif tp is PossiblyAcknowledged:
-                if ctx is not None:
-                    d = dumps({"count": e.count, "by": ctx[2], "frame_ts": ctx[3]})
-                else:
-                    d = dumps({"count": e.count})
-                add((t, "possibly_acked", e.message_id, pid, r, None, d))
+                add((t, "possibly_acked", e.message_id, pid, r, None,
+                     (e.count, ctx[2], ctx[3]) if ctx is not None else (e.count, None, None)))
             elif tp is Missing:
                 mid = e.message_id
                 w = self.waiting.get(r)
@@ -99,8 +92,7 @@ class EventRows:
                 lam = e.lamport_timestamp
                 add((t, "received", mid, s, r, lam, None,
                      t, "missing", mid, s, r, lam,
-                     '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"waiting_on":'
-                     + _ids(e.waiting_on) + "}"))
+                     ([h.message_id for h in e.missing], '{"waiting_on":' + _ids(e.waiting_on) + "}")))
                 earlier = True
             elif tp is SyncReceived:
                 add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
@@ -115,14 +107,13 @@ class EventRows:
         add = self.sink.rows.extend
         if reason == "resend":
             st = self.chans[r].outgoing_state(e.message_id)
-            add((t, "resent", e.message_id, pid, r, e.lamport_timestamp,
-                 dumps({"resends": st[1] if st else None, "bytes": size})))
+            add((t, "resent", e.message_id, pid, r, e.lamport_timestamp, (size, st[1] if st else None)))
         elif reason == "sync":
-            add((t, "sync_sent", e.message_id, pid, r, e.lamport_timestamp, dumps({"bytes": size})))
+            add((t, "sync_sent", e.message_id, pid, r, e.lamport_timestamp, size))
         elif reason == "repair":
             self._repair_bytes[r] = size  # reported with the RepairServed that follows
         else:
-            add((t, "sent", e.message_id, pid, r, e.lamport_timestamp, dumps({"bytes": size})))
+            add((t, "sent", e.message_id, pid, r, e.lamport_timestamp, size))
 
     def _other(self, r: int, e, tp: type, t: int) -> bool:
         """The rarer events (gaps noticed by sync, repair, loss, rejection, eviction).
@@ -131,19 +122,17 @@ class EventRows:
         """
         add = self.sink.rows.extend
         if tp is GapDetected:
-            add((t, "missing", None, e.sender_id, r, None,
-                 '{"missing":' + _ids([h.message_id for h in e.missing]) + ',"source":"sync"}'))
+            add((t, "missing", None, e.sender_id, r, None, ([h.message_id for h in e.missing], '{"source":"sync"}')))
             return True
         if tp is RepairScheduled:
             self.counts["repair_scheduled"] += 1
             return True
         if tp is RepairRequested:
             for mid in e.message_ids:
-                add((t, "repair_requested", mid, None, r, None, dumps({"carrier": e.carrier_id})))
+                add((t, "repair_requested", mid, None, r, None, e.carrier_id))
         elif tp is RepairServed:
             size = self._repair_bytes.pop(r, None)
-            add((t, "repair_served", e.message_id, e.sender_id, r, None,
-                 dumps({"bytes": size}) if size is not None else None))
+            add((t, "repair_served", e.message_id, e.sender_id, r, None, size))
         elif tp is Lost:
             add((t, "lost", e.message_id, e.sender_id, r, None, dumps({"dependants": list(e.dependants)})))
             return True

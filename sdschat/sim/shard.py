@@ -40,7 +40,7 @@ from .delivery import Delivery
 from .network import FrameMsg, Network
 from .params import SimParams, channel_config
 from .plan import ChurnTimeline, Plan
-from .rows import EventRows, dumps
+from .rows import EventRows
 from .schedule import ARRIVALS, CHURN, INF, SEND, SETTLE, TICK
 
 __all__ = ["Shard", "participant_ids"]
@@ -148,7 +148,7 @@ class Shard(Network, Delivery, EventRows):
             content += b"." * (p.content_bytes - len(content))
         out = self.chans[r].send(content, t)
         size = self._publish(r, out, t)
-        self.sink.rows.extend((t, "sent", out.message_id, pid, r, out.lamport_timestamp, dumps({"bytes": size})))
+        self.sink.rows.extend((t, "sent", out.message_id, pid, r, out.lamport_timestamp, size))
         self._tick_at(r, t)
 
     def _churn(self, r: int, gen: int, t: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,22 @@ def spark_run(tmp_path_factory):
         build_events_view(session, staged)
         result["spark_reduced"] = reduce_with_spark(session)
         result["staged"] = staged
+        # every kind and typed fact: a simulation of each format and a database of the previous schema, together
+        kinds = base / "all-kinds"
+        inputs = [write_all_kinds_sim(kinds / "sim-v2", 2), write_all_kinds_sim(kinds / "sim-v1", 1),
+                  write_all_kinds_db(kinds / "old.db", 3)]
+        staged = stage_inputs(inputs, kinds / "staging")
+        build_events_view(session, staged)
+        result["all_kinds"] = (staged, reduce_with_spark(session))
+        # the same database migrated to this version's schema
+        from sdschat.store import migrate as store_migrate
+
+        conn = sqlite3.connect(inputs[2], isolation_level=None)
+        result["migrated_versions"] = store_migrate.migrate(conn)
+        conn.close()
+        staged = stage_inputs([inputs[2]], kinds / "staging-migrated")
+        build_events_view(session, staged)
+        result["migrated"] = (staged, reduce_with_spark(session))
         # last: the spark-submit entry point, on the session spark-submit would provide (it stops it)
         from sdschat.cli import submit
 
@@ -140,3 +157,107 @@ def spark_run(tmp_path_factory):
                                                  "--out", str(base / "report-submit"), "--quiet"])
         result["submit_stderr"] = err.getvalue()
     return result
+
+
+# ------------------------------------------------ every kind, every typed fact
+
+#: typed column -> the detail key it is read from (migration 0004's generated columns)
+TYPED_FROM_DETAIL = {"repaired": "repaired", "by_bloom": "by_bloom", "bytes": "bytes", "by_id": "by",
+                     "frame_ts": "frame_ts", "missing_ids": "missing", "carrier": "carrier"}
+
+#: (kind, ts_ms, message_id, sender_id, participant_id, lamport_timestamp, detail) as the node and the simulator
+#: write them: every kind, every detail field the report reads (and some it does not). Three members, A B C.
+ALL_KINDS = [
+    ("sent", 1000, "m1", "A", "A", 1, {"bytes": 100}),
+    ("received", 1040, "m1", "A", "B", 1, None),
+    ("delivered", 1040, "m1", "A", "B", 1, None),
+    ("duplicate", 1045, "m1", "A", "B", None, {"via": "resend", "publisher": "A"}),
+    ("sent", 1100, "m2", "B", "B", 2, {"bytes": 120}),
+    ("received", 1130, "m2", "B", "A", 2, {"via": "store", "publisher": "S"}),
+    ("delivered", 1130, "m2", "B", "A", 2, None),
+    ("sync_sent", 1150, "s1", "C", "C", 5, {"bytes": 60}),
+    ("sync_received", 1160, "s1", "C", "A", 5, None),
+    ("missing", 1200, "m3", "B", "C", 3, {"missing": ["m1", "m2"], "waiting_on": ["m1", "m2"]}),
+    ("missing", 1210, None, "B", "C", None, {"missing": ["m1"], "source": "sync"}),
+    ("repair_requested", 1220, "m1", None, "C", None, {"carrier": "s9"}),
+    ("repair_requested", 1220, "m2", None, "C", None, {"carrier": "s9"}),
+    ("repair_served", 1250, "m1", "A", "A", None, {"bytes": 90}),
+    ("repair_served", 1260, "m1", "A", "B", None, {"bytes": 90}),
+    ("repair_cancelled", 1265, "m1", "A", "C", None, {"what": "request", "via": "repair", "publisher": "A"}),
+    ("received", 1270, "m1", "A", "C", 1, None),
+    ("delivered", 1270, "m1", "A", "C", 1, {"repaired": True, "via": "repair", "publisher": "A", "after_lost": []}),
+    ("store_query", 1280, None, None, "C", None, {"ids": 1}),
+    ("store_answer", 1290, None, None, "C", None, {"found": 1}),
+    ("received", 1300, "m2", "B", "C", 2, None),
+    ("delivered", 1300, "m2", "B", "C", 2, {"repaired": False, "via": "store", "publisher": "S",
+                                            "after_lost": ["m0"]}),
+    ("delivered", 1301, "m3", "B", "C", 3, None),
+    ("lost", 1302, "m0", "A", "C", None, {"dependants": ["m2"]}),
+    ("possibly_acked", 1400, "m1", "A", "A", None, {"count": 1, "by": "B", "frame_ts": 1090}),
+    ("possibly_acked", 1410, "m2", "B", "B", None, {"count": 1, "by": "C", "frame_ts": 1200}),
+    ("acked", 1500, "m1", "A", "A", None, {"by_bloom": True, "by": "C", "frame_ts": 1260}),
+    ("acked", 1510, "m2", "B", "B", None, {"by_bloom": False, "by": "A"}),
+    ("ack_seen", 1520, "m2", "B", "B", None, {"by": "A", "frame": "m9"}),
+    ("resent", 5600, "m3", "B", "B", 3, {"resends": 1, "bytes": 110}),
+    ("rejected", 5700, "mx", "Z", "A", None, {"reason": "bad_signature"}),
+    ("rejected", 5800, None, None, "A", None, {"reason": "undecryptable", "count": 3}),
+]
+
+
+def all_kinds_rows(source: str) -> list[dict]:
+    """:data:`ALL_KINDS` as rows for the Python reduction (typed columns filled from detail)."""
+    out = []
+    for seq, (kind, ts, mid, snd, pid, lam, detail) in enumerate(ALL_KINDS, 1):
+        out.append({"source": source, "seq": seq, "ts_ms": ts, "kind": kind, "channel_id": CHANNEL,
+                    "message_id": mid, "sender_id": snd, "participant_id": pid, "lamport_timestamp": lam,
+                    **{col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()}})
+    return out
+
+
+def write_all_kinds_sim(folder: Path, fmt: int) -> Path:
+    """:data:`ALL_KINDS` as a simulation directory of format ``fmt`` (1: every fact in detail; 2: typed columns)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sdschat.sim.output import BASE_COLUMNS, EVENT_SCHEMA
+
+    folder.mkdir(parents=True)
+    rows = []
+    for seq, (kind, ts, mid, snd, pid, lam, detail) in enumerate(ALL_KINDS, 1):
+        row = {"seq": seq, "ts_ms": ts, "kind": kind, "channel_id": CHANNEL, "message_id": mid, "sender_id": snd,
+               "participant_id": pid, "lamport_timestamp": lam}
+        if fmt == 1:
+            row["detail"] = None if detail is None else json.dumps(detail)
+        else:
+            rest = {k: v for k, v in (detail or {}).items() if k not in TYPED_FROM_DETAIL.values()}
+            row["detail"] = json.dumps(rest) if rest else None
+            row.update({col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()})
+        rows.append(row)
+    schema = pa.schema([EVENT_SCHEMA.field(c) for c in BASE_COLUMNS]) if fmt == 1 else EVENT_SCHEMA
+    pq.write_table(pa.Table.from_pylist(rows, schema), folder / "events-00000.parquet")
+    (folder / "meta.json").write_text(json.dumps({"format": f"sdschat-sim/{fmt}", "participants": 3}))
+    return folder
+
+
+def write_all_kinds_db(path: Path, version: int) -> Path:
+    """:data:`ALL_KINDS` in a node database of schema ``version`` (rows written as the node writes them)."""
+    import json
+    import sqlite3
+
+    from sdschat.store import migrate as store_migrate
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        store_migrate.migrate(conn, [m for m in store_migrate.load_migrations() if m.version <= version])
+        conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, 'C', 0)",
+                     (CHANNEL,))
+        conn.executemany(
+            "INSERT INTO events (ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp,"
+            " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(ts, kind, CHANNEL, mid, snd, pid, lam, None if d is None else json.dumps(d))
+             for kind, ts, mid, snd, pid, lam, d in ALL_KINDS])
+    finally:
+        conn.close()
+    return path

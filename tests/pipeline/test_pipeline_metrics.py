@@ -21,10 +21,16 @@ from sdschat.pipeline.metrics import (
 from sdschat.sim import log_hash as sim_log_hash
 
 
+#: typed column -> the detail key it is read from (as migration 0004's generated columns)
+TYPED_FROM_DETAIL = {"repaired": "repaired", "by_bloom": "by_bloom", "bytes": "bytes", "by_id": "by",
+                     "frame_ts": "frame_ts", "missing_ids": "missing", "carrier": "carrier"}
+
+
 def ev(kind, ts, mid=None, sender=None, pid=None, lamport=None, detail=None, source="g"):
     return {"source": source, "seq": 0, "ts_ms": ts, "kind": kind, "channel_id": "c", "message_id": mid,
             "sender_id": sender, "participant_id": pid, "lamport_timestamp": lamport,
-            "detail": None if detail is None else json.dumps(detail)}
+            "detail": None if detail is None else json.dumps(detail),
+            **{col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()}}
 
 
 def group_events():
@@ -140,7 +146,7 @@ def test_repair_rounds_and_duplicates():
 
 def test_bloom_false_positive_acks():
     red = reduce_events(group_events())
-    rows, summary = bloom_false_positives([b[1:] for b in red.bloom_evidence])
+    rows, summary = bloom_false_positives([b[1:8] for b in red.bloom_evidence])
     by_kind = {r["kind"]: r for r in rows}
     assert by_kind["possibly_acked"]["false_positive"] is False  # B had m1 at 100 <= 150
     assert by_kind["acked"]["false_positive"] is True  # C received m1 at 300 > 280

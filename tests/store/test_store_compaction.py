@@ -7,6 +7,7 @@ delivery, latency, participants and log hashes before and after folding.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sqlite3
 
@@ -37,10 +38,15 @@ def reduced(db, table: str):
         rows = [dict(r, source="s") for r in conn.execute(f"SELECT * FROM {table} ORDER BY seq")]
     finally:
         conn.close()
+    for r in rows:
+        if "missing_ids" not in r:  # before migration 0004: the typed facts from detail, as the report reads them
+            d = json.loads(r["detail"]) if r["detail"] else {}
+            r.update(repaired=d.get("repaired"), by_bloom=d.get("by_bloom"), bytes=d.get("bytes"), by_id=d.get("by"),
+                     frame_ts=d.get("frame_ts"), missing_ids=d.get("missing"), carrier=d.get("carrier"))
     red = reduce_events(rows)
     return {"messages": sorted(red.messages), "latency": sorted(red.latency_hist),
             "participants": sorted(red.participants), "hashes": sorted(red.event_log_hashes),
-            "repairs": sorted(red.repair_events)}, len(rows)
+            "repairs": sorted(red.repair_rounds), "repair_totals": sorted(red.repair_totals)}, len(rows)
 
 
 def _v2_database(path, n: int) -> list[str]:

@@ -246,3 +246,54 @@ def test_search_migration_indexes_a_database_made_before_it(tmp_path):
     assert hits("cafe") == ["m4"]
     conn.execute("INSERT INTO message_search (message_search) VALUES ('integrity-check')")
     conn.close()
+
+
+def test_typed_events_migration_gives_a_database_made_before_it_the_typed_columns(tmp_path):
+    """0004: the facts the report reads become columns generated from detail; no row is rewritten, the
+    append-only rule stays, a detail that is not JSON gives NULLs, and the node writes as before."""
+    import json
+
+    db = tmp_path / "v3.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    M.migrate(conn, [m for m in M.load_migrations() if m.version <= 3])
+    rows = [("delivered", {"repaired": True, "via": "repair", "publisher": "p"}),
+            ("acked", {"by_bloom": True, "by": "b"}), ("sent", {"bytes": 321}),
+            ("missing", {"missing": ["x", "y"], "waiting_on": []}), ("repair_requested", {"carrier": "s1"}),
+            ("acked", {"by_bloom": False, "by": "c", "frame_ts": 77}), ("missing", {"missing": "not a list"})]
+    conn.executemany("INSERT INTO events (ts_ms, kind, detail) VALUES (1, ?, ?)",
+                     [(k, json.dumps(d)) for k, d in rows])
+    conn.execute("INSERT INTO events (ts_ms, kind, detail) VALUES (2, 'rejected', 'not json')")
+    conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, ?, 0)",
+                 ("c" * 32, "a" * 32))
+    size_before = db.stat().st_size
+    assert M.migrate(conn) == [4]
+    cols = "repaired, by_bloom, bytes, by_id, frame_ts, missing_ids, carrier"
+    got = conn.execute(f"SELECT kind, {cols} FROM event_history ORDER BY seq").fetchall()
+    assert got == [
+        ("delivered", 1, None, None, None, None, None, None),
+        ("acked", None, 1, None, "b", None, None, None),
+        ("sent", None, None, 321, None, None, None, None),
+        ("missing", None, None, None, None, None, '["x","y"]', None),
+        ("repair_requested", None, None, None, None, None, None, "s1"),
+        ("acked", None, 0, None, "c", 77, None, None),
+        ("missing", None, None, None, None, None, None, None),  # not a list: no ids
+        ("rejected", None, None, None, None, None, None, None),  # not JSON: NULLs, not an error
+    ]
+    assert db.stat().st_size == size_before  # virtual columns: nothing was rewritten
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE events SET kind = 'x' WHERE seq = 1")
+    conn.close()
+
+    async def write():  # the node's writes are unchanged
+        from sdschat.store import EventRow
+
+        store = await Store.open(db)
+        try:
+            await store.apply("c" * 32, events=[EventRow("sent", 5, "m", "a", detail={"bytes": 9})])
+        finally:
+            await store.close()
+
+    run(write())
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT bytes FROM events WHERE message_id = 'm'").fetchone() == (9,)
+    conn.close()
