@@ -79,7 +79,12 @@ DERIVED_VIEWS = {
                            CASE WHEN kind = 'repair_requested' THEN 0 ELSE 1 END AS k
                     FROM events WHERE kind IN ('repair_requested', 'repair_served')))
         GROUP BY source, message_id, round""",
-    # every bloom-filter ack evidence, judged against when its named participant received the message
+    # every bloom-filter ack evidence (few rows: only a message's sender records them)
+    "evidence": """
+        SELECT source, participant_id, message_id, kind, ts_ms, by_id, frame_ts
+        FROM events WHERE kind = 'possibly_acked' OR (kind = 'acked' AND by_bloom)""",
+    # ... judged against when its named participant received the message: the pmm rows it names are picked by
+    # a semi join (the evidence is broadcast, pmm is not shuffled), then joined to it
     "bloom_v": """
         SELECT source, participant_id, message_id, kind, ts_ms, by_ AS by, frame_ts, by_received_ts,
                false_positive,
@@ -90,13 +95,15 @@ DERIVED_VIEWS = {
                      r.received_ts AS by_received_ts,
                      CASE WHEN e.by_id IS NULL OR e.frame_ts IS NULL THEN NULL
                           ELSE r.received_ts IS NULL OR r.received_ts > e.frame_ts END AS false_positive
-              FROM (SELECT * FROM events WHERE kind = 'possibly_acked' OR (kind = 'acked' AND by_bloom)) e
-              LEFT JOIN pmm r ON r.source = e.source AND r.participant_id = e.by_id
-                            AND r.message_id = e.message_id)""",
+              FROM evidence e
+              LEFT JOIN (SELECT p.source, p.participant_id, p.message_id, p.received_ts
+                         FROM pmm p LEFT SEMI JOIN evidence x
+                           ON x.source = p.source AND x.by_id = p.participant_id AND x.message_id = p.message_id) r
+                ON r.source = e.source AND r.participant_id = e.by_id AND r.message_id = e.message_id)""",
 }
 
-#: pmm: read by most queries; the other two are small and each read by two
-CACHED_VIEWS = ("pmm", "repair_rounds_v", "bloom_v")
+#: pmm: read by most queries; the others are small and each read twice
+CACHED_VIEWS = ("pmm", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
     # kind_counts and wire_bytes in one narrow pass
@@ -158,7 +165,7 @@ DETAIL_TABLES = {
 }
 
 
-def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None):
+def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, parallel: int = 3):
     """Run every query over the registered ``events`` view; returns a :class:`~sdschat.pipeline.metrics.Reduced`.
 
     ``on_table(name, seconds)`` is called after each table is collected. With
@@ -166,48 +173,64 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None):
     there as Parquet by Spark (``NAME.parquet``, a folder of parts) and the
     returned reduction's ``repair_rounds`` and ``bloom_evidence`` are None;
     without it they are collected (small inputs, tests).
+
+    The shared ``pmm`` is materialized first; then up to ``parallel`` queries
+    run at once (Spark jobs from several threads share the executors: one
+    query's planning and code generation on the driver overlaps another's
+    tasks).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from .metrics import Reduced
 
-    t0 = time.perf_counter()
-    for name, sql in DERIVED_VIEWS.items():
-        spark.sql(sql).createOrReplaceTempView(name)
-    for name in CACHED_VIEWS:
-        spark.table(name).cache()
-    if on_table is not None:
-        on_table("views", time.perf_counter() - t0)
-    out = Reduced()
-    try:
-        for name, sql in QUERIES.items():
-            t0 = time.perf_counter()
-            rows = _collect(spark.sql(sql))
-            if name == "kinds":
-                out.kind_counts = [(s, k, n) for s, k, n, _b in rows]
-                out.wire_bytes = [(s, k, n, b) for s, k, n, b in rows if k in PUBLISH_KINDS]
-            elif name == "per_participant":
-                out.participants = [(s, p, d, n) for s, p, d, n, _h, _l in rows
-                                    if p is not None and (d > 0 or n > 0)]
-                out.event_log_hashes = [(s, p, h, n) for s, p, _d, _n, h, n in rows if n > 0]
-            else:
-                setattr(out, name, rows)
-            if on_table is not None:
-                on_table(name, time.perf_counter() - t0)
-        for name, sql in DETAIL_TABLES.items():
-            t0 = time.perf_counter()
-            df = spark.sql(sql)
-            if detail_dir is None:
-                setattr(out, name, _collect(df))
-            else:
-                df.write.mode("overwrite").parquet(str(Path(detail_dir) / f"{name}.parquet"))
-                setattr(out, name, None)
-            if on_table is not None:
-                on_table(name, time.perf_counter() - t0)
-    finally:
+    def timed(name, fn):
         t0 = time.perf_counter()
+        result = fn()
+        if on_table is not None:
+            on_table(name, time.perf_counter() - t0)
+        return result
+
+    def views():
+        for name, sql in DERIVED_VIEWS.items():
+            spark.sql(sql).createOrReplaceTempView(name)
+        for name in CACHED_VIEWS:
+            spark.table(name).cache()
+
+    timed("views", views)
+    out = Reduced()
+
+    def query(name: str) -> None:
+        rows = _collect(spark.sql(QUERIES[name]))
+        if name == "kinds":
+            out.kind_counts = [(s, k, n) for s, k, n, _b in rows]
+            out.wire_bytes = [(s, k, n, b) for s, k, n, b in rows if k in PUBLISH_KINDS]
+        elif name == "per_participant":
+            out.participants = [(s, p, d, n) for s, p, d, n, _h, _l in rows if p is not None and (d > 0 or n > 0)]
+            out.event_log_hashes = [(s, p, h, n) for s, p, _d, _n, h, n in rows if n > 0]
+        else:
+            setattr(out, name, rows)
+
+    def detail(name: str) -> None:
+        df = spark.sql(DETAIL_TABLES[name])
+        if detail_dir is None:
+            setattr(out, name, _collect(df))
+        else:
+            df.write.mode("overwrite").parquet(str(Path(detail_dir) / f"{name}.parquet"))
+            setattr(out, name, None)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            # kinds needs no pmm: it runs while pmm is built
+            jobs = [pool.submit(timed, "kinds", lambda: query("kinds")),
+                    pool.submit(timed, "pmm", lambda: spark.table("pmm").count())]
+            jobs[1].result()
+            jobs += [pool.submit(timed, name, lambda name=name: query(name)) for name in QUERIES if name != "kinds"]
+            jobs += [pool.submit(timed, name, lambda name=name: detail(name)) for name in DETAIL_TABLES]
+            for job in jobs:
+                job.result()
+    finally:
         for name in CACHED_VIEWS:
             spark.catalog.uncacheTable(name)
-        if on_table is not None:
-            on_table("uncache", time.perf_counter() - t0)
     return out
 
 

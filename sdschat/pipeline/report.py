@@ -150,8 +150,8 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
                 say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s)")
                 t2 = time.perf_counter()
                 build_events_view(session, staged)
-                on_table("events_view", time.perf_counter() - t2)
                 reduced = reduce_with_spark(session, on_table, detail_dir=tables)
+                timings["reduce_s"] = round(time.perf_counter() - t2, 2)
                 t2 = time.perf_counter()
             timings["spark_stop_s"] = round(time.perf_counter() - t2, 2)
     except SparkJobError as exc:
