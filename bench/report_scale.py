@@ -13,7 +13,7 @@ and of this process.
 
 Usage:
   .venv/bin/python bench/report_scale.py [--data DIR] [--participants 2000] [--messages 250] [--loss 0.1]
-      [--master local[*]] [--driver-memory 4g] [--keep]
+      [--master local[*]] [--driver-memory 1200m] [--keep]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sdschat.pipeline.report import run_report  # noqa: E402
+from sdschat.pipeline.spark import DRIVER_MEMORY  # noqa: E402
 from sdschat.sim import SimParams, simulate  # noqa: E402
 from sdschat.sim.output import FORMAT  # noqa: E402
 
@@ -94,7 +95,8 @@ def main() -> int:
     ap.add_argument("--loss", type=float, default=0.1)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--master", default=None)
-    ap.add_argument("--driver-memory", default="4g", help="the Spark driver's heap (local mode: the executors' too)")
+    ap.add_argument("--driver-memory", default=DRIVER_MEMORY,
+                    help="the Spark driver's heap (local mode: the executors' too; default the report's)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     ap.add_argument("--keep", action="store_true", help="keep the generated data and the report")
     ap.add_argument("--smoke", action="store_true",

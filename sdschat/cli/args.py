@@ -151,7 +151,9 @@ def add_spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("spark")
     g.add_argument("--master", default=None,
                    help="Spark master URL (default local[*]: an embedded Spark using every core)")
-    g.add_argument("--driver-memory", default="4g", help="driver JVM memory in local mode (default 4g)")
+    # the default is sdschat.pipeline.spark.DRIVER_MEMORY (not imported: the CLI starts without the pipeline)
+    g.add_argument("--driver-memory", default=None,
+                   help="driver JVM heap in local mode, where it runs the executors too (default 1200m)")
     g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark configuration (repeatable)")
 

@@ -2,15 +2,18 @@
 
 How the work is shaped
 ----------------------
-* **One heavy pass.** The events of a message (``sent``, ``received``,
-  ``delivered``, ``acked``: nearly all the rows) are read once, into the
-  cached table ``pm``: one row per *(source, message, participant)* with the
-  first time of each kind, who sent it, whether a delivery came through
-  repair, and its log entry. Per-message ``msg`` is derived from ``pm``, and
-  every per-message, per-participant, latency and log-hash table from those
-  two.
-* **Narrow passes for the rest.** Counts and bytes per kind read two columns;
-  the gaps (``missing``), the repair traffic and the bloom evidence filter on
+* **Two passes over the bulk.** ``km``: every event, narrow columns, grouped
+  by (source, kind, message, sender) -- a few rows per message, from which
+  come the counts and bytes per kind and ``msg``, one row per message with
+  its sender and first send. ``pm``: the ``sent``, ``delivered`` and
+  ``acked`` events, one row per *(source, message, participant)* with the
+  first time of each, whether a delivery came through repair, and its log
+  entry; joined with ``msg`` into the cached ``pmm``, from which every
+  per-message, per-participant, latency and log-hash table is derived.
+  Every aggregate over the bulk is a number (a string min/max makes Spark
+  sort instead of hash).
+* **Narrow passes for the rest.** The gaps (``missing``), the repair traffic,
+  the bloom evidence and the ``received`` events it names filter on
   ``kind``, which the simulator's shards are sorted by, so Parquet skips the
   row groups of every other kind.
 * **No JSON, no Python UDF**: the facts are typed columns
@@ -20,6 +23,7 @@ How the work is shaped
   event. The two per-event tables the report keeps (repair rounds, bloom
   evidence) are written to Parquet by the executors (``detail_dir``); only
   their totals per source come back.
+* After ``pmm`` is built, the queries run a few at once.
 
 Each query yields one table of :class:`sdschat.pipeline.metrics.Reduced`, with
 the same columns in the same order; :func:`sdschat.pipeline.metrics.reduce_events`
@@ -37,28 +41,32 @@ __all__ = ["QUERIES", "DERIVED_VIEWS", "DETAIL_TABLES", "reduce_with_spark"]
 
 #: views the queries share, registered in this order (:data:`CACHED_VIEWS` are computed once and kept)
 DERIVED_VIEWS = {
-    # one row per (source, message, participant): the only full pass over the message events. Every aggregate
-    # is a number, so Spark aggregates in a hash map (a string min/max would make it sort the rows instead).
+    # one row per (source, kind, message, sender): one narrow pass over every event, a few rows per message
+    # (their counts give kind_counts and wire_bytes; the message kinds give msg)
+    "km": """
+        SELECT source, kind, message_id, sender_id, count(*) AS n, sum(bytes) AS bytes, min(ts_ms) AS first_ts
+        FROM events GROUP BY source, kind, message_id, sender_id""",
+    # one row per message seen in a sent/received/delivered event: its sender (the smallest named) and when it
+    # was first sent
+    "msg": """
+        SELECT source, message_id, min(sender_id) AS sender_id,
+               min(CASE WHEN kind = 'sent' THEN first_ts END) AS sent_ts
+        FROM km WHERE kind IN ('sent', 'received', 'delivered') AND message_id IS NOT NULL
+        GROUP BY source, message_id""",
+    # one row per (source, message, participant) that sent, delivered or acked it: the one pass over the bulk
+    # of the rows. Every aggregate is a number, so Spark aggregates in a hash map (a string min/max would make
+    # it sort the rows instead).
     "pm": """
         SELECT source, message_id, participant_id,
                min(CASE WHEN kind = 'sent' THEN ts_ms END) AS sent_ts,
-               min(CASE WHEN kind = 'received' THEN ts_ms END) AS received_ts,
                min(CASE WHEN kind = 'delivered' THEN ts_ms END) AS delivered_ts,
                max(CASE WHEN kind = 'delivered' THEN CASE WHEN repaired THEN 1 ELSE 0 END END) AS repaired,
                min(CASE WHEN kind = 'acked' THEN ts_ms END) AS acked_ts,
-               min(CASE WHEN kind IN ('sent', 'delivered') THEN lamport_timestamp END) AS log_lamport,
-               max(CASE WHEN kind IN ('sent', 'delivered') THEN 1 ELSE 0 END) AS in_log
+               min(CASE WHEN kind <> 'acked' THEN lamport_timestamp END) AS log_lamport,
+               max(CASE WHEN kind <> 'acked' THEN 1 ELSE 0 END) AS in_log
         FROM events
-        WHERE kind IN ('sent', 'received', 'delivered', 'acked') AND message_id IS NOT NULL
+        WHERE kind IN ('sent', 'delivered', 'acked') AND message_id IS NOT NULL
         GROUP BY source, message_id, participant_id""",
-    # one row per message seen in a sent/received/delivered event: its sender (the smallest named) and when it
-    # was first sent; the senders are grouping keys of a narrow pass, the min is taken over a few rows
-    "msg": """
-        SELECT source, message_id, min(sender_id) AS sender_id, min(sent_ts) AS sent_ts
-        FROM (SELECT source, message_id, sender_id, min(CASE WHEN kind = 'sent' THEN ts_ms END) AS sent_ts
-              FROM events WHERE kind IN ('sent', 'received', 'delivered') AND message_id IS NOT NULL
-              GROUP BY source, message_id, sender_id)
-        GROUP BY source, message_id""",
     # pm with its message's sender and first send
     "pmm": """
         SELECT p.*, m.sender_id, m.sent_ts AS msg_sent_ts, p.participant_id <=> m.sender_id AS is_sender
@@ -83,8 +91,8 @@ DERIVED_VIEWS = {
     "evidence": """
         SELECT source, participant_id, message_id, kind, ts_ms, by_id, frame_ts
         FROM events WHERE kind = 'possibly_acked' OR (kind = 'acked' AND by_bloom)""",
-    # ... judged against when its named participant received the message: the pmm rows it names are picked by
-    # a semi join (the evidence is broadcast, pmm is not shuffled), then joined to it
+    # ... judged against when its named participant first received the message: the received events it names
+    # are picked by a semi join (the evidence is broadcast, the events are not shuffled), then joined to it
     "bloom_v": """
         SELECT source, participant_id, message_id, kind, ts_ms, by_ AS by, frame_ts, by_received_ts,
                false_positive,
@@ -96,27 +104,29 @@ DERIVED_VIEWS = {
                      CASE WHEN e.by_id IS NULL OR e.frame_ts IS NULL THEN NULL
                           ELSE r.received_ts IS NULL OR r.received_ts > e.frame_ts END AS false_positive
               FROM evidence e
-              LEFT JOIN (SELECT p.source, p.participant_id, p.message_id, p.received_ts
-                         FROM pmm p LEFT SEMI JOIN evidence x
-                           ON x.source = p.source AND x.by_id = p.participant_id AND x.message_id = p.message_id) r
+              LEFT JOIN (SELECT p.source, p.participant_id, p.message_id, min(p.ts_ms) AS received_ts
+                         FROM events p LEFT SEMI JOIN evidence x
+                           ON x.source = p.source AND x.by_id = p.participant_id AND x.message_id = p.message_id
+                         WHERE p.kind = 'received'
+                         GROUP BY p.source, p.participant_id, p.message_id) r
                 ON r.source = e.source AND r.participant_id = e.by_id AND r.message_id = e.message_id)""",
 }
 
-#: pmm: read by most queries; the others are small and each read twice
-CACHED_VIEWS = ("pmm", "evidence", "repair_rounds_v", "bloom_v")
+#: pmm: read by most queries; the others are small and each read at least twice
+CACHED_VIEWS = ("km", "pmm", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
-    # kind_counts and wire_bytes in one narrow pass
     "kinds": """
-        SELECT source, kind, count(*) AS n, sum(bytes) AS bytes FROM events GROUP BY source, kind""",
+        SELECT source, kind, sum(n) AS n, sum(bytes) AS bytes FROM km GROUP BY source, kind""",
     "messages": """
-        SELECT source, message_id, sender_id, msg_sent_ts,
-               count(CASE WHEN d THEN 1 END) AS delivered_to,
-               min(CASE WHEN d THEN delivered_ts END) AS first_ts,
-               max(CASE WHEN d THEN delivered_ts END) AS last_ts,
-               coalesce(sum(CASE WHEN d THEN repaired END), 0) AS repaired
-        FROM (SELECT *, delivered_ts IS NOT NULL AND NOT is_sender AS d FROM pmm)
-        GROUP BY source, message_id, sender_id, msg_sent_ts""",
+        SELECT m.source, m.message_id, m.sender_id, m.sent_ts, coalesce(a.delivered_to, 0), a.first_ts, a.last_ts,
+               coalesce(a.repaired, 0)
+        FROM msg m LEFT JOIN (
+            SELECT source, message_id, count(*) AS delivered_to, min(delivered_ts) AS first_ts,
+                   max(delivered_ts) AS last_ts, sum(repaired) AS repaired
+            FROM pmm WHERE delivered_ts IS NOT NULL AND NOT is_sender
+            GROUP BY source, message_id) a
+          ON a.source = m.source AND a.message_id = m.message_id""",
     "latency_hist": """
         SELECT source, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms, count(*) AS n
         FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
@@ -220,10 +230,9 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-            # kinds needs no pmm: it runs while pmm is built
-            jobs = [pool.submit(timed, "kinds", lambda: query("kinds")),
-                    pool.submit(timed, "pmm", lambda: spark.table("pmm").count())]
-            jobs[1].result()
+            timed("km", lambda: query("kinds"))  # pmm needs km (through msg)
+            jobs = [pool.submit(timed, "pmm", lambda: spark.table("pmm").count())]
+            jobs[0].result()
             jobs += [pool.submit(timed, name, lambda name=name: query(name)) for name in QUERIES if name != "kinds"]
             jobs += [pool.submit(timed, name, lambda name=name: detail(name)) for name in DETAIL_TABLES]
             for job in jobs:

@@ -11,14 +11,19 @@ What it does
 3. The metrics are computed from those in plain Python
    (:mod:`sdschat.pipeline.metrics`, where every definition is written down).
 4. Writes ``report.md``, PNG plots and every metric table as Parquet under
-   ``tables/``; prints where.
+   ``tables/``; prints where. The two tables with a row per event
+   (``repair_rounds``, ``bloom_evidence``) are written by the executors in
+   step 2 (each a folder of Parquet parts, readable as one table by pyarrow,
+   pandas, DuckDB or Spark): nothing proportional to the events reaches
+   this process.
 
 Running it
 ----------
 Embedded (default): ``sdschat report RUN_DIR [DB ...] --out REPORT_DIR`` starts
 Spark in-process on every core (``local[*]``), quietly: log level ERROR, no
 console progress bars, the JVM's own output in ``REPORT_DIR/spark-jvm.log``.
-``--driver-memory`` (default 4g) and ``--spark-conf KEY=VALUE`` tune it.
+``--driver-memory`` (default 1200m: nothing per event reaches the driver, so a 50-million-event
+report needs no more than a small one) and ``--spark-conf KEY=VALUE`` tune it.
 
 On a cluster: ``sdschat report ... --master spark://HOST:7077`` (or ``yarn``,
 ``k8s://...``) runs the same job with this process as the driver. Inputs and
@@ -28,7 +33,7 @@ pure SQL, so executors need no Python packages.
 
 With spark-submit (the cluster manager launches the driver)::
 
-    spark-submit --master spark://HOST:7077 --driver-memory 4g \\
+    spark-submit --master spark://HOST:7077 --driver-memory 1200m \\
         "$(python -c 'import sdschat.cli.submit as m; print(m.__file__)')" \\
         report RUN_DIR --out REPORT_DIR
 
@@ -109,7 +114,7 @@ def build_events_view(spark, staged: list[Staged]) -> None:
     reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView("events")
 
 
-def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str = "4g",
+def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str | None = None,
                spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None) -> dict[str, Any]:
     """Make the report; returns the paths written. ``spark``: use this session instead of starting one."""
     from .queries import reduce_with_spark

@@ -261,7 +261,7 @@ def _jsonable(v: Any) -> Any:
 # ------------------------------------------------------------------- driver
 
 
-def run_sweep(grid: Grid, out: Path, *, master: str | None = None, driver_memory: str = "4g",
+def run_sweep(grid: Grid, out: Path, *, master: str | None = None, driver_memory: str | None = None,
               spark_conf: dict[str, str] | None = None, keep_events: bool = True, quiet: bool = False,
               spark=None) -> dict:
     """Run every scenario of ``grid`` as a Spark task; write results under ``out``. ``spark``: use this session."""
