@@ -207,29 +207,30 @@ class EventSink:
         if self.out_dir is not None:
             detail, typed = _facts_columns(cols[1], cols[6])
             first = self.written * self.seq_stride + self.seq_offset + 1
+            kinds = pa.array(cols[1], pa.string())
+            # by kind (stable: time order within a kind), so a filter on kind skips row groups; each column is
+            # put in that order as it is made (never two copies of the whole shard)
+            order = pc.sort_indices(kinds)
+
+            def column(values, kind) -> pa.Array:
+                return pa.array(values, kind).take(order)
+
             if self.participant_names is not None:
                 participants = pa.DictionaryArray.from_arrays(
-                    pa.array(cols[4], pa.int32()), self.participant_names).cast(pa.string())
+                    pa.array(cols[4], pa.int32()).take(order), self.participant_names).cast(pa.string())
             else:
-                participants = pa.array(cols[4], pa.string())
-            table = pa.Table.from_arrays(
-                [
-                    pa.array(range(first, first + n * self.seq_stride, self.seq_stride), pa.int64()),
-                    pa.array(cols[0], pa.int64()),
-                    pa.array(cols[1], pa.string()),
-                    pa.array([self.channel_id] * n, pa.string()),
-                    pa.array(cols[2], pa.string()),
-                    pa.array(cols[3], pa.string()),
-                    participants,
-                    pa.array(cols[5], pa.int64()),
-                    pa.array(detail, pa.string()),
-                    *[pa.array(col, EVENT_SCHEMA.field(name).type) for name, col in zip(TYPED_COLUMNS, typed)],
-                ],
-                schema=EVENT_SCHEMA,
-            )
-            del cols, detail, typed
-            # by kind (stable: time order within a kind), so a filter on kind skips row groups
-            table = table.take(pc.sort_indices(table, [("kind", "ascending")]))
+                participants = column(cols[4], pa.string())
+            arrays = [column(range(first, first + n * self.seq_stride, self.seq_stride), pa.int64()),
+                      column(cols[0], pa.int64()), kinds.take(order), pa.array([self.channel_id] * n, pa.string()),
+                      column(cols[2], pa.string()), column(cols[3], pa.string()), participants,
+                      column(cols[5], pa.int64())]
+            del cols, kinds
+            arrays.append(column(detail, pa.string()))
+            del detail
+            for name in TYPED_COLUMNS:
+                arrays.append(column(typed.pop(0), EVENT_SCHEMA.field(name).type))
+            table = pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
+            del arrays
             name = f"{self.prefix}{len(self.shards):05d}.parquet"
             write_table(self.out_dir / name, table, self.row_group_rows)
             self.shards.append(name)
