@@ -229,17 +229,22 @@ def report_configure(p: argparse.ArgumentParser) -> None:
                         "channel are reported together as one group)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     p.add_argument("--quiet", action="store_true", help="print only where the report was written")
+    p.add_argument("--compare", action="store_true",
+                   help="two inputs (runs, or one channel's databases against a run): every metric of the second "
+                        "against the first, with the change, and both on every plot")
     add_spark_args(p)
 
 
 def report_run(args: argparse.Namespace) -> int:
+    if args.compare and len(args.inputs) < 2:
+        raise CliError(f"--compare needs two inputs, got {len(args.inputs)}")
     require_pipeline("sdschat report")
     from sdschat.pipeline.report import ReportError, run_report
 
     _check_out_dir(args.out, ("report.md", "tables"), "a report")
     try:
         written = run_report(args.inputs, args.out, master=args.master, driver_memory=args.driver_memory,
-                             spark_conf=spark_conf(args), quiet=args.quiet)
+                             spark_conf=spark_conf(args), quiet=args.quiet, compare=args.compare)
     except ReportError as exc:
         raise CliError(str(exc)) from None
     _say_written(written, "tables", args.quiet)

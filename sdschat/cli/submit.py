@@ -38,7 +38,7 @@ def _run(args, spark) -> dict:
         from sdschat.pipeline.report import ReportError, run_report
 
         try:
-            return run_report(args.inputs, args.out, quiet=args.quiet, spark=spark)
+            return run_report(args.inputs, args.out, quiet=args.quiet, spark=spark, compare=args.compare)
         except ReportError as exc:
             raise CliError(str(exc)) from None
     from sdschat.pipeline.sweep import GridError, load_grid, run_sweep

@@ -21,8 +21,12 @@ Definitions (one group = one *source*: a simulation, or the databases of one cha
   sender. **Delivery ratio** of a message: distinct recipients with a
   ``delivered`` event for it / recipients. *Never delivered*: delivered to no
   recipient; *incomplete*: delivered to some but not all.
-* **Send-to-deliver latency**: ``delivered.ts - sent.ts`` per recipient
-  (needs the sender's ``sent`` event). **Send-to-ack**: the sender's first
+* **Send-to-shown latency**: the first ``received`` (the first copy to reach
+  a recipient: the UI shows it at once, marked if earlier messages are still
+  missing) minus ``sent.ts``. **Send-to-deliver**: ``delivered.ts -
+  sent.ts`` per recipient, delivered in causal order (after every message it
+  depends on). Both need the sender's ``sent`` event; their difference is the
+  time a message waited behind a gap. **Send-to-ack**: the sender's first
   ``acked`` minus its ``sent``. **Repair latency**: a participant's first
   ``delivered`` of an id minus when it first noted that id missing (the ids in
   ``missing`` events' ``missing_ids``).
@@ -65,10 +69,10 @@ from typing import Any
 __all__ = [
     "LATENCY_METRICS", "Reduced", "SourceInfo", "Report", "reduce_events", "compute", "percentiles",
     "cdf_points", "log_hash", "convergence", "delivery", "repair_rounds", "bloom_false_positives", "bloom_counts",
-    "bloom_summary",
+    "bloom_summary", "comparison",
 ]
 
-LATENCY_METRICS = ("send_to_deliver", "send_to_ack", "repair")
+LATENCY_METRICS = ("send_to_shown", "send_to_deliver", "send_to_ack", "repair")
 PUBLISH_KINDS = ("sent", "resent", "sync_sent", "repair_served")
 QUANTILES = (50, 95, 99)
 
@@ -273,6 +277,10 @@ def _latency_hist(acc: _Pass) -> Counter:
         s = sent.get((src, mid))
         if s is not None:
             hist[(src, "send_to_deliver", ts - s)] += 1
+    for (src, pid, mid), ts in acc.received.items():
+        s = sent.get((src, mid))
+        if s is not None:
+            hist[(src, "send_to_shown", ts - s)] += 1
     for (src, mid, pid), ts in acc.acked.items():
         s = sent.get((src, mid))
         if s is not None and acc.sender_of.get((src, mid)) == pid:
@@ -520,6 +528,8 @@ class Report:
     bloom_evidence: list[dict] | None = field(default_factory=list)
     convergence: list[dict] = field(default_factory=list)
     kind_counts: list[dict] = field(default_factory=list)
+    #: ``report --compare``: the two sources' summaries side by side (:func:`comparison`)
+    comparison: list[dict] = field(default_factory=list)
 
     TABLES = ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds", "bloom_evidence",
               "convergence", "kind_counts")
@@ -681,3 +691,25 @@ def _cost_summary(src: SourceInfo, kc: Mapping[str, int], deliveries: int, rtot:
         "bytes_received": src.bytes_received,
         "bytes_received_per_delivery": per(src.bytes_received),
     }
+
+
+#: summary fields that describe a source rather than measure it (not compared)
+_NOT_COMPARED = ("source", "kind", "inputs", "convergence_basis")
+
+
+def comparison(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict]:
+    """Every measured field of two sources' summaries side by side: ``{metric, a, b, delta, change}``.
+
+    ``delta`` is ``b - a`` and ``change`` ``delta / a`` for numbers (None when either is missing, or ``a``
+    is 0 for ``change``); yes/no fields get neither.
+    """
+    rows = []
+    for key in a:
+        if key in _NOT_COMPARED or key not in b:
+            continue
+        x, y = a[key], b[key]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+        delta = y - x if numbers else None
+        change = delta / x if numbers and x else None
+        rows.append({"metric": key, "a": x, "b": y, "delta": delta, "change": change})
+    return rows

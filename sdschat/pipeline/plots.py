@@ -17,8 +17,8 @@ def _plt():
     return plt
 
 
-_TITLES = {"send_to_deliver": "send → deliver", "send_to_ack": "send → ack (at the sender)",
-           "repair": "gap noticed → repaired"}
+_TITLES = {"send_to_shown": "send → shown (first copy)", "send_to_deliver": "send → delivered in order",
+           "send_to_ack": "send → ack (at the sender)", "repair": "gap noticed → repaired"}
 
 
 def latency_cdfs(latency_hist: list[dict], path: Path) -> Path:

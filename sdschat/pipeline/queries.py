@@ -12,8 +12,9 @@ How the work is shaped
   per-message, per-participant, latency and log-hash table is derived.
   Every aggregate over the bulk is a number (a string min/max makes Spark
   sort instead of hash).
-* **Narrow passes for the rest.** The gaps (``missing``), the repair traffic,
-  the bloom evidence and the ``received`` events it names filter on
+* **Narrow passes for the rest.** The first copies (``received``: the
+  send-to-shown latency), the gaps (``missing``), the repair traffic, the
+  bloom evidence and the ``received`` events it names filter on
   ``kind``, which the simulator's shards are sorted by, so Parquet skips the
   row groups of every other kind.
 * **No JSON, no Python UDF**: the facts are typed columns
@@ -128,6 +129,14 @@ QUERIES = {
             GROUP BY source, message_id) a
           ON a.source = m.source AND a.message_id = m.message_id""",
     "latency_hist": """
+        SELECT r.source, 'send_to_shown' AS metric, r.received_ts - m.sent_ts AS latency_ms, count(*) AS n
+        FROM (SELECT source, message_id, participant_id, min(ts_ms) AS received_ts
+              FROM events WHERE kind = 'received' AND message_id IS NOT NULL
+              GROUP BY source, message_id, participant_id) r
+        JOIN msg m ON m.source = r.source AND m.message_id = r.message_id
+        WHERE m.sent_ts IS NOT NULL
+        GROUP BY r.source, r.received_ts - m.sent_ts
+      UNION ALL
         SELECT source, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms, count(*) AS n
         FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
         GROUP BY source, delivered_ts - msg_sent_ts

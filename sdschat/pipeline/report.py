@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 from sdschat.sim.output import BASE_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
 
 from .inputs import InputError, Staged, stage_inputs
-from .metrics import Report, compute
+from .metrics import Report, comparison, compute
 from .spark import SparkJobError, one_line, spark_session
 
 __all__ = ["ReportError", "run_report", "write_report", "build_events_view"]
@@ -115,8 +115,13 @@ def build_events_view(spark, staged: list[Staged]) -> None:
 
 
 def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str | None = None,
-               spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None) -> dict[str, Any]:
-    """Make the report; returns the paths written. ``spark``: use this session instead of starting one."""
+               spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None,
+               compare: bool = False) -> dict[str, Any]:
+    """Make the report; returns the paths written. ``spark``: use this session instead of starting one.
+
+    ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
+    adds every summary metric of the second against the first (``tables/comparison.parquet``).
+    """
     from .queries import reduce_with_spark
 
     t0 = time.perf_counter()
@@ -135,6 +140,9 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
         staged = stage_inputs([Path(p) for p in inputs], staging)
     except InputError as exc:
         raise ReportError(str(exc)) from None
+    if compare and len(staged) != 2:
+        raise ReportError(f"--compare needs two sources, the inputs are {len(staged)}: "
+                          + ", ".join(s.name for s in staged))
     say(f"report: {len(staged)} source(s): " + ", ".join(
         f"{s.name} ({s.info.kind}, {len(s.info.participants)} participants)" for s in staged))
     timings: dict[str, float] = {"stage_s": time.perf_counter() - t0}
@@ -167,6 +175,8 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
         raise
     t3 = time.perf_counter()
     report = compute(reduced, [s.info for s in staged])
+    if compare:
+        report.comparison = comparison(*report.summary)
     timings["metrics_s"] = round(time.perf_counter() - t3, 2)
     timings["total_s"] = round(time.perf_counter() - t0, 2)
     written = write_report(report, out, [s.info for s in staged], timings)
@@ -221,6 +231,19 @@ def _ms(v: Any) -> str:
     return f"{v / 1000:.3f} s" if v >= 1000 else f"{v} ms"
 
 
+def _delta(row: dict, fmt=None) -> str:
+    d = row["delta"]
+    if d is None:
+        return "same" if row["a"] == row["b"] else "differs"
+    if d == 0:
+        return "0"
+    return ("+" if d > 0 else "-") + (fmt or _fmt)(abs(d))
+
+
+def _pct(change: float | None) -> str:
+    return "" if change is None or change == 0 else f"{change * 100:+.1f}%"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -241,6 +264,8 @@ def write_report(report: Report, out: Path, sources, timings: dict[str, float] |
         if target.is_dir():
             shutil.rmtree(target)
         pq.write_table(_table(rows), target)
+    if report.comparison:
+        pq.write_table(_table(report.comparison), tables / "comparison.parquet")
     undelivered = [r for r in report.messages if not r["complete"] and r["recipients"] > 0]
     pq.write_table(_table(undelivered), tables / "undelivered.parquet")
     plot_paths = [
@@ -271,6 +296,16 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
                 f"{(src.meta.get('virtual_end_ms') or 0) / 1000:.0f} s virtual.")
         elif src.kind == "db":
             parts.append(f"- **{src.name}**: {len(src.participants)} participant database(s) of one channel.")
+    if rep.comparison:
+        a, b = S[0]["source"], S[1]["source"]
+        parts += ["", f"## {b} against {a}", ""]
+        rows = []
+        for r in rep.comparison:
+            f = _ms if r["metric"].endswith("_ms") else _fmt
+            rows.append([r["metric"], f(r["a"]), f(r["b"]), _delta(r, f), _pct(r["change"])])
+        parts.append(_md_table(["metric", a, b, "change", "relative"], rows))
+        parts.append(f"\nChange: {b} minus {a}. Every table and plot below shows both; all of it in "
+                     "`tables/comparison.parquet`.")
     parts += ["", "## Delivery", ""]
     parts.append(_md_table(
         ["source", "participants", "messages", "deliveries / expected", "delivery ratio", "mean per message",
@@ -298,6 +333,9 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
         ["source", "metric", "samples", "p50", "p95", "p99", "max"],
         [[r["source"], r["metric"], _fmt(r["n"]), _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]), _ms(r["max"])]
          for r in rep.latency]))
+    parts.append("\nShown: the first copy to reach a recipient (the UI shows it at once, marked while earlier "
+                 "messages are missing). Delivered: in causal order, after everything it depends on. The gap "
+                 "between the two is the time messages wait behind a gap.")
     parts += ["", "![latency CDFs](latency_cdf.png)", "", "## Repair and resend traffic", ""]
     parts.append(_md_table(
         ["source", "resends", "repair requests", "repair responses", "per delivery: resends / requests / responses",

@@ -121,6 +121,14 @@ def spark_run(tmp_path_factory):
                 result["report_code"] = main(["report", str(sim_dir), str(db_a), str(db_b),
                                               "--out", str(base / "report")])
             result["report_stderr"] = err.getvalue()
+            # the same group without loss, against the first run
+            sim_clean = base / "sim-clean"
+            simulate(SimParams(participants=12, messages=15, rate=2.0, loss=0.0, seed=3, horizon_ms=120_000), sim_clean)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                result["compare_code"] = main(["report", "--compare", str(sim_dir), str(sim_clean),
+                                               "--out", str(base / "compare")])
+            result["compare_stderr"] = err.getvalue()
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
                 result["sweep_code"] = main(["sweep", "--grid", str(grid), "--out", str(base / "sweep")])

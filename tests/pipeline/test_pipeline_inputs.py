@@ -131,6 +131,40 @@ def test_report_cli_bad_inputs_are_one_line_and_start_no_spark(tmp_path, databas
     assert "INPUT" in capsys.readouterr().err
 
 
+def test_report_compare_needs_two_sources_and_says_so_in_one_line(tmp_path, databases, capsys, monkeypatch):
+    from sdschat.pipeline import report as report_mod
+
+    def no_spark(*a, **k):
+        raise AssertionError("Spark must not start for bad input")
+
+    monkeypatch.setattr(report_mod, "spark_session", no_spark)
+    db_a, db_b, _ = databases
+    cases = [
+        ([str(db_a)], "--compare needs two inputs, got 1"),
+        ([str(db_a), str(db_b)], "--compare needs two sources, the inputs are 1"),  # one channel: one group
+    ]
+    for inputs, fragment in cases:
+        code = main(["report", "--compare", *inputs, "--out", str(tmp_path / "rep")])
+        err = capsys.readouterr().err
+        assert code == 2 and fragment in err and err.count("\n") == 1, err
+
+
+def test_comparison_puts_every_measured_field_side_by_side():
+    from sdschat.pipeline.metrics import comparison
+
+    a = {"source": "a", "kind": "sim", "inputs": "x", "delivery_ratio": 0.5, "messages": 10, "converged": True,
+         "bytes_published": None, "events": 0}
+    b = {"source": "b", "kind": "sim", "inputs": "y", "delivery_ratio": 0.75, "messages": 10, "converged": False,
+         "bytes_published": 5, "events": 3}
+    rows = {r["metric"]: r for r in comparison(a, b)}
+    assert set(rows) == {"delivery_ratio", "messages", "converged", "bytes_published", "events"}
+    assert (rows["delivery_ratio"]["delta"], rows["delivery_ratio"]["change"]) == (0.25, 0.5)
+    assert (rows["messages"]["delta"], rows["messages"]["change"]) == (0, 0)
+    assert rows["converged"]["delta"] is None and (rows["converged"]["a"], rows["converged"]["b"]) == (True, False)
+    assert rows["bytes_published"]["delta"] is None  # not known for one of them
+    assert rows["events"]["delta"] == 3 and rows["events"]["change"] is None  # from zero: no ratio
+
+
 def test_spark_submit_script_runs_as_a_file_and_refuses_bad_input_in_one_line(tmp_path):
     import subprocess
     import sys

@@ -98,8 +98,25 @@ def test_latency_histograms():
     for _s, metric, v, n in red.latency_hist:
         hist.setdefault(metric, {})[v] = n
     assert hist["send_to_deliver"] == {100: 1, 300: 1, 30: 1}
+    assert hist["send_to_shown"] == {100: 1, 300: 1, 30: 1}  # every copy here came in order
     assert hist["send_to_ack"] == {500: 1}
     assert hist["repair"] == {100: 1}
+
+
+def test_shown_and_delivered_in_order_are_two_latencies():
+    """A message that arrives before one it depends on is shown at once (the UI marks the gap) but delivered
+    in causal order only once the gap is filled: the two latencies differ by the wait."""
+    rows = [
+        ev("sent", 0, "m1", "A", "A", 1), ev("sent", 10, "m2", "A", "A", 2),
+        ev("received", 40, "m2", "A", "B", 2),  # m1 lost on the way: m2 waits
+        ev("missing", 40, "m2", "A", "B", 2, {"missing": ["m1"]}),
+        ev("received", 2000, "m1", "A", "B", 1), ev("delivered", 2000, "m1", "A", "B", 1),
+        ev("delivered", 2000, "m2", "A", "B", 2),
+    ]
+    rep = compute(reduce_events(rows), [SourceInfo("g", "sim", ["A", "B"])])
+    s = rep.summary[0]
+    assert (s["send_to_shown_p50_ms"], s["send_to_shown_max_ms"]) == (30, 2000)
+    assert (s["send_to_deliver_p50_ms"], s["send_to_deliver_max_ms"]) == (1990, 2000)
 
 
 def test_convergence_true_and_false():
@@ -172,7 +189,7 @@ def test_compute_summary_on_a_hand_made_table():
     parts = {r["participant_id"]: r for r in rep.participants}
     assert parts["A"]["delivered"] == 1 and parts["A"]["expected"] == 2 and parts["A"]["delivery_ratio"] == 0.5
     assert parts["C"]["delivered"] == 1 and parts["C"]["sent"] == 1
-    assert {r["metric"] for r in rep.latency} == {"send_to_deliver", "send_to_ack", "repair"}
+    assert {r["metric"] for r in rep.latency} == {"send_to_shown", "send_to_deliver", "send_to_ack", "repair"}
     never = [r["message_id"] for r in rep.messages if r["never_delivered"]]
     assert never == ["m3"]
 

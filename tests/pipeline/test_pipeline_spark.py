@@ -148,3 +148,20 @@ def test_a_database_migrated_from_the_previous_schema_reports_the_same_numbers(s
     summary_before = compute(a, [db_before.info]).summary
     assert summary_before == compute(b, [db_after.info]).summary
     assert summary_before[0]["repair_requests"] == 2
+
+
+def test_report_compare_sets_two_runs_side_by_side(spark_run):
+    assert spark_run["compare_code"] == 0, spark_run["compare_stderr"]
+    out = spark_run["base"] / "compare"
+    md = (out / "report.md").read_text()
+    assert "## sim-clean against sim-run" in md
+    rows = {r["metric"]: r for r in pq.read_table(out / "tables" / "comparison.parquet").to_pylist()}
+    assert rows["participants"]["delta"] == 0 and rows["messages"]["a"] == rows["messages"]["b"] == 15
+    # the lossless run needs no repair and shows every message as soon as it is delivered
+    assert rows["repair_requests"]["a"] > 0 and rows["repair_requests"]["b"] == 0
+    assert rows["repair_requests"]["delta"] == -rows["repair_requests"]["a"]
+    assert rows["send_to_shown_p99_ms"]["b"] <= rows["send_to_deliver_p99_ms"]["b"]
+    line = next(ln for ln in md.splitlines() if ln.startswith("| repair_requests |"))
+    assert "-100.0%" in line
+    summary = pq.read_table(out / "tables" / "summary.parquet").to_pylist()
+    assert [s["source"] for s in summary] == ["sim-run", "sim-clean"]
