@@ -98,6 +98,8 @@ class Reduced:
     latency_hist: list[tuple] = field(default_factory=list)
     #: (source, participant_id, delivered, sent)
     participants: list[tuple] = field(default_factory=list)
+    #: (source, sender_id, metric, n, p50, p95, p99, max) for send_to_shown and send_to_deliver, per sender
+    sender_latency: list[tuple] = field(default_factory=list)
     #: (source, requests, responses, rounds_answered, rounds_with_duplicates, duplicate_responses)
     #: for each source with repair traffic (see :func:`repair_rounds`)
     repair_totals: list[tuple] = field(default_factory=list)
@@ -114,8 +116,8 @@ class Reduced:
     repair_rounds: list[tuple] | None = field(default_factory=list)
     bloom_evidence: list[tuple] | None = field(default_factory=list)
 
-    TABLES = ("kind_counts", "messages", "latency_hist", "participants", "repair_totals", "bloom_totals",
-              "wire_bytes", "event_log_hashes")
+    TABLES = ("kind_counts", "messages", "latency_hist", "participants", "sender_latency", "repair_totals",
+              "bloom_totals", "wire_bytes", "event_log_hashes")
     DETAIL_TABLES = ("repair_rounds", "bloom_evidence")
 
     def sorted(self) -> Reduced:
@@ -157,6 +159,7 @@ def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
         messages=_messages(acc),
         latency_hist=[(s, m, v, n) for (s, m, v), n in _latency_hist(acc).items()],
         participants=_participant_counts(acc),
+        sender_latency=_sender_latency(acc),
         wire_bytes=[(s, k, n, b) for (s, k), (n, b) in acc.wire.items()],
         event_log_hashes=_event_log_hashes(acc.log_entries),
         repair_rounds=[], bloom_evidence=[],
@@ -290,6 +293,24 @@ def _latency_hist(acc: _Pass) -> Counter:
         if d is not None and d[0] >= t0:
             hist[(src, "repair", d[0] - t0)] += 1
     return hist
+
+
+def _sender_latency(acc: _Pass) -> list[tuple]:
+    """Rows of :attr:`Reduced.sender_latency`: send-to-shown and send-to-deliver percentiles per sender."""
+    hists: dict[tuple, Counter] = defaultdict(Counter)
+    for (src, pid, mid), ts in acc.received.items():
+        s = acc.sent.get((src, mid))
+        if s is not None:
+            hists[(src, acc.sender_of.get((src, mid)), "send_to_shown")][ts - s] += 1
+    for (src, mid, pid), (ts, _r) in acc.delivered.items():
+        s = acc.sent.get((src, mid))
+        if s is not None:
+            hists[(src, acc.sender_of.get((src, mid)), "send_to_deliver")][ts - s] += 1
+    out = []
+    for (src, sender, metric), hist in hists.items():
+        pc = percentiles(hist)
+        out.append((src, sender, metric, pc["n"], pc["p50"], pc["p95"], pc["p99"], pc["max"]))
+    return out
 
 
 def _participant_counts(acc: _Pass) -> list[tuple]:
@@ -528,11 +549,13 @@ class Report:
     bloom_evidence: list[dict] | None = field(default_factory=list)
     convergence: list[dict] = field(default_factory=list)
     kind_counts: list[dict] = field(default_factory=list)
+    #: per sender: send-to-shown and send-to-deliver percentiles (one row per sender, both metrics)
+    senders: list[dict] = field(default_factory=list)
     #: ``report --compare``: the two sources' summaries side by side (:func:`comparison`)
     comparison: list[dict] = field(default_factory=list)
 
     TABLES = ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds", "bloom_evidence",
-              "convergence", "kind_counts")
+              "convergence", "kind_counts", "senders")
 
 
 def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
@@ -571,6 +594,7 @@ def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tup
     mrows, dsum = delivery(red["messages"], src.participants)
     rep.messages += [{"source": s, **r} for r in mrows]
     lat = _latency(rep, s, red["latency_hist"])
+    rep.senders += _sender_rows(s, red["sender_latency"])
     rep.participants += _participant_rows(s, src.participants, mrows, red["participants"])
     rt = next(iter(red["repair_totals"]), (s, 0, 0, 0, 0, 0))
     rtot = dict(zip(("requests", "responses", "rounds_answered", "rounds_with_duplicates", "duplicate_responses"),
@@ -608,6 +632,20 @@ def _latency(rep: Report, s: str, hist: Iterable[tuple]) -> dict[str, dict[str, 
         rep.latency_hist += [{"source": s, "metric": metric, "latency_ms": v, "n": n} for v, n in sorted(h)]
         lat[metric] = pc
     return lat
+
+
+def _sender_rows(s: str, rows: Iterable[tuple]) -> list[dict]:
+    """One row per sender: its messages' send-to-shown and send-to-deliver percentiles, slowest delivery first."""
+    by: dict[Any, dict] = {}
+    for _src, sender, metric, n, p50, p95, p99, mx in rows:
+        row = by.setdefault(sender, {"source": s, "sender_id": sender})
+        short = "shown" if metric == "send_to_shown" else "delivered"
+        row.update({f"{short}_n": n, f"{short}_p50_ms": p50, f"{short}_p95_ms": p95, f"{short}_p99_ms": p99,
+                    f"{short}_max_ms": mx})
+    keys = [f"{m}_{q}" for m in ("shown", "delivered") for q in ("n", "p50_ms", "p95_ms", "p99_ms", "max_ms")]
+    out = [{**{k: None for k in keys}, **r} for r in by.values()]
+    out.sort(key=lambda r: (-(r["delivered_p99_ms"] or -1), str(r["sender_id"])))
+    return out
 
 
 def _participant_rows(s: str, participants: list[str], mrows: list[dict], parts: Iterable[tuple]) -> list[dict]:

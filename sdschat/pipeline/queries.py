@@ -13,7 +13,7 @@ How the work is shaped
   Every aggregate over the bulk is a number (a string min/max makes Spark
   sort instead of hash).
 * **Narrow passes for the rest.** The first copies (``received``: the
-  send-to-shown latency), the gaps (``missing``), the repair traffic, the
+  send-to-shown latency, per sender with send-to-delivered), the gaps (``missing``), the repair traffic, the
   bloom evidence and the ``received`` events it names filter on
   ``kind``, which the simulator's shards are sorted by, so Parquet skips the
   row groups of every other kind.
@@ -72,6 +72,19 @@ DERIVED_VIEWS = {
     "pmm": """
         SELECT p.*, m.sender_id, m.sent_ts AS msg_sent_ts, p.participant_id <=> m.sender_id AS is_sender
         FROM pm p JOIN msg m ON m.source = p.source AND m.message_id = p.message_id""",
+    # send-to-shown (first copy) and send-to-delivered latencies per sender, as histograms
+    "sender_hist": """
+        SELECT source, sender_id, metric, latency_ms, count(*) AS n FROM (
+            SELECT r.source, m.sender_id, 'send_to_shown' AS metric, r.received_ts - m.sent_ts AS latency_ms
+            FROM (SELECT source, message_id, participant_id, min(ts_ms) AS received_ts
+                  FROM events WHERE kind = 'received' AND message_id IS NOT NULL
+                  GROUP BY source, message_id, participant_id) r
+            JOIN msg m ON m.source = r.source AND m.message_id = r.message_id
+            WHERE m.sent_ts IS NOT NULL
+          UNION ALL
+            SELECT source, sender_id, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms
+            FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL)
+        GROUP BY source, sender_id, metric, latency_ms""",
     # the first time each participant noted each id missing
     "detected": """
         SELECT source, participant_id, mid AS message_id, min(ts_ms) AS detected_ts
@@ -114,7 +127,7 @@ DERIVED_VIEWS = {
 }
 
 #: pmm: read by most queries; the others are small and each read at least twice
-CACHED_VIEWS = ("km", "pmm", "evidence", "repair_rounds_v", "bloom_v")
+CACHED_VIEWS = ("km", "pmm", "sender_hist", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
     "kinds": """
@@ -129,17 +142,7 @@ QUERIES = {
             GROUP BY source, message_id) a
           ON a.source = m.source AND a.message_id = m.message_id""",
     "latency_hist": """
-        SELECT r.source, 'send_to_shown' AS metric, r.received_ts - m.sent_ts AS latency_ms, count(*) AS n
-        FROM (SELECT source, message_id, participant_id, min(ts_ms) AS received_ts
-              FROM events WHERE kind = 'received' AND message_id IS NOT NULL
-              GROUP BY source, message_id, participant_id) r
-        JOIN msg m ON m.source = r.source AND m.message_id = r.message_id
-        WHERE m.sent_ts IS NOT NULL
-        GROUP BY r.source, r.received_ts - m.sent_ts
-      UNION ALL
-        SELECT source, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms, count(*) AS n
-        FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
-        GROUP BY source, delivered_ts - msg_sent_ts
+        SELECT source, metric, latency_ms, sum(n) AS n FROM sender_hist GROUP BY source, metric, latency_ms
       UNION ALL
         SELECT source, 'send_to_ack' AS metric, acked_ts - msg_sent_ts AS latency_ms, count(*) AS n
         FROM pmm WHERE is_sender AND acked_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
@@ -160,6 +163,18 @@ QUERIES = {
                    AS log_hash,
                count(CASE WHEN in_log = 1 THEN 1 END) AS log_length
         FROM pmm GROUP BY source, participant_id""",
+    # exact nearest-rank percentiles per sender (metrics.percentiles) from the histograms
+    "sender_latency": """
+        SELECT source, sender_id, metric, max(total) AS n,
+               min(CASE WHEN cum >= ceil(total * 50 / 100) THEN latency_ms END) AS p50,
+               min(CASE WHEN cum >= ceil(total * 95 / 100) THEN latency_ms END) AS p95,
+               min(CASE WHEN cum >= ceil(total * 99 / 100) THEN latency_ms END) AS p99,
+               max(latency_ms) AS max
+        FROM (SELECT *, sum(n) OVER (PARTITION BY source, sender_id, metric ORDER BY latency_ms
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum,
+                        sum(n) OVER (PARTITION BY source, sender_id, metric) AS total
+              FROM sender_hist)
+        GROUP BY source, sender_id, metric""",
     "repair_totals": """
         SELECT source, sum(requests) AS requests, sum(responses) AS responses,
                count(CASE WHEN responses > 0 THEN 1 END) AS rounds_answered,

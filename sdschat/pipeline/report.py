@@ -336,7 +336,19 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
     parts.append("\nShown: the first copy to reach a recipient (the UI shows it at once, marked while earlier "
                  "messages are missing). Delivered: in causal order, after everything it depends on. The gap "
                  "between the two is the time messages wait behind a gap.")
-    parts += ["", "![latency CDFs](latency_cdf.png)", "", "## Repair and resend traffic", ""]
+    parts += ["", "![latency CDFs](latency_cdf.png)", ""]
+    if rep.senders:
+        parts += ["Per sender (p99; slowest delivered first, at most 5 per source; all of them in "
+                  "`tables/senders.parquet`):", ""]
+        shown = []
+        for src in [x["source"] for x in S]:
+            shown += [r for r in rep.senders if r["source"] == src][:5]
+        parts.append(_md_table(
+            ["source", "sender", "deliveries", "shown p50", "shown p99", "delivered p50", "delivered p99"],
+            [[r["source"], f"`{str(r['sender_id'])[:16]}`", _fmt(r["delivered_n"]), _ms(r["shown_p50_ms"]),
+              _ms(r["shown_p99_ms"]), _ms(r["delivered_p50_ms"]), _ms(r["delivered_p99_ms"])] for r in shown]))
+        parts.append("")
+    parts += ["## Repair and resend traffic", ""]
     parts.append(_md_table(
         ["source", "resends", "repair requests", "repair responses", "per delivery: resends / requests / responses",
          "rounds answered", "rounds with duplicates", "duplicate responses", "called off", "declared lost",

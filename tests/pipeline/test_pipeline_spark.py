@@ -165,3 +165,8 @@ def test_report_compare_sets_two_runs_side_by_side(spark_run):
     assert "-100.0%" in line
     summary = pq.read_table(out / "tables" / "summary.parquet").to_pylist()
     assert [s["source"] for s in summary] == ["sim-run", "sim-clean"]
+    senders = pq.read_table(out / "tables" / "senders.parquet").to_pylist()
+    clean = [r for r in senders if r["source"] == "sim-clean"]
+    assert clean and sum(r["delivered_n"] for r in clean) == rows["deliveries"]["b"]
+    assert all(r["shown_p99_ms"] <= r["delivered_p99_ms"] for r in senders)  # never delivered before shown
+    assert "Per sender" in md
