@@ -126,7 +126,7 @@ DERIVED_VIEWS = {
                 ON r.source = e.source AND r.participant_id = e.by_id AND r.message_id = e.message_id)""",
 }
 
-#: pmm: read by most queries; the others are small and each read at least twice
+#: computed once and kept on the executors: pmm is read by most queries, the others by two each
 CACHED_VIEWS = ("km", "pmm", "sender_hist", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
