@@ -11,8 +11,8 @@ Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckD
     alike. The facts the report reads are typed columns, not JSON: here they
     are not repeated in ``detail``, which keeps only the rest (a resend's
     count, a delivery's ``via``/``publisher``/``after_lost``, ...; None when
-    nothing is left). Each shard is sorted by ``kind`` (then participant and
-    message), so a reader's filter on ``kind`` skips whole row groups by
+    nothing is left). Each shard is sorted by ``kind`` (stable: time order
+    within a kind), so a reader's filter on ``kind`` skips whole row groups by
     their statistics; string columns are dictionary-encoded. Each
     shard holds about ``shard_rows`` rows (it is written once that many are
     buffered, after the event that filled it) in row groups of
@@ -53,7 +53,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = [
-    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "BASE_COLUMNS", "TYPED_COLUMNS", "FORMAT", "ROW_WIDTH", "DETAIL_KEYS", "EventSink", "log_hash",
+    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "BASE_COLUMNS", "TYPED_COLUMNS", "FORMAT",
+    "FACTS", "ROW_WIDTH", "DETAIL_KEYS", "EventSink", "log_hash",
     "write_table", "write_meta", "SHARD_GLOB", "META_FILE", "FRAMES_FILE", "LOGS_FILE",
 ]
 
