@@ -317,7 +317,7 @@ async def _engine_check_async(db: Path, tune: dict) -> tuple[str, list[str], int
                 continue
             channel = MessageChannel.restore(state, node_channel_config(**tune))
             problems += channel.check_invariants()
-            logged += len(channel.log)
+            logged += channel.log_size()
         return check, problems, logged
     finally:
         await store.close()

@@ -51,7 +51,7 @@ async def main(n: int, work: Path, url: str) -> None:
     b = await Node.start(NodeConfig("b", key, work / "b.db", url, channel_config=cfg))
     try:
         await a.send_text("hello")
-        while len(b.channel.log) < 1:
+        while b.channel.log_size() < 1:
             await asyncio.sleep(0.01)
         b.set_impairment(offline=True)
         t0 = time.monotonic()
@@ -63,12 +63,12 @@ async def main(n: int, work: Path, url: str) -> None:
               f"(store database {(work / 'store.db').stat().st_size / 1e6:.0f} MB)", flush=True)
         t0 = time.monotonic()
         b.set_impairment(offline=False)
-        while len(b.channel.log) < n + 1:
+        while b.channel.log_size() < n + 1:
             if time.monotonic() - t0 > 600:
-                raise SystemExit(f"gave up: b has {len(b.channel.log)} of {n + 1}")
+                raise SystemExit(f"gave up: b has {b.channel.log_size()} of {n + 1}")
             await asyncio.sleep(0.01)
         took = time.monotonic() - t0
-        assert b.channel.log == a.channel.log
+        assert b.channel.log == a.channel.log and b.channel.log_size() == a.channel.log_size()
         print(f"caught up {n} missed messages from the store in {took:.2f} s ({n / took:,.0f} msg/s); "
               f"store requests {b.store_counters['requests']}, envelopes fed {b.store_counters['envelopes']}, "
               f"SDS-R repairs requested {b.channel.stats['repairs_requested']}")

@@ -9,7 +9,7 @@
    - first paint: from starting the client (as bare ``sdschat`` does: the
      first channel, then the window, then the others) to the first frame after
      the active channel's history is on screen; and until every channel is up;
-   - channel switch: Alt+k (Alt+Down from the tenth on) to the frame showing
+   - channel switch: Alt+k (Alt+Right from the tenth on) to the frame showing
      channel k (every channel, twice);
    - background traffic: a peer sends into a channel not on screen: lines the
      active channel's view repainted (target 0);
@@ -115,8 +115,10 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
                         await pilot.pause()
                         mark = clock.mark()
                         t = time.perf_counter()
-                        await pilot.press(f"alt+{k + 1}" if k < 9 else "alt+down")  # the 10th on: from the one before
+                        await pilot.press(f"alt+{k + 1}" if k < 9 else "alt+right")  # the 10th on: from the one before
                         pane = app.active_pane()
+                        if pane is not app.panes[k]:
+                            raise SystemExit(f"bench: the key did not switch to channel {k + 1}")
                         await _until(pilot, lambda p=pane: len(p.view.timeline.items) > 0)
                         switches.append(await clock.next_frame(mark, 30) - t)
                 out["switch_ms"] = [s * 1000 for s in switches]

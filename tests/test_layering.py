@@ -12,7 +12,7 @@ import sdschat
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(sdschat.__file__).parent
-ENGINE_STATE_TYPES = {"sdschat.sds.state", "sdschat.sds.wire", "sdschat.sds.sds_pb2", "sdschat.sds"}
+ENGINE_STATE_TYPES = {"sdschat.sds.state", "sdschat.sds.wire", "sdschat.sds.archive", "sdschat.sds.sds_pb2", "sdschat.sds"}
 
 
 def _module(path: Path) -> str:

@@ -12,7 +12,10 @@ from ..sds import ChannelConfig, RepairConfig
 from ..storenode import protocol as store_proto
 from ..transport import Transport
 
-__all__ = ["NodeConfig", "node_channel_config"]
+__all__ = ["LOG_WINDOW", "NodeConfig", "node_channel_config"]
+
+#: log rows a node's engine keeps in memory per channel (the rest: 8 bytes an id; every row stays in the database)
+LOG_WINDOW = 10_000
 
 
 def node_channel_config(**overrides) -> ChannelConfig:
@@ -20,7 +23,8 @@ def node_channel_config(**overrides) -> ChannelConfig:
 
     Causal history 10 (see DESIGN.md: K=2 leaves gaps nobody learns of under
     loss); resends and SDS-R timings sized for interactive chat in small
-    groups rather than the RFC's 30 s+ recommendations for large ones.
+    groups rather than the RFC's 30 s+ recommendations for large ones. The
+    engine keeps the newest :data:`LOG_WINDOW` log rows in memory.
     """
     repair_keys = {f.name for f in dataclasses.fields(RepairConfig)}
     repair_over = {k[len("repair_"):]: v for k, v in overrides.items()
@@ -40,6 +44,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
         ack_jitter_ms=700,
         lost_after_ms=120_000,
         gap_hints=10,
+        log_window=LOG_WINDOW,
     )
     base.update(chan_over)
     return ChannelConfig(repair=repair, **base)

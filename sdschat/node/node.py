@@ -216,9 +216,9 @@ class Node:
         pid, cid = self.identity.participant_id, self.key.channel_id
         if own_reader:  # a connection (and thread) of its own: a view's reads do not queue behind a long log
             async with await Store.open(cfg.db_path, create=False) as reader:
-                state = await reader.load_state(cid)
+                state = await reader.load_state(cid, log_window=cfg.channel_config.log_window)
         else:
-            state = await self.store.load_state(cid)
+            state = await self.store.load_state(cid, log_window=cfg.channel_config.log_window)
         if state is None:
             self.channel = MessageChannel(cid, pid, cfg.channel_config, self.now(), journal=True)
             config_json = json.dumps(dataclasses.asdict(cfg.channel_config), sort_keys=True)

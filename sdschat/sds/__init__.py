@@ -6,6 +6,7 @@ randomness; every call that needs time takes ``now_ms``. Wire-compatible with
 """
 
 from . import repair, wire
+from .archive import LogArchive
 from .bloom import BloomFilter, RollingBloomFilter
 from .channel import MessageChannel, message_id
 from .config import ChannelConfig, RepairConfig
@@ -31,7 +32,7 @@ from .wire import HistoryEntry, Message, WireError
 
 __all__ = [
     "Acknowledged", "BloomFilter", "CacheRow", "ChannelConfig", "ChannelState", "Delivered",
-    "EphemeralReceived", "Event", "Evicted", "GapDetected", "HistoryEntry", "InRow", "LogRow", "Lost", "Message",
+    "EphemeralReceived", "Event", "Evicted", "GapDetected", "HistoryEntry", "InRow", "LogArchive", "LogRow", "Lost", "Message",
     "MessageChannel", "Missing", "MissingRow", "OutRow", "Outgoing", "PossiblyAcknowledged", "Rejected",
     "RepairConfig", "RepairRequested", "RepairScheduled", "RepairServed", "RequestRow",
     "RollingBloomFilter", "SyncReceived", "WireError", "message_id", "repair", "wire",

@@ -146,7 +146,7 @@ class MessageChannel:
     # repair scheduler's ``requests``, ``_logged`` the log's ``rows``...), not through a second lookup.
     __slots__ = (
         "config", "channel_id", "participant_id", "stats", "_requests", "_responses", "_logged", "_incoming",
-        "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out", "_in",
+        "_archive", "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out", "_in",
         "_deferred", "_timers", "_journal", "max_content_bytes",
     )
 
@@ -184,6 +184,7 @@ class MessageChannel:
         self._sync = sync = Syncer(cfg, cid, pid, stats, now_ms, log, repair, hints, incoming)
         self._out = out = OutgoingBuffer(cfg, cid, pid, stats, log.bloom)
         self._logged = log.rows
+        self._archive = log.archive
         self._incoming = incoming.entries
         self._outgoing = out.entries
         self._peers = out.peers
@@ -218,14 +219,19 @@ class MessageChannel:
 
     @property
     def log(self) -> list[str]:
-        """Message ids in local-log order: (lamport_timestamp, message_id) ascending."""
+        """Message ids in local-log order: (lamport_timestamp, message_id) ascending (with ``log_window`` set:
+        the rows in memory, the newest of the log; ``in`` and :meth:`log_size` count the archived ones too)."""
         return self._clog.ids()
 
     def log_entries(self) -> list[LogRow]:
         return self._clog.entries()
 
+    def log_size(self) -> int:
+        """Every message in the log, archived ones included."""
+        return self._clog.size()
+
     def __contains__(self, message_id: str) -> bool:
-        return message_id in self._logged
+        return message_id in self._logged or message_id in self._archive
 
     @property
     def outgoing_ids(self) -> list[str]:
@@ -285,7 +291,7 @@ class MessageChannel:
         unacknowledged, possibly = self._out.counts()
         return {
             "lamport_timestamp": self._clog.lamport,
-            "log": len(self._logged),
+            "log": self._clog.size(),
             "unacknowledged": unacknowledged,
             "possibly_acknowledged": possibly,
             "incoming": len(self._incoming),
@@ -332,7 +338,7 @@ class MessageChannel:
         mid = message_id if message_id is not None else sha256(content).hexdigest()
         if not isinstance(mid, str) or not mid or len(mid) > self.config.max_id_length:
             raise ValueError(f"message_id must be a non-empty string of at most {self.config.max_id_length} characters")
-        if mid in self._logged or mid in self._incoming:
+        if mid in self._logged or mid in self._incoming or mid in self._archive:
             raise ValueError(f"message id {mid!r} is already in this channel")
         pid = self.participant_id
         log.bump(now_ms)
@@ -342,8 +348,9 @@ class MessageChannel:
         data = encode_frame(self.channel_id, pid, mid, lamport, causal, content, log.bloom.to_bytes(), repair)
         positions = log.bloom.positions(mid)
         log.bloom_add(mid, positions)
-        log.insert(LogRow(mid, lamport, pid, None))
-        self._hints.note(mid, pid, now_ms, positions)
+        row = LogRow(mid, lamport, pid, None)
+        log.insert(row)
+        self._hints.note(row, now_ms, positions)
         self._out.add(mid, lamport, causal, content, now_ms, positions)
         if self.config.repair.enabled:
             self._repair.cache_put(CacheRow(mid, pid, lamport, tuple(causal), content))
@@ -419,7 +426,7 @@ class MessageChannel:
             return []
         has_content = f.has_content
         if has_content:
-            if mid in self._logged or mid in self._incoming:
+            if mid in self._logged or mid in self._incoming or mid in self._archive:
                 stats["duplicates"] += 1
                 if cfg.ack_delay_ms is not None and mid not in self._ack_owed:
                     self._sync.owe_ack(mid, sender, now_ms)  # a resend: the sender lacks our acknowledgement
@@ -505,6 +512,7 @@ class MessageChannel:
             participant_id=self.participant_id,
             lamport_timestamp=self._clog.lamport,
             log=self._clog.entries(),
+            log_archive=self._clog.archive.copy() if self._clog.archive.count else None,
             outgoing=self._out.rows(),
             incoming=self._in.rows(),
             missing=list(self._in.missing.values()),
@@ -528,7 +536,7 @@ class MessageChannel:
         sync = ch._sync
         sync.counter = state.sync_counter
         sync.next_at = state.next_sync_at if state.next_sync_at is not None else sync.due_after(state.last_activity)
-        ch._clog.load(state.log, state.recent_log, state.bloom_ids)
+        ch._clog.load(state.log, state.recent_log, state.bloom_ids, state.log_archive)
         ch._out.note_peers(ch._clog.iter_entries())
         ch._out.load(state.outgoing)
         ch._in.load(state.incoming, state.missing, state.lost)
@@ -550,6 +558,6 @@ class MessageChannel:
         """Internal consistency checks; returns a list of violations (empty when sound)."""
         problems = self._clog.problems() + self._in.problems()
         for mid in self._outgoing:
-            if mid not in self._logged:
+            if mid not in self._logged and mid not in self._archive:
                 problems.append(f"outgoing {mid} not in log")
         return problems

@@ -71,6 +71,10 @@ class ChannelConfig:
     ``max_history_entries``, ``max_repair_entries``, ``max_id_length``,
     ``max_clock_skew_ms`` (lamport timestamps further than this ahead of the
     local clock are refused, so a bogus value cannot drag the clock forward).
+
+    ``log_window`` (0: off, the whole log in memory): keep only the newest ``log_window`` log rows in memory;
+    older ids are remembered for membership only, at 8 bytes each (:class:`~sdschat.sds.log.LogArchive`), and
+    :attr:`MessageChannel.log` lists the rows in memory. A node persists every row, so nothing is forgotten.
     """
 
     causal_history_size: int = 2
@@ -104,4 +108,5 @@ class ChannelConfig:
     max_repair_entries: int = 32
     max_id_length: int = 256
     max_clock_skew_ms: int = 24 * 3600 * 1000
+    log_window: int = 0
     repair: RepairConfig = field(default_factory=RepairConfig)

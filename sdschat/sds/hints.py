@@ -15,7 +15,7 @@ __all__ = ["GapHints"]
 class GapHints:
     """Gap hints (``gap_hints > 0``): see "Gap hints" in :mod:`sdschat.sds.channel`.
 
-    Keeps the recent log additions ``(seq, logged_at, id, sender, bloom positions)``, a per-peer cursor
+    Keeps the recent log additions ``(seq, logged_at, row, bloom positions)``, a per-peer cursor
     into them (each received filter is checked against the additions it has not been checked against),
     and the ids found lacking, until a sync names them or someone else's frame does.
     """
@@ -25,10 +25,11 @@ class GapHints:
 
     def __init__(self, config: ChannelConfig, participant_id: str, log: dict[str, LogRow],
                  bloom: RollingBloomFilter) -> None:
-        self.additions: deque[tuple[int, int, str, str, tuple]] = deque(maxlen=max(1, config.gap_hint_window))
+        # (the rows themselves: a windowed log may have moved an addition out of memory before it is hinted)
+        self.additions: deque[tuple[int, int, LogRow, tuple]] = deque(maxlen=max(1, config.gap_hint_window))
         self.seq = 0
         self.cursor: OrderedDict[str, int] = OrderedDict()
-        self.pending: OrderedDict[str, None] = OrderedDict()
+        self.pending: OrderedDict[str, LogRow] = OrderedDict()
         self.due_at: int | None = None
         self.config = config
         self.participant_id = participant_id
@@ -36,11 +37,11 @@ class GapHints:
         self.bloom = bloom
         self.bloom_len = bloom.n_bytes
 
-    def note(self, mid: str, sender: str, now_ms: int, positions=None) -> None:
-        """``mid`` entered the log at ``now_ms``."""
+    def note(self, row: LogRow, now_ms: int, positions=None) -> None:
+        """``row`` entered the log at ``now_ms``."""
         if self.config.gap_hints > 0:
             self.seq += 1
-            self.additions.append((self.seq, now_ms, mid, sender, positions or self.bloom.positions(mid)))
+            self.additions.append((self.seq, now_ms, row, positions or self.bloom.positions(row.message_id)))
 
     def on_frame(self, f, sender: str, now_ms: int) -> None:
         """A received frame: the ids it names need no hint; its filter may show what ``sender`` lacks."""
@@ -61,18 +62,18 @@ class GapHints:
         limit = now_ms - cfg.gap_hint_margin_ms
         oldest = now_ms - cfg.gap_hint_max_age_ms  # a late joiner is not handed the whole window
         last = cursor
-        log = self.log
         hints = self.pending
-        for seq, at, mid, origin, positions in self.additions:
+        for seq, at, row, positions in self.additions:
             if seq <= cursor:
                 continue
             if at > limit:
                 break
             last = seq
-            if at < oldest or origin == sender or mid not in log or mid in hints:
+            mid = row.message_id
+            if at < oldest or row.sender_id == sender or mid in hints:
                 continue
             if not contains_in(bloom, positions):  # no false negatives: the peer lacks it
-                hints[mid] = None
+                hints[mid] = row
                 if len(hints) > cfg.gap_hint_window:
                     hints.popitem(last=False)
         if last != cursor:
@@ -99,9 +100,9 @@ class GapHints:
         named = {r.message_id for r in history}
         extra = []
         while pending and len(extra) < self.config.gap_hints:
-            mid, _ = pending.popitem(last=False)
-            row = self.log.get(mid)
-            if row is not None and mid not in named:
+            mid, noted = pending.popitem(last=False)
+            row = self.log.get(mid, noted)  # (the log's row carries a retrieval hint set since)
+            if mid not in named:
                 extra.append(row)
         if extra:
             history = sorted(history + extra, key=lambda r: (r.lamport_timestamp, r.message_id))

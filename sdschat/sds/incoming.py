@@ -42,6 +42,7 @@ class IncomingBuffer:
     """
 
     __slots__ = ("entries", "waiters", "wait_heap", "missing", "missing_heap", "lost", "hint_map", "log", "logged",
+                 "archive",
                  "repair", "hints", "config", "stats", "journal")
 
     def __init__(self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler,
@@ -55,6 +56,7 @@ class IncomingBuffer:
         self.hint_map: dict[str, bytes] = {}  # retrieval hints of buffered messages, until delivery
         self.log = log
         self.logged = log.rows
+        self.archive = log.archive
         self.repair = repair
         self.hints = hints
         self.config = config
@@ -82,9 +84,10 @@ class IncomingBuffer:
         unmet = set()
         missing: list[HistoryEntry] = []
         waiting: list[str] = []
+        archive = self.archive
         for e in causal:
             d = e.message_id
-            if d in log or d in lost or d in unmet:
+            if d in log or d in lost or d in unmet or d in archive:
                 continue
             unmet.add(d)
             if d in incoming:
@@ -134,7 +137,7 @@ class IncomingBuffer:
     def note_missing(self, entry: HistoryEntry, now_ms: int, events: list[Event]) -> bool:
         """Record ``entry`` as missing if nothing here knows it; True if it is newly missing."""
         d = entry.message_id
-        if d in self.missing or d in self.logged or d in self.entries or d in self.lost:
+        if d in self.missing or d in self.logged or d in self.entries or d in self.lost or d in self.archive:
             return False
         row = MissingRow(entry, now_ms)
         self.missing[d] = row
@@ -175,7 +178,7 @@ class IncomingBuffer:
                 key = None
             log.insert(row, key)
             if note is not None:
-                note(mid, sender, now_ms)
+                note(row, now_ms)
             stats["delivered"] += 1
             emit(delivered)
             dependants = waiters.pop(mid, None)

@@ -1,4 +1,9 @@
-"""``LocalLog``: the ids a participant has logged, in order, with its Lamport clock and bloom filter."""
+"""``LocalLog``: the ids a participant has logged, in order, with its Lamport clock and bloom filter.
+
+With ``ChannelConfig.log_window`` set, only the newest ``log_window`` rows (in log order) stay in memory; the
+older ids move to a :class:`LogArchive`, which answers "is this id logged?" at 8 bytes an id. A chat with a
+long history keeps a few megabytes of engine log per channel instead of hundreds of bytes per message.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from bisect import insort
 from collections import deque
 from collections.abc import Iterator
 
+from .archive import LogArchive
 from .bloom import RollingBloomFilter
 from .config import ChannelConfig
 from .state import LogRow
@@ -18,13 +24,23 @@ class LocalLog:
 
     ``rows`` (id -> :class:`LogRow`) is shared by reference with the buffers that test membership; the
     incoming buffer moves ``lamport`` up to each message it delivers (journaled as ``lamport``).
+
+    Windowed (``log_window`` > 0): ``rows`` and ``keys`` hold the newest ``log_window`` rows in log order (up to
+    an eighth more between evictions, and the K newest additions always: a late message with an old Lamport
+    time is still named in the next causal history); ``archive`` knows the rest. Whoever tests membership
+    tests ``rows`` first, then ``archive`` (empty, and never consulted, when the window is off). Eviction is
+    not journaled: the database keeps every row.
     """
 
-    __slots__ = ("rows", "keys", "recent", "bloom", "lamport", "journal", "_history_size")
+    __slots__ = ("rows", "keys", "recent", "bloom", "lamport", "journal", "archive", "_history_size", "_window",
+                 "_slack")
 
     def __init__(self, config: ChannelConfig, lamport: int) -> None:
         self.rows: dict[str, LogRow] = {}
         self.keys: list[tuple[int, str]] = []
+        self.archive = LogArchive()
+        self._window = window = max(0, config.log_window)
+        self._slack = max(64, window >> 3)
         self._history_size = config.causal_history_size
         self.recent: deque[str] = deque(maxlen=max(0, config.causal_history_size))  # newest log additions
         self.bloom = RollingBloomFilter(config.bloom_capacity, config.bloom_error_rate, rolling=config.bloom_rolling)
@@ -55,6 +71,33 @@ class LocalLog:
         self.recent.append(row.message_id)
         if self.journal is not None:
             self.journal.append(("log", row.message_id, row))
+        if self._window and len(keys) > self._window + self._slack:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Move the oldest rows (log order) past the window to the archive, keeping the K newest additions."""
+        keys, rows, archive = self.keys, self.rows, self.archive
+        n = len(keys) - self._window
+        if n <= 0:
+            return
+        recent = set(self.recent)
+        kept = []
+        for key in keys[:n]:
+            mid = key[1]
+            if mid in recent:
+                kept.append(key)
+            else:
+                del rows[mid]
+                archive.add(mid)
+        keys[:n] = kept
+
+    def knows(self, message_id: str) -> bool:
+        """``message_id`` is logged (in the window or archived)."""
+        return message_id in self.rows or message_id in self.archive
+
+    def size(self) -> int:
+        """Every logged message, archived ones included."""
+        return len(self.rows) + self.archive.count
 
     def bump(self, now_ms: int) -> int:
         """The clock for a frame of ours: one past the last value, and at least ``now_ms``."""
@@ -95,14 +138,20 @@ class LocalLog:
             if self.journal is not None:
                 self.journal.append(("log", message_id, row))
 
-    def load(self, rows: list[LogRow], recent: list[str], bloom_ids: list[str]) -> None:
-        """Restore from snapshot rows (``recent`` empty: the last K of the log)."""
+    def load(self, rows: list[LogRow], recent: list[str], bloom_ids: list[str],
+             archive: LogArchive | None = None) -> None:
+        """Restore from snapshot rows (``recent`` empty: the last K of the log) and the archive of the older ids
+        (a store reads only the window's rows for a windowed log)."""
         for row in sorted(rows, key=lambda r: (r.lamport_timestamp, r.message_id)):
             self.keys.append((row.lamport_timestamp, row.message_id))
             self.rows[row.message_id] = row
+        if archive is not None:
+            self.archive.absorb(archive)  # (the same object: the receive path holds a reference to it)
         recent = recent or [mid for _, mid in self.keys[-self._history_size:]]
         self.recent.extend(recent if self._history_size > 0 else ())
         self.bloom.load(bloom_ids)
+        if self._window and len(self.keys) > self._window + self._slack:
+            self._evict()
 
     def problems(self) -> list[str]:
         problems = []

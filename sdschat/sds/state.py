@@ -42,9 +42,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .archive import LogArchive
 from .wire import HistoryEntry
 
-__all__ = ["LogRow", "OutRow", "InRow", "MissingRow", "RequestRow", "CacheRow", "ChannelState"]
+__all__ = ["LogArchive", "LogRow", "OutRow", "InRow", "MissingRow", "RequestRow", "CacheRow", "ChannelState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +125,5 @@ class ChannelState:
     next_sync_at: int | None = None
     recent_syncs: list[str] = field(default_factory=list)
     recent_log: list[str] = field(default_factory=list)
+    #: with ``log_window``: the ids older than the rows in ``log`` (membership only; this process only)
+    log_archive: LogArchive | None = None

@@ -27,7 +27,7 @@ class Syncer:
 
     __slots__ = ("recent", "order", "ack_owed", "last_activity", "counter", "jitter_for", "jitter", "next_at",
                  "config", "participant_id", "channel_id", "stats", "log", "repair", "hints", "incoming", "logged",
-                 "waiting", "missing", "lost")
+                 "archive", "waiting", "missing", "lost")
 
     def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int],
                  now_ms: int, log: LocalLog, repair: RepairScheduler, hints: GapHints,
@@ -47,6 +47,7 @@ class Syncer:
         self.incoming = incoming
         # what a sync's causal history is checked against: logged, waiting, known missing, declared lost
         self.logged = log.rows
+        self.archive = log.archive
         self.waiting = incoming.entries
         self.missing = incoming.missing
         self.lost = incoming.lost
@@ -137,8 +138,9 @@ class Syncer:
         missing = self.missing
         lost = self.lost
         gaps = None
+        archive = self.archive
         for d in f.history_ids:
-            if d in log or d in waiting or d in missing or d in lost:
+            if d in log or d in waiting or d in missing or d in lost or d in archive:
                 continue  # known here (logged, or waiting behind a gap): nothing to note
             e = f.history[f.history_ids.index(d)]  # rare: the entry itself
             if self.incoming.note_missing(e, now_ms, events):

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sdschat.sds.state import CacheRow, InRow, LogRow, MissingRow, OutRow, RequestRow
+from sdschat.sds.state import CacheRow, InRow, LogArchive, LogRow, MissingRow, OutRow, RequestRow
 from sdschat.sds.wire import HistoryEntry
 
 from .errors import CorruptRowError
@@ -402,6 +402,19 @@ def log_rows(rows: Iterable[tuple]) -> list[LogRow]:
             raise CorruptRowError("a binary column holds no bytes")
         append(LogRow(mid, lt, known, hint))
     return out
+
+
+def log_archive(rows: Iterable[tuple]) -> LogArchive:
+    """The ids of ``(message_id,)`` rows as a :class:`LogArchive` (the older part of a windowed log)."""
+    key = LogArchive.key
+
+    def keys():
+        for (mid,) in rows:
+            if type(mid) is not str or not mid or len(mid) > _ID_MAX:
+                raise CorruptRowError("an id is not a non-empty string")
+            yield key(mid)
+
+    return LogArchive(keys())
 
 
 def out_row(t) -> OutRow:

@@ -28,6 +28,8 @@ def save_state(conn: sqlite3.Connection, s: ChannelState, config_json: str) -> N
          config_json),
     )
     for table in sql.SDS_TABLES:
+        if table == "sds_log" and s.log_archive is not None:
+            continue  # a windowed log's older rows are only here: the log only grows, so upserting is enough
         conn.execute(f"DELETE FROM {table} WHERE channel_id = ?", (cid,))
     conn.executemany(sql.UPSERT_LOG, [R.log_params(cid, r) for r in s.log])
     conn.executemany(sql.UPSERT_OUT, [R.out_params(cid, r) for r in s.outgoing])
@@ -43,8 +45,12 @@ def save_state(conn: sqlite3.Connection, s: ChannelState, config_json: str) -> N
     )
 
 
-def load_state(conn: sqlite3.Connection, cid: str) -> ChannelState | None:
-    """The channel's :class:`ChannelState`, or None; a damaged row raises :class:`CorruptRowError`."""
+def load_state(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> ChannelState | None:
+    """The channel's :class:`ChannelState`, or None; a damaged row raises :class:`CorruptRowError`.
+
+    ``log_window`` > 0: only the newest ``log_window`` log rows are read as rows, the older ids into
+    ``log_archive`` (see ``ChannelConfig.log_window``).
+    """
     conn.execute("BEGIN")  # one consistent read snapshot
     try:
         head = conn.execute(
@@ -58,7 +64,7 @@ def load_state(conn: sqlite3.Connection, cid: str) -> ChannelState | None:
             head = R.channel_head(head)
         except CorruptRowError as exc:
             raise CorruptRowError(f"damaged row in channels: {exc}") from None
-        lists = _load_lists(conn, cid)
+        lists = _load_lists(conn, cid, log_window)
     finally:
         conn.execute("COMMIT")
     return ChannelState(
@@ -72,19 +78,29 @@ def load_state(conn: sqlite3.Connection, cid: str) -> ChannelState | None:
     )
 
 
-def _load_lists(conn: sqlite3.Connection, cid: str) -> dict[str, list]:
+def _load_lists(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> dict[str, Any]:
     """The channel's rows of every ``sds_*`` table, by :class:`ChannelState` field."""
 
-    def q(table: str, cols: str, parse: Callable[[tuple], Any], order: str = "seq", *, bulk=None) -> list:
-        rows = conn.execute(f"SELECT {cols} FROM {table} WHERE channel_id = ? ORDER BY {order}", (cid,))
+    def q(table: str, cols: str, parse: Callable[[tuple], Any], order: str = "seq", *, bulk=None,
+          limit: str = "") -> list:
+        rows = conn.execute(f"SELECT {cols} FROM {table} WHERE channel_id = ? ORDER BY {order}{limit}", (cid,))
         try:
             return bulk(rows) if bulk is not None else [parse(t) for t in rows]
         except CorruptRowError as exc:
             raise CorruptRowError(f"damaged row in {table}: {exc}") from None
 
+    log_order = "lamport_timestamp, message_id"
+    older, archive = 0, None
+    if log_window > 0:
+        total = conn.execute("SELECT count(*) FROM sds_log WHERE channel_id = ?", (cid,)).fetchone()[0]
+        older = max(0, total - log_window)
+    if older:  # read in full, but kept as 8-byte hashes: a long history costs its ids, not its rows
+        archive = q("sds_log", "message_id", R.id_row, log_order, bulk=R.log_archive,
+                    limit=f" LIMIT {older}")
     return {
         "log": q("sds_log", "message_id, lamport_timestamp, sender_id, retrieval_hint", R.log_row,
-                 "lamport_timestamp, message_id", bulk=R.log_rows),
+                 log_order, bulk=R.log_rows, limit=f" LIMIT -1 OFFSET {older}" if older else ""),
+        "log_archive": archive,
         "outgoing": q("sds_outgoing", "message_id, lamport_timestamp, causal_history, content, sent_at, resends, "
                       "next_resend, ack_senders", R.out_row),
         "incoming": q("sds_incoming", "message_id, sender_id, lamport_timestamp, causal_history, content, "

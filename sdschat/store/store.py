@@ -219,13 +219,15 @@ class Store:
         """Write ``state`` in full, replacing whatever the store had for that channel (one transaction)."""
         await self._write(snapshot.save_state, state, config_json)
 
-    async def load_state(self, channel_id: str) -> ChannelState | None:
+    async def load_state(self, channel_id: str, *, log_window: int = 0) -> ChannelState | None:
         """Rebuild the channel's :class:`ChannelState` (for ``MessageChannel.restore``), or None.
 
-        A row that does not hold what sdschat writes raises :class:`CorruptRowError`.
+        ``log_window`` > 0 reads only that many of the newest log rows, and the older ids as a
+        :class:`~sdschat.sds.LogArchive` (``ChannelConfig.log_window``). A row that does not hold what sdschat
+        writes raises :class:`CorruptRowError`.
         """
         try:
-            return await self._run(snapshot.load_state, channel_id)
+            return await self._run(snapshot.load_state, channel_id, log_window)
         except CorruptRowError as exc:
             raise CorruptRowError(f"database {self.path}: {exc}") from None
 
