@@ -37,7 +37,7 @@ import chaos_harness as H  # noqa: E402
 
 def run(workdir: Path, *, bots: int = 5, count: int = 60, interval: float = 0.1, loss: float = 0.3,
         duplicate: float = 0.2, delay_ms: float = 20, jitter_ms: float = 20, kills: int = 3,
-        broker_restarts: int = 1, seed: int = 1, linger: float = 3.0, max_runtime: float = 300,
+        broker_restarts: int = 1, seed: int = 1, linger: float = H.LINGER_S, max_runtime: float = 300,
         log=print) -> dict:
     rng = random.Random(seed)
     workdir = Path(workdir)
@@ -168,7 +168,8 @@ def main() -> int:
             work = work / f"run{k}"
         r = run(work, bots=args.bots, count=args.count, interval=args.interval, loss=args.loss,
                 duplicate=args.duplicate, delay_ms=args.delay_ms, jitter_ms=args.jitter_ms, kills=args.kills,
-                broker_restarts=args.broker_restarts, seed=args.seed + k)
+                broker_restarts=args.broker_restarts, seed=args.seed + k,
+                max_runtime=150 if args.smoke else 300)  # (smoke: a stuck bot reports before the suite's timeout)
         report(r)
         if args.json:
             print(json.dumps(r))

@@ -41,6 +41,10 @@ FAST_TUNE = ["repair_t_min_ms=300", "repair_t_max_ms=1500", "resend_unacknowledg
 FAST = [a for kv in FAST_TUNE for a in ("--tune", kv)]
 #: the same settings as keyword arguments of sdschat.node.node_channel_config
 FAST_CONFIG = {k: int(v) for k, v in (kv.split("=") for kv in FAST_TUNE)}
+#: how long a bot of a lossy run lingers once all is quiet: three of the slowest resends. A bot leaves after
+#: `--linger` seconds without a peer's resend or repair; with one resend interval (3 s) a single lost resend let
+#: every peer leave while a sender still waited for its acknowledgement, alone for good (seen under load).
+LINGER_S = 3 * FAST_CONFIG["resend_max_interval_ms"] / 1000
 
 
 def free_port() -> int:

@@ -69,7 +69,7 @@ def run(workdir: Path, *, runs: int = 50, loss: float = 0.2, seed: int = 1, phas
     broker.start()
     H.keygen(workdir)
     common = ["--loss", str(loss), *H.FAST]
-    others = [H.Bot(workdir, n, broker.url, ["--linger", "3", *common]) for n in ("a", "b")]
+    others = [H.Bot(workdir, n, broker.url, ["--linger", str(H.LINGER_S), *common]) for n in ("a", "b")]
     victim = H.Bot(workdir, "v", broker.url, common)
     failures: list[str] = []
     phase_counts: Counter = Counter()

@@ -49,6 +49,16 @@ Definitions (one group = one *source*: a simulation, or the databases of one cha
   ``received`` event for the message at or before then. An ``acked`` by bloom is
   a false-positive ack if any of the bloom evidence that led to it was false.
   Only simulations record ``by``/``frame_ts``; for databases: *n/a*.
+* **Backlog** over time: the run (first to last event of the source) cut into
+  :data:`BACKLOG_BUCKETS` equal buckets; at the end of each, *messages
+  waiting*: (participant, message) pairs shown (first ``received``) but not
+  yet delivered in causal order, and *gaps open*: (participant, id) pairs
+  noted missing (``missing_ids``) and not yet received or declared ``lost``
+  by that participant. Summed over the participants.
+* **Repair load per member**: the repair requests it sent
+  (``repair_requested``), the answers it rebroadcast (``repair_served``, and
+  their bytes) and the requests or answers of its that a message's arrival
+  called off (``repair_cancelled``).
 * **Convergence**: every recording participant's ordered log (message ids by
   ``(lamport_timestamp, message_id)``) hashes to the same value
   (:func:`log_hash`). The engine's own log is used when the input has it
@@ -69,12 +79,14 @@ from typing import Any
 __all__ = [
     "LATENCY_METRICS", "Reduced", "SourceInfo", "Report", "reduce_events", "compute", "percentiles",
     "cdf_points", "log_hash", "convergence", "delivery", "repair_rounds", "bloom_false_positives", "bloom_counts",
-    "bloom_summary", "comparison",
+    "bloom_summary", "comparison", "BACKLOG_BUCKETS", "backlog_series",
 ]
 
 LATENCY_METRICS = ("send_to_shown", "send_to_deliver", "send_to_ack", "repair")
 PUBLISH_KINDS = ("sent", "resent", "sync_sent", "repair_served")
 QUANTILES = (50, 95, 99)
+#: buckets of the backlog time series, per source
+BACKLOG_BUCKETS = 120
 
 
 def log_hash(message_ids: Iterable[str]) -> str:
@@ -110,6 +122,10 @@ class Reduced:
     wire_bytes: list[tuple] = field(default_factory=list)
     #: (source, participant_id, log_hash, log_length)
     event_log_hashes: list[tuple] = field(default_factory=list)
+    #: (source, participant_id, requests, answers, answer_bytes|None, called_off), members with repair traffic
+    repair_load: list[tuple] = field(default_factory=list)
+    #: (source, bucket, bucket_start_ms, waiting, gaps_open): :data:`BACKLOG_BUCKETS` rows per source
+    backlog: list[tuple] = field(default_factory=list)
     #: per-event tables, one row per repair round with responses: (source, message_id, round, started_ts|None,
     #: responses); and per bloom evidence: (source, participant_id, message_id, kind, ts_ms, by|None,
     #: frame_ts|None, by_received_ts|None, false_positive|None). None: Spark wrote them to Parquet itself.
@@ -117,7 +133,7 @@ class Reduced:
     bloom_evidence: list[tuple] | None = field(default_factory=list)
 
     TABLES = ("kind_counts", "messages", "latency_hist", "participants", "sender_latency", "repair_totals",
-              "bloom_totals", "wire_bytes", "event_log_hashes")
+              "bloom_totals", "wire_bytes", "event_log_hashes", "repair_load", "backlog")
     DETAIL_TABLES = ("repair_rounds", "bloom_evidence")
 
     def sorted(self) -> Reduced:
@@ -162,6 +178,8 @@ def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
         sender_latency=_sender_latency(acc),
         wire_bytes=[(s, k, n, b) for (s, k), (n, b) in acc.wire.items()],
         event_log_hashes=_event_log_hashes(acc.log_entries),
+        repair_load=[(s, p, *v) for (s, p), v in acc.repair_load.items()],
+        backlog=_backlog(acc),
         repair_rounds=[], bloom_evidence=[],
     )
     for src, events in _by_source(acc.repair_events).items():
@@ -179,6 +197,7 @@ def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
 
 
 _MESSAGE_KINDS = frozenset(("sent", "received", "delivered", "acked"))
+_REPAIR_KINDS = frozenset(("repair_requested", "repair_served", "repair_cancelled"))
 
 
 class _Pass:
@@ -198,11 +217,21 @@ class _Pass:
         self.evidence: list[tuple] = []
         self.wire: dict[tuple, list] = {}  # (src, kind) -> [frames, bytes|None]
         self.log_entries: dict[tuple, dict] = defaultdict(dict)  # (src, pid) -> {mid: smallest lamport}
+        self.span: dict[str, list] = {}  # src -> [first ts, last ts]
+        self.lost: dict[tuple, int] = {}  # (src, pid, mid) -> first declared lost
+        self.repair_load: dict[tuple, list] = {}  # (src, pid) -> [requests, answers, answer bytes|None, called off]
 
     def add(self, r: Mapping[str, Any]) -> None:
         src, kind, ts = r["source"], r["kind"], r["ts_ms"]
         mid, pid, snd = r.get("message_id"), r.get("participant_id"), r.get("sender_id")
         self.kind_counts[(src, kind)] += 1
+        span = self.span.get(src)
+        if span is None:
+            self.span[src] = [ts, ts]
+        elif ts < span[0]:
+            span[0] = ts
+        elif ts > span[1]:
+            span[1] = ts
         if kind in PUBLISH_KINDS:
             b = _int(r.get("bytes"))
             acc = self.wire.setdefault((src, kind), [0, None])
@@ -220,8 +249,22 @@ class _Pass:
                 ids = json.loads(ids)
             for m in ids or ():
                 self.detected[(src, pid, m)] = min(self.detected.get((src, pid, m), ts), ts)
-        elif kind in ("repair_requested", "repair_served"):
-            self.repair_events.append((src, mid, ts, kind, pid))
+        elif kind in _REPAIR_KINDS:
+            if kind != "repair_cancelled":
+                self.repair_events.append((src, mid, ts, kind, pid))
+            load = self.repair_load.setdefault((src, pid), [0, 0, None, 0])
+            if kind == "repair_requested":
+                load[0] += 1
+            elif kind == "repair_served":
+                load[1] += 1
+                b = _int(r.get("bytes"))
+                if b is not None:
+                    load[2] = (load[2] or 0) + b
+            else:
+                load[3] += 1
+        elif kind == "lost":
+            if mid is not None:
+                self.lost[(src, pid, mid)] = min(self.lost.get((src, pid, mid), ts), ts)
 
     def _message_event(self, r: Mapping[str, Any], src: str, kind: str, ts: int, mid: str, pid, snd) -> None:
         if kind == "acked":
@@ -293,6 +336,47 @@ def _latency_hist(acc: _Pass) -> Counter:
         if d is not None and d[0] >= t0:
             hist[(src, "repair", d[0] - t0)] += 1
     return hist
+
+
+def _backlog(acc: _Pass) -> list[tuple]:
+    """Rows of :attr:`Reduced.backlog` (see :func:`backlog_series`)."""
+    intervals: dict[str, list[tuple]] = defaultdict(list)
+    delivered = acc.delivered
+    for (src, pid, mid), shown in acc.received.items():
+        d = delivered.get((src, mid, pid))
+        end = d[0] if d is not None else None
+        if end is None or end > shown:
+            intervals[src].append((0, shown, end))
+    for (src, pid, mid), noted in acc.detected.items():
+        ends = [t for t in (acc.received.get((src, pid, mid)), acc.lost.get((src, pid, mid))) if t is not None]
+        end = min(ends) if ends else None
+        if end is None or end > noted:
+            intervals[src].append((1, noted, end))
+    out = []
+    for src, (t0, t1) in acc.span.items():
+        out += [(src, *row) for row in backlog_series(intervals.get(src, ()), t0, t1)]
+    return out
+
+
+def backlog_series(intervals: Iterable[tuple], t0: int, t1: int,
+                   buckets: int = BACKLOG_BUCKETS) -> list[tuple[int, int, int, int]]:
+    """``(bucket, bucket_start_ms, waiting, gaps_open)`` for ``buckets`` equal buckets of ``[t0, t1]``.
+
+    ``intervals``: ``(what, start_ts, end_ts|None)``, what 0 a message waiting, 1 a gap open; each counts at
+    the end of every bucket it spans (from ``start_ts`` to before ``end_ts``; None: to the end).
+    """
+    width = (t1 - t0 + buckets) // buckets  # ceil((t1 - t0 + 1) / buckets): every event falls in a bucket
+    deltas = [[0, 0] for _ in range(buckets)]
+    for what, start, end in intervals:
+        deltas[(start - t0) // width][what] += 1
+        if end is not None:
+            deltas[(end - t0) // width][what] -= 1
+    out, waiting, gaps = [], 0, 0
+    for b, (dw, dg) in enumerate(deltas):
+        waiting += dw
+        gaps += dg
+        out.append((b, t0 + b * width, waiting, gaps))
+    return out
 
 
 def _sender_latency(acc: _Pass) -> list[tuple]:
@@ -551,11 +635,15 @@ class Report:
     kind_counts: list[dict] = field(default_factory=list)
     #: per sender: send-to-shown and send-to-deliver percentiles (one row per sender, both metrics)
     senders: list[dict] = field(default_factory=list)
+    #: per member with repair traffic: requests sent, answers rebroadcast (and bytes), called off; busiest first
+    repair_load: list[dict] = field(default_factory=list)
+    #: messages waiting and gaps open over time (:data:`BACKLOG_BUCKETS` rows per source)
+    backlog: list[dict] = field(default_factory=list)
     #: ``report --compare``: the two sources' summaries side by side (:func:`comparison`)
     comparison: list[dict] = field(default_factory=list)
 
     TABLES = ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds", "bloom_evidence",
-              "convergence", "kind_counts", "senders")
+              "convergence", "kind_counts", "senders", "repair_load", "backlog")
 
 
 def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
@@ -604,6 +692,13 @@ def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tup
     bsum = bloom_summary(*next(iter(red["bloom_totals"]), (s, 0, 0, 0, 0, 0))[1:])
     if rep.bloom_evidence is not None:
         rep.bloom_evidence += [dict(zip(_EVIDENCE_COLUMNS, r)) for r in red["bloom_evidence"]]
+    load = _repair_load_rows(s, red["repair_load"])
+    rep.repair_load += load
+    series = sorted(red["backlog"], key=lambda r: r[1])
+    start = series[0][2] if series else 0  # times from the source's first event
+    backlog = [{"source": s, "bucket": b, "t_ms": t - start, "waiting": w, "gaps_open": g}
+               for _src, b, t, w, g in series]
+    rep.backlog += backlog
     crows, conv = _convergence_rows(src, list(red["event_log_hashes"]))
     rep.convergence += crows
     summary = {
@@ -617,6 +712,7 @@ def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tup
         summary[f"{metric}_n"] = lat[metric]["n"]
     summary.update(_cost_summary(src, kc, dsum["deliveries"], rtot, {k: (n, b) for _, k, n, b in red["wire_bytes"]}))
     summary.update(bsum)
+    summary.update(_load_summary(load, backlog))
     summary.update(conv)
     rep.summary.append(summary)
 
@@ -646,6 +742,31 @@ def _sender_rows(s: str, rows: Iterable[tuple]) -> list[dict]:
     out = [{**{k: None for k in keys}, **r} for r in by.values()]
     out.sort(key=lambda r: (-(r["delivered_p99_ms"] or -1), str(r["sender_id"])))
     return out
+
+
+def _repair_load_rows(s: str, rows: Iterable[tuple]) -> list[dict]:
+    """One row per member with repair traffic, the most answers first."""
+    out = [{"source": s, "participant_id": p, "repair_requests": req, "repair_answers": ans,
+            "repair_answer_bytes": b, "repair_called_off": off} for _src, p, req, ans, b, off in rows]
+    out.sort(key=lambda r: (-r["repair_answers"], -r["repair_requests"], str(r["participant_id"])))
+    return out
+
+
+def _load_summary(load: list[dict], backlog: list[dict]) -> dict[str, Any]:
+    """The summary's repair load (busiest member; median over the members with any) and backlog peaks."""
+    answers = sorted(r["repair_answers"] for r in load)
+    requests = sorted(r["repair_requests"] for r in load)
+    peak_w = max(backlog, key=lambda r: (r["waiting"], -r["bucket"]), default=None)
+    peak_g = max(backlog, key=lambda r: (r["gaps_open"], -r["bucket"]), default=None)
+    return {
+        "repair_answers_max_member": answers[-1] if answers else 0,
+        "repair_answers_median_member": answers[(len(answers) - 1) // 2] if answers else 0,
+        "repair_requests_max_member": requests[-1] if requests else 0,
+        "backlog_peak_waiting": peak_w["waiting"] if peak_w else 0,
+        "backlog_peak_waiting_at_ms": peak_w["t_ms"] if peak_w and peak_w["waiting"] else None,
+        "backlog_peak_gaps_open": peak_g["gaps_open"] if peak_g else 0,
+        "backlog_peak_gaps_at_ms": peak_g["t_ms"] if peak_g and peak_g["gaps_open"] else None,
+    }
 
 
 def _participant_rows(s: str, participants: list[str], mrows: list[dict], parts: Iterable[tuple]) -> list[dict]:

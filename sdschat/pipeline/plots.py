@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["latency_cdfs", "participant_delivery", "message_delivery", "sweep_plot"]
+__all__ = ["latency_cdfs", "participant_delivery", "message_delivery", "backlog", "sweep_plot"]
 
 
 def _plt():
@@ -100,6 +100,31 @@ def message_delivery(messages: list[dict], path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     if by:
         ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def backlog(rows: list[dict], path: Path) -> Path:
+    """Messages waiting and gaps open over time (seconds from each source's first event), one line per source."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), squeeze=False)
+    by: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by[r["source"]].append(r)
+    for ax, key, title in ((axes[0][0], "waiting", "messages shown, waiting for causal order"),
+                           (axes[0][1], "gaps_open", "gaps open (missing, not yet repaired or lost)")):
+        for source, series in sorted(by.items()):
+            series = sorted(series, key=lambda r: r["t_ms"])
+            ax.step([r["t_ms"] / 1000 for r in series], [r[key] for r in series], where="post", label=source)
+        ax.set_title(title)
+        ax.set_xlabel("seconds from the first event")
+        ax.set_ylabel("(participant, message) pairs")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if by:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -4,18 +4,17 @@ How the work is shaped
 ----------------------
 * **Two passes over the bulk.** ``km``: every event, narrow columns, grouped
   by (source, kind, message, sender) -- a few rows per message, from which
-  come the counts and bytes per kind and ``msg``, one row per message with
-  its sender and first send. ``pm``: the ``sent``, ``delivered`` and
-  ``acked`` events, one row per *(source, message, participant)* with the
-  first time of each, whether a delivery came through repair, and its log
-  entry; joined with ``msg`` into the cached ``pmm``, from which every
+  come the counts and bytes per kind, each source's span and ``msg``, one row
+  per message with its sender and first send. ``pm``: the ``sent``,
+  ``received``, ``delivered`` and ``acked`` events, one row per *(source,
+  message, participant)* with the first time of each, whether a delivery came
+  through repair, and its log entry; joined with ``msg`` into the cached ``pmm``, from which every
   per-message, per-participant, latency and log-hash table is derived.
   Every aggregate over the bulk is a number (a string min/max makes Spark
   sort instead of hash).
-* **Narrow passes for the rest.** The first copies (``received``: the
-  send-to-shown latency, per sender with send-to-delivered), the gaps (``missing``), the repair traffic, the
-  bloom evidence and the ``received`` events it names filter on
-  ``kind``, which the simulator's shards are sorted by, so Parquet skips the
+* **Narrow passes for the rest.** The gaps (``missing``) and what closed
+  them, the repair traffic (rounds, load per member), the bloom evidence and
+  the ``received`` events it names filter on ``kind``, which the simulator's shards are sorted by, so Parquet skips the
   row groups of every other kind.
 * **No JSON, no Python UDF**: the facts are typed columns
   (``migrations/0004_typed_events.sql``).
@@ -36,7 +35,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .metrics import PUBLISH_KINDS
+from .metrics import BACKLOG_BUCKETS, PUBLISH_KINDS
 
 __all__ = ["QUERIES", "DERIVED_VIEWS", "DETAIL_TABLES", "reduce_with_spark"]
 
@@ -45,8 +44,13 @@ DERIVED_VIEWS = {
     # one row per (source, kind, message, sender): one narrow pass over every event, a few rows per message
     # (their counts give kind_counts and wire_bytes; the message kinds give msg)
     "km": """
-        SELECT source, kind, message_id, sender_id, count(*) AS n, sum(bytes) AS bytes, min(ts_ms) AS first_ts
+        SELECT source, kind, message_id, sender_id, count(*) AS n, sum(bytes) AS bytes, min(ts_ms) AS first_ts,
+               max(ts_ms) AS last_ts
         FROM events GROUP BY source, kind, message_id, sender_id""",
+    # each source's first and last event, and the width of its backlog buckets (ceil of span / buckets)
+    "span": f"""
+        SELECT source, t0, (t1 - t0 + {BACKLOG_BUCKETS}) div {BACKLOG_BUCKETS} AS width
+        FROM (SELECT source, min(first_ts) AS t0, max(last_ts) AS t1 FROM km GROUP BY source)""",
     # one row per message seen in a sent/received/delivered event: its sender (the smallest named) and when it
     # was first sent
     "msg": """
@@ -54,19 +58,20 @@ DERIVED_VIEWS = {
                min(CASE WHEN kind = 'sent' THEN first_ts END) AS sent_ts
         FROM km WHERE kind IN ('sent', 'received', 'delivered') AND message_id IS NOT NULL
         GROUP BY source, message_id""",
-    # one row per (source, message, participant) that sent, delivered or acked it: the one pass over the bulk
-    # of the rows. Every aggregate is a number, so Spark aggregates in a hash map (a string min/max would make
-    # it sort the rows instead).
+    # one row per (source, message, participant) that sent, received, delivered or acked it: the one pass over
+    # the bulk of the rows. Every aggregate is a number, so Spark aggregates in a hash map (a string min/max
+    # would make it sort the rows instead).
     "pm": """
         SELECT source, message_id, participant_id,
                min(CASE WHEN kind = 'sent' THEN ts_ms END) AS sent_ts,
+               min(CASE WHEN kind = 'received' THEN ts_ms END) AS received_ts,
                min(CASE WHEN kind = 'delivered' THEN ts_ms END) AS delivered_ts,
                max(CASE WHEN kind = 'delivered' THEN CASE WHEN repaired THEN 1 ELSE 0 END END) AS repaired,
                min(CASE WHEN kind = 'acked' THEN ts_ms END) AS acked_ts,
-               min(CASE WHEN kind <> 'acked' THEN lamport_timestamp END) AS log_lamport,
-               max(CASE WHEN kind <> 'acked' THEN 1 ELSE 0 END) AS in_log
+               min(CASE WHEN kind IN ('sent', 'delivered') THEN lamport_timestamp END) AS log_lamport,
+               max(CASE WHEN kind IN ('sent', 'delivered') THEN 1 ELSE 0 END) AS in_log
         FROM events
-        WHERE kind IN ('sent', 'delivered', 'acked') AND message_id IS NOT NULL
+        WHERE kind IN ('sent', 'received', 'delivered', 'acked') AND message_id IS NOT NULL
         GROUP BY source, message_id, participant_id""",
     # pm with its message's sender and first send
     "pmm": """
@@ -75,12 +80,8 @@ DERIVED_VIEWS = {
     # send-to-shown (first copy) and send-to-delivered latencies per sender, as histograms
     "sender_hist": """
         SELECT source, sender_id, metric, latency_ms, count(*) AS n FROM (
-            SELECT r.source, m.sender_id, 'send_to_shown' AS metric, r.received_ts - m.sent_ts AS latency_ms
-            FROM (SELECT source, message_id, participant_id, min(ts_ms) AS received_ts
-                  FROM events WHERE kind = 'received' AND message_id IS NOT NULL
-                  GROUP BY source, message_id, participant_id) r
-            JOIN msg m ON m.source = r.source AND m.message_id = r.message_id
-            WHERE m.sent_ts IS NOT NULL
+            SELECT source, sender_id, 'send_to_shown' AS metric, received_ts - msg_sent_ts AS latency_ms
+            FROM pmm WHERE received_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
           UNION ALL
             SELECT source, sender_id, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms
             FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL)
@@ -90,6 +91,24 @@ DERIVED_VIEWS = {
         SELECT source, participant_id, mid AS message_id, min(ts_ms) AS detected_ts
         FROM (SELECT source, participant_id, ts_ms, explode(missing_ids) AS mid FROM events WHERE kind = 'missing')
         GROUP BY source, participant_id, mid""",
+    # each gap as a participant saw it: when it first noted the id missing, and when the id was first shown,
+    # delivered and declared lost there (the repair latency and the backlog read it)
+    "gaps": """
+        SELECT g.source, g.participant_id, g.message_id, g.detected_ts, p.received_ts, p.delivered_ts, l.lost_ts
+        FROM detected g
+        LEFT JOIN pmm p ON p.source = g.source AND p.participant_id = g.participant_id AND p.message_id = g.message_id
+        LEFT JOIN (SELECT source, participant_id, message_id, min(ts_ms) AS lost_ts
+                   FROM events WHERE kind = 'lost' AND message_id IS NOT NULL
+                   GROUP BY source, participant_id, message_id) l
+          ON l.source = g.source AND l.participant_id = g.participant_id AND l.message_id = g.message_id""",
+    # the backlog's intervals (metrics.backlog_series): what 0, a message shown but not yet delivered in order;
+    # what 1, a gap noted and not yet filled (received) or given up (lost); end_ts NULL: open to the end
+    "backlog_iv": """
+        SELECT source, 0 AS what, received_ts AS start_ts, delivered_ts AS end_ts FROM pmm
+        WHERE received_ts IS NOT NULL AND (delivered_ts IS NULL OR delivered_ts > received_ts)
+      UNION ALL
+        SELECT source, 1 AS what, detected_ts AS start_ts, least(received_ts, lost_ts) AS end_ts FROM gaps
+        WHERE least(received_ts, lost_ts) IS NULL OR least(received_ts, lost_ts) > detected_ts""",
     # repair requests and answers numbered into rounds (a round starts at each request; see metrics.repair_rounds)
     "repair_rounds_v": """
         SELECT source, message_id, round, min(CASE WHEN k = 0 THEN ts_ms END) AS started_ts,
@@ -127,7 +146,7 @@ DERIVED_VIEWS = {
 }
 
 #: computed once and kept on the executors: pmm is read by most queries, the others by two each
-CACHED_VIEWS = ("km", "pmm", "sender_hist", "evidence", "repair_rounds_v", "bloom_v")
+CACHED_VIEWS = ("km", "pmm", "sender_hist", "gaps", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
     "kinds": """
@@ -148,11 +167,9 @@ QUERIES = {
         FROM pmm WHERE is_sender AND acked_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
         GROUP BY source, acked_ts - msg_sent_ts
       UNION ALL
-        SELECT p.source, 'repair' AS metric, p.delivered_ts - g.detected_ts AS latency_ms, count(*) AS n
-        FROM detected g JOIN pmm p ON p.source = g.source AND p.participant_id = g.participant_id
-                                  AND p.message_id = g.message_id
-        WHERE p.delivered_ts >= g.detected_ts
-        GROUP BY p.source, p.delivered_ts - g.detected_ts""",
+        SELECT source, 'repair' AS metric, delivered_ts - detected_ts AS latency_ms, count(*) AS n
+        FROM gaps WHERE delivered_ts >= detected_ts
+        GROUP BY source, delivered_ts - detected_ts""",
     # participants and their rebuilt logs, in one pass over pmm
     "per_participant": """
         SELECT source, participant_id,
@@ -181,6 +198,28 @@ QUERIES = {
                count(CASE WHEN responses > 1 THEN 1 END) AS rounds_with_duplicates,
                coalesce(sum(CASE WHEN responses > 1 THEN responses - 1 END), 0) AS duplicate_responses
         FROM repair_rounds_v GROUP BY source""",
+    "repair_load": """
+        SELECT source, participant_id, count(CASE WHEN kind = 'repair_requested' THEN 1 END) AS requests,
+               count(CASE WHEN kind = 'repair_served' THEN 1 END) AS answers,
+               sum(CASE WHEN kind = 'repair_served' THEN bytes END) AS answer_bytes,
+               count(CASE WHEN kind = 'repair_cancelled' THEN 1 END) AS called_off
+        FROM events WHERE kind IN ('repair_requested', 'repair_served', 'repair_cancelled')
+        GROUP BY source, participant_id""",
+    # every bucket of every source, the running sums of the intervals starting and ending in it
+    "backlog": f"""
+        SELECT s.source, b.bucket, s.t0 + b.bucket * s.width AS bucket_start_ms,
+               sum(coalesce(d.waiting, 0)) OVER w AS waiting, sum(coalesce(d.gaps, 0)) OVER w AS gaps_open
+        FROM span s CROSS JOIN (SELECT explode(sequence(0, {BACKLOG_BUCKETS - 1})) AS bucket) b
+        LEFT JOIN (
+            SELECT source, bucket, sum(sign * (1 - what)) AS waiting, sum(sign * what) AS gaps FROM (
+                SELECT i.source, (i.start_ts - s.t0) div s.width AS bucket, 1 AS sign, what
+                FROM backlog_iv i JOIN span s ON s.source = i.source
+              UNION ALL
+                SELECT i.source, (i.end_ts - s.t0) div s.width AS bucket, -1 AS sign, what
+                FROM backlog_iv i JOIN span s ON s.source = i.source WHERE i.end_ts IS NOT NULL)
+            GROUP BY source, bucket) d
+          ON d.source = s.source AND d.bucket = b.bucket
+        WINDOW w AS (PARTITION BY s.source ORDER BY b.bucket ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)""",
     "bloom_totals": """
         SELECT source, count(*) AS evidence, count(false_positive) AS judged,
                count(CASE WHEN false_positive THEN 1 END) AS false_evidence,

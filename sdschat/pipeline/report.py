@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 from sdschat.sim.output import BASE_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
 
 from .inputs import InputError, Staged, stage_inputs
-from .metrics import Report, comparison, compute
+from .metrics import BACKLOG_BUCKETS, Report, comparison, compute
 from .spark import SparkJobError, one_line, spark_session
 
 __all__ = ["ReportError", "run_report", "write_report", "build_events_view"]
@@ -244,6 +244,10 @@ def _pct(change: float | None) -> str:
     return "" if change is None or change == 0 else f"{change * 100:+.1f}%"
 
 
+def _peak(n: int, at_ms: int | None) -> str:
+    return _fmt(n) if at_ms is None else f"{_fmt(n)} at {at_ms / 1000:.1f} s"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -272,6 +276,7 @@ def write_report(report: Report, out: Path, sources, timings: dict[str, float] |
         plots.latency_cdfs(report.latency_hist, out / "latency_cdf.png"),
         plots.participant_delivery(report.participants, out / "participant_delivery.png"),
         plots.message_delivery(report.messages, out / "message_delivery.png"),
+        plots.backlog(report.backlog, out / "backlog.png"),
     ]
     md = _markdown(report, sources, undelivered, timings or {})
     (out / "report.md").write_text(md, encoding="utf-8")
@@ -359,6 +364,20 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
           _fmt(s["repair_rounds_answered"]), _fmt(s["repair_rounds_with_duplicates"]),
           _fmt(s["duplicate_repair_responses"]), _fmt(s.get("repair_called_off")), _fmt(s["lost_declared"]),
           _fmt(s["syncs_sent"])] for s in S]))
+    parts.append("")
+    parts.append(_md_table(
+        ["source", "members repairing", "answers: busiest / median member", "requests: busiest member",
+         "peak messages waiting", "peak gaps open"],
+        [[s["source"], _fmt(sum(1 for r in rep.repair_load if r["source"] == s["source"])),
+          f"{_fmt(s['repair_answers_max_member'])} / {_fmt(s['repair_answers_median_member'])}",
+          _fmt(s["repair_requests_max_member"]),
+          _peak(s["backlog_peak_waiting"], s["backlog_peak_waiting_at_ms"]),
+          _peak(s["backlog_peak_gaps_open"], s["backlog_peak_gaps_at_ms"])] for s in S]))
+    parts.append("\nRepair load: per member with any repair traffic (requests sent, answers rebroadcast, called "
+                 "off: `tables/repair_load.parquet`). Backlog: (participant, message) pairs shown but waiting for "
+                 "causal order, and gaps noted but not yet filled or given up, summed over the members, at the end "
+                 f"of each of {BACKLOG_BUCKETS} equal slices of the run (`tables/backlog.parquet`).")
+    parts += ["", "![backlog over time](backlog.png)"]
     parts += ["", "## Bytes on the wire", ""]
     parts.append(_md_table(
         ["source", "frames published", "bytes published", "published per delivery", "bytes received",

@@ -185,8 +185,9 @@ ALL_KINDS = [
     ("delivered", 1130, "m2", "B", "A", 2, None),
     ("sync_sent", 1150, "s1", "C", "C", 5, {"bytes": 60}),
     ("sync_received", 1160, "s1", "C", "A", 5, None),
+    ("received", 1200, "m3", "B", "C", 3, None),  # shown at once; delivered in order at 1301
     ("missing", 1200, "m3", "B", "C", 3, {"missing": ["m1", "m2"], "waiting_on": ["m1", "m2"]}),
-    ("missing", 1210, None, "B", "C", None, {"missing": ["m1"], "source": "sync"}),
+    ("missing", 1210, None, "B", "C", None, {"missing": ["m1", "m0"], "source": "sync"}),  # m0: lost at 1302
     ("repair_requested", 1220, "m1", None, "C", None, {"carrier": "s9"}),
     ("repair_requested", 1220, "m2", None, "C", None, {"carrier": "s9"}),
     ("repair_served", 1250, "m1", "A", "A", None, {"bytes": 90}),

@@ -119,6 +119,37 @@ def test_shown_and_delivered_in_order_are_two_latencies():
     assert (s["send_to_deliver_p50_ms"], s["send_to_deliver_max_ms"]) == (1990, 2000)
 
 
+def test_backlog_counts_messages_waiting_and_gaps_open_over_time():
+    """m2 arrives before m1 (lost on the way) and waits behind the gap until m1 is repaired at 2,000 ms; m4
+    names m3, which B never gets and declares lost at 3,000 ms (m4 is then delivered)."""
+    rows = [
+        ev("sent", 0, "m1", "A", "A", 1), ev("sent", 10, "m2", "A", "A", 2),
+        ev("received", 40, "m2", "A", "B", 2),
+        ev("missing", 40, "m2", "A", "B", 2, {"missing": ["m1"]}),
+        ev("received", 2000, "m1", "A", "B", 1), ev("delivered", 2000, "m1", "A", "B", 1),
+        ev("delivered", 2000, "m2", "A", "B", 2),
+        ev("sent", 2100, "m3", "A", "A", 3), ev("sent", 2200, "m4", "A", "A", 4),
+        ev("received", 2240, "m4", "A", "B", 4),
+        ev("missing", 2240, "m4", "A", "B", 4, {"missing": ["m3"]}),
+        ev("lost", 3000, "m3", "A", "B"), ev("delivered", 3000, "m4", "A", "B", 4),
+        ev("repair_requested", 1000, "m1", None, "B"), ev("repair_served", 1500, "m1", "A", "A", None, {"bytes": 70}),
+        ev("repair_cancelled", 2000, "m1", "A", "B", None, {"what": "request"}),
+        ev("sync_sent", 11_999, "s", "A", "A"),  # the run lasts 12 s: 100 ms a slice
+    ]
+    red = reduce_events(rows)
+    series = {b: (t, w, g) for _s, b, t, w, g in red.backlog}
+    assert len(series) == 120 and series[1][0] == 100
+    assert series[0][1:] == (1, 1)  # at 100 ms: m2 waits, m1 is missing
+    assert series[19][1:] == (1, 1) and series[20][1:] == (0, 0)  # both over at 2,000 ms
+    assert series[22][1:] == (1, 1) and series[29][1:] == (1, 1) and series[30][1:] == (0, 0)  # m3 lost at 3 s
+    assert sorted(red.repair_load) == [("g", "A", 0, 1, 70, 0), ("g", "B", 1, 0, None, 1)]
+    s = compute(red, [SourceInfo("g", "sim", ["A", "B"])]).summary[0]
+    assert (s["backlog_peak_waiting"], s["backlog_peak_waiting_at_ms"]) == (1, 0)
+    assert (s["backlog_peak_gaps_open"], s["backlog_peak_gaps_at_ms"]) == (1, 0)
+    assert (s["repair_answers_max_member"], s["repair_answers_median_member"], s["repair_requests_max_member"]) == (
+        1, 0, 1)
+
+
 def test_convergence_true_and_false():
     assert convergence({"A": "h", "B": "h"})["converged"] is True
     c = convergence({"A": "h1", "B": "h1", "C": "h2"})

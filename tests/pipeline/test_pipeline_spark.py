@@ -21,11 +21,12 @@ def test_report_cli_succeeds_and_says_where(spark_run):
     for heading in ("## Delivery", "## Latency", "## Repair and resend traffic", "## Bytes on the wire",
                     "## Bloom-filter acknowledgements", "## Convergence"):
         assert heading in md
-    for png in ("latency_cdf.png", "participant_delivery.png", "message_delivery.png"):
+    for png in ("latency_cdf.png", "participant_delivery.png", "message_delivery.png", "backlog.png"):
         assert (out / png).read_bytes()[:8] == PNG
     for table in ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds",
-                  "bloom_evidence", "convergence", "kind_counts", "undelivered"):
+                  "bloom_evidence", "convergence", "kind_counts", "undelivered", "repair_load", "backlog"):
         pq.read_table(out / "tables" / f"{table}.parquet")
+    assert "peak messages waiting" in md and "![backlog over time](backlog.png)" in md
     assert not (out / "_staging").exists()
 
 
@@ -50,6 +51,14 @@ def test_report_metrics_for_the_simulation_and_the_databases(spark_run):
     assert sim["repair_requests"] == meta["event_kinds"].get("repair_requested", 0)
     assert sim["bloom_acks_false"] is not None
     assert sim["send_to_deliver_p50_ms"] <= sim["send_to_deliver_p95_ms"] <= sim["send_to_deliver_p99_ms"]
+    # repair load per member adds up to the repair traffic; the backlog has its slices and its peaks
+    load = [r for r in pq.read_table(out / "tables" / "repair_load.parquet").to_pylist() if r["source"] == "sim-run"]
+    assert sum(r["repair_requests"] for r in load) == sim["repair_requests"] > 0
+    assert sum(r["repair_answers"] for r in load) == sim["repair_responses"]
+    assert sim["repair_answers_max_member"] == max(r["repair_answers"] for r in load)
+    backlog = [r for r in pq.read_table(out / "tables" / "backlog.parquet").to_pylist() if r["source"] == "sim-run"]
+    assert len(backlog) == 120 and backlog[0]["t_ms"] == 0
+    assert sim["backlog_peak_gaps_open"] == max(r["gaps_open"] for r in backlog) > 0  # a lossy run has gaps
     db = next(r for s, r in summary.items() if s.startswith("db:"))
     assert db["kind"] == "db" and db["participants"] == 2 and db["messages"] == 3
     assert db["delivery_ratio"] == 1.0 and db["converged"] is True
@@ -131,6 +140,12 @@ def test_every_kind_and_typed_fact_reduces_alike_in_spark_and_python(spark_run):
     assert repaired == {"m1": 1, "m2": 0, "m3": 0}
     repair_latency = sorted(v for _s, metric, v, _n in python.latency_hist if metric == "repair")
     assert repair_latency == [70, 100]  # both first noted missing at 1200; delivered at 1270 and 1300
+    assert sorted(python.repair_load) == [("x", "A", 0, 1, 90, 0), ("x", "B", 0, 1, 90, 0), ("x", "C", 2, 0, None, 1)]
+    # 1000..5800 in 120 buckets of 41 ms; at C: m3 waits 1200-1301 behind m1 (open 1200-1270), m2 (1200-1300)
+    # and m0 (noted 1210, lost 1302)
+    backlog = {b: (w, g) for _s, b, _t, w, g in python.backlog}
+    assert len(backlog) == 120 and python.backlog[0][2] == 1000 and python.backlog[1][2] == 1041
+    assert [backlog[b] for b in range(3, 9)] == [(0, 0), (1, 2), (1, 3), (1, 2), (0, 0), (0, 0)]
 
 
 def test_a_database_migrated_from_the_previous_schema_reports_the_same_numbers(spark_run):
