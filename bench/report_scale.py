@@ -113,6 +113,12 @@ def main() -> int:
         if old.get("params") == params.to_json() and old.get("format") == FORMAT:
             meta = json.loads(meta_path.read_text())
             print(f"report_scale: reusing {meta['events']:,} events in {data}")
+        elif old:  # someone's simulation: never overwrite it
+            p = old.get("params", {})
+            print(f"report_scale: {data} holds another simulation ({p.get('participants')} participants, "
+                  f"{p.get('messages')} messages, loss {p.get('loss')}, format {old.get('format')}): give its "
+                  "--participants/--messages/--loss, or another --data", file=sys.stderr)
+            return 2
         else:
             t0 = time.perf_counter()
             meta = simulate(params, data, workers=args.workers).meta

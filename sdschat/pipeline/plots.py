@@ -17,6 +17,13 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 _TITLES = {"send_to_shown": "send → shown (first copy)", "send_to_deliver": "send → delivered in order",
            "send_to_ack": "send → ack (at the sender)", "repair": "gap noticed → repaired"}
 
@@ -51,10 +58,7 @@ def latency_cdfs(latency_hist: list[dict], path: Path) -> Path:
             ax.legend(fontsize=7, loc="lower right")
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def participant_delivery(participants: list[dict], path: Path) -> Path:
@@ -78,10 +82,7 @@ def participant_delivery(participants: list[dict], path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     if by:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def message_delivery(messages: list[dict], path: Path) -> Path:
@@ -100,10 +101,7 @@ def message_delivery(messages: list[dict], path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     if by:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def backlog(rows: list[dict], path: Path) -> Path:
@@ -125,10 +123,7 @@ def backlog(rows: list[dict], path: Path) -> Path:
         ax.grid(True, alpha=0.3)
         if by:
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool = False) -> Path:
@@ -163,7 +158,4 @@ def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool 
     ax.grid(True, alpha=0.3)
     if groups:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

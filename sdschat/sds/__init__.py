@@ -32,8 +32,8 @@ from .wire import HistoryEntry, Message, WireError
 
 __all__ = [
     "Acknowledged", "BloomFilter", "CacheRow", "ChannelConfig", "ChannelState", "Delivered",
-    "EphemeralReceived", "Event", "Evicted", "GapDetected", "HistoryEntry", "InRow", "LogArchive", "LogRow", "Lost", "Message",
-    "MessageChannel", "Missing", "MissingRow", "OutRow", "Outgoing", "PossiblyAcknowledged", "Rejected",
+    "EphemeralReceived", "Event", "Evicted", "GapDetected", "HistoryEntry", "InRow", "LogArchive", "LogRow", "Lost",
+    "Message", "MessageChannel", "Missing", "MissingRow", "OutRow", "Outgoing", "PossiblyAcknowledged", "Rejected",
     "RepairConfig", "RepairRequested", "RepairScheduled", "RepairServed", "RequestRow",
     "RollingBloomFilter", "SyncReceived", "WireError", "message_id", "repair", "wire",
 ]

@@ -146,8 +146,8 @@ class MessageChannel:
     # repair scheduler's ``requests``, ``_logged`` the log's ``rows``...), not through a second lookup.
     __slots__ = (
         "config", "channel_id", "participant_id", "stats", "_requests", "_responses", "_logged", "_incoming",
-        "_archive", "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out", "_in",
-        "_deferred", "_timers", "_journal", "max_content_bytes",
+        "_archive", "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out",
+        "_in", "_deferred", "_timers", "_journal", "max_content_bytes",
     )
 
     def __init__(

@@ -73,7 +73,7 @@ class ChannelConfig:
     local clock are refused, so a bogus value cannot drag the clock forward).
 
     ``log_window`` (0: off, the whole log in memory): keep only the newest ``log_window`` log rows in memory;
-    older ids are remembered for membership only, at 8 bytes each (:class:`~sdschat.sds.log.LogArchive`), and
+    older ids are remembered for membership only, at 8 bytes each (:class:`~sdschat.sds.archive.LogArchive`), and
     :attr:`MessageChannel.log` lists the rows in memory. A node persists every row, so nothing is forgotten.
     """
 

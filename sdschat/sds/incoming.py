@@ -42,8 +42,7 @@ class IncomingBuffer:
     """
 
     __slots__ = ("entries", "waiters", "wait_heap", "missing", "missing_heap", "lost", "hint_map", "log", "logged",
-                 "archive",
-                 "repair", "hints", "config", "stats", "journal")
+                 "archive", "repair", "hints", "config", "stats", "journal")
 
     def __init__(self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler,
                  hints: GapHints) -> None:
