@@ -36,6 +36,8 @@ EXPECTED = {
     "search_history.py": [rf"common word +first results +{NUMBER} ms median", rf"cold, as `sdschat search`",
                           rf"the last page on screen {NUMBER} ms after start; engine ready after {NUMBER} ms",
                           rf"one page up: {NUMBER} ms median", r"cursor on it: True"],
+    "sim_memory.py": [rf"traced at the last send .*: {NUMBER} MiB, {NUMBER} KiB per member", r"sdschat/sds/bloom\.py +[\d.,]+",
+                      r"converged True"],
     "sim_scale.py": [r"converged +True", r"event kinds"],
     "soak_nodes.py": [rf"2 nodes over mosquitto, target 20 msg/s .*: sent \d+", r"latency sent -> delivered"],
     "store_batching.py": [rf"writer stream +\w+ +200 ", rf"writes {NUMBER}x the rows/s of a commit per row"],

@@ -209,7 +209,9 @@ class RollingBloomFilter:
         self.rolls = 0
         #: ``False`` behaves like @waku/sds: never roll (the filter saturates).
         self.rolling = rolling
-        self._next = bytearray(self.filter.n_bytes)
+        #: the next filter, built from the newest ``keep`` ids; allocated when they start (a filter that never
+        #: nears its capacity -- a simulated member's, a quiet channel's -- never holds a second bit array)
+        self._next: bytearray | None = None
 
     @property
     def capacity(self) -> int:
@@ -232,14 +234,16 @@ class RollingBloomFilter:
         if self.rolling:
             cap = f.capacity
             if len(ids) >= cap:
-                f._bits = self._next
-                self._next = bytearray(f.n_bytes)
+                f._bits = self._next if self._next is not None else bytearray(f.n_bytes)
+                self._next = None
                 while len(ids) > self.keep:
                     ids.popleft()
                 self.rolls += 1
                 rolled = True
             if len(ids) >= cap - self.keep:
                 nxt = self._next
+                if nxt is None:
+                    nxt = self._next = bytearray(f.n_bytes)
                 for idx, mask in positions:
                     nxt[idx] |= mask
         ids.append(item)
@@ -262,7 +266,7 @@ class RollingBloomFilter:
         """Replace the content with ``ids`` (oldest first), e.g. when restoring state."""
         self._ids = deque()
         self.filter.clear()
-        self._next = bytearray(self.filter.n_bytes)
+        self._next = None
         for item in ids:
             self.add(item)
 
