@@ -16,6 +16,8 @@ from .wire import HistoryEntry
 __all__ = ["IncomingBuffer"]
 
 _LOST_MEMORY = 10_000
+#: stale timer entries tolerated beyond twice the live ones before the heaps are rebuilt
+_HEAP_SLACK = 64
 
 
 class _In:
@@ -27,9 +29,9 @@ class _In:
         self.causal = causal
         self.content = content
         self.received_at = received_at
-        self.unmet = unmet
+        self.unmet = unmet  # a list of distinct ids: a message waits on a few, and a set costs 4-8x the memory
         self.repaired = repaired
-        self.after_lost = list(after_lost)
+        self.after_lost = tuple(after_lost)  # almost always empty: grown by copying
 
 
 class IncomingBuffer:
@@ -80,7 +82,7 @@ class IncomingBuffer:
         log = self.logged
         incoming = self.entries
         lost = self.lost
-        unmet = set()
+        unmet: list[str] = []
         missing: list[HistoryEntry] = []
         waiting: list[str] = []
         archive = self.archive
@@ -88,7 +90,7 @@ class IncomingBuffer:
             d = e.message_id
             if d in log or d in lost or d in unmet or d in archive:
                 continue
-            unmet.add(d)
+            unmet.append(d)
             if d in incoming:
                 waiting.append(d)
             else:
@@ -113,7 +115,10 @@ class IncomingBuffer:
                 waiters[d] = [mid]
             else:
                 lst.append(mid)
-        heapq.heappush(self.wait_heap, (now_ms + 2 * cfg.lost_after_ms, mid))
+        wait_heap = self.wait_heap
+        heapq.heappush(wait_heap, (now_ms + 2 * cfg.lost_after_ms, mid))
+        if len(wait_heap) > 2 * len(incoming) + _HEAP_SLACK:
+            self._compact_heaps()
         if hint is not None:
             self.hint_map[mid] = hint
         if self.journal is not None:
@@ -140,7 +145,10 @@ class IncomingBuffer:
             return False
         row = MissingRow(entry, now_ms)
         self.missing[d] = row
-        heapq.heappush(self.missing_heap, (now_ms + self.config.lost_after_ms, d))
+        heap = self.missing_heap
+        heapq.heappush(heap, (now_ms + self.config.lost_after_ms, d))
+        if len(heap) > 2 * len(self.missing) + _HEAP_SLACK:
+            self._compact_heaps()
         if self.journal is not None:
             self.journal.append(("missing", d, row))
         self.repair.add_request(entry, now_ms, events)
@@ -188,13 +196,14 @@ class IncomingBuffer:
                 if entry is None:
                     continue
                 unmet = entry.unmet
-                unmet.discard(mid)
+                if mid in unmet:
+                    unmet.remove(mid)
                 if not unmet:
                     del incoming[w]
                     if journal is not None:
                         journal.append(("in-", w, None))
                     stack.append((w, entry.sender_id, entry.lamport, entry.content,
-                                  self.hint_map.pop(w, None), entry.repaired, tuple(entry.after_lost)))
+                                  self.hint_map.pop(w, None), entry.repaired, entry.after_lost))
                 elif journal is not None:
                     journal.append(("in", w, self.row(w, entry, self.hint_map.get(w))))
 
@@ -224,8 +233,9 @@ class IncomingBuffer:
             entry = incoming.get(w)
             if entry is None:
                 continue
-            entry.unmet.discard(dep)
-            entry.after_lost.append(dep)
+            if dep in entry.unmet:
+                entry.unmet.remove(dep)
+            entry.after_lost += (dep,)
             if not entry.unmet:
                 del incoming[w]
                 if self.journal is not None:
@@ -258,9 +268,23 @@ class IncomingBuffer:
             if lst and old in lst:
                 lst.remove(old)
         self.deliver(old, entry.sender_id, entry.lamport, entry.content, self.hint_map.pop(old, None),
-                     entry.repaired, tuple(entry.after_lost) + tuple(sorted(entry.unmet)), events, now_ms)
+                     entry.repaired, entry.after_lost + tuple(sorted(entry.unmet)), events, now_ms)
 
     # ------------------------------------------------------------------ timers
+
+    def _compact_heaps(self) -> None:
+        """Rebuild both timer heaps from what is still waiting or missing.
+
+        A delivered or arrived id leaves its heap entry behind (checked when it comes due, by
+        :meth:`wait_live` and :meth:`missing_live`); that is 2 or 1 ``lost_after_ms`` of every id that ever
+        waited. Called when stale entries outnumber live ones: the heaps pop the same live entries in the same
+        order afterwards.
+        """
+        lost_after = self.config.lost_after_ms
+        self.wait_heap[:] = [(e.received_at + 2 * lost_after, m) for m, e in self.entries.items()]
+        heapq.heapify(self.wait_heap)
+        self.missing_heap[:] = [(row.detected_at + lost_after, d) for d, row in self.missing.items()]
+        heapq.heapify(self.missing_heap)
 
     def wait_live(self, t: int, mid: str) -> bool:
         """A waiting message's forced delivery (``2 * lost_after_ms`` after it arrived)."""
@@ -289,7 +313,7 @@ class IncomingBuffer:
 
     def row(self, mid: str, entry: _In, hint: bytes | None) -> InRow:
         return InRow(mid, entry.sender_id, entry.lamport, entry.causal, entry.content, entry.received_at,
-                     tuple(sorted(entry.unmet)), entry.repaired, tuple(entry.after_lost), hint)
+                     tuple(sorted(entry.unmet)), entry.repaired, entry.after_lost, hint)
 
     def rows(self) -> list[InRow]:
         hints = self.hint_map
@@ -299,7 +323,7 @@ class IncomingBuffer:
         lost_after = self.config.lost_after_ms
         for r in sorted(incoming, key=lambda r: r.received_at):
             entry = _In(r.sender_id, r.lamport_timestamp, tuple(r.causal_history), r.content, r.received_at,
-                        set(r.unmet), r.repaired, r.after_lost)
+                        list(dict.fromkeys(r.unmet)), r.repaired, r.after_lost)
             self.entries[r.message_id] = entry
             for d in entry.unmet:
                 self.waiters.setdefault(d, []).append(r.message_id)

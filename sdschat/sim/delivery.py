@@ -73,12 +73,12 @@ class Delivery:
                 e = evs[0]
                 tp = type(e)
                 if tp is Delivered:
-                    mid = e.message_id
+                    dm = e.message_id  # the frame's own message (``mid`` stays the frame's id, for repair_pending)
                     if not e.repaired and not e.after_lost:
                         w = waiting.get(r)
-                        if w is None or mid not in w:
+                        if w is None or dm not in w:
                             s, lam = e.sender_id, e.lamport_timestamp
-                            add((t, "received", mid, s, r, lam, None, t, "delivered", mid, s, r, lam, None))
+                            add((t, "received", dm, s, r, lam, None, t, "delivered", dm, s, r, lam, None))
                             continue
                 elif tp is SyncReceived:
                     add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))

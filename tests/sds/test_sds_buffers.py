@@ -9,10 +9,11 @@ from sdschat.sds import (
     Delivered,
     Evicted,
     Lost,
+    MessageChannel,
     Missing,
     PossiblyAcknowledged,
 )
-from sds_helpers import channel, decode, frame, mids, of, outgoing, quiet_config
+from sds_helpers import channel, decode, frame, lossy_three, mids, of, outgoing, quiet_config
 
 
 def resend_config(**kw):
@@ -288,3 +289,47 @@ def test_retrieval_hints_travel_with_missing_entries():
     assert missing.missing == [HistoryEntry(x.message_id, b"waku-hash-of-x", "alice")]
     (req,) = b.snapshot().repair_requests
     assert req.entry == HistoryEntry(x.message_id, b"waku-hash-of-x", "alice")
+
+
+def test_timer_heaps_are_rebuilt_when_stale_entries_outnumber_live_ones(monkeypatch):
+    """A delivered message leaves its forced-delivery timer behind (2 x lost_after) and an arrived one its
+    loss timer; the heaps are rebuilt from what still waits once stale entries outnumber live ones, and the
+    engine behaves exactly as when they are never rebuilt."""
+    from sdschat.sds import incoming as incoming_mod
+
+    rebuilt = []
+    compact = incoming_mod.IncomingBuffer._compact_heaps
+
+    def counting(self):
+        before = len(self.wait_heap) + len(self.missing_heap)
+        compact(self)
+        rebuilt.append((before, len(self.wait_heap) + len(self.missing_heap)))
+
+    monkeypatch.setattr(incoming_mod.IncomingBuffer, "_compact_heaps", counting)
+    monkeypatch.setattr(incoming_mod, "_HEAP_SLACK", 10**9)
+    never_net, never = lossy_three(3)
+    assert rebuilt == []
+    monkeypatch.setattr(incoming_mod, "_HEAP_SLACK", 0)
+    net, seen = lossy_three(3)
+    assert seen == never  # every event of every member, at the same times
+    assert len(rebuilt) > 10 and all(after < before for before, after in rebuilt)
+    for name, ch in net.nodes.items():
+        stale, kept = never_net.nodes[name]._in, ch._in
+        assert len(kept.wait_heap) + len(kept.missing_heap) <= len(stale.wait_heap) + len(stale.missing_heap)
+        assert ch.check_invariants() == []
+    assert sum(len(net.node_events(name, Missing)) for name in net.nodes) > 20  # messages did wait
+    assert all(ch.stats["delivered"] + ch.stats["lost"] == 120 for ch in net.nodes.values())
+
+
+def test_a_message_waiting_on_several_ids_keeps_them_once_each_and_survives_a_restore():
+    """The ids a buffered message waits on are a list of distinct ids (a history naming one twice waits once)."""
+    b = channel("bob")
+    b.receive(frame("alice", "m4", lamport=4, history=["m1", "m2", "m1", "m3"]), 1)
+    (row,) = b.snapshot().incoming
+    assert row.unmet == ("m1", "m2", "m3")
+    b.receive(frame("alice", "m2", lamport=2), 2)
+    restored = MessageChannel.restore(b.snapshot(), quiet_config())
+    assert restored.snapshot().incoming[0].unmet == ("m1", "m3")
+    assert mids(of(restored.receive(frame("alice", "m1", lamport=1), 3), Delivered)) == ["m1"]
+    assert mids(of(restored.receive(frame("alice", "m3", lamport=3), 4), Delivered)) == ["m3", "m4"]
+    assert restored.check_invariants() == []

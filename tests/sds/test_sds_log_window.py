@@ -16,45 +16,13 @@ from sdschat.sds import (
     RepairConfig,
     wire,
 )
-from sds_helpers import CHANNEL, Network, channel, frame, of, quiet_config
+from sds_helpers import CHANNEL, Network, channel, frame, lossy_three, of, quiet_config
 
 WINDOW = 8  # the window proper; rows are evicted in batches once 64 more have come in
 
 
-def _config(**kw):
-    base = dict(
-        causal_history_size=4,
-        bloom_capacity=64,
-        bloom_error_rate=0.01,
-        resend_unacknowledged_ms=400,
-        resend_possibly_acknowledged_ms=1_200,
-        resend_backoff=1.5,
-        resend_max_interval_ms=3_000,
-        sync_interval_ms=700,
-        sync_jitter_ms=300,
-        lost_after_ms=6_000,
-        repair=RepairConfig(t_min_ms=200, t_max_ms=1_500, cache_size=40),
-        gap_hints=3,
-        gap_hint_margin_ms=300,
-    )
-    base.update(kw)
-    return quiet_config(**base)
-
-
 def _run(window: int, seed: int) -> tuple[Network, dict[str, list[str]]]:
-    cfg = _config(log_window=window)
-    names = ["alice", "bob", "carol"]
-    nodes = {n: MessageChannel(CHANNEL, n, cfg, 0) for n in names}
-    net = Network(nodes, latency=20, rng=random.Random(seed), loss=0.25, dup=0.1, jitter=400)
-    rng = random.Random(seed + 1)
-    for n in names:
-        for i in range(60):
-            net.schedule_send(rng.randint(0, 8_000), n, f"{n}:{i}:{seed}".encode())
-    net.run_until(8_500)
-    net.loss = 0.0
-    net.run_until(40_000)
-    seen = {n: [f"{t} {e!r}" for t, e in net.events[n]] for n in names}
-    return net, seen
+    return lossy_three(seed, log_window=window)
 
 
 def test_a_windowed_log_behaves_exactly_as_the_whole_log():
