@@ -106,6 +106,14 @@ def simulate_configure(p: argparse.ArgumentParser) -> None:
                    help="rows per events-*.parquet shard, the most held in memory (default 1000000)")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     g.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    g = p.add_argument_group("cluster")
+    g.add_argument("--master", default=None, metavar="URL",
+                   help="run the W shards as the tasks of a Spark barrier stage on this master (spark://HOST:7077, "
+                        "or local[N]); same events as in this machine's processes. The cluster needs W free task "
+                        "slots at once, and --out must be the same path on every machine (default W with a "
+                        "master: 2; 1 runs here)")
+    g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark configuration with --master (repeatable)")
 
 
 def _parse_latency(text: str):
@@ -146,17 +154,25 @@ def simulate_run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     out: Path = args.out
     _check_out_dir(out, ("meta.json", "events-00000.parquet", "events-w0-00000.parquet"), "a simulation")
-    workers = args.workers or auto_workers(params.participants)
-    progress = _SimProgress(params) if _show_progress(args.quiet) else None
-    try:
-        result = simulate(params, out, workers=workers, progress=progress, shard_rows=args.shard_rows)
-    except OSError as exc:
-        raise CliError(f"writing {out} failed: {exc.strerror or exc}") from None
-    except KeyboardInterrupt:
-        raise
-    finally:
-        if progress is not None:
-            progress.close()
+    conf = spark_conf(args)
+    if conf and args.master is None:
+        raise CliError("--spark-conf goes with --master (a simulation runs without Spark otherwise)")
+    if args.master is not None:
+        require_pipeline("sdschat simulate --master")
+        workers = args.workers or 2
+        result = _simulate_on_cluster(args, params, out, workers, conf)
+    else:
+        workers = args.workers or auto_workers(params.participants)
+        progress = _SimProgress(params) if _show_progress(args.quiet) else None
+        try:
+            result = simulate(params, out, workers=workers, progress=progress, shard_rows=args.shard_rows)
+        except OSError as exc:
+            raise CliError(f"writing {out} failed: {exc.strerror or exc}") from None
+        except KeyboardInterrupt:
+            raise
+        finally:
+            if progress is not None:
+                progress.close()
     m = result.meta
     if not args.quiet:
         ratio = m["delivery_ratio"]
@@ -172,6 +188,24 @@ def simulate_run(args: argparse.Namespace) -> int:
         print(f"wrote {m['events']} events in {len(m['event_shards'])} shard(s), frames.parquet, logs.parquet, "
               f"meta.json to {out}", file=sys.stderr)
     return 0
+
+
+def _simulate_on_cluster(args: argparse.Namespace, params, out: Path, workers: int, conf: dict):
+    """``simulate`` with the shards as Spark barrier tasks (:mod:`sdschat.pipeline.simcluster`)."""
+    from sdschat.pipeline.simcluster import BARRIER_CONF, spark_runner
+    from sdschat.pipeline.spark import SparkJobError, spark_session
+    from sdschat.sim import simulate
+
+    if not args.quiet:
+        print(f"running {workers} shard{'s' if workers != 1 else ''} as a barrier stage on {args.master}",
+              file=sys.stderr)
+    try:
+        with spark_session("sdschat-simulate", master=args.master, conf={**BARRIER_CONF, **conf}) as spark:
+            return simulate(params, out, workers=workers, shard_rows=args.shard_rows, runner=spark_runner(spark))
+    except SparkJobError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"writing {out} failed: {exc.strerror or exc}") from None
 
 
 class _SimProgress:

@@ -8,14 +8,16 @@ says which module does what (the event loop, the network, the worker processes).
 """
 
 from .clock import CHECK_INTERVAL_MS
-from .core import simulate
+from .core import Runner, simulate
 from .output import EVENT_SCHEMA, log_hash
 from .params import SimParams, channel_config, parse_churn, parse_latency, parse_overrides
 from .plan import make_plan
 from .results import SimResult
 from .shard import Shard, participant_ids
+from .workers import agreed, run_task
 
 __all__ = [
-    "CHECK_INTERVAL_MS", "EVENT_SCHEMA", "Shard", "SimParams", "SimResult", "channel_config", "log_hash",
-    "make_plan", "parse_churn", "parse_latency", "parse_overrides", "participant_ids", "simulate",
+    "CHECK_INTERVAL_MS", "EVENT_SCHEMA", "Runner", "Shard", "SimParams", "SimResult", "agreed", "channel_config",
+    "log_hash", "make_plan", "parse_churn", "parse_latency", "parse_overrides", "participant_ids", "run_task",
+    "simulate",
 ]

@@ -26,21 +26,27 @@ from .results import SimResult, merge
 from .shard import Shard, participant_ids
 from .workers import run_alone, run_processes
 
-__all__ = ["Shard", "SimResult", "simulate", "CHECK_INTERVAL_MS", "FLUSH_GRID_MS", "participant_ids",
+__all__ = ["Runner", "Shard", "SimResult", "simulate", "CHECK_INTERVAL_MS", "FLUSH_GRID_MS", "participant_ids",
            "quiet_period_ms"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
+#: runs ``workers`` shards as peers: ``(params, plan, workers, out, shard kwargs, report) -> (parts, stop_reason,
+#: stop_t, windows)``; :func:`~sdschat.sim.workers.run_processes` (forked processes) unless one is given (e.g.
+#: Spark barrier tasks: :mod:`sdschat.pipeline.simcluster`)
+Runner = Callable[..., tuple]
 
 
 @no_gc
 def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: int = 1,
              progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
-             shard_rows: int = 1_000_000, row_group_rows: int = 262_144, frame_view: bool = True) -> SimResult:
+             shard_rows: int = 1_000_000, row_group_rows: int = 262_144, frame_view: bool = True,
+             runner: Runner | None = None) -> SimResult:
     """Run one scenario; write its output to ``out_dir`` (None: write nothing, just return the results).
 
     ``workers > 1`` runs the members in that many processes (same events as
     one worker); it needs a minimum latency of at least 1 ms (the lookahead)
-    and falls back to one worker otherwise.
+    and falls back to one worker otherwise. ``runner`` runs them elsewhere
+    than in forked processes (:data:`Runner`).
     """
     wall0 = time.perf_counter()
     p = params
@@ -74,7 +80,7 @@ def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: i
         parts = [shard.finish()]
         stop_reason, stop_t, windows = clock.stop_reason, clock.stop_t, clock.windows
     else:
-        parts, stop_reason, stop_t, windows = run_processes(p, plan, workers, out, kw, report)
+        parts, stop_reason, stop_t, windows = (runner or run_processes)(p, plan, workers, out, kw, report)
     report(stop_t, done=True)
     return merge(p, plan, parts, out, workers, stop_reason, stop_t, windows, time.perf_counter() - wall0)
 

@@ -31,7 +31,7 @@ from .params import SimParams
 from .plan import Plan
 from .shard import Shard
 
-__all__ = ["Peer", "run_alone", "run_peer", "run_processes"]
+__all__ = ["Peer", "agreed", "run_alone", "run_peer", "run_processes", "run_task"]
 
 
 @no_gc
@@ -147,17 +147,33 @@ def run_peer(shard: Shard, clock: Clock, links: Links, report: Callable[[int], N
     Peer(shard, clock, links, report).run()
 
 
+def run_task(p: SimParams, plan: Plan, wid: int, workers: int, out: Path | None, kw: dict, conns: dict,
+             report: Callable[[int], None] | None = None) -> dict:
+    """Run shard ``wid`` of ``workers`` as one peer, connected to the others by ``conns`` (peer -> a connected
+    socket or pipe end); returns its part of the result (:meth:`~sdschat.sim.shard.Shard.finish`, with when
+    and why the run stopped). A worker process runs this, and so does a Spark barrier task."""
+    shard = Shard(p, plan, wid, workers, out, **kw)
+    clock = Clock(p, plan, p.latency_ms[0])
+    run_peer(shard, clock, Links(conns), report)
+    result = shard.finish()
+    result.update(stop_reason=clock.stop_reason, stop_t=clock.stop_t, windows=clock.windows)
+    return result
+
+
+def agreed(parts: list[dict]) -> tuple[list[dict], str, int, int]:
+    """The workers' parts and when and why the run ended, which every worker decided alike."""
+    first = parts[0]
+    if any((r["stop_reason"], r["stop_t"]) != (first["stop_reason"], first["stop_t"]) for r in parts):
+        raise RuntimeError("simulation workers disagree on when the run ended (a bug)")
+    return parts, first["stop_reason"], first["stop_t"], first["windows"]
+
+
 def _worker_main(ctl, peer_conns: dict, args: tuple, kwargs: dict) -> None:  # pragma: no cover - child process
     """Entry point of a worker process (covered through :func:`~sdschat.sim.simulate`)."""
     try:
         p, plan, wid, workers, out = args
-        shard = Shard(p, plan, wid, workers, out, **kwargs)
-        clock = Clock(p, plan, p.latency_ms[0])
         report = (lambda t: ctl.send(("progress", t))) if wid == 0 else None
-        run_peer(shard, clock, Links(peer_conns), report)
-        result = shard.finish()
-        result.update(stop_reason=clock.stop_reason, stop_t=clock.stop_t, windows=clock.windows)
-        ctl.send(("done", result))
+        ctl.send(("done", run_task(p, plan, wid, workers, out, kwargs, peer_conns, report)))
     except BaseException as exc:  # report, then exit
         try:
             ctl.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
@@ -197,11 +213,7 @@ def run_processes(p: SimParams, plan: Plan, workers: int, out: Path | None, kw: 
         results = _collect(ctls, procs, report)
     finally:
         _stop(ctls, procs)
-    parts = [results[w] for w in range(workers)]
-    first = parts[0]
-    if any((r["stop_reason"], r["stop_t"]) != (first["stop_reason"], first["stop_t"]) for r in parts):
-        raise RuntimeError("simulation workers disagree on when the run ended (a bug)")
-    return parts, first["stop_reason"], first["stop_t"], first["windows"]
+    return agreed([results[w] for w in range(workers)])
 
 
 def _collect(ctls: list, procs: list, report) -> dict[int, dict]:
