@@ -79,6 +79,19 @@ def simulate_configure(p: argparse.ArgumentParser) -> None:
                    help="members alternate online/offline periods (exponential lengths): FRACTION of the group "
                         "is offline at any time on average, offline periods last MEAN_OFF_MS on average; "
                         "offline members get nothing and their frames go nowhere (default: no churn)")
+    g = p.add_argument_group("store nodes")
+    g.add_argument("--stores", type=at_least(0), default=0, metavar="S",
+                   help="store nodes in the model (default 0): they keep the frames that reach them and answer "
+                        "members as sdschat store does; members ask 200 ms after noticing a gap and catch up "
+                        "on coming back online, with the node's timings")
+    g.add_argument("--store-loss", type=probability, default=0.0, metavar="P",
+                   help="probability that a frame copy to a store, a store request or an answer is lost (default 0)")
+    g.add_argument("--store-latency-ms", type=parsed_by(_parse_latency, "LO:HI"), default=None, metavar="LO:HI",
+                   help="latency of a store request and of its answer, each (default: the network's)")
+    g.add_argument("--store-outages", type=parsed_by(_parse_outages, "FRACTION:MEAN_OFF_MS"), default=None,
+                   metavar="FRACTION:MEAN_OFF_MS",
+                   help="stores go down and come back as churning members do: FRACTION of the time down, for "
+                        "MEAN_OFF_MS on average; a store that is down keeps nothing and answers nothing")
     g = p.add_argument_group("engine (defaults: the engine's RFC timings)")
     g.add_argument("--causal-history", type=at_least(0), default=10, metavar="K",
                    help="causal history length (default 10, as the node)")
@@ -123,11 +136,15 @@ def _parse_latency(text: str):
     return parse_latency(text)
 
 
-def _parse_churn(text: str):
+def _parse_churn(text: str, name: str = "churn"):
     require_pipeline("sdschat simulate", ("numpy", "pyarrow"))
     from sdschat.sim.params import parse_churn
 
-    return parse_churn(text)
+    return parse_churn(text, name)
+
+
+def _parse_outages(text: str):
+    return _parse_churn(text, "store outages")
 
 
 def auto_workers(participants: int) -> int:
@@ -145,7 +162,9 @@ def simulate_run(args: argparse.Namespace) -> int:
         params = SimParams(
             participants=args.participants, messages=args.messages, rate=args.rate, senders=args.senders,
             content_bytes=args.content_bytes, loss=args.loss, latency_ms=tuple(args.latency_ms),
-            duplicate=args.duplicate, churn=args.churn, causal_history=args.causal_history,
+            duplicate=args.duplicate, churn=args.churn, stores=args.stores, store_loss=args.store_loss,
+            store_latency_ms=tuple(args.store_latency_ms) if args.store_latency_ms else None,
+            store_outages=args.store_outages, causal_history=args.causal_history,
             bloom_capacity=args.bloom_capacity, repair=args.repair, response_groups=args.response_groups,
             overrides=parse_overrides(args.overrides), settle=args.settle, horizon_ms=args.horizon_ms,
             seed=args.seed,

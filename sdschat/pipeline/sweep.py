@@ -53,7 +53,8 @@ __all__ = ["GridError", "Grid", "load_grid", "parse_grid", "run_scenario", "run_
 #: SimParams fields a grid may set (value parsers below)
 SCENARIO_KEYS = (
     "participants", "messages", "rate", "senders", "content_bytes", "loss", "latency_ms", "duplicate", "churn",
-    "causal_history", "bloom_capacity", "repair", "response_groups", "settle", "horizon_ms",
+    "causal_history", "bloom_capacity", "repair", "response_groups", "settle", "horizon_ms", "stores", "store_loss",
+    "store_latency_ms", "store_outages",
 )
 _SECTIONS = ("sweep", "base", "grid")
 _SWEEP_KEYS = ("name", "seeds")
@@ -116,7 +117,7 @@ def _split_settings(settings: dict[str, Any]) -> dict[str, Any]:
     kw: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     for k, v in settings.items():
-        if k == "latency_ms":
+        if k in ("latency_ms", "store_latency_ms"):
             if isinstance(v, str):
                 v = parse_latency(v)
             elif isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v):
@@ -124,20 +125,20 @@ def _split_settings(settings: dict[str, Any]) -> dict[str, Any]:
             elif isinstance(v, int) and not isinstance(v, bool):
                 v = (v, v)
             else:
-                raise ValueError(f"latency_ms must be \"LO:HI\" or [LO, HI], got {v!r}")
+                raise ValueError(f"{k} must be \"LO:HI\" or [LO, HI], got {v!r}")
             kw[k] = v
-        elif k == "churn":
+        elif k in ("churn", "store_outages"):
             if isinstance(v, str):
-                v = parse_churn(v)
+                v = parse_churn(v, k)
             elif isinstance(v, list) and len(v) == 2:
-                v = parse_churn(f"{v[0]}:{v[1]}")
+                v = parse_churn(f"{v[0]}:{v[1]}", k)
             elif v in (0, False, None):
                 v = None
             else:
-                raise ValueError(f"churn must be \"FRACTION:MEAN_OFF_MS\", got {v!r}")
+                raise ValueError(f"{k} must be \"FRACTION:MEAN_OFF_MS\", got {v!r}")
             kw[k] = v
         elif k in SCENARIO_KEYS:
-            if k in ("loss", "duplicate", "rate") and isinstance(v, int) and not isinstance(v, bool):
+            if k in ("loss", "duplicate", "rate", "store_loss") and isinstance(v, int) and not isinstance(v, bool):
                 v = float(v)
             kw[k] = v
         else:

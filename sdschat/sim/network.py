@@ -74,6 +74,13 @@ class Network:
         for fm in frames:
             self.ingest_one(fm)
 
+    def _parsed(self, data: bytes, reason: str, mid: str) -> tuple:
+        """The frame read once for every receiver, and its id's bloom positions (not for a sync)."""
+        pb = parse_pb(data)
+        if self.frame_view:
+            pb = Frame(pb)
+        return pb, (self.bloom.positions(mid) if reason != "sync" else None)
+
     def ingest_one(self, fm: FrameMsg) -> None:
         """Schedule this shard's copies of a broadcast frame."""
         r, c, t, data, reason, mid, loss, dup = fm
@@ -100,16 +107,18 @@ class Network:
         self.counts["copies_lost"] += lost
         copies = len(recv)
         self.frame_recv[(r, c)] = [copies, 0]
+        pb = positions = None
+        if self.n_stores:
+            pb, positions = self._parsed(data, reason, mid)
+            self._store_ingest(r, c, t, reason, mid, pb, positions, len(data))
         if copies == 0:
             return
         order = np.argsort(times, kind="stable")
         # C arrays, not lists: 12 bytes a copy rather than ~80 (a list slot and an int object each), and a
         # frame in flight holds one per receiver of the shard
         times_l = array("q", (times[order] + t).astype(np.int64, copy=False).tobytes())
-        pb = parse_pb(data)
-        if self.frame_view:
-            pb = Frame(pb)
-        positions = self.bloom.positions(mid) if reason != "sync" else None
+        if pb is None:
+            pb, positions = self._parsed(data, reason, mid)
         # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time,
         # message id)
         ctx = (reason, self.pids[r], pb.sender_id, t, mid)

@@ -74,6 +74,20 @@ class SimParams:
     churn during settling; ``"clean"`` makes the network lossless and brings
     everyone online for it.
 
+    Store nodes (``stores``, default none): members of the model that keep
+    every frame that reaches them (``store_loss`` per copy, the network's
+    latency) and answer, as ``sdschat store`` does, queries for missing
+    messages and catch-up queries for a time range; members ask as the node
+    does (:mod:`sdschat.sim.stores`): 200 ms after noticing a gap, for the
+    ids still missing then, once each; and on coming back online, for
+    everything since they went away (less a 10 s margin), in pages of 500.
+    Each request and each answer is lost with ``store_loss`` and takes a
+    latency drawn from ``store_latency_ms`` (default: the network's); every
+    store answers and the first answer counts; no answer within 3 s is a
+    timeout. ``store_outages = (fraction, mean_off_ms)``: stores alternate
+    up and down periods as churning members do; a store that is down keeps
+    nothing and answers nothing.
+
     Engine: the real :class:`~sdschat.sds.MessageChannel` with the engine's
     defaults (RFC timings: resend 5 s, sync 30 s + 0..10 s, T_min 30 s,
     T_max 120 s, lost after 300 s) except ``causal_history`` (default 10, as
@@ -93,6 +107,10 @@ class SimParams:
     latency_ms: tuple[int, int] = (20, 200)
     duplicate: float = 0.0
     churn: tuple[float, int] | None = None
+    stores: int = 0
+    store_loss: float = 0.0
+    store_latency_ms: tuple[int, int] | None = None
+    store_outages: tuple[float, int] | None = None
     causal_history: int = 10
     bloom_capacity: int = 10_000
     repair: bool = True
@@ -136,6 +154,23 @@ class SimParams:
                 bad(f"churn fraction must be in [0, 1), got {frac!r}")
             if not isinstance(off, int) or off <= 0:
                 bad(f"churn mean offline time must be a positive number of milliseconds, got {off!r}")
+        if not isinstance(self.stores, int) or isinstance(self.stores, bool) or not 0 <= self.stores <= 16:
+            bad(f"stores must be between 0 and 16, got {self.stores!r}")
+        if not _finite(self.store_loss) or not 0.0 <= self.store_loss <= 1.0:
+            bad(f"store_loss must be a probability between 0 and 1, got {self.store_loss!r}")
+        if self.store_latency_ms is not None:
+            lo, hi = self.store_latency_ms
+            if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 0 or hi < lo:
+                bad(f"store latency must be LO:HI milliseconds with 0 <= LO <= HI, got {lo!r}:{hi!r}")
+            if lo < self.latency_ms[0]:
+                bad(f"store latency must not be below the network's minimum ({self.latency_ms[0]} ms: the "
+                    f"workers' lookahead), got {lo}")
+        if self.store_outages is not None:
+            frac, off = self.store_outages
+            if not _finite(frac) or not 0.0 <= frac < 1.0:
+                bad(f"store outage fraction must be in [0, 1), got {frac!r}")
+            if not isinstance(off, int) or off <= 0:
+                bad(f"store outages' mean length must be a positive number of milliseconds, got {off!r}")
         if not isinstance(self.causal_history, int) or not 0 <= self.causal_history <= 256:
             bad(f"causal history must be between 0 and 256, got {self.causal_history!r}")
         if not isinstance(self.bloom_capacity, int) or not 1 <= self.bloom_capacity <= 10_000_000:
@@ -170,6 +205,8 @@ class SimParams:
         d = dataclasses.asdict(self)
         d["latency_ms"] = list(self.latency_ms)
         d["churn"] = None if self.churn is None else list(self.churn)
+        d["store_latency_ms"] = None if self.store_latency_ms is None else list(self.store_latency_ms)
+        d["store_outages"] = None if self.store_outages is None else list(self.store_outages)
         d["effective_response_groups"] = self.effective_response_groups
         return d
 
@@ -180,7 +217,16 @@ class SimParams:
         d["latency_ms"] = tuple(d["latency_ms"])
         if d.get("churn") is not None:
             d["churn"] = (float(d["churn"][0]), int(d["churn"][1]))
+        if d.get("store_latency_ms") is not None:
+            d["store_latency_ms"] = tuple(d["store_latency_ms"])
+        if d.get("store_outages") is not None:
+            d["store_outages"] = (float(d["store_outages"][0]), int(d["store_outages"][1]))
         return cls(**d)
+
+    @property
+    def store_latency(self) -> tuple[int, int]:
+        """A store request's or answer's latency range (the network's unless set)."""
+        return self.store_latency_ms if self.store_latency_ms is not None else self.latency_ms
 
     def replace(self, **changes: Any) -> SimParams:
         return dataclasses.replace(self, **changes)
@@ -278,8 +324,9 @@ def parse_latency(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def parse_churn(text: str) -> tuple[float, int] | None:
-    """``"FRACTION:MEAN_OFF_MS"`` -> ``(fraction, mean_off_ms)``; ``"0"``/``"none"`` -> None."""
+def parse_churn(text: str, name: str = "churn") -> tuple[float, int] | None:
+    """``"FRACTION:MEAN_OFF_MS"`` -> ``(fraction, mean_off_ms)``; ``"0"``/``"none"`` -> None (also for
+    ``store_outages``: ``name`` is what error messages call it)."""
     t = str(text).strip().lower()
     if t in ("", "0", "none", "off"):
         return None
@@ -289,9 +336,9 @@ def parse_churn(text: str) -> tuple[float, int] | None:
             raise ValueError
         frac, off = float(parts[0]), int(float(parts[1]))
     except ValueError:
-        raise ValueError(f"churn must be FRACTION:MEAN_OFF_MS, e.g. 0.1:30000, got {text!r}") from None
+        raise ValueError(f"{name} must be FRACTION:MEAN_OFF_MS, e.g. 0.1:30000, got {text!r}") from None
     if not 0.0 <= frac < 1.0 or off <= 0:
-        raise ValueError(f"churn needs 0 <= FRACTION < 1 and MEAN_OFF_MS > 0, got {text!r}")
+        raise ValueError(f"{name} needs 0 <= FRACTION < 1 and MEAN_OFF_MS > 0, got {text!r}")
     return None if frac == 0.0 else (frac, off)
 
 

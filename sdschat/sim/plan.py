@@ -10,15 +10,17 @@ whatever the number of worker processes.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
 
 from .params import SimParams
 
-__all__ = ["rng", "Plan", "make_plan", "ChurnTimeline", "RNG_NETWORK", "RNG_SEND", "RNG_CHURN"]
+__all__ = ["rng", "Plan", "make_plan", "ChurnTimeline", "StoreOutages", "RNG_NETWORK", "RNG_SEND", "RNG_CHURN",
+           "RNG_STORE", "RNG_STORE_QUERY", "RNG_STORE_OUTAGE"]
 
-RNG_NETWORK, RNG_SEND, RNG_CHURN = 1, 2, 3
+RNG_NETWORK, RNG_SEND, RNG_CHURN, RNG_STORE, RNG_STORE_QUERY, RNG_STORE_OUTAGE = 1, 2, 3, 4, 5, 6
 #: candidate senders drawn per message (the first one online sends)
 SENDER_CANDIDATES = 8
 
@@ -51,6 +53,37 @@ class ChurnTimeline:
         if g is None:
             g = self._streams[r] = rng(self.p.seed, RNG_CHURN, r)
         return t + 1 + int(g.exponential(self.mean_on if online else self.mean_off))
+
+
+class StoreOutages:
+    """Up and down periods of every store (``store_outages = (fraction, mean_off_ms)``), as members churn.
+
+    ``up(s, t)`` for any ``t`` in any order: each store's toggle times are drawn from its own stream and
+    kept, extended as far as asked.
+    """
+
+    def __init__(self, p: SimParams) -> None:
+        self.p = p
+        frac, mean_off = p.store_outages if p.store_outages else (0.0, 1)
+        self.mean_off = float(mean_off)
+        self.mean_on = mean_off * (1.0 - frac) / frac if frac > 0 else float("inf")
+        self.enabled = frac > 0
+        down = rng(p.seed, RNG_STORE_OUTAGE).random(max(1, p.stores)) < frac
+        self._start_up = [not bool(x) for x in down]
+        self._toggles: list[list[int]] = [[] for _ in range(max(1, p.stores))]
+        self._streams = [rng(p.seed, RNG_STORE_OUTAGE, s) for s in range(max(1, p.stores))]
+
+    def up(self, s: int, t: int) -> bool:
+        if not self.enabled:
+            return True
+        toggles = self._toggles[s]
+        g = self._streams[s]
+        last = toggles[-1] if toggles else self.p.start_ms
+        while last <= t:
+            up_now = self._start_up[s] == (len(toggles) % 2 == 0)  # the state that starts at `last`
+            last = last + 1 + int(g.exponential(self.mean_on if up_now else self.mean_off))
+            toggles.append(last)
+        return self._start_up[s] == (bisect.bisect_right(toggles, t) % 2 == 0)
 
 
 @dataclass

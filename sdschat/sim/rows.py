@@ -58,6 +58,8 @@ class EventRows:
         pid = self.pids[r]
         add = self.sink.rows.extend  # flat rows: see output.EventSink
         earlier = False
+        # a first copy from a store says so, as the node's received rows do (one straight from its author: None)
+        first = None if ctx is None or ctx[0] != "store" else dumps({"via": "store", "publisher": ctx[1]})
         for e in evs:
             tp = type(e)
             if tp is Delivered:
@@ -68,7 +70,7 @@ class EventRows:
                     if not w:
                         del self.waiting[r]
                 else:
-                    add((t, "received", mid, e.sender_id, r, e.lamport_timestamp, None))
+                    add((t, "received", mid, e.sender_id, r, e.lamport_timestamp, first))
                 facts = None  # see output.FACTS
                 if e.repaired or e.after_lost:
                     facts = (e.repaired, ctx[0] if ctx else None, ctx[1] if ctx else None, e.after_lost)
@@ -90,9 +92,11 @@ class EventRows:
                     w.add(mid)
                 s = e.sender_id
                 lam = e.lamport_timestamp
-                add((t, "received", mid, s, r, lam, None,
+                add((t, "received", mid, s, r, lam, first,
                      t, "missing", mid, s, r, lam,
                      ([h.message_id for h in e.missing], '{"waiting_on":' + _ids(e.waiting_on) + "}")))
+                if self.n_stores and e.missing:
+                    self._store_want(r, e.missing, t)
                 earlier = True
             elif tp is SyncReceived:
                 add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
@@ -123,6 +127,8 @@ class EventRows:
         add = self.sink.rows.extend
         if tp is GapDetected:
             add((t, "missing", None, e.sender_id, r, None, ([h.message_id for h in e.missing], '{"source":"sync"}')))
+            if self.n_stores:
+                self._store_want(r, e.missing, t)
             return True
         if tp is RepairScheduled:
             self.counts["repair_scheduled"] += 1

@@ -39,9 +39,10 @@ from .clock import no_gc
 from .delivery import Delivery
 from .network import FrameMsg, Network
 from .params import SimParams, channel_config
-from .plan import ChurnTimeline, Plan
+from .plan import ChurnTimeline, Plan, StoreOutages
 from .rows import EventRows
-from .schedule import ARRIVALS, CHURN, INF, SEND, SETTLE, TICK
+from .schedule import ARRIVALS, CHURN, INF, SEND, SETTLE, STORE, TICK
+from .stores import StoreClients
 
 __all__ = ["Shard", "participant_ids"]
 
@@ -51,12 +52,13 @@ def participant_ids(n: int) -> list[str]:
     return [f"p{i:0{width}d}" for i in range(n)]
 
 
-class Shard(Network, Delivery, EventRows):
+class Shard(Network, Delivery, EventRows, StoreClients):
     """The members ``r % workers == wid`` of one simulation, and everything that happens to them.
 
     Its bases are its parts, one module each: :class:`~sdschat.sim.network.Network`
-    (publishing), :class:`~sdschat.sim.delivery.Delivery` (receiving) and
-    :class:`~sdschat.sim.rows.EventRows` (engine events -> rows). They are
+    (publishing), :class:`~sdschat.sim.delivery.Delivery` (receiving),
+    :class:`~sdschat.sim.rows.EventRows` (engine events -> rows) and
+    :class:`~sdschat.sim.stores.StoreClients` (store nodes). They are
     methods of this one object, not collaborators, so the event loop's hot path
     reads its state as plain attributes and locals; the state is set up here.
     """
@@ -97,6 +99,8 @@ class Shard(Network, Delivery, EventRows):
         self.duplicate = p.duplicate
         self.churning = p.churn is not None
         self.timeline = ChurnTimeline(p) if p.churn is not None else None
+        self.outages = StoreOutages(p) if p.stores else None
+        self._stores_init()
         self.counts: Counter = Counter()
         self.frame_count: Counter = Counter()
         self.frame_bytes: Counter = Counter()
@@ -160,6 +164,8 @@ class Shard(Network, Delivery, EventRows):
         else:
             self.online[r] = False
             self.counts["went_offline"] += 1
+            if self.n_stores:
+                self._store_went_offline(r, t)
         heapq.heappush(self.heap, (self.timeline.next_toggle(r, t, online), CHURN, r, gen + 1, None))
 
     def _come_online(self, r: int, t: int) -> None:
@@ -168,6 +174,8 @@ class Shard(Network, Delivery, EventRows):
         evs = self.chans[r].resend_now(t)
         if evs:
             self._handle(r, evs, t, None)
+        if self.n_stores:
+            self._store_came_online(r, t)
         self._tick_at(r, t)
 
     def _settle(self, t: int) -> None:
@@ -219,6 +227,8 @@ class Shard(Network, Delivery, EventRows):
                     self._send(a, t)
                 elif kind == CHURN:
                     self._churn(a, b, t)
+                elif kind == STORE:
+                    self._store_event(a, obj, t)
                 elif kind == SETTLE:
                     self._settle(t)
                 if len(rows) >= limit:
@@ -238,7 +248,7 @@ class Shard(Network, Delivery, EventRows):
         (The simulation stops once this holds at every check for a quiet period: see
         :func:`~sdschat.sim.clock.quiet_period_ms`.)
         """
-        if self.busy_cursors:
+        if self.busy_cursors or self.st_outstanding:
             return False
         owned = self.owned
         chans = self.chans

@@ -213,7 +213,17 @@ def test_grid_expands_every_combination_and_seed():
     assert SimParams.from_json(scen[0]["params"]).churn is None
 
 
+def test_grid_may_set_store_nodes():
+    g = parse_grid('[base]\nstore_latency_ms = "30:60"\nstore_outages = "0.1:5000"\nstore_loss = 0\n'
+                   '[grid]\nstores = [0, 1]\n')
+    params = [SimParams.from_json(s["params"]) for s in g.scenarios()]
+    assert [p.stores for p in params] == [0, 1]
+    assert params[1].store_latency_ms == (30, 60) and params[1].store_outages == (0.1, 5000)
+    assert params[1].store_loss == 0.0
+
+
 @pytest.mark.parametrize("text, fragment", [
+    ("[base]\nstore_outages = \"often\"\n", "store_outages"),
     ("[grid]\nloss = [0.1]\nfrobnicate = [1]\n", "unknown key 'frobnicate' in [grid]"),
     ("[base]\nwarp_speed = 9\n", "unknown key 'warp_speed' in [base]"),
     ("[extra]\nx = 1\n", "unknown section [extra]"),

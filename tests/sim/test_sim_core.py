@@ -12,21 +12,10 @@ import pytest
 from sdschat.sim import EVENT_SCHEMA, SimParams, log_hash, parse_churn, parse_latency, parse_overrides, simulate
 from sdschat.sim.output import FRAME_SCHEMA, LOG_SCHEMA
 from sdschat.store import EVENT_KINDS
+from sim_helpers import events_of, rows_without_seq
 
 #: short SDS-R timings so small lossy runs settle in little virtual time
 FAST_REPAIR = {"repair_t_min_ms": 1000, "repair_t_max_ms": 4000}
-
-
-def events_of(out) -> pa.Table:
-    files = sorted(out.glob("events-*.parquet"))
-    return pa.concat_tables([pq.read_table(f) for f in files])
-
-
-def rows_without_seq(table: pa.Table) -> Counter:
-    t = table.drop(["seq"])
-    cols = [t.column(c).to_pylist() for c in t.column_names]
-    cols = [[tuple(v) if isinstance(v, list) else v for v in col] for col in cols]  # missing_ids: lists
-    return Counter(zip(*cols))
 
 
 def test_same_seed_same_events_different_seed_different(tmp_path):
