@@ -34,7 +34,7 @@ fed to ``sdschat report``. While the job runs, the driver prints a line per
 finished scenario (it polls Spark's status tracker and the summaries the
 tasks write). Results: ``results.parquet`` (one row per scenario),
 ``aggregate.parquet`` (mean over seeds, computed with Spark SQL),
-``delivery_vs_loss.png``, ``bandwidth_vs_loss.png``, ``sweep.md``.
+``delivery_vs_loss.png``, ``bandwidth_vs_loss.png``, ``latency_vs_loss.png``, ``sweep.md``.
 """
 
 from __future__ import annotations
@@ -247,12 +247,19 @@ def run_scenario(task: dict[str, Any]) -> dict[str, Any]:
             "lost_declared": kinds.get("lost", 0), "events": m["events"], "stop_reason": m["stop_reason"],
             "virtual_s": (m["virtual_end_ms"] - m["virtual_start_ms"]) / 1000, "wall_s": m["wall_time_s"],
             "peak_rss_mb": m["peak_rss_mb"], "worker_pid": os.getpid(), "error": None,
+            **{f"{short}_{q}_ms": m["latency"][metric][q] for short, metric in _LATENCIES for q in ("p50", "p99")},
             "events_dir": str(out_dir) if task["keep_events"] else None,
         })
     except Exception as exc:  # keep the sweep going; the driver reports failures
         row.update({"error": f"{type(exc).__name__}: {exc}", "wall_s": round(time.perf_counter() - t0, 3)})
     (out_dir / "summary.json").write_text(json.dumps(row, indent=1, default=str) + "\n", encoding="utf-8")
     return row
+
+
+def _seconds(p50: float | None, p99: float | None) -> str:
+    if p50 is None or p99 is None:
+        return "n/a"
+    return f"{p50 / 1000:.2f} / {p99 / 1000:.2f}"
 
 
 def _jsonable(v: Any) -> Any:
@@ -365,8 +372,11 @@ def _progress_line(r: dict) -> str:
             f"{'converged' if r.get('converged') else 'not converged'}, {r.get('wall_s', 0):.1f} s")
 
 
+#: the run's two latencies (SimResult meta "latency"), as sweep columns ``shown_p50_ms`` ...
+_LATENCIES = (("shown", "send_to_shown"), ("delivered", "send_to_deliver"))
 _METRICS = ("delivery_ratio", "bytes_published_per_message", "bytes_received_per_delivery", "repair_requests",
-            "repair_responses", "frames_repair", "frames_sync", "frames_resend", "wall_s")
+            "repair_responses", "frames_repair", "frames_sync", "frames_resend", "wall_s", "shown_p50_ms",
+            "shown_p99_ms", "delivered_p50_ms", "delivered_p99_ms")
 
 
 def _aggregate(spark, rows: list[dict], axes: list[str]) -> list[dict]:
@@ -448,16 +458,20 @@ def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall:
         plots.sweep_plot(plot_rows, "delivery_ratio", "delivery ratio (mean over seeds)", out / "delivery_vs_loss.png"),
         plots.sweep_plot(plot_rows, "bytes_published_per_message", "bytes published per message",
                          out / "bandwidth_vs_loss.png", logy=True),
+        plots.sweep_plot(plot_rows, "delivered_p99_ms", "send to delivered in causal order, p99 (ms)",
+                         out / "latency_vs_loss.png", logy=True),
     ]
     header = ["n", "loss", "SDS-R"] + [_abbrev(k.removeprefix("grid_")) for k in varying] + [
-        "runs", "delivery", "min delivery", "converged", "B published/msg", "B received/delivery", "repair frames",
-        "sync frames"]
+        "runs", "delivery", "min delivery", "converged", "shown p50 / p99 s", "delivered p50 / p99 s",
+        "B published/msg", "B received/delivery", "repair frames", "sync frames"]
     body = []
     for a in aggregate:
         body.append([_fmt(a["participants"]), _fmt(a["loss"]), "on" if a["repair"] else "off"]
                     + [_short(a[k]) for k in varying]
                     + [_fmt(a["runs"]), _fmt(a["delivery_ratio"], 5), _fmt(a["min_delivery_ratio"], 5),
-                       _fmt(a["converged_fraction"], 2), _fmt(a["bytes_published_per_message"], 0),
+                       _fmt(a["converged_fraction"], 2), _seconds(a["shown_p50_ms"], a["shown_p99_ms"]),
+                       _seconds(a["delivered_p50_ms"], a["delivered_p99_ms"]),
+                       _fmt(a["bytes_published_per_message"], 0),
                        _fmt(a["bytes_received_per_delivery"], 0), _fmt(a["frames_repair"], 1),
                        _fmt(a["frames_sync"], 1)])
     failed = [r for r in rows if r.get("error")]
@@ -468,7 +482,10 @@ def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall:
           _md_table(header, body), "",
           "![delivery ratio against loss](delivery_vs_loss.png)", "",
           "![bandwidth per message against loss](bandwidth_vs_loss.png)", "",
-          "Delivery = deliveries / (messages x (participants - 1)). Published bytes count each broadcast frame "
+          "![delivery latency against loss](latency_vs_loss.png)", "",
+          "Delivery = deliveries / (messages x (participants - 1)). Shown: from the send to a member's first copy "
+          "(the UI shows it at once); delivered: to its delivery in causal order (means over seeds of each run's "
+          "percentiles). Published bytes count each broadcast frame "
           "once; received bytes count each copy that reached an online member. Per-scenario rows: "
           "`results.parquet`; means over seeds: `aggregate.parquet`; each scenario's events (if kept) in "
           "`scenarios/<id>/` for `sdschat report`.", ""]

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,8 @@ class EventSink:
         self.shards: list[str] = []
         self.written = 0
         self.kind_counts: Counter = Counter()
+        #: called with a shard's columns (``rows[j::ROW_WIDTH]``) before they are written
+        self.observe: Callable[[list[list]], None] | None = None
 
     def add(self, *row) -> None:
         """Append one row (convenience; the simulator extends :attr:`rows` directly)."""
@@ -205,6 +208,8 @@ class EventSink:
         cols = [rows[j::ROW_WIDTH] for j in range(ROW_WIDTH)]
         rows.clear()  # in place: bound methods of the list stay valid
         self.kind_counts.update(Counter(cols[1]))
+        if self.observe is not None:
+            self.observe(cols)
         if self.out_dir is not None:
             detail, typed = _facts_columns(cols[1], cols[6])
             first = self.written * self.seq_stride + self.seq_offset + 1

@@ -14,6 +14,7 @@ from . import output
 from .params import SimParams, channel_config
 from .plan import Plan
 from .shard import participant_ids
+from .stats import percentiles
 
 __all__ = ["SimResult", "merge"]
 
@@ -40,7 +41,7 @@ def merge(p: SimParams, plan: Plan, parts: list[dict], out: Path | None, workers
     hashes = [x[2] for x in logs]
     frames = _frames(parts, pids)
     meta = {**_run_meta(p, plan, parts, workers, stop_reason, stop_t, windows, wall),
-            **_traffic_meta(p, parts, frames, hashes)}
+            **_traffic_meta(p, parts, frames, hashes), "latency": _latency_meta(parts)}
     rows = meta["events"]
     meta["events_per_s"] = round(rows / wall, 1) if wall > 0 else None
     if out is not None:
@@ -62,6 +63,19 @@ def _frames(parts: list[dict], pids: list[str]) -> list[tuple]:
         copies, delivered = recv.get((r, c), (0, 0))
         frames.append((no, t, pids[r], reason, mid, size, copies, delivered))
     return frames
+
+
+def _latency_meta(parts: list[dict]) -> dict[str, dict[str, Any]]:
+    """Both latencies over every member (n, p50, p95, p99, min, max, mean ms), as the report computes them."""
+    out = {}
+    for metric in ("send_to_shown", "send_to_deliver"):
+        hist: Counter = Counter()
+        for part in parts:
+            hist.update(part["latency"][metric])
+        out[metric] = percentiles(hist)
+        if out[metric]["mean"] is not None:
+            out[metric]["mean"] = round(out[metric]["mean"], 1)
+    return out
 
 
 def _total(parts: list[dict], key: str) -> Counter:

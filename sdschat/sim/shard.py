@@ -101,6 +101,11 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         self.timeline = ChurnTimeline(p) if p.churn is not None else None
         self.outages = StoreOutages(p) if p.stores else None
         self._stores_init()
+        #: every message's send time, learnt from the first frame of it this shard sees (each shard sees all)
+        self.sent_at: dict[str, int] = {}
+        #: send-to-shown (first copy) and send-to-delivered (causal order) latencies of this shard's rows: ms -> n
+        self.latency = {"send_to_shown": Counter(), "send_to_deliver": Counter()}
+        self.sink.observe = self._observe
         self.counts: Counter = Counter()
         self.frame_count: Counter = Counter()
         self.frame_bytes: Counter = Counter()
@@ -115,6 +120,17 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         self.on_progress: Callable[[int], None] | None = None
 
     # -------------------------------------------------------------- setup
+
+    def _observe(self, cols: list[list]) -> None:
+        """Add a shard's received and delivered rows to the latency histograms (rows of one flush)."""
+        sent_at = self.sent_at
+        shown = self.latency["send_to_shown"]
+        deliver = self.latency["send_to_deliver"]
+        for kind, t, mid in zip(cols[1], cols[0], cols[2]):
+            if kind == "delivered":
+                deliver[t - sent_at[mid]] += 1
+            elif kind == "received":
+                shown[t - sent_at[mid]] += 1
 
     def start(self) -> None:
         p = self.p
@@ -285,6 +301,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
             "frame_count": dict(self.frame_count),
             "frame_bytes": dict(self.frame_bytes),
             "kind_counts": dict(self.sink.kind_counts),
+            "latency": {k: dict(v) for k, v in self.latency.items()},
             "rows": self.sink.written,
             "shards": list(self.sink.shards),
             "engine_stats": dict(stats),

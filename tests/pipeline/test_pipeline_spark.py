@@ -106,9 +106,16 @@ def test_sweep_cli_runs_every_scenario_as_a_spark_task(spark_run):
     assert len({r["worker_pid"] for r in results}) >= 1
     agg = pq.read_table(out / "aggregate.parquet").to_pylist()
     assert len(agg) == 4 and all(a["runs"] == 1 for a in agg)
-    for png in ("delivery_vs_loss.png", "bandwidth_vs_loss.png"):
+    for png in ("delivery_vs_loss.png", "bandwidth_vs_loss.png", "latency_vs_loss.png"):
         assert (out / png).read_bytes()[:8] == PNG
-    assert "| n | loss | SDS-R |" in (out / "sweep.md").read_text()
+    md = (out / "sweep.md").read_text()
+    assert "| n | loss | SDS-R |" in md and "delivered p50 / p99 s" in md
+    # both latencies of each run, as its simulation measured them
+    for r in results:
+        meta = json.loads((out / "scenarios" / r["scenario"] / "meta.json").read_text())
+        assert r["delivered_p99_ms"] == meta["latency"]["send_to_deliver"]["p99"] is not None
+        assert r["shown_p50_ms"] == meta["latency"]["send_to_shown"]["p50"] <= r["delivered_p50_ms"]
+    assert by[(0.3, True)]["delivered_p99_ms"] > by[(0.0, True)]["delivered_p99_ms"]
     # each scenario's events can be fed to `sdschat report`
     scen = out / "scenarios" / results[0]["scenario"]
     assert (scen / "meta.json").is_file() and list(scen.glob("events-*.parquet"))

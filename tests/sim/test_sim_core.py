@@ -289,3 +289,24 @@ def test_repair_work_called_off_is_recorded_as_the_node_records_it(tmp_path):
         r["source"] = "run"
     rep = compute(reduce_events(rows), [SourceInfo("run", "sim", sorted({r["participant_id"] for r in rows}))])
     assert rep.summary[0]["repair_called_off"] == len(called_off)
+
+
+def test_meta_has_both_latencies_of_every_member_as_the_events_give_them(tmp_path):
+    """send-to-shown (a member's first copy) and send-to-delivered (causal order), exact nearest-rank
+    percentiles over every received and delivered row, the same for any number of workers."""
+    from sdschat.sim.stats import percentiles
+
+    p = SimParams(participants=25, messages=30, rate=2.0, loss=0.2, seed=9, overrides=FAST_REPAIR,
+                  latency_ms=(5, 150), horizon_ms=120_000)
+    one = simulate(p, tmp_path / "one")
+    two = simulate(p, tmp_path / "two", workers=2)
+    rows = events_of(tmp_path / "one").to_pylist()
+    sent = {x["message_id"]: x["ts_ms"] for x in rows if x["kind"] == "sent"}
+    for metric, kind in (("send_to_shown", "received"), ("send_to_deliver", "delivered")):
+        hist = Counter(x["ts_ms"] - sent[x["message_id"]] for x in rows if x["kind"] == kind)
+        want = percentiles(hist)
+        want["mean"] = round(want["mean"], 1)
+        assert one.meta["latency"][metric] == want == two.meta["latency"][metric]
+    shown, deliver = one.meta["latency"]["send_to_shown"], one.meta["latency"]["send_to_deliver"]
+    assert shown["n"] == deliver["n"] == one.meta["event_kinds"]["delivered"]
+    assert shown["p50"] <= deliver["p50"] and shown["p99"] < deliver["p99"]  # waiting behind gaps
