@@ -248,6 +248,8 @@ def run_scenario(task: dict[str, Any]) -> dict[str, Any]:
             "virtual_s": (m["virtual_end_ms"] - m["virtual_start_ms"]) / 1000, "wall_s": m["wall_time_s"],
             "peak_rss_mb": m["peak_rss_mb"], "worker_pid": os.getpid(), "error": None,
             **{f"{short}_{q}_ms": m["latency"][metric][q] for short, metric in _LATENCIES for q in ("p50", "p99")},
+            # what store nodes sent back (the frames' bytes), per message: not in the published bytes above
+            "store_bytes_per_message": (m["counts"].get("store_envelope_bytes", 0) / sent) if sent else None,
             "events_dir": str(out_dir) if task["keep_events"] else None,
         })
     except Exception as exc:  # keep the sweep going; the driver reports failures
@@ -376,7 +378,7 @@ def _progress_line(r: dict) -> str:
 _LATENCIES = (("shown", "send_to_shown"), ("delivered", "send_to_deliver"))
 _METRICS = ("delivery_ratio", "bytes_published_per_message", "bytes_received_per_delivery", "repair_requests",
             "repair_responses", "frames_repair", "frames_sync", "frames_resend", "wall_s", "shown_p50_ms",
-            "shown_p99_ms", "delivered_p50_ms", "delivered_p99_ms")
+            "shown_p99_ms", "delivered_p50_ms", "delivered_p99_ms", "store_bytes_per_message")
 
 
 def _aggregate(spark, rows: list[dict], axes: list[str]) -> list[dict]:

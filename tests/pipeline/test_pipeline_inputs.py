@@ -265,3 +265,16 @@ def test_example_grid_is_valid():
     assert len(scen) >= 24
     assert {s["values"]["repair"] for s in scen} == {True, False}
     assert len({s["values"]["participants"] for s in scen}) >= 2
+
+
+def test_the_study_grid_is_valid_and_says_its_size():
+    from pathlib import Path
+
+    import sdschat.pipeline
+
+    path = Path(sdschat.pipeline.__file__).parent / "grids" / "sds-at-scale.toml"
+    g = parse_grid(path.read_text(), path)
+    scen = g.scenarios()
+    assert f"= {len(scen)} simulations" in path.read_text()  # the header's count is the grid's
+    assert {s["values"]["stores"] for s in scen} == {0, 1}
+    assert {SimParams.from_json(s["params"]).overrides["repair_t_min_ms"] for s in scen} == {30000, 5000}
