@@ -111,10 +111,9 @@ class Network:
         if reason != "sync" and mid not in self.sent_at:  # (its content names it: "sim message K from ...")
             pb, positions = self._parsed(data, reason, mid)
             self.sent_at[mid] = self.plan.send_times[int(bytes(pb.content).split(b" ", 3)[2])]
-        if self.n_stores and pb is None:
-            pb, positions = self._parsed(data, reason, mid)
         if self.n_stores:
-            pb, positions = self._parsed(data, reason, mid)
+            if pb is None:
+                pb, positions = self._parsed(data, reason, mid)
             self._store_ingest(r, c, t, reason, mid, pb, positions, len(data))
         if copies == 0:
             return

@@ -267,14 +267,18 @@ def test_example_grid_is_valid():
     assert len({s["values"]["participants"] for s in scen}) >= 2
 
 
-def test_the_study_grid_is_valid_and_says_its_size():
+@pytest.mark.parametrize("name", ["sds-at-scale", "sds-at-scale-parameters", "sds-at-scale-churn"])
+def test_the_study_grids_are_valid_and_say_their_size(name):
     from pathlib import Path
 
     import sdschat.pipeline
 
-    path = Path(sdschat.pipeline.__file__).parent / "grids" / "sds-at-scale.toml"
+    path = Path(sdschat.pipeline.__file__).parent / "grids" / f"{name}.toml"
     g = parse_grid(path.read_text(), path)
     scen = g.scenarios()
     assert f"= {len(scen)} simulations" in path.read_text()  # the header's count is the grid's
+    assert f"--grid sdschat/pipeline/grids/{name}.toml" in path.read_text()  # and the command that runs it
+    if name != "sds-at-scale":
+        return
     assert {s["values"]["stores"] for s in scen} == {0, 1}
     assert {SimParams.from_json(s["params"]).overrides["repair_t_min_ms"] for s in scen} == {30000, 5000}
