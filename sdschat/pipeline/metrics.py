@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
 
-from sdschat.sim.stats import QUANTILES, percentiles
+from sdschat.sim.stats import percentiles
 
 __all__ = [
     "LATENCY_METRICS", "Reduced", "SourceInfo", "Report", "reduce_events", "compute", "percentiles",

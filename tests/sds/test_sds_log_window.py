@@ -13,10 +13,9 @@ from sdschat.sds import (
     LogArchive,
     MessageChannel,
     Missing,
-    RepairConfig,
     wire,
 )
-from sds_helpers import CHANNEL, Network, channel, frame, lossy_three, of, quiet_config
+from sds_helpers import Network, channel, frame, lossy_three, of, quiet_config
 
 WINDOW = 8  # the window proper; rows are evicted in batches once 64 more have come in
 

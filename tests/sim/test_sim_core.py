@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
