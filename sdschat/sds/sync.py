@@ -16,9 +16,6 @@ from .wire import encode_frame
 
 __all__ = ["Syncer"]
 
-_SYNC_DEDUP = 4096
-
-
 class Syncer:
     """Sync frames: the periodic one (postponed by activity), and the early ones that repair requests,
     owed acks (``ack_delay_ms``) or gap hints call for. ``ack_owed`` (id -> (due, its sender)) is shared
@@ -120,7 +117,7 @@ class Syncer:
         recent[mid] = None
         order = self.order
         order.append(mid)
-        if len(order) > _SYNC_DEDUP:
+        if len(order) > self.config.sync_dedup:
             del recent[order.popleft()]
         if now_ms > self.last_activity:  # self.activity(now_ms), inline
             self.last_activity = now_ms
@@ -155,6 +152,8 @@ class Syncer:
             if sid not in self.recent:
                 self.recent[sid] = None
                 self.order.append(sid)
+        while len(self.order) > max(1, self.config.sync_dedup):
+            del self.recent[self.order.popleft()]
 
     def build(self, now_ms: int) -> Outgoing | None:
         """A sync frame (no content) with causal history, bloom filter and due repair requests."""

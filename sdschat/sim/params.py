@@ -25,6 +25,10 @@ __all__ = [
 ]
 
 SETTLE_MODES = ("continue", "clean")
+#: sync frame ids each simulated member remembers to drop a second copy (the node: 4,096). A duplicate copy
+#: arrives within the latency range; at ~3 syncs a second (a group of 100,000) 256 is over a minute of them,
+#: and 4,096 would be ~180 KB a member (``--set sync_dedup=4096`` to have the node's)
+SYNC_DEDUP = 256
 
 #: ChannelConfig fields that may be overridden (``--set name=value``; grid keys)
 CHANNEL_FIELDS = {f.name: f for f in dataclasses.fields(ChannelConfig) if f.name != "repair"}
@@ -90,7 +94,8 @@ class SimParams:
 
     Engine: the real :class:`~sdschat.sds.MessageChannel` with the engine's
     defaults (RFC timings: resend 5 s, sync 30 s + 0..10 s, T_min 30 s,
-    T_max 120 s, lost after 300 s) except ``causal_history`` (default 10, as
+    T_max 120 s, lost after 300 s) except ``sync_dedup`` (:data:`SYNC_DEDUP`),
+    ``causal_history`` (default 10, as
     the node: 2 leaves gaps nobody learns of), ``bloom_capacity``, ``repair``
     (SDS-R on/off) and ``response_groups`` (default the RFC's
     ``participants // 128 + 1``); ``overrides`` sets any other
@@ -254,6 +259,7 @@ def channel_config(p: SimParams) -> ChannelConfig:
             known = ", ".join(sorted(set(CHANNEL_FIELDS) - set(OWN_OPTIONS))
                               + [f"repair_{k}" for k in sorted(REPAIR_FIELDS)])
             raise ValueError(f"unknown engine setting {key!r} (known: {known})")
+    chan.setdefault("sync_dedup", SYNC_DEDUP)
     repair = RepairConfig(enabled=p.repair, num_response_groups=p.effective_response_groups, **rep)
     try:
         return ChannelConfig(causal_history_size=p.causal_history, bloom_capacity=p.bloom_capacity, repair=repair,

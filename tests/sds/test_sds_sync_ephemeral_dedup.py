@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sdschat.sds import (
     Delivered,
     EphemeralReceived,
@@ -213,6 +215,29 @@ def test_duplicate_sync_frame_produces_no_events():
     sync = a.sync(10)
     assert of(b.receive(sync.data, 11), SyncReceived)
     assert b.receive(sync.data, 12) == []
+
+
+def test_sync_dedup_remembers_that_many_sync_ids_and_a_restore_keeps_no_more():
+    """``ChannelConfig.sync_dedup`` (the node's default 4,096; the simulator's 256) bounds the sync ids a member
+    remembers: a sync seen ``sync_dedup`` syncs ago is still dropped, one seen before that is processed again."""
+    from sdschat.sds import ChannelConfig, MessageChannel
+    from sdschat.sim.params import SYNC_DEDUP, SimParams, channel_config
+
+    assert ChannelConfig().sync_dedup == 4_096 and channel_config(SimParams()).sync_dedup == SYNC_DEDUP == 256
+    assert channel_config(SimParams(overrides={"sync_dedup": "4096"})).sync_dedup == 4_096
+    a, b = channel("alice"), channel("bob", quiet_config(sync_dedup=3))
+    a.send(b"hello", 0)
+    syncs = [a.sync(10 + i) for i in range(5)]
+    for i, sync in enumerate(syncs):
+        assert of(b.receive(sync.data, 20 + i), SyncReceived)
+    assert b.receive(syncs[2].data, 30) == []  # one of the last three
+    assert of(b.receive(syncs[1].data, 31), SyncReceived)  # forgotten: processed again
+    state = b.snapshot()
+    assert len(state.recent_syncs) == 3
+    restored = MessageChannel.restore(dataclasses.replace(state, recent_syncs=[s.message_id for s in syncs]),
+                                      quiet_config(sync_dedup=2))
+    assert restored.receive(syncs[4].data, 40) == []  # the newest two are remembered
+    assert of(restored.receive(syncs[2].data, 41), SyncReceived)
 
 
 def test_own_frames_are_ignored():
