@@ -146,36 +146,34 @@ class SimParams:
             bad(f"senders must be between 1 and participants ({self.participants}), got {self.senders!r}")
         if not isinstance(self.content_bytes, int) or not 1 <= self.content_bytes <= 1_000_000:
             bad(f"content_bytes must be between 1 and 1000000, got {self.content_bytes!r}")
-        for name in ("loss", "duplicate"):
+        for name in ("loss", "duplicate", "store_loss"):
             v = getattr(self, name)
             if not _finite(v) or not 0.0 <= v <= 1.0:
                 bad(f"{name} must be a probability between 0 and 1, got {v!r}")
-        lo, hi = self.latency_ms
-        if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 0 or hi < lo:
-            bad(f"latency must be LO:HI milliseconds with 0 <= LO <= HI, got {lo!r}:{hi!r}")
-        if self.churn is not None:
-            frac, off = self.churn
+        def latency(what: str, pair: tuple) -> None:
+            lo, hi = pair
+            if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 0 or hi < lo:
+                bad(f"{what} must be LO:HI milliseconds with 0 <= LO <= HI, got {lo!r}:{hi!r}")
+
+        def on_off(pair: tuple, fraction: str, length: str) -> None:
+            frac, off = pair
             if not _finite(frac) or not 0.0 <= frac < 1.0:
-                bad(f"churn fraction must be in [0, 1), got {frac!r}")
+                bad(f"{fraction} must be in [0, 1), got {frac!r}")
             if not isinstance(off, int) or off <= 0:
-                bad(f"churn mean offline time must be a positive number of milliseconds, got {off!r}")
+                bad(f"{length} must be a positive number of milliseconds, got {off!r}")
+
+        latency("latency", self.latency_ms)
+        if self.churn is not None:
+            on_off(self.churn, "churn fraction", "churn mean offline time")
         if not isinstance(self.stores, int) or isinstance(self.stores, bool) or not 0 <= self.stores <= 16:
             bad(f"stores must be between 0 and 16, got {self.stores!r}")
-        if not _finite(self.store_loss) or not 0.0 <= self.store_loss <= 1.0:
-            bad(f"store_loss must be a probability between 0 and 1, got {self.store_loss!r}")
         if self.store_latency_ms is not None:
-            lo, hi = self.store_latency_ms
-            if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 0 or hi < lo:
-                bad(f"store latency must be LO:HI milliseconds with 0 <= LO <= HI, got {lo!r}:{hi!r}")
-            if lo < self.latency_ms[0]:
+            latency("store latency", self.store_latency_ms)
+            if self.store_latency_ms[0] < self.latency_ms[0]:
                 bad(f"store latency must not be below the network's minimum ({self.latency_ms[0]} ms: the "
-                    f"workers' lookahead), got {lo}")
+                    f"workers' lookahead), got {self.store_latency_ms[0]}")
         if self.store_outages is not None:
-            frac, off = self.store_outages
-            if not _finite(frac) or not 0.0 <= frac < 1.0:
-                bad(f"store outage fraction must be in [0, 1), got {frac!r}")
-            if not isinstance(off, int) or off <= 0:
-                bad(f"store outages' mean length must be a positive number of milliseconds, got {off!r}")
+            on_off(self.store_outages, "store outage fraction", "store outages' mean length")
         if not isinstance(self.causal_history, int) or not 0 <= self.causal_history <= 256:
             bad(f"causal history must be between 0 and 256, got {self.causal_history!r}")
         if not isinstance(self.bloom_capacity, int) or not 1 <= self.bloom_capacity <= 10_000_000:
