@@ -57,6 +57,8 @@ async def _send_all(node, args: argparse.Namespace, stop: asyncio.Event) -> None
             await node.send_text(args.text.format(name=node.nick, i=i))
         except NodeFailed:  # node.failure says why
             return
+        except ValueError as exc:  # removed from the channel
+            raise CliError(str(exc), code=1) from None
         await _wait(stop, args.interval)
 
 

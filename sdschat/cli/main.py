@@ -12,7 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from . import bot, broker, chat, export, inspection, keys, pipeline, profiles, search, storenode, window
+from . import bot, broker, chat, export, inspection, keys, members, pipeline, profiles, search, storenode, window
 from .args import Parser, add_home_arg
 from .errors import CliError
 
@@ -29,6 +29,11 @@ COMMANDS = {
                  "list your channels: members seen, unread, messages"),
     "search": (search.search_configure, search.search_run,
                "find messages in your channels (full-text, on this machine only)"),
+    "kick": (members.kick_configure, members.kick_run,
+             "remove a member from a channel you administer: a new key for everyone else"),
+    "rekey": (members.rekey_configure, members.rekey_run,
+              "rotate a channel's key (a new key epoch for every member) without removing anyone"),
+    "admin": (members.admin_configure, members.admin_run, "make a member an admin of a channel you administer"),
     "part": (profiles.part_configure, profiles.part_run, "leave a channel (its history stays unless --forget)"),
     "demo": (chat.demo_configure, chat.demo_run, "N participants side by side over an embedded broker (the main demo)"),
     "chat": (chat.chat_configure, chat.chat_run, "the chat UI: join a channel as NAME"),

@@ -6,6 +6,7 @@ Results go to stdout (a path, a channel name, a token); notes go to stderr.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sqlite3
@@ -87,7 +88,9 @@ def invite_run(args: argparse.Namespace) -> int:
     from sdschat.profile import encode_invite
 
     profile = load_profile(args)
-    invite = profile_call(profile.invite, args.channel)
+    entry = profile_call(profile.channel, args.channel)
+    admins, epoch, removed = asyncio.run(_channel_keys(profile.db_path(entry)))
+    invite = profile_call(profile.invite, args.channel, admins=admins, epoch=epoch, removed=removed)
     token = encode_invite(invite)
     print(token)
     if args.qr:
@@ -97,6 +100,27 @@ def invite_run(args: argparse.Namespace) -> int:
     print(f"sdschat: this token is #{invite.channel}'s key: whoever holds it reads and writes the channel; "
           "send it only to the people you invite, over a private channel", file=sys.stderr)
     return 0
+
+
+async def _channel_keys(db: Path):
+    """The admins, current key epoch and removed members the channel's database knows (Nones: none yet)."""
+    from sdschat.node import MEMBERSHIP_KEY
+    from sdschat.node.membership import Membership
+    from sdschat.store import Store, StoreError
+
+    if not db.exists():
+        return None, None, None
+    try:
+        async with await Store.open(db, create=False) as store:
+            raw = await store.kv_get(MEMBERSHIP_KEY)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    if raw is None:
+        return None, None, None
+    try:
+        return Membership.read_keys(raw)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"{db}: the membership state is damaged ({exc})") from None
 
 
 def join_configure(p: argparse.ArgumentParser) -> None:
@@ -117,6 +141,7 @@ def join_run(args: argparse.Namespace) -> int:
             raise CliError("join takes a token, or --key-file and --channel, not both")
         invite = profile_call(decode_invite, args.token)
         name, secret, db = invite.channel, invite.secret, None
+        admins, epoch, removed = invite.admins, (invite.epoch, invite.epoch_secret), invite.removed
         if invite.broker and not profile.broker:
             profile.broker = invite.broker  # the first invite says where the group meets
             profile_call(profile.save)
@@ -125,7 +150,8 @@ def join_run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     else:
         name, secret, db = _imported(profile, args)
-    entry = profile_call(profile.add_channel, name, secret, db=db)
+        admins, epoch, removed = (), None, ()  # a channel of sdschat 0.1 has no admins: nobody removes anyone
+    entry = profile_call(profile.add_channel, name, secret, db=db, admins=admins, epoch=epoch, removed=removed)
     if db is not None:
         try:
             _copy_database(args.db, profile.db_path(entry))
@@ -198,6 +224,7 @@ async def channels_run(args: argparse.Namespace) -> int:
 async def _channel_summary(profile, entry) -> dict:
     """Name, members seen (you included), unread (others' messages since you last had it on screen), messages."""
     from sdschat.crypto import CryptoError, Identity
+    from sdschat.node import CONTROL_PREFIXES
     from sdschat.store import Store, StoreError
 
     row = {"channel": entry.name, "members": 1, "unread": 0, "messages": 0}
@@ -211,7 +238,8 @@ async def _channel_summary(profile, entry) -> dict:
             # a protected profile's databases hold no key: the profile's public id says who "you" are
             me = Identity.from_private_bytes(raw).participant_id if raw else profile.participant_id
             seen = {p.participant_id for p in await store.participants()} | {me}
-            row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me),
+            row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me,
+                                                                                 CONTROL_PREFIXES),
                        messages=await store.message_count(channel_id))
     except (StoreError, CryptoError, ValueError) as exc:
         raise CliError(f"#{entry.name}: {exc}") from None

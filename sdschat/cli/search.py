@@ -95,5 +95,7 @@ def _as_line(h, mark: bool) -> str:
             pos = e
         text = "".join(out) + text[pos:]
     nick = _printable(m.nick)
-    who = f"* {nick}" if m.kind == "me" else nick
+    from sdschat.node.events import ACTION_KINDS
+
+    who = f"* {nick}" if m.kind in ACTION_KINDS else nick
     return f"#{h.channel}  {at}  {who}  {text}"

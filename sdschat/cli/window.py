@@ -97,9 +97,12 @@ class ProfileClient:
 
         if self._identity is None:  # once, before the window takes the terminal (a protected one asks)
             self._identity = profile_identity(self.profile)
-        return await Node.start(profile_node_config(self.profile, entry, broker_url=self.broker_url,
+        node = await Node.start(profile_node_config(self.profile, entry, broker_url=self.broker_url,
                                                     transport=self.shared.view(), identity=self._identity),
                                 restore_in_background=background)
+        if entry.invite_epoch is not None:  # the database holds it now
+            self.profile.adopted_epoch(entry.name)
+        return node
 
     def unread(self, node) -> int:
         """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""
@@ -141,7 +144,8 @@ class ProfileClient:
         note = ""
         if text.startswith(TOKEN_PREFIX):
             invite = decode_invite(text)
-            entry = self.profile.add_channel(invite.channel, invite.secret)
+            entry = self.profile.add_channel(invite.channel, invite.secret, admins=invite.admins,
+                                             epoch=(invite.epoch, invite.epoch_secret), removed=invite.removed)
             if invite.broker and invite.broker != self.broker_url:
                 note = (f"the invite names broker {invite.broker}; this window is on {self.broker_url} "
                         f"(set broker in {self.profile.paths.profile_file} to change it)")
@@ -163,7 +167,10 @@ class ProfileClient:
     def invite(self, node) -> str:
         from sdschat.profile import encode_invite
 
-        return encode_invite(self.profile.invite(node.key.channel_name))
+        current = node.membership.current
+        return encode_invite(self.profile.invite(node.key.channel_name, admins=node.membership.admins,
+                                                 epoch=(current.number, current.secret),
+                                                 removed=node.membership.removed))
 
     def set_nick(self, nick: str) -> None:
         for node in self.nodes:

@@ -78,6 +78,10 @@ class Choice(NamedTuple):
     identity: object = None
     #: whether a new database may keep a copy of ``identity``'s private key (not for a protected profile's)
     store_identity: bool = True
+    #: the channel's first admins (from the profile or the invite) and the invite's key epoch
+    admins: tuple = ()
+    epoch: tuple | None = None
+    removed: tuple = ()
 
 
 def resolve_channel(args: argparse.Namespace) -> Choice:
@@ -94,13 +98,15 @@ def resolve_channel(args: argparse.Namespace) -> Choice:
             raise CliError(str(exc)) from None
         key = ChannelKey(inv.secret, inv.channel)
         return Choice(_nick(args, None), key, args.db or default_db(_nick(args, None), key),
-                      args.broker or inv.broker or None)
+                      args.broker or inv.broker or None, admins=inv.admins,
+                      epoch=(inv.epoch, inv.epoch_secret) if inv.epoch else None, removed=inv.removed)
     profile = _profile_of(args) if args.key_file is None else None
     entry = profile.channels.get(args.channel) if profile is not None else None
     if entry is not None:
         return Choice(_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
                       args.broker or profile.broker or None, profile_identity(profile),
-                      not profile_call(lambda: profile.protected))
+                      not profile_call(lambda: profile.protected), tuple(entry.admins), entry.epoch,
+                      tuple(entry.removed))
     nick = _nick(args, None)
     key = load_key(args)
     return Choice(nick, key, args.db or default_db(nick, key), args.broker)
@@ -122,7 +128,9 @@ def profile_node_config(profile, entry, **overrides):
     db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     settings = dict(nick=profile.name, key=profile.key(entry), db_path=db, broker_url=profile.broker or None,
                     channel_config=node_channel_config(), events_keep=profile.events_keep,
-                    store_identity=not profile_call(lambda: profile.protected))
+                    store_identity=not profile_call(lambda: profile.protected), membership=True,
+                    admins=tuple(entry.admins), epoch=entry.epoch, removed=tuple(entry.removed),
+                    rekey_every_ms=profile.rekey_every_ms)
     settings.update(overrides)
     if "identity" not in overrides:  # (a caller that has it already passes it: a protected one asks once)
         settings["identity"] = profile_identity(profile)
@@ -151,7 +159,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     from sdschat.store import StoreError
     from sdschat.transport import TransportError
 
-    nick, key, db, broker, identity, store_identity = resolve_channel(args)
+    nick, key, db, broker, identity, store_identity, admins, epoch, removed = resolve_channel(args)
     try:
         db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private even under umask 0
     except OSError as exc:
@@ -160,7 +168,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
         nick=nick, key=key, db_path=db, broker_url=broker, qos=args.qos,
         channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
         impairment=impairment_of(args), seed=args.seed, identity=identity, store_identity=store_identity,
-        **_events_keep(args),
+        membership=True, admins=admins, epoch=epoch, removed=removed, **_events_keep(args),
     )
     try:
         return await Node.start(config)
@@ -181,11 +189,13 @@ async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir
     secret = os.urandom(32)
     nodes = []
     base = channel_config or node_channel_config()
+    admins = None  # the first pane (alice) creates the channel: its admin
     try:
         for i in range(n + bool(hostile)):
             nick = DEMO_NICKS[i] if i < n else HOSTILE_NICK
             profile = profile_call(Profile.create, resolve_paths(db_dir / nick), nick, broker_url)
-            entry = profile_call(profile.add_channel, channel, secret)
+            entry = profile_call(profile.add_channel, channel, secret, admins=admins)
+            admins = admins or list(entry.admins)
             config = profile_node_config(
                 profile, entry, channel_config=base if i < n else hostile_channel_config(hostile, base),
                 impairment={"loss_in": loss, "loss_out": loss} if i < n else {},

@@ -2,11 +2,11 @@
 
 from .authored import open_authored, ordering_context, signer
 from .events import *  # noqa: F401,F403
-from .node import Node, NodeConfig, NodeFailed, node_channel_config
+from .node import CONTROL_PREFIXES, MEMBERSHIP_KEY, Node, NodeConfig, NodeFailed, node_channel_config
 from .payload import AppPayload, PayloadError
 from ..store import SearchQueryError
 from .search import SearchHit, match_spans, merge_hits, search_store
 
-__all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "AppPayload", "PayloadError", "SearchHit",
+__all__ = ["CONTROL_PREFIXES", "MEMBERSHIP_KEY", "Node", "NodeConfig", "NodeFailed", "node_channel_config", "AppPayload", "PayloadError", "SearchHit",
            "SearchQueryError", "match_spans", "merge_hits", "search_store",
            "open_authored", "ordering_context", "signer"]

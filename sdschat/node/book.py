@@ -9,7 +9,8 @@ from collections.abc import Callable
 from ..crypto import SignatureError, read_signed_content
 from ..store import MessageRow, MessageUpdate, ParticipantRow
 from . import events as ev
-from .payload import AppPayload, PayloadError
+from .membership import describe
+from .payload import CONTROL_KINDS, AppPayload, PayloadError
 
 __all__ = ["MessageBook"]
 
@@ -29,7 +30,8 @@ class MessageBook:
 
     def chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0,
              repaired=False) -> ev.ChatMessage:
-        return ev.ChatMessage(mid, sender, app.nick, app.text, app.kind, app.sent_at_ms, lamport,
+        text = describe(app.kind, app.data, self.name_of) if app.kind in CONTROL_KINDS else app.text
+        return ev.ChatMessage(mid, sender, app.nick, text, app.kind, app.sent_at_ms, lamport,
                               sender == self._pid(), state, acks, resends, bool(repaired), None, received_at,
                               app.reply_to or None)
 
@@ -39,6 +41,13 @@ class MessageBook:
             return None
         return self.chat(row.message_id, row.sender_id, app, row.lamport_timestamp, row.state,
                          row.received_at_ms or 0, row.possible_ack_count, row.resends, row.repaired)
+
+    def name_of(self, pid: str) -> str:
+        """A participant's nick (``you`` for us; the start of its id if never seen)."""
+        if pid == self._pid():
+            return "you"
+        row = self.participants.get(pid)
+        return (row.nick if row is not None and row.nick else None) or pid[:8]
 
     def app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
         """The verified application payload inside signed SDS content and its signed body.

@@ -85,3 +85,16 @@ class NodeConfig:
     #: event rows kept in full in the database (the newest); older ones are folded into each message's first
     #: sent/received/delivered/acknowledged times (:mod:`sdschat.store.compaction`); 0 keeps every row
     events_keep: int = 10_000
+    #: announce this member (a signed join) and take part in key epochs: the CLI, the window and the demo turn it
+    #: on; without, a node still reads membership messages and follows key epochs it is given
+    membership: bool = False
+    #: the channel's first admins (from the invite: its creator), participant ids
+    admins: tuple[str, ...] = ()
+    #: a later key epoch to start in (number, secret), from an invite made after a removal or rotation
+    epoch: tuple[int, bytes] | None = None
+    #: members removed before we joined (from the invite): refused from the start
+    removed: tuple[str, ...] = ()
+    #: a superseded key is kept this long (traffic of members who had not switched still opens), then deleted
+    epoch_retention_ms: int = 24 * 3600 * 1000
+    #: an admin starts a new key epoch when the current one is this old (0: only on /rekey and /kick)
+    rekey_every_ms: int = 0

@@ -13,8 +13,13 @@ from dataclasses import dataclass, field
 __all__ = [
     "ChatMessage", "NodeEvent", "MessageShown", "AckStateChanged", "GapOpened", "GapClosed",
     "MessageRepaired", "MessageLost", "ParticipantSeen", "TypingSeen", "ConnectionChanged",
-    "CountersChanged", "FrameRejected",
+    "CountersChanged", "FrameRejected", "MembershipChanged", "ACTION_KINDS", "MEMBERSHIP_KINDS",
 ]
+
+#: message kinds that change the channel's members or keys: shown, but not news (no unread count, no mention)
+MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch"})
+#: message kinds shown as an action line ("* alice ..."): /me, and membership changes
+ACTION_KINDS = frozenset({"me"}) | MEMBERSHIP_KINDS
 
 # states of a message, as the UI shows them
 SENDING = "sending"  # own, durable, not yet published
@@ -126,3 +131,16 @@ class CountersChanged(NodeEvent):
 class FrameRejected(NodeEvent):
     reason: str
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipChanged(NodeEvent):
+    """The channel's members or keys changed. ``what``: ``join`` (``by`` joined), ``admin`` (``by`` named
+    ``who`` admins), ``epoch`` (``by`` started key epoch ``epoch``, removing ``who``; ``mine``: we hold its key),
+    ``removed`` (``by`` removed us, in ``epoch``), ``expired`` (the keys up to ``epoch`` were deleted here)."""
+
+    what: str
+    by: str
+    who: tuple[str, ...] = ()
+    epoch: int = 0
+    mine: bool = True

@@ -9,7 +9,8 @@ the message it answers, inside the sealed payload like everything else;
 peers that do not know ``re`` ignore it and show the text.
 
 ``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``typing``
-(ephemeral "typing…" notice). ``ts`` is the sender's wall clock in ms at send
+(ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is here), or a membership change -- ``join``, ``admin``, ``epoch`` -- whose
+object ``d`` sdschat.node.membership reads (peers from before them refuse these kinds). ``ts`` is the sender's wall clock in ms at send
 time (display only; ordering is SDS's Lamport order). ``n`` is a random nonce,
 so two people — or one person twice — typing the same text still produce
 distinct SDS message ids. Unknown keys are ignored (forward compatible);
@@ -22,10 +23,14 @@ import json
 import os
 from dataclasses import dataclass
 
-__all__ = ["AppPayload", "PayloadError", "KINDS", "VERSION", "MAX_TEXT"]
+from .events import MEMBERSHIP_KINDS
+
+__all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "VERSION", "MAX_TEXT"]
 
 VERSION = 1
-KINDS = ("msg", "me", "typing")
+KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch")
+#: kinds that change the channel's membership and keys (``d`` holds their data)
+CONTROL_KINDS = MEMBERSHIP_KINDS
 MAX_TEXT = 16_384
 MAX_NICK = 64
 
@@ -43,21 +48,28 @@ class AppPayload:
     nonce: str = ""
     #: the message id this one answers ("" for none)
     reply_to: str = ""
+    #: a membership change's data (CONTROL_KINDS), else None
+    data: dict | None = None
 
     @classmethod
-    def new(cls, kind: str, nick: str, text: str, sent_at_ms: int, reply_to: str = "") -> AppPayload:
+    def new(cls, kind: str, nick: str, text: str, sent_at_ms: int, reply_to: str = "",
+            data: dict | None = None) -> AppPayload:
         if kind not in KINDS:
             raise ValueError(f"unknown payload kind {kind!r}")
         if len(text) > MAX_TEXT:
             raise ValueError(f"message longer than {MAX_TEXT} characters")
         if reply_to and not _is_message_id(reply_to):
             raise ValueError("a reply names a message id (64 hex digits)")
-        return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to)
+        if (kind in CONTROL_KINDS) != isinstance(data, dict):
+            raise ValueError("membership kinds carry a data object, and only they do")
+        return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to, data)
 
     def encode(self) -> bytes:
         obj = {"v": VERSION, "k": self.kind, "nick": self.nick, "text": self.text, "ts": self.sent_at_ms, "n": self.nonce}
         if self.reply_to:
             obj["re"] = self.reply_to
+        if self.data is not None:
+            obj["d"] = self.data
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -89,7 +101,10 @@ class AppPayload:
         reply_to = obj.get("re", "")
         if not isinstance(reply_to, str) or reply_to and not _is_message_id(reply_to):
             reply_to = ""  # not something we can follow: show the text, as a peer without replies would
-        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to)
+        data = obj.get("d")
+        if kind in CONTROL_KINDS and not isinstance(data, dict):
+            raise PayloadError(f"a {kind} payload carries no data")
+        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, data if kind in CONTROL_KINDS else None)
 
 
 def _is_message_id(text: str) -> bool:

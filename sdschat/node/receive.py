@@ -32,6 +32,8 @@ from . import events as ev
 from .authored import is_unordered, open_authored
 from .book import decode_app
 from .frame import FrameError, unpack
+from .membership import redacted_body
+from .payload import CONTROL_KINDS
 from .wirelog import frame_of
 
 __all__ = ["Receiver"]
@@ -61,6 +63,9 @@ class Turn:
     updates: list = dataclasses.field(default_factory=list)
     rows: list = dataclasses.field(default_factory=list)
     parts: list = dataclasses.field(default_factory=list)
+    kv: dict = dataclasses.field(default_factory=dict)
+    #: the key epoch of the envelope the frame came in
+    epoch: int | None = None
 
     def update(self, u: MessageUpdate | None) -> None:
         if u is not None:
@@ -84,12 +89,26 @@ class Receiver:
 
     # ----------------------------------------------------------------- frames
 
-    def on_frame(self, payload: bytes, source: str | None = None) -> None:
+    def _open(self, payload: bytes, topic: str | None):
+        """``(epoch, plaintext)``: opened with the key of the topic it came on, or (from a store, or a topic whose
+        key is gone) with each kept key, the current one first; EnvelopeError if none opens it."""
+        members = self.node.membership
+        found = members.key_for_topic(topic) if topic is not None else None
+        candidates = [found] if found is not None else members.keys()
+        error = EnvelopeError("auth")
+        for epoch, key in candidates:
+            try:
+                return epoch, key.open(payload)
+            except EnvelopeError as exc:
+                error = exc
+        raise error
+
+    def on_frame(self, payload: bytes, source: str | None = None, topic: str | None = None) -> None:
         node = self.node
         now = node.now()
         node.counters["received_frames"] += 1
         try:
-            plain = node.key.open(payload)
+            epoch, plain = self._open(payload, topic if source is None else None)
         except EnvelopeError as exc:
             self.reject("undecryptable", exc.reason, now, size=len(payload), source=source)
             return
@@ -102,6 +121,14 @@ class Receiver:
         except WireError as exc:
             self.reject("malformed", str(exc)[:120], now, size=len(payload), source=source)
             return
+        if epoch.number < node.membership.current.number and source is None and publisher != node.participant_id:
+            # a member still on an older key: hand it the later epoch messages (a removed one learns it was)
+            node.help_straggler(epoch.number, now)
+        if publisher in node.membership.removed and publisher != node.participant_id:
+            # a removed member still holds the keys it had: nothing it publishes counts any more
+            self.reject("removed", f"frame published by {publisher[:8]}, removed from the channel", now,
+                        size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
+            return
         relayed = msg.sender_id != publisher
         if relayed and (reason != "repair" or msg.content is None or msg.lamport_timestamp is None):
             # only a repair answer rebroadcasts someone else's frame, and only a message: anything else published
@@ -113,6 +140,8 @@ class Receiver:
             return
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
+        if publisher != node.participant_id and not node.membership.joined:
+            node.want_join()  # someone else is here: time to announce ourselves
         channel = node.channel
         asking, answering = channel.repair_pending(msg.message_id)
         # a rebroadcast's causal history and bloom filter are not signed by their sender: they acknowledge nothing
@@ -120,7 +149,7 @@ class Receiver:
         seen = self._acks_seen(msg, now) if msg.causal_history and not relayed else None
         outcome = _outcome(msg, events)
         node.wire.add(frame_of(now, "in", reason, source, msg, publisher, len(payload), outcome))
-        turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id)
+        turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id, epoch=epoch.number)
         if seen:
             turn.rows.extend(seen)
         if asking or answering:
@@ -197,6 +226,8 @@ class Receiver:
             return False
         if msg.message_id:
             node.book.remember_app(msg.message_id, app, signed.message)
+            if app.kind == "epoch" and msg.lamport_timestamp is not None:
+                node.epoch_frames[msg.message_id] = wire.encode(msg)  # to hand on to members still on an older key
         return True
 
     def reject(self, reason: str, detail: str, now: int, *, size: int = 0, source: str | None = None, msg=None,
@@ -241,13 +272,13 @@ class Receiver:
             if step is not None:
                 step(e, turn)
         self.node.persist(turn.now, messages=turn.messages, updates=turn.updates, events=turn.rows,
-                          participants=turn.parts)
+                          participants=turn.parts, kv=turn.kv)
         if turn.messages:
             self.node.book.trim()
 
     def _outgoing(self, e: Outgoing, t: Turn) -> None:
         node = self.node
-        node.outbox.put_nowait((e.data, e.reason, e.message_id if e.reason in ("message", "resend") else None))
+        node.outbox.put_nowait((e.data, e.reason, e.message_id if e.reason in ("message", "resend", "repair") else None))
         pid = node.participant_id
         if e.reason == "resend":
             chat = node.book.messages.get(e.message_id)
@@ -257,6 +288,16 @@ class Receiver:
                                    detail={"resends": n}))
         elif e.reason == "sync":
             t.rows.append(EventRow("sync_sent", t.now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp))
+
+    def _control(self, e, app, body: bytes, t: Turn) -> bytes:
+        """A membership message is applied the first time the engine hands it over (shown waiting, or delivered:
+        a new key must not wait for an old gap); returns the body the database keeps (without key boxes)."""
+        if app.kind not in CONTROL_KINDS:
+            return body
+        kv = self.node.apply_control(e.message_id, e.sender_id, app, t.now, via_epoch=t.epoch)
+        if kv:
+            t.kv.update(kv)
+        return redacted_body(body)
 
     def _repaired_via(self, t: Turn) -> tuple[str, str | None]:
         if t.source == "store":
@@ -281,8 +322,9 @@ class Receiver:
         if prior is None:
             book.messages[e.message_id] = chat
             self.node.emit(ev.MessageShown(chat))
-            t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.RECEIVED,
-                                         repaired=e.repaired, after_lost=e.after_lost, received_at_ms=t.now))
+            t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, self._control(e, app, body, t),
+                                         ev.RECEIVED, repaired=e.repaired, after_lost=e.after_lost,
+                                         received_at_ms=t.now))
             t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
                                    detail=_arrival(t, e.sender_id)))
         else:
@@ -309,8 +351,8 @@ class Receiver:
         senders = tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))
         if missing_ids or e.waiting_on:
             node.emit(ev.GapOpened(e.message_id, missing_ids + tuple(e.waiting_on), senders))
-        t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, body, ev.WAITING,
-                                     received_at_ms=t.now))
+        t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, self._control(e, app, body, t),
+                                     ev.WAITING, received_at_ms=t.now))
         t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
                                detail=_arrival(t, e.sender_id)))
         t.rows.append(EventRow("missing", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,

@@ -8,6 +8,7 @@ verify, engine), marked ``source="store"``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 
@@ -61,9 +62,10 @@ class StoreClient:
 
     # ---------------------------------------------------------------- requests
 
-    def request(self, *, feed: bool = True, **fields) -> asyncio.Future | None:
-        """Publish one request; the future resolves to the Reply. With ``feed`` its envelopes go through
-        the receive path before it resolves; without, the caller feeds them (``feed``)."""
+    def request(self, *, feed: bool = True, topic: str | None = None, **fields) -> asyncio.Future | None:
+        """Publish one request (about ``topic``: by default the current key's); the future resolves to the Reply.
+        With ``feed`` its envelopes go through the receive path before it resolves; without, the caller feeds
+        them (``feed``)."""
         node = self.node
         if node.stopping or node.transport is None:
             return None
@@ -71,7 +73,7 @@ class StoreClient:
         rid = f"{self._seq}" if feed else f"{self._seq}p"
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
-        body = store_proto.encode_request(store_proto.Request(rid, self.reply_topic, node.key.topic, **fields))
+        body = store_proto.encode_request(store_proto.Request(rid, self.reply_topic, topic or node.membership.send_key.topic, **fields))
         self.counters["requests"] += 1
 
         async def send() -> None:
@@ -85,6 +87,18 @@ class StoreClient:
 
     async def call(self, **fields) -> store_proto.Reply | None:
         return await self.wait(self.request(**fields))
+
+    async def call_each_topic(self, **fields) -> store_proto.Reply | None:
+        """:meth:`call` about every topic whose key we keep (one after a key change, usually); the replies'
+        envelopes together (None if no store answered)."""
+        replies = [r for r in await asyncio.gather(*(self.call(topic=t, **fields)
+                                                      for t in self.node.membership.topics())) if r is not None]
+        if not replies:
+            return None
+        ok = [r for r in replies if not r.error]
+        if not ok:
+            return replies[0]
+        return dataclasses.replace(ok[0], envelopes=[e for r in ok for e in r.envelopes]) if len(ok) > 1 else ok[0]
 
     async def wait(self, fut: asyncio.Future | None) -> store_proto.Reply | None:
         if fut is None:
@@ -164,7 +178,7 @@ class StoreClient:
         node = self.node
         now = node.now()
         node.persist(now, events=[EventRow("store_query", now, mid, detail={"hint": hint.hex()}) for mid, hint in chunk])
-        reply = await self.call(hashes=[hint for _, hint in chunk])
+        reply = await self.call_each_topic(hashes=[hint for _, hint in chunk])
         if node.stopping or node.channel is None:
             return
         now = node.now()
@@ -193,7 +207,8 @@ class StoreClient:
         self._catch_up_task = self.spawn(self._catch_up())
 
     async def _catch_up(self) -> None:
-        """Fetch everything on our topic since we were last in sync, page by page, through the receive path."""
+        """Fetch everything on our topics since we were last in sync, page by page, through the receive path; a
+        key change found on the way adds its topic."""
         node = self.node
         raw = await node.store.kv_get(SYNCED_KEY)
         if raw is None:
@@ -201,23 +216,35 @@ class StoreClient:
         since = max(0, int(raw))
         started = node.now()
         self.counters["catch_ups"] += 1
-        fut = self.request(feed=False, since_ms=since, cursor=0, limit=store_proto.MAX_PAGE)
+        done: set[str] = set()
+        while not node.stopping:
+            todo = [t for t in node.membership.topics() if t not in done]
+            if not todo:
+                break
+            for topic in todo:
+                done.add(topic)
+                if not await self._catch_up_topic(topic, since):
+                    return  # no store (or it refused): SDS and SDS-R carry on as usual
+        await self.mark_synced(started)
+
+    async def _catch_up_topic(self, topic: str, since: int) -> bool:
+        node = self.node
+        fut = self.request(feed=False, topic=topic, since_ms=since, cursor=0, limit=store_proto.MAX_PAGE)
         while True:
             reply = await self.wait(fut)
             if reply is None or reply.error:
-                return  # no store (or it refused): SDS and SDS-R carry on as usual
+                return False
             # ask for the next page now, feed this one meanwhile (in slices, so the loop stays responsive)
-            fut = (self.request(feed=False, since_ms=since, cursor=reply.next_cursor, limit=store_proto.MAX_PAGE)
-                   if reply.next_cursor else None)
+            fut = (self.request(feed=False, topic=topic, since_ms=since, cursor=reply.next_cursor,
+                                limit=store_proto.MAX_PAGE) if reply.next_cursor else None)
             envs = reply.envelopes
             for i in range(0, len(envs), 50):
                 if node.stopping:
-                    return
+                    return False
                 self.feed(envs[i:i + 50])
                 await asyncio.sleep(0)
             if fut is None:
-                break
-        await self.mark_synced(started)
+                return True
 
     async def mark_synced(self, now: int) -> None:
         value = max(0, now - self.config.store_sync_margin_ms)

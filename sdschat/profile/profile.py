@@ -88,10 +88,24 @@ class ChannelEntry:
     read_ms: int = 0
     #: mentions here are highlighted and counted, but ring no bell and raise no notification
     muted: bool = False
+    #: the channel's first admins (participant ids): its creator, or those the invite named
+    admins: list[str] = field(default_factory=list)
+    #: the key epoch the invite carried, ``[number, secret hex]``, until the channel's database has it
+    invite_epoch: list | None = None
+    #: the members removed before we joined (from the invite): their frames are refused from the start
+    removed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"name": self.name, "key_file": self.key_file, "db_file": self.db_file,
-                "joined_ms": self.joined_ms, "read_ms": self.read_ms, "muted": self.muted}
+                "joined_ms": self.joined_ms, "read_ms": self.read_ms, "muted": self.muted,
+                "admins": list(self.admins), "invite_epoch": self.invite_epoch, "removed": list(self.removed)}
+
+    @property
+    def epoch(self) -> tuple[int, bytes] | None:
+        """The invite's key epoch (number, secret), if it carried one."""
+        if not self.invite_epoch:
+            return None
+        return int(self.invite_epoch[0]), bytes.fromhex(self.invite_epoch[1])
 
 
 @dataclass
@@ -103,6 +117,8 @@ class Profile:
     channels: dict[str, ChannelEntry] = field(default_factory=dict)
     #: event rows each channel's database keeps in full (the newest); older ones are compacted; 0 keeps all
     events_keep: int = EVENTS_KEEP
+    #: in channels we administer, start a new key epoch when the current one is this many days old (0: never)
+    rekey_days: float = 0.0
 
     # ------------------------------------------------------------ create / load
 
@@ -150,6 +166,10 @@ class Profile:
             if type(keep) is not int or keep < 0:
                 raise ProfileError(f"{file}: [storage] events_keep must be a whole number >= 0 (0 keeps every event)")
             profile.events_keep = keep
+            days = doc.get("security", {}).get("rekey_days", 0)
+            if type(days) not in (int, float) or not 0 <= days <= 3650:
+                raise ProfileError(f"{file}: [security] rekey_days must be a number of days from 0 (never) to 3650")
+            profile.rekey_days = float(days)
         except (KeyError, TypeError, AttributeError):
             raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
         profile.channels = profile._load_channels()
@@ -162,8 +182,14 @@ class Profile:
                  f"desktop = {str(self.notifications.desktop).lower()}",
                  f"highlight = [{', '.join(_toml_str(w) for w in self.notifications.highlight)}]", "",
                  "[storage]", "# event rows kept in full per channel (older ones are compacted; 0 keeps all)",
-                 f"events_keep = {self.events_keep}", ""]
+                 f"events_keep = {self.events_keep}", "",
+                 "[security]", "# in channels you administer, rotate the key when it is this many days old (0: never)",
+                 f"rekey_days = {self.rekey_days:g}", ""]
         write_private(self.paths.profile_file, "\n".join(lines).encode("utf-8"))
+
+    @property
+    def rekey_every_ms(self) -> int:
+        return int(self.rekey_days * 86_400_000)
 
     # ------------------------------------------------------------ identity
 
@@ -240,8 +266,11 @@ class Profile:
         except KeyError:
             raise ProfileError(f"not in channel {name!r} (joined: {', '.join(self.channels) or 'none'})") from None
 
-    def add_channel(self, name: str, secret: bytes, *, db: Path | None = None) -> ChannelEntry:
-        """Join ``name`` with ``secret``: write its key file; its database is ``db`` or a new one."""
+    def add_channel(self, name: str, secret: bytes, *, db: Path | None = None, admins=None,
+                    epoch: tuple[int, bytes] | None = None, removed=()) -> ChannelEntry:
+        """Join ``name`` with ``secret``: write its key file; its database is ``db`` or a new one. ``admins``
+        (participant ids) are its trust root; None: a new channel, of which we are the admin. ``epoch``: the
+        invite's current key epoch."""
         name = valid_name(name, "channel name")
         if name in self.channels:
             raise ProfileError(f"already in channel {name!r}")
@@ -255,7 +284,10 @@ class Profile:
         except CryptoError as exc:
             raise ProfileError(str(exc)) from None
         db_file = str(db) if db is not None else f"db/{stem}.db"
-        entry = ChannelEntry(name, f"keys/{stem}.key", db_file, int(time.time() * 1000))
+        entry = ChannelEntry(name, f"keys/{stem}.key", db_file, int(time.time() * 1000),
+                             admins=list(admins) if admins is not None else [self.participant_id],
+                             invite_epoch=[epoch[0], epoch[1].hex()] if epoch and epoch[0] > 0 else None,
+                             removed=list(removed))
         self.channels[name] = entry
         self._save_channels()
         return entry
@@ -284,9 +316,22 @@ class Profile:
         path = Path(entry.db_file)
         return path if path.is_absolute() else self.paths.data / path
 
-    def invite(self, name: str) -> Invite:
+    def invite(self, name: str, *, admins=None, epoch: tuple[int, bytes] | None = None, removed=None) -> Invite:
+        """An invite to ``name``: its admins, current key epoch and removed members as the channel's node knows
+        them (else the profile's: the first admins, the invite's epoch and removed members)."""
         entry = self.channel(name)
-        return Invite(entry.name, self._secret(entry), self.broker)
+        number, secret = epoch if epoch is not None and epoch[0] > 0 else (entry.epoch or (0, b""))
+        return Invite(entry.name, self._secret(entry), self.broker,
+                      tuple(sorted(admins if admins is not None else entry.admins)), number, secret,
+                      tuple(sorted(removed if removed is not None else entry.removed)))
+
+    def adopted_epoch(self, name: str) -> None:
+        """The channel's database holds the invite's key epoch now: the profile forgets it (old keys are deleted
+        after their retention window, and a copy here would outlive it)."""
+        entry = self.channel(name)
+        if entry.invite_epoch is not None:
+            entry.invite_epoch = None
+            self._save_channels()
 
     def set_muted(self, name: str, muted: bool) -> None:
         entry = self.channel(name)

@@ -2,8 +2,18 @@
 
 Format: ``sdschat:`` followed by the unpadded base64url of::
 
-    version (1 byte, 1) | name length (1) | name (UTF-8) | secret (32)
-    | broker length (2, big-endian) | broker URL (UTF-8) | CRC-32 of everything before (4, big-endian)
+    version (1 byte, 2) | name length (1) | name (UTF-8) | secret (32)
+    | broker length (2, big-endian) | broker URL (UTF-8)
+    | admin count (1) | admins (16 bytes each: participant ids)
+    | removed count (2, big-endian) | removed members (16 bytes each)
+    | epoch (4, big-endian) | epoch secret (32, only if epoch > 0)
+    | CRC-32 of everything before (4, big-endian)
+
+The admins are the channel's trust root (its creator, and whoever it named):
+only they can remove members and change the key. The epoch and its secret
+are the channel's current key when it is no longer the first one (after a
+removal or rotation); the removed members are those whose frames the new
+member must refuse from the start. Version 1 tokens (no admins, epoch 0) still decode.
 
 A CRC-32 detects every change confined to 32 consecutive bits, so any single
 character changed, dropped or added is refused; decoding is strict (the text
@@ -25,11 +35,14 @@ from .errors import TokenError
 __all__ = ["Invite", "TOKEN_PREFIX", "TOKEN_VERSION", "encode_invite", "decode_invite"]
 
 TOKEN_PREFIX = "sdschat:"
-TOKEN_VERSION = 1
+TOKEN_VERSION = 2
+MAX_ADMINS = 16
+MAX_REMOVED = 1_000
 SECRET_SIZE = 32
 MAX_NAME_BYTES = 255
 MAX_BROKER_BYTES = 1024
-MAX_TOKEN_CHARS = 4 * (1 + 1 + MAX_NAME_BYTES + SECRET_SIZE + 2 + MAX_BROKER_BYTES + 4) // 3 + len(TOKEN_PREFIX) + 4
+MAX_TOKEN_CHARS = (4 * (1 + 1 + MAX_NAME_BYTES + SECRET_SIZE + 2 + MAX_BROKER_BYTES + 1 + 16 * MAX_ADMINS
+                        + 2 + 16 * MAX_REMOVED + 4 + SECRET_SIZE + 4) // 3 + len(TOKEN_PREFIX) + 4)
 
 
 @dataclass(frozen=True)
@@ -39,9 +52,16 @@ class Invite:
     channel: str
     secret: bytes
     broker: str = ""
+    #: participant ids of the channel's admins (its trust root)
+    admins: tuple[str, ...] = ()
+    #: the current key epoch and its secret (0 and b"": the channel's first key, ``secret``)
+    epoch: int = 0
+    epoch_secret: bytes = b""
+    #: participant ids of the members removed so far
+    removed: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # never the secret
-        return f"Invite(channel={self.channel!r}, broker={self.broker!r})"
+        return f"Invite(channel={self.channel!r}, broker={self.broker!r}, epoch={self.epoch})"
 
 
 def encode_invite(invite: Invite) -> str:
@@ -53,10 +73,29 @@ def encode_invite(invite: Invite) -> str:
         raise TokenError(f"a channel secret is {SECRET_SIZE} bytes")
     if len(broker) > MAX_BROKER_BYTES:
         raise TokenError(f"a broker URL must be at most {MAX_BROKER_BYTES} bytes")
+    if len(invite.admins) > MAX_ADMINS:
+        raise TokenError(f"at most {MAX_ADMINS} admins in an invite")
+    if len(invite.removed) > MAX_REMOVED:
+        raise TokenError(f"at most {MAX_REMOVED} removed members in an invite")
+    admins, removed = _ids(invite.admins), _ids(invite.removed)
+    if not 0 <= invite.epoch < 2**32 or (invite.epoch > 0) != (len(invite.epoch_secret) == SECRET_SIZE):
+        raise TokenError("an epoch above 0 comes with its 32-byte secret")
     body = (bytes([TOKEN_VERSION, len(name)]) + name + bytes(invite.secret) + struct.pack(">H", len(broker))
-            + broker)
+            + broker + bytes([len(invite.admins)]) + admins + struct.pack(">H", len(invite.removed)) + removed
+            + struct.pack(">I", invite.epoch)
+            + bytes(invite.epoch_secret))
     body += struct.pack(">I", zlib.crc32(body))
     return TOKEN_PREFIX + base64.urlsafe_b64encode(body).rstrip(b"=").decode("ascii")
+
+
+def _ids(ids) -> bytes:
+    try:
+        raw = b"".join(bytes.fromhex(p) for p in ids)
+    except ValueError:
+        raise TokenError("a participant id is 32 hex digits") from None
+    if len(raw) != 16 * len(ids):
+        raise TokenError("a participant id is 32 hex digits")
+    return raw
 
 
 def _unbase64(text: str) -> bytes:
@@ -82,8 +121,8 @@ def decode_invite(text: str) -> Invite:
     raw = _unbase64(body)
     if len(raw) < 2:
         raise TokenError("invite token is truncated")
-    if raw[0] != TOKEN_VERSION:
-        raise TokenError(f"invite token of version {raw[0]}; this sdschat reads version {TOKEN_VERSION}")
+    if raw[0] not in (1, TOKEN_VERSION):
+        raise TokenError(f"invite token of version {raw[0]}; this sdschat reads versions 1 and {TOKEN_VERSION}")
     if len(raw) < 4 or zlib.crc32(raw[:-4]) != struct.unpack(">I", raw[-4:])[0]:
         raise TokenError("invite token is truncated or altered (checksum mismatch)")
     return _parse(raw[:-4])
@@ -96,13 +135,35 @@ def _parse(raw: bytes) -> Invite:
     if n == 0 or len(raw) < end_secret + 2:
         raise TokenError("invite token is malformed")
     (blen,) = struct.unpack(">H", raw[end_secret:end_secret + 2])
-    if len(raw) != end_secret + 2 + blen:
-        raise TokenError("invite token is malformed")
+    end_broker = end_secret + 2 + blen
+    admins: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    epoch, epoch_secret = 0, b""
+    if raw[0] == 1:
+        if len(raw) != end_broker:
+            raise TokenError("invite token is malformed")
+    else:
+        if len(raw) < end_broker + 1:
+            raise TokenError("invite token is malformed")
+        count = raw[end_broker]
+        end_admins = end_broker + 1 + 16 * count
+        if count > MAX_ADMINS or len(raw) < end_admins + 2:
+            raise TokenError("invite token is malformed")
+        admins = tuple(raw[i:i + 16].hex() for i in range(end_broker + 1, end_admins, 16))
+        (n_removed,) = struct.unpack(">H", raw[end_admins:end_admins + 2])
+        end_removed = end_admins + 2 + 16 * n_removed
+        if n_removed > MAX_REMOVED or len(raw) < end_removed + 4:
+            raise TokenError("invite token is malformed")
+        removed = tuple(raw[i:i + 16].hex() for i in range(end_admins + 2, end_removed, 16))
+        (epoch,) = struct.unpack(">I", raw[end_removed:end_removed + 4])
+        epoch_secret = raw[end_removed + 4:]
+        if len(epoch_secret) != (SECRET_SIZE if epoch else 0):
+            raise TokenError("invite token is malformed")
     try:
         name = raw[2:end_name].decode("utf-8")
-        broker = raw[end_secret + 2:].decode("utf-8")
+        broker = raw[end_secret + 2:end_broker].decode("utf-8")
     except UnicodeDecodeError:
         raise TokenError("invite token is malformed (not UTF-8)") from None
     if any(unicodedata.category(c) == "Cc" for c in name + broker):
         raise TokenError("invite token is malformed (control characters)")
-    return Invite(name, raw[end_name:end_secret], broker)
+    return Invite(name, raw[end_name:end_secret], broker, admins, epoch, bytes(epoch_secret), removed)

@@ -378,6 +378,11 @@ class MessageChannel:
         """
         return self._sync.build(now_ms)
 
+    def forget_cached(self, message_id: str) -> bool:
+        """Drop a message from the SDS-R repair cache (this participant no longer rebroadcasts it); whether it
+        was there. For content that must not outlive a retention window (an application's choice)."""
+        return self._repair.cache_drop(message_id)
+
     def set_retrieval_hint(self, message_id: str, hint: bytes | None) -> None:
         """Record the retrieval hint (e.g. the envelope hash) of a logged message."""
         self._clog.set_retrieval_hint(message_id, hint)

@@ -242,6 +242,14 @@ class RepairScheduler:
             if self.journal is not None:
                 self.journal.append(("cache-", old, None))
 
+    def cache_drop(self, mid: str) -> bool:
+        """Forget a cached message (it is no longer rebroadcast from here); whether it was cached."""
+        if self.cache.pop(mid, None) is None:
+            return False
+        if self.journal is not None:
+            self.journal.append(("cache-", mid, None))
+        return True
+
     # ------------------------------------------------------------ persistence
 
     def rows(self) -> tuple[list[RequestRow], list[tuple[str, int]], list[CacheRow]]:

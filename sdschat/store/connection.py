@@ -71,6 +71,8 @@ def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory:
             raise StoreError(f"could not switch the database to WAL mode (got {mode})")
     conn.execute(f"PRAGMA synchronous = {sync}")
     conn.execute("PRAGMA foreign_keys = ON")
+    # deleted rows are overwritten with zeros, freed pages too: a deleted epoch key does not linger in the file
+    conn.execute("PRAGMA secure_delete = ON")
     applied = migrate.migrate(conn, migrations)
     if applied:
         log.info("applied schema migrations %s", applied)

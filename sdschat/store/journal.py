@@ -86,6 +86,12 @@ def _apply_ops(ex: Callable[..., Any], cid: str, ops: Iterable[tuple]) -> int | 
             ex(UPSERT_RESP, R.response_params(cid, key, value))
         elif name == "lost":
             ex(UPSERT_LOST, R.lost_params(cid, key, value))
+        elif name == "kv":  # a node's own key-value row, written with the changes it goes with
+            if value is None:
+                ex("DELETE FROM kv WHERE key = ?", (key,))
+            else:
+                ex("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                   (key, value))
         elif name == "bloom-roll":
             keep = int(value)
             if keep <= 0:

@@ -200,6 +200,11 @@ class Store:
                 )
             )
 
+    async def scrub(self) -> None:
+        """Write the log back into the database file and empty it (``wal_checkpoint(TRUNCATE)``): with
+        ``secure_delete`` on, a deleted or overwritten value (a deleted key) then stays in neither file."""
+        await self._run(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+
     # -------------------------------------------------------- channel state
 
     async def channel_ids(self) -> list[str]:
@@ -306,9 +311,9 @@ class Store:
     async def message_count(self, channel_id: str | None = None) -> int:
         return await self._history.message_count(channel_id)
 
-    async def unread_count(self, channel_id: str, since_ms: int, me: str) -> int:
+    async def unread_count(self, channel_id: str, since_ms: int, me: str, skip_prefixes=()) -> int:
         """Messages of others received after ``since_ms`` (wall-clock ms)."""
-        return await self._history.unread_count(channel_id, since_ms, me)
+        return await self._history.unread_count(channel_id, since_ms, me, skip_prefixes)
 
     def iter_events(self, *, after_seq: int = 0, kind: str | None = None, chunk: int = 1000) -> AsyncIterator[EventRow]:
         """The event rows held in full (the recent window once compacted), in ``seq`` order, from ``after_seq``

@@ -169,7 +169,7 @@ class Layout:
         runs: list[tuple[int, Style]] = []
         body = ""
         nstyle = nick_style(m.sender_id)
-        if m.kind == "me":
+        if m.kind in ev.ACTION_KINDS:
             body = nick + " "
             runs.append((len(body), nstyle))
             body += text
@@ -299,7 +299,7 @@ class Layout:
                 segs.append(Segment(state_glyph(glyph_state, m.possible_acks), STATE_STYLES.get(glyph_state)))
                 segs.append(Segment(" "))
                 if self.wide:
-                    shown = "*" if m.kind == "me" else _fit(nick, NICK_WIDTH)
+                    shown = "*" if m.kind in ev.ACTION_KINDS else _fit(nick, NICK_WIDTH)
                     pad = NICK_WIDTH - cell_len(shown)
                     segs.append(Segment(" " * pad))
                     segs.append(Segment(shown, nick_style(m.sender_id)))

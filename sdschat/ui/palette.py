@@ -17,6 +17,9 @@ __all__ = ["ChatCommands"]
 _TITLES = {
     "nick": "Change nick…",
     "me": "Send an action (/me)…",
+    "kick": "Remove a member (new channel key)…",
+    "rekey": "Rotate the channel key",
+    "admin": "Make a member an admin…",
     "loss": "Link: set packet loss…",
     "delay": "Link: set delay…",
     "offline": "Link: go offline",

@@ -8,6 +8,8 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
+from sdschat.node.events import ACTION_KINDS
+
 from . import slash
 from .messages import UiError
 
@@ -33,6 +35,17 @@ def run_slash(pane, name: str, arg: str) -> None:
         pane.send(arg, kind="me")
     elif name == "search":
         app.open_search(pane, arg)
+    elif name in ("kick", "admin"):
+        who = arg.strip()
+        if not who or " " in who:
+            raise ValueError(f"usage: /{name} NAME")
+        pane.node.check_admin()  # refused now, in one line: not an admin, or a name that is nobody here
+        pane.node.member_of(who)
+        pane.membership(pane.node.kick(who) if name == "kick" else pane.node.name_admin(who), name)
+    elif name == "rekey":
+        if arg.strip():
+            raise ValueError("usage: /rekey (no arguments)")
+        pane.membership(pane.node.rekey(), name)
     elif name == "loss":
         parts = arg.split()
         if not 1 <= len(parts) <= 2:
@@ -90,7 +103,7 @@ def export_log(pane, path: Path) -> None:
                     f.write(json.dumps(asdict(m), ensure_ascii=False) + "\n")
                 else:
                     at = datetime.fromtimestamp(m.sent_at_ms / 1000, tz).strftime("%Y-%m-%d %H:%M:%S")
-                    line = f"* {m.nick} {m.text}" if m.kind == "me" else f"<{m.nick}> {m.text}"
+                    line = f"* {m.nick} {m.text}" if m.kind in ACTION_KINDS else f"<{m.nick}> {m.text}"
                     f.write(f"{at} {line}\n")
         return len(messages)
 

@@ -63,13 +63,15 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
         out, err = p.communicate(timeout=150)
         assert p.returncode == 0, err
     logs = [export(tmp_path / f"{n}.db") for n in ("ann", "bob", "cyd")]
-    assert len(logs[0]) == 36
+    assert len(logs[0]) == 36 + 3  # and each member's join
+    assert sorted(r["kind"] for r in logs[0] if r["kind"] != "msg") == ["join"] * 3
     assert logs[0] == [{**r} for r in logs[0]]
     ids = [[r["message_id"] for r in log] for log in logs]
     assert ids[0] == ids[1] == ids[2]
     for log in logs:
         assert {"message_id", "sender_id", "lamport_timestamp", "nick", "text"} <= set(log[0])
-        assert sorted(r["text"] for r in log) == sorted(f"{n} #{i}" for n in ("ann", "bob", "cyd") for i in range(12))
+        chat = [r for r in log if r["kind"] == "msg"]  # (the joins aside)
+        assert sorted(r["text"] for r in chat) == sorted(f"{n} #{i}" for n in ("ann", "bob", "cyd") for i in range(12))
         assert [(r["lamport_timestamp"], r["message_id"]) for r in log] == sorted(
             (r["lamport_timestamp"], r["message_id"]) for r in log)
     events = run("export", "--db", str(tmp_path / "ann.db"), "--events", check=True).stdout.splitlines()
@@ -80,7 +82,7 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
     import pyarrow.parquet as pq
 
     table = pq.read_table(out)
-    assert table.num_rows == 36 and table.column("message_id").to_pylist() == ids[0]
+    assert table.num_rows == 36 + 3 and table.column("message_id").to_pylist() == ids[0]
 
 
 def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
@@ -109,7 +111,7 @@ def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     logs = {n: [r["message_id"] for r in export(tmp_path / f"{n}.db")] for n in ("ann", "bob", "cyd")}
     assert logs["ann"] == logs["bob"] == logs["cyd"]
     assert accepted <= set(logs["bob"])
-    assert len(logs["ann"]) == 20 + len(accepted)
+    assert len(logs["ann"]) == 20 + 2 + len(accepted)  # bob's and cyd's joins (ann's is among hers)
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
@@ -198,7 +200,7 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
     carol_db = next(nobody.glob("carol-*.db"))
     logs.append(export(carol_db))
     ids = [[r["message_id"] for r in log] for log in logs]
-    assert len(ids[0]) == 30 and ids[0] == ids[1] == ids[2]
+    assert len(ids[0]) == 30 + 3 and ids[0] == ids[1] == ids[2]  # and each member's join
     assert sorted({r["nick"] for r in logs[0]}) == ["alice", "bob", "carol"]
     assert list(logs[0][0])[0] == "message_id"
     assert not (nobody / "profile.toml").exists()
@@ -207,10 +209,11 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
     # (neither profile has had #team on screen), 30 messages; the table says the same for people
     for home, mine in ((alice, "alice"), (bob, "bob")):
         row = json.loads(run("channels", "--json", "--home", home, check=True).stdout)
-        assert row == {"channel": "team", "members": 3, "unread": 20, "messages": 30}, (mine, row)
+        # the log's 30 lines and three joins (not counted as unread)
+        assert row == {"channel": "team", "members": 3, "unread": 20, "messages": 33}, (mine, row)
     table = run("channels", "--home", alice, check=True).stdout.splitlines()
     assert table[0].split() == ["CHANNEL", "MEMBERS", "UNREAD", "MESSAGES"]
-    assert table[1].split() == ["#team", "3", "20", "30"]
+    assert table[1].split() == ["#team", "3", "20", "33"]
     # the profile's one identity is every channel's: alice's messages carry it
     from sdschat.profile import Profile, resolve_paths
 

@@ -75,8 +75,8 @@ def _forge(version: int, body: bytes) -> str:
 def test_other_versions_and_foreign_tokens_are_refused() -> None:
     invite, text = token()
     raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")
-    with pytest.raises(TokenError, match="version 2"):
-        decode_invite(_forge(2, raw[1:-4]))
+    with pytest.raises(TokenError, match="version 3"):
+        decode_invite(_forge(3, raw[1:-4]))
     for foreign in ("", "sdschat:", "hello", "sdschat-key v1", "https://example.org/invite/abc",
                     text.replace("sdschat:", "sdschat;"), text + text, "sdschat:" + "A" * 10_000):
         with pytest.raises(TokenError):
@@ -87,3 +87,25 @@ def test_other_versions_and_foreign_tokens_are_refused() -> None:
         with pytest.raises(TokenError, match="malformed"):
             decode_invite(_forge(1, body))
 
+
+
+def test_admins_and_a_later_key_epoch_round_trip_and_version_1_tokens_still_decode() -> None:
+    admins = (os.urandom(16).hex(), os.urandom(16).hex())
+    invite = Invite("team", os.urandom(32), "mqtt://h:1883", admins, 7, os.urandom(32), (os.urandom(16).hex(),) * 3)
+    text = encode_invite(invite)
+    assert decode_invite(text) == invite
+    assert invite.epoch_secret.hex() not in repr(invite)
+    first = Invite("team", os.urandom(32), "", admins[:1])
+    assert decode_invite(encode_invite(first)) == first
+    # a token of sdschat before admins and epochs (version 1): the channel's first key, no admins
+    name = b"old"
+    old = _forge(1, bytes([len(name)]) + name + invite.secret + struct.pack(">H", 0))
+    assert decode_invite(old) == Invite("old", invite.secret, "", (), 0, b"")
+    for bad in (Invite("t", invite.secret, "", (), 3, b""), Invite("t", invite.secret, "", (), 0, os.urandom(32)),
+                Invite("t", invite.secret, "", ("not an id",)), Invite("t", invite.secret, "", ("ab",) * 17)):
+        with pytest.raises(TokenError):
+            encode_invite(bad)
+    # checksummed, version 2, but the epoch secret's length does not match the epoch
+    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")[1:-4]
+    with pytest.raises(TokenError, match="malformed"):
+        decode_invite(_forge(2, raw[:-1]))

@@ -181,7 +181,7 @@ def test_full_disk_at_start_is_one_line_then_the_bot_runs_once_space_is_back(dis
         _, err = p.communicate(timeout=90)
         assert p.returncode == 0, err[-1000:]
     assert integrity(db) == "ok"
-    assert log_of(db) == log_of(tmp_path / "peer.db") and len(log_of(db)) == 6
+    assert log_of(db) == log_of(tmp_path / "peer.db") and len(log_of(db)) == 6 + 2  # and both joins
 
 
 @pytest.fixture

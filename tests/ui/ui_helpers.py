@@ -308,7 +308,8 @@ async def received_while_away(profile, channel: str, sender, texts: list[str], t
         for text in texts:
             await sender.send_text(text)
         deadline = time.monotonic() + timeout
-        while len(headless.messages()) < len(texts) and time.monotonic() < deadline:
+        while (len([m for m in headless.messages() if m.kind == "msg"]) < len(texts)  # (joins aside)
+               and time.monotonic() < deadline):
             await asyncio.sleep(0.05)
     finally:
         await headless.stop()

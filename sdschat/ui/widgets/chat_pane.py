@@ -384,6 +384,8 @@ class ChatPane(Vertical):
                 item = tl.add_message(e.message, now)
                 if e.message.own:
                     own = True
+                elif e.message.kind in ev.MEMBERSHIP_KINDS:
+                    pass  # shown in the log, but not news
                 else:
                     new += 1
                     if item.mention if item is not None else mentions(e.message.text, tl.highlight):
@@ -415,6 +417,8 @@ class ChatPane(Vertical):
             elif kind is ev.CountersChanged:
                 self._health = dict(e.counters)
                 panel = True
+            elif kind is ev.MembershipChanged:
+                self._membership_changed(e)
             elif kind is ev.FrameRejected:
                 if e.reason == "storage":
                     self.post_message(UiError(e.detail or "database write failed", "storage"))
@@ -577,6 +581,32 @@ class ChatPane(Vertical):
                 await self.node.send_text(text, kind=kind)
         except Exception as exc:
             self.post_message(UiError(f"not sent: {exc}", "send"))
+
+    def _membership_changed(self, e) -> None:
+        """What the log's membership lines do not say: that we were removed, that old keys were deleted."""
+        names = self.node.names()
+        if e.what == "removed":
+            self.notice(f"{names.get(e.by) or e.by[:8]} removed you from #{self.channel_name}: its new key was not "
+                        "sent to you; nothing more can be sent here", error=True)
+        elif e.what == "epoch" and not e.mine:
+            self.notice(f"key epoch {e.epoch} began without a key for you: an admin sends it once your join reaches "
+                        "them", error=True)
+        elif e.what == "expired":
+            self.notice(f"the keys of #{self.channel_name} before epoch {e.epoch + 1} were deleted here (retention "
+                        "window over)")
+
+    def membership(self, coro, what: str) -> None:
+        """Run a membership change (``/kick``, ``/rekey``, ``/admin``); its line shows in the log, a refusal here."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except ValueError as exc:
+                self.notice(f"/{what}: {exc}", error=True)
+            except Exception as exc:
+                self.post_message(UiError(f"/{what}: {exc}", what))
+
+        self.run_worker(run(), group="membership", exit_on_error=False)
 
     def notice(self, text: str, error: bool = False) -> None:
         self.view.timeline.notice(text, self.now_ms(), error)

@@ -1,0 +1,104 @@
+"""The membership rules without a network: who may do what, ties between two admins, retention, persistence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sdschat.crypto import ChannelKey, Identity
+from sdschat.crypto.epochs import exchange_public
+from sdschat.node.membership import ControlError, Membership, describe, parse_control, redacted_body
+from sdschat.node.payload import AppPayload
+
+
+def group(n: int = 3, admins: int = 1):
+    key = ChannelKey.generate("rules")
+    ids = [Identity.generate() for _ in range(n)]
+    root = [i.participant_id for i in ids[:admins]]
+    states = [Membership(i.participant_id, key, root) for i in ids]
+    for s in states:
+        for i in ids:
+            s.apply_join(i.participant_id, exchange_public(i))
+    return key, ids, states
+
+
+def deliver(states, ids, author: int, data: dict, mid: str, now: int = 1_000):
+    parsed = parse_control("epoch", json.loads(json.dumps(data)))
+    return [s.apply_epoch(ids[author].participant_id, mid, parsed, ids[k], now) for k, s in enumerate(states)]
+
+
+def test_a_kick_gives_everyone_but_the_removed_the_new_key() -> None:
+    key, ids, states = group(3)
+    data = states[0].new_epoch(ids[0], remove=[ids[2].participant_id])
+    out = deliver(states, ids, 0, data, "m1")
+    assert [o.mine for o in out] == [True, True, False] and out[2].removed_me
+    assert states[0].current.secret == states[1].current.secret and states[0].current.number == 1
+    assert states[2].current.number == 0 and states[2].send_key.topic == key.topic
+    # joins of the removed are ignored from now on, and the next epoch leaves them out without being told
+    assert not states[0].apply_join(ids[2].participant_id, exchange_public(ids[2]))
+    assert ids[2].participant_id not in states[0].new_epoch(ids[0])["keys"]
+
+
+def test_only_admins_change_keys_or_name_admins() -> None:
+    _, ids, states = group(3)
+    bob_as_admin = Membership(ids[1].participant_id, states[1].base, [ids[1].participant_id])
+    bob_as_admin.apply_join(ids[2].participant_id, exchange_public(ids[2]))
+    forged = bob_as_admin.new_epoch(ids[1])
+    with pytest.raises(ControlError, match="only an admin"):
+        deliver(states[:1], ids, 1, forged, "m1")
+    with pytest.raises(ControlError, match="only an admin"):
+        states[0].apply_admin(ids[1].participant_id, [ids[1].participant_id])
+    with pytest.raises(ControlError):
+        states[1].new_epoch(ids[1])
+    assert states[0].apply_admin(ids[0].participant_id, [ids[1].participant_id]) == [ids[1].participant_id]
+
+
+def test_two_admins_at_once_the_lower_message_id_wins_both_keys_kept_and_a_lost_kick_is_redone() -> None:
+    _, ids, states = group(4, admins=2)
+    for s in states:  # both admins are admins everywhere
+        s.admins.update({ids[0].participant_id, ids[1].participant_id})
+    a_kicks = states[0].new_epoch(ids[0], remove=[ids[3].participant_id])
+    b_rekeys = states[1].new_epoch(ids[1])
+    out_a = deliver(states, ids, 0, a_kicks, "bb" * 32)
+    out_b = deliver(states, ids, 1, b_rekeys, "aa" * 32)
+    for s in states[:3]:
+        assert s.current.message_id == "aa" * 32 and len(s.keys()) == 3  # epoch 0 and both epoch 1 keys
+    assert states[0].send_key.topic == states[2].send_key.topic
+    # alice's kick lost the tie, and the winner's key reached the member she removed: she starts epoch 2
+    assert out_b[0].redo == (ids[3].participant_id,) and not out_a[0].redo
+    assert states[0].new_epoch(ids[0], remove=out_b[0].redo)["epoch"] == 2
+
+
+def test_keys_superseded_longer_than_the_window_are_forgotten_and_the_state_round_trips() -> None:
+    key, ids, states = group(2)
+    deliver(states, ids, 0, states[0].new_epoch(ids[0]), "m1", now=1_000)
+    s = states[1]
+    assert len(s.keys()) == 2 and s.expire(1_000 + 59_999, 60_000) == []
+    text = s.to_json()
+    copy = Membership(ids[1].participant_id, key)
+    copy.load_json(text)
+    assert copy.current.secret == s.current.secret and copy.members == s.members
+    gone = s.expire(1_000 + 60_000, 60_000)
+    assert [e.number for e in gone] == [0] and len(s.keys()) == 1 and key.topic not in s.topics()
+    again = Membership(ids[1].participant_id, key)
+    again.load_json(s.to_json())
+    assert key.topic not in again.topics() and again.current.number == 1
+    admins, current, removed = Membership.read_keys(s.to_json())
+    assert admins == {ids[0].participant_id} and current == (1, s.current.secret) and removed == set()
+
+
+def test_epoch_payloads_are_checked_and_the_database_copy_has_no_key_boxes() -> None:
+    _, ids, states = group(2)
+    data = states[0].new_epoch(ids[0])
+    body = AppPayload.new("epoch", "alice", "", 1, data=data).encode()
+    kept = redacted_body(body)
+    assert data["e"] not in kept.decode() and all(b not in kept.decode() for b in data["keys"].values())
+    kept_data = json.loads(kept)["d"]
+    assert describe("epoch", kept_data, lambda p: "x") == "rotated the channel key: new key (epoch 1) for 2 members"
+    for bad in ({**data, "epoch": 0}, {**data, "keys": {}}, {**data, "e": "00"}, {**data, "why": "because"},
+                {**data, "removed": ["nope"]}, {**data, "keys": {"zz" * 16: "00" * 48}}, [], {"epoch": True}):
+        with pytest.raises(ControlError):
+            parse_control("epoch", bad)
+    with pytest.raises(ValueError):
+        AppPayload.new("join", "a", "", 1)  # a membership kind carries data
