@@ -292,10 +292,44 @@ def mutate_pb(data: bytes, rng: random.Random, known_ids: list[str], channel_id:
     return pb.SerializeToString()
 
 
+#: the identity of the node under fuzzing (so some epoch messages carry a box that really opens for it)
+TARGET: dict[str, Identity] = {}
+
+
+def membership_data(rng: random.Random) -> tuple[str, object]:
+    """A membership message's kind and data (join, admin, epoch), well-formed or not."""
+    pid = lambda: rng.randbytes(16).hex()  # noqa: E731
+    kind = rng.choice(("join", "admin", "epoch"))
+    if kind == "join":
+        return kind, {"x": rng.choice((rng.randbytes(32).hex(), "00" * 32, "zz", None, 5, rng.randbytes(31).hex()))}
+    if kind == "admin":
+        return kind, {"add": rng.choice(([pid()], [], ["x"], None, [pid()] * 200, [1, 2]))}
+    keys = {pid(): rng.randbytes(48).hex() for _ in range(rng.randrange(0, 4))}
+    data = {"epoch": rng.choice((1, 2, 0, -1, 2**63, True, "1")), "why": rng.choice(("kick", "rekey", "grant", "x")),
+            "removed": rng.choice(([], [pid()], ["nope"], None)), "out": rng.choice(([], [pid()], "x")),
+            "e": rng.choice((rng.randbytes(32).hex(), "", "00" * 32, None)), "keys": keys}
+    target = TARGET.get("identity")
+    if target is not None and rng.random() < 0.3:  # a box that opens for the node: a real key change
+        from sdschat.crypto.epochs import exchange_public, seal_to_members
+
+        n = rng.choice((1, 2, 3))
+        eph, boxes = seal_to_members(rng.randbytes(32), n, TARGET["binding"],
+                                     {target.participant_id: exchange_public(target)})
+        data.update(epoch=n, e=eph.hex(), keys={p: b.hex() for p, b in boxes.items()}, why="rekey")
+    if rng.random() < 0.3:
+        data.pop(rng.choice(list(data)))
+    return kind, data
+
+
 def mutate_payload(rng: random.Random) -> bytes:
     """A hostile application payload (it will be validly signed by a member)."""
     base = {"v": 1, "k": "msg", "nick": "mallory", "text": "hi", "ts": T0, "n": "abcd1234"}
-    r = rng.randrange(14)
+    r = rng.randrange(17)
+    if r >= 14:  # membership messages (applied by members only from an admin: corpus member 0 is one)
+        base["k"], base["d"] = membership_data(rng)
+        if r == 16:
+            base["d"] = rng.choice(([], "x", None, 1, {"epoch": {"nested": [1] * 1000}}))
+        return json.dumps(base).encode()
     if r == 0:
         return b"[" * rng.choice((10, 1000, 100_000)) + b"]" * rng.choice((0, 10))
     if r == 1:
@@ -317,7 +351,7 @@ def mutate_payload(rng: random.Random) -> bytes:
     elif r == 9:
         return json.dumps(base).encode()[: rng.randrange(1, 60)]
     elif r == 10:
-        return rng.randbytes(rng.randrange(0, 100))
+        return rng.randbytes(rng.randrange(1, 100))  # (empty content is a sync: not a payload)
     elif r == 11:
         return b'{"v":1,"k":"msg","nick":"a","text":"' + b"\\ud800" + b'","ts":1}'
     elif r == 12:
@@ -437,8 +471,9 @@ class NodeTarget:
     async def start(self) -> None:
         self.generation += 1
         cfg = NodeConfig("fuzz", self.corpus.key, self.workdir / f"fuzz-node-{self.generation}.db", self.url,
-                         channel_config=CONFIG)
+                         channel_config=CONFIG, membership=True, admins=(self.corpus.members[0].participant_id,))
         self.node = await Node.start(cfg)
+        TARGET.update(identity=self.node.identity, binding=self.corpus.key.channel_binding)
 
         def listen(e):
             if isinstance(e, nev.FrameRejected):
@@ -478,6 +513,9 @@ class NodeTarget:
             await self._replace()
             return
         diff = self.rejections - before
+        if diff.get("internal"):  # a node task failed (a membership change it started, say)
+            self.tally.bug("node", "a node task failed after this frame", label or plain, "FrameRejected internal")
+            return
         self.tally.ok("node", f"rejected:{next(iter(diff))}" if diff else "accepted")
 
     async def check(self) -> None:

@@ -107,6 +107,8 @@ def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = 
     data = _checked(data)
     if data[0] != _version(context):
         raise SignatureError("version")
+    if context is not None and len(context) > 0xFFFF:  # (a received frame's history): nothing signed it
+        raise SignatureError("invalid", "signed context too long")
     public_key = data[1 : 1 + PUBLIC_KEY_SIZE]
     signature = data[1 + PUBLIC_KEY_SIZE : SIGNED_CONTENT_OVERHEAD]
     message = data[SIGNED_CONTENT_OVERHEAD:]

@@ -173,13 +173,14 @@ class Membership:
 
     # ------------------------------------------------------------ keys
 
-    def _key_of(self, epoch: Epoch) -> ChannelKey:
+    def key_of(self, epoch: Epoch) -> ChannelKey:
+        """The envelope key (and topic) of ``epoch``."""
         return self.base if epoch.number == 0 and not epoch.secret else epoch_key(epoch.secret, self.base.channel_name)
 
     def _reindex(self) -> None:
         self._keys = {}
         for e in self.epochs:
-            k = self._key_of(e)
+            k = self.key_of(e)
             self._keys[k.topic] = (e, k)
 
     @property
@@ -188,7 +189,7 @@ class Membership:
 
     @property
     def send_key(self) -> ChannelKey:
-        return self._key_of(self.current)
+        return self.key_of(self.current)
 
     def topics(self) -> list[str]:
         """Every topic whose key is kept (the current one first)."""
@@ -212,7 +213,7 @@ class Membership:
         if n is not None:
             before = [e for e in self.epochs if e.number < n]
             if before:
-                older = self._key_of(max(before, key=Epoch.rank))
+                older = self.key_of(max(before, key=Epoch.rank))
                 return [older, current] if older.topic != current.topic else [current]
         return [current]
 
@@ -410,16 +411,20 @@ def describe(kind: str, data, name_of) -> str:
         return kind
     if kind == "join":
         return "joined"
+
+    def ids(value) -> list[str]:  # (shown before the rules checked it: anything may be there)
+        return [name_of(p) for p in value if isinstance(p, str)][:20] if isinstance(value, (list, dict)) else []
+
     if kind == "admin":
-        names = [name_of(p) for p in data.get("add", []) if isinstance(p, str)]
+        names = ids(data.get("add"))
         return f"made {_and(names)} {'an admin' if len(names) == 1 else 'admins'}"
     keys = data.get("keys")
     count = len(keys) if isinstance(keys, (dict, list)) else 0
     n = data.get("epoch")
-    removed = [name_of(p) for p in data.get("removed", []) if isinstance(p, str)]
+    n = n if isinstance(n, int) else "?"
+    removed = ids(data.get("removed"))
     if data.get("why") == "grant":
-        names = [name_of(p) for p in (keys if isinstance(keys, (dict, list)) else [])]
-        return f"gave {_and(names)} the channel key (epoch {n})"
+        return f"gave {_and(ids(keys))} the channel key (epoch {n})"
     head = f"removed {_and(removed)}: " if removed else "rotated the channel key: "
     return head + f"new key (epoch {n}) for {count} member{'s' if count != 1 else ''}"
 

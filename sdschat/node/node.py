@@ -28,7 +28,6 @@ import os
 from collections.abc import Callable, Collection
 
 from ..crypto import CryptoError, Identity, envelope_hash
-from ..crypto.epochs import exchange_public
 from ..sds import MessageChannel, wire
 from ..store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, StateChange, resolve_broker
@@ -37,22 +36,19 @@ from .authored import signer
 from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
 from .frame import pack
-from .membership import ControlError, EpochApplied, Membership, parse_control, redacted_body
+from .membership import Membership, redacted_body
 from .inspect import GapReport, Inspection, Member, gap_reports, inspect_message, member_reports
 from .payload import CONTROL_KINDS, AppPayload
 from .receive import Receiver, Turn
+from .roster import MEMBERSHIP_KEY, Roster
 from .search import SearchHit, search_store
 from .storeclient import StoreClient
 from .wirelog import WireLog, frame_of
 
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "MEMBERSHIP_KEY", "CONTROL_PREFIXES"]
 
-#: kv key: the channel's members, admins and kept epoch keys (sdschat.node.membership), as JSON
-MEMBERSHIP_KEY = "membership"
 #: how the stored payload of a membership message begins (AppPayload.encode): not counted as unread
 CONTROL_PREFIXES = tuple(f'{{"v":1,"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS))
-#: a member seen still on an older key gets the later epoch messages again at most this often
-STRAGGLER_EVERY_MS = 5_000
 
 log = logging.getLogger("sdschat.node")
 
@@ -116,16 +112,11 @@ class Node:
         self.events_compacted = 0
         #: the last frames in and out (the wire view reads it)
         self.wire = WireLog()
-        self._started_ms = 0
         #: set once the engine is restored and the node connected (see ``start(restore_in_background=...)``)
         self._ready = asyncio.Event()
         self._restoring: asyncio.Task | None = None
-        #: members, admins and key epochs (set once the identity is known)
-        self.membership: Membership | None = None
-        #: SDS frames of epoch messages seen, by message id (kept with their epoch, to hand to stragglers)
-        self.epoch_frames: dict[str, bytes] = {}
-        self._straggler_sent: dict[int, int] = {}
-        self._last_expiry_ms = 0
+        #: members, admins and key epochs (:mod:`.roster`; its state once the identity is known)
+        self.roster = Roster(self)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -157,32 +148,16 @@ class Node:
         self.store = await Store.open(cfg.db_path)
         self.writer = StoreWriter(self.store, on_error=self._writer_failed)
         self.identity = await self._load_identity()
-        self._sign = signer(self.identity, self.key.channel_binding)
-        await self._load_membership()
+        self.sign = signer(self.identity, self.key.channel_binding)
+        await self.roster.load()
         await self.store.kv_set("nick", self.nick)
         await self.store.kv_set("channel_name", self.key.channel_name)
         await self._load_messages()
         for p in await self.store.participants():
             self.book.participants[p.participant_id] = p
 
-    async def _load_membership(self) -> None:
-        cfg = self.config
-        self.membership = Membership(self.identity.participant_id, self.key, cfg.admins)
-        raw = await self.store.kv_get(MEMBERSHIP_KEY)
-        if raw is not None:
-            try:
-                self.membership.load_json(raw)
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise StoreError(f"database {cfg.db_path}: the membership state is damaged ({exc})") from None
-        for pid in cfg.removed:
-            self.membership.removed.setdefault(pid, 0)
-        adopted = cfg.epoch is not None and self.membership.adopt(cfg.epoch[0], cfg.epoch[1], self.now())
-        if raw is None or adopted:
-            await self.store.kv_set(MEMBERSHIP_KEY, self.membership.to_json())
-
     async def _run(self, *, own_reader: bool = False) -> None:
         """The engine's state, then the connection and the node's tasks."""
-        self._started_ms = self.now()
         await self._load_channel(own_reader=own_reader)
         await self._connect()
         await self.store_client.start()
@@ -191,8 +166,7 @@ class Node:
         self.store_client.want([row.entry for row in self.channel.snapshot().missing])
         self._compact_events()  # a database from before compaction, or one closed mid-window
         self._ready.set()
-        if self.config.membership and not self.membership.joined and not self.removed_me:
-            self._hello()
+        self.roster.started()
 
     async def _restore(self) -> None:
         """:meth:`_run` in the background; then the open gaps, for a view that loaded before the engine was up."""
@@ -517,18 +491,18 @@ class Node:
         if self.removed_me:
             raise ValueError(f"you were removed from #{self.key.channel_name}: nothing more can be sent there")
         if kind != "join" and self.config.membership and not self.membership.joined:
-            await self._join()
+            await self.roster.join()
         now = self.now()
         app = AppPayload.new(kind, self.nick, text, now, reply_to, data)
         body = app.encode()
-        out = self.channel.send(body, now, sign=self._sign)
+        out = self.channel.send(body, now, sign=self.sign)
         mid = out.message_id
         self.book.remember_app(mid, app, body)
         chat = self.book.chat(mid, self.participant_id, app, out.lamport_timestamp, ev.SENDING, now)
         self.book.messages[mid] = chat
         self.emit(ev.MessageShown(chat))
         history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
-        kv = self.apply_control(mid, self.participant_id, app, now, out.data) if data is not None else None
+        kv = self.roster.sent(kind, mid, app, now, out.data) if data is not None else None
         self.persist(now, messages=[MessageRow(mid, self.participant_id, out.lamport_timestamp,
                                                redacted_body(body) if data is not None else body, ev.SENDING,
                                                received_at_ms=now)],
@@ -544,81 +518,44 @@ class Node:
         self.book.set_state(mid, ev.UNACKNOWLEDGED, now)
         return mid
 
-    # ------------------------------------------------------------ membership
+    # ------------------------------------------------------------ membership (sdschat.node.roster)
 
-    def want_join(self) -> None:
-        """Another member is here: announce ourselves (once per channel) if we have not yet. A member alone in a
-        channel announces nothing (nobody could acknowledge it); its first message or the first frame of another
-        member brings the join."""
-        if (self.config.membership and not self.membership.joined and not self.removed_me and not self.stopping
-                and not any(t.get_name() == "sdschat-join" for t in self._tasks)):
-            self._spawn(self._join(), "sdschat-join")
+    @property
+    def membership(self) -> Membership | None:
+        """The channel's members, admins and key epochs as this node knows them (None before the node opened)."""
+        return self.roster.state
 
-    def _hello(self) -> None:
-        """An ephemeral frame saying we are here (not in the log, acknowledged by nobody): whoever is in the
-        channel answers with its join, and we announce ours once we see another member."""
-        app = AppPayload.new("hello", self.nick, "", self.now())
-        out = self.channel.send_ephemeral(app.encode(), self.now(), sign=self._sign)
-        self.outbox.put_nowait((out.data, "ephemeral", None))
-
-    async def _join(self) -> None:
-        if not self.membership.joined:
-            self.membership.joined = True  # (set again when our join is applied: one join, even if two ask)
-            await self.send_control("join", {"x": exchange_public(self.identity).hex()})
+    def has_task(self, name: str) -> bool:
+        return any(t.get_name() == name for t in self._tasks)
 
     @property
     def removed_me(self) -> bool:
         """Whether an admin removed us from the channel."""
-        return self.membership is not None and self.membership.me in self.membership.removed
+        return self.roster.removed_me
 
-    def apply_control(self, mid: str, sender: str, app: AppPayload, now: int, frame: bytes | None = None,
-                      via_epoch: int | None = None) -> dict | None:
-        """Apply a membership message (ours or delivered; ``via_epoch``: the key epoch of the envelope it came
-        in) here; returns the kv row to persist with it (None if it changed nothing). A message that breaks the
-        rules (not an admin, damaged data) is refused and counted."""
-        m = self.membership
-        frame = frame if frame is not None else self.epoch_frames.get(mid, b"")
-        try:
-            data = parse_control(app.kind, app.data)
-            if app.kind == "join":
-                if not m.apply_join(sender, data["x"]):
-                    self.receiver.reject("removed", f"join of removed member {sender[:8]} ignored", now)
-                    return None
-                self.emit(ev.MembershipChanged("join", sender, ()))
-                if m.needs_grant(sender) and (via_epoch is None or via_epoch < m.current.number):
-                    # (a join sealed under the current key shows its author has that key: nothing to give)
-                    self._spawn(self._grant([sender]))
-            elif app.kind == "admin":
-                added = m.apply_admin(sender, data["add"])
-                self.emit(ev.MembershipChanged("admin", sender, tuple(added)))
-            else:
-                self._epoch_applied(m.apply_epoch(sender, mid, data, self.identity, now, frame), mid)
-        except ControlError as exc:
-            self.receiver.reject("bad_control", f"{app.kind} from {sender[:8]}: {exc}", now)
-            return None
-        return {MEMBERSHIP_KEY: m.to_json()}
+    def member_of(self, name: str) -> str:
+        """The participant id of the member called ``name``; ValueError (one line) if none or several."""
+        return self.roster.member_of(name)
 
-    def _epoch_applied(self, out: EpochApplied, mid: str) -> None:
-        self.epoch_frames.pop(mid, None)
-        if out.switched and self.transport is not None:
-            self._spawn(self._subscribe(self.membership.send_key.topic))
-            self.store_client.start_catch_up()  # what was sent under the new key before we had it
-        if out.removed_me:
-            self.emit(ev.MembershipChanged("removed", out.author, out.removed, out.number))
-        elif not out.grant:
-            self.emit(ev.MembershipChanged("epoch", out.author, out.removed, out.number, out.mine))
-        if out.redo and self.membership.is_admin:
-            self._spawn(self.rekey(remove=out.redo))
+    def check_admin(self) -> None:
+        """ValueError (one line) unless we are an admin of the channel (and still a member)."""
+        self.roster.check_admin()
 
-    async def _scrub(self) -> None:
-        """Once a deleted key's row is written, empty the database's log, which still held older copies."""
-        await self.writer.flush()
-        await self.store.scrub()
+    async def kick(self, name: str) -> tuple[str, int, int]:
+        """Remove the member called ``name``: a new key epoch sealed to everyone else. Returns (participant id,
+        epoch, members who get the key); ValueError (one line) if we are not an admin or there is no such member."""
+        return await self.roster.kick(name)
 
-    async def _subscribe(self, topic: str) -> None:
-        await self.transport.subscribe(topic)
+    async def rekey(self, remove=()) -> tuple[int, int]:
+        """Start a new key epoch (without ``remove``); returns (epoch, members who get the key)."""
+        return await self.roster.rekey(remove)
 
-    def _spawn(self, coro, name: str = "sdschat-membership") -> asyncio.Task:
+    async def name_admin(self, name: str) -> str:
+        """Make the member called ``name`` an admin too; returns its participant id."""
+        return await self.roster.name_admin(name)
+
+    def spawn(self, coro, name: str) -> asyncio.Task:
+        """Run ``coro`` as one of the node's tasks (cancelled at stop); a failure is logged and told."""
         task = asyncio.ensure_future(coro)
         task.set_name(name)
         self._tasks.append(task)
@@ -633,109 +570,12 @@ class Node:
         task.add_done_callback(done)
         return task
 
-    async def _grant(self, pids) -> None:
-        if self.stopping or self.removed_me:
-            return
-        await self.send_control("epoch", self.membership.grant_data(self.identity, pids))
-
-    def member_of(self, name: str) -> str:
-        """The participant id of the member called ``name`` (a nick, or the start of an id); ValueError (one line)
-        if none or several."""
-        want = name.strip().lstrip("@")
-        names = self.names()
-        found = [p for p in self.membership.members if p != self.participant_id and (names.get(p) == want)]
-        if not found:
-            found = [p for p in self.membership.members if p != self.participant_id and len(want) >= 4
-                     and p.startswith(want.lower())]
-        if not found:
-            known = sorted(n or p[:8] for p, n in ((p, names.get(p)) for p in self.membership.others()))
-            raise ValueError(f"no member called {want!r} here (members: {', '.join(known) or 'none yet'})")
-        if len(found) > 1:
-            raise ValueError(f"{len(found)} members are called {want!r}: give the start of an id "
-                             f"({', '.join(p[:8] for p in found)})")
-        return found[0]
-
-    async def kick(self, name: str) -> tuple[str, int, int]:
-        """Remove the member called ``name``: a new key epoch sealed to everyone else. Returns (participant id,
-        epoch, members who get the key); ValueError (one line) if we are not an admin or there is no such member."""
-        if self.channel is None:
-            await self.wait_ready()
-        self.check_admin()
-        pid = self.member_of(name)
-        if pid in self.membership.removed:
-            raise ValueError(f"{name} was already removed")
-        n, count = await self.rekey(remove=(pid,))
-        return pid, n, count
-
-    async def rekey(self, remove=()) -> tuple[int, int]:
-        """Start a new key epoch (without ``remove``); returns (epoch, members who get the key)."""
-        if self.channel is None:
-            await self.wait_ready()
-        self.check_admin()
-        data = self.membership.new_epoch(self.identity, remove)
-        await self.send_control("epoch", data)
-        return data["epoch"], len(data["keys"])
-
-    async def name_admin(self, name: str) -> str:
-        """Make the member called ``name`` an admin too."""
-        if self.channel is None:
-            await self.wait_ready()
-        self.check_admin()
-        pid = self.member_of(name)
-        await self.send_control("admin", {"add": [pid]})
-        return pid
-
-    def check_admin(self) -> None:
-        """ValueError (one line) unless we are an admin of the channel (and still a member)."""
-        if self.removed_me:
-            raise ValueError(f"you were removed from #{self.key.channel_name}")
-        if not self.membership.is_admin:
-            raise ValueError(f"only an admin of #{self.key.channel_name} can do that "
-                             f"(admins: {', '.join(self._admin_names()) or 'none: a channel joined without an invite'})")
-
-    def _admin_names(self) -> list[str]:
-        names = self.names()
-        return sorted((names.get(p) or ("you" if p == self.participant_id else p[:8])) for p in self.membership.admins)
-
-    def help_straggler(self, epoch: int, now: int) -> None:
-        """A member's frame came under an older key: publish the later epoch messages again under the keys they
-        were sealed with (rate-limited), so it switches even with no store node."""
-        if now - self._straggler_sent.get(epoch, -STRAGGLER_EVERY_MS) < STRAGGLER_EVERY_MS:
-            return
-        self._straggler_sent[epoch] = now
-        for mid, frame in self.membership.epoch_frames_after(epoch):
-            self.outbox.put_nowait((frame, "repair", mid))
-
-    def _maybe_expire(self, now: int) -> None:
-        """Delete the keys superseded more than the retention window ago; rotate if the profile asks."""
-        if now - self._last_expiry_ms < 1_000:
-            return
-        self._last_expiry_ms = now
-        m = self.membership
-        gone = m.expire(now, self.config.epoch_retention_ms)
-        if gone:
-            for mid in m.epoch_messages_upto(max(e.number for e in gone)):
-                self.channel.forget_cached(mid)  # the repair cache keeps whole frames: their key boxes too
-                self.membership.sealed_under.pop(mid, None)
-            for e in gone:
-                topic = self.membership._key_of(e).topic
-                if self.transport is not None and topic not in m.topics():
-                    self.transport.unsubscribe(topic)
-            self.persist(now, kv={MEMBERSHIP_KEY: m.to_json()})
-            self._spawn(self._scrub(), "sdschat-scrub")
-            self.emit(ev.MembershipChanged("expired", "", (), max(e.number for e in gone)))
-        every = self.config.rekey_every_ms
-        if (every > 0 and self.config.membership and m.is_admin and not self.removed_me
-                and now - max(m.current.started_ms, self._started_ms) >= every
-                and not any(t.get_name() == "sdschat-rekey" for t in self._tasks)):
-            self._spawn(self.rekey(), "sdschat-rekey")
-
     async def send_typing(self) -> None:
         if not self.ready:  # a typing notice is not worth waiting for
             return
         now = self.now()
         app = AppPayload.new("typing", self.nick, "", now)
-        out = self.channel.send_ephemeral(app.encode(), now, sign=self._sign)
+        out = self.channel.send_ephemeral(app.encode(), now, sign=self.sign)
         self.outbox.put_nowait((out.data, "ephemeral", None))
 
     def set_nick(self, nick: str) -> None:
@@ -857,7 +697,7 @@ class Node:
                 if events:
                     self.receiver.handle(events, Turn(now))
                 self._maybe_counters()
-                self._maybe_expire(now)
+                self.roster.tick(now)
                 await self.store_client.maybe_mark_synced(now)
             except Exception as exc:  # a bug must not silently stop resends and repairs
                 log.exception("node tick failed")

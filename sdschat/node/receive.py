@@ -123,7 +123,7 @@ class Receiver:
             return
         if epoch.number < node.membership.current.number and source is None and publisher != node.participant_id:
             # a member still on an older key: hand it the later epoch messages (a removed one learns it was)
-            node.help_straggler(epoch.number, now)
+            node.roster.help_straggler(epoch.number, now)
         if publisher in node.membership.removed and publisher != node.participant_id:
             # a removed member still holds the keys it had: nothing it publishes counts any more
             self.reject("removed", f"frame published by {publisher[:8]}, removed from the channel", now,
@@ -141,7 +141,7 @@ class Receiver:
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
         if publisher != node.participant_id and not node.membership.joined:
-            node.want_join()  # someone else is here: time to announce ourselves
+            node.roster.want_join()  # someone else is here: time to announce ourselves
         channel = node.channel
         asking, answering = channel.repair_pending(msg.message_id)
         # a rebroadcast's causal history and bloom filter are not signed by their sender: they acknowledge nothing
@@ -227,7 +227,7 @@ class Receiver:
         if msg.message_id:
             node.book.remember_app(msg.message_id, app, signed.message)
             if app.kind == "epoch" and msg.lamport_timestamp is not None:
-                node.epoch_frames[msg.message_id] = wire.encode(msg)  # to hand on to members still on an older key
+                node.roster.epoch_frames[msg.message_id] = wire.encode(msg)  # to hand on to members still on an older key
         return True
 
     def reject(self, reason: str, detail: str, now: int, *, size: int = 0, source: str | None = None, msg=None,
@@ -294,7 +294,7 @@ class Receiver:
         a new key must not wait for an old gap); returns the body the database keeps (without key boxes)."""
         if app.kind not in CONTROL_KINDS:
             return body
-        kv = self.node.apply_control(e.message_id, e.sender_id, app, t.now, via_epoch=t.epoch)
+        kv = self.node.roster.apply(e.message_id, e.sender_id, app, t.now, via_epoch=t.epoch)
         if kv:
             t.kv.update(kv)
         return redacted_body(body)
@@ -385,6 +385,8 @@ class Receiver:
 
     def _ephemeral(self, e: EphemeralReceived, t: Turn) -> None:
         app, _ = self.node.book.app_of("", e.content)
+        if app is not None and app.kind == "hello":
+            self.node.roster.greet(e.sender_id, t.now)
         if app is not None and app.kind == "typing":
             self.node.emit(ev.TypingSeen(e.sender_id, app.nick))
             self.node.book.seen(e.sender_id, app.nick, t.now, t.parts)

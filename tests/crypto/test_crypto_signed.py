@@ -151,3 +151,12 @@ def test_read_signed_content_parses_without_verifying():
         with pytest.raises(SignatureError) as info:
             read_signed_content(bad)
         assert info.value.reason == reason
+
+
+def test_a_received_context_too_long_to_have_been_signed_is_refused_not_raised():
+    """A frame whose causal history makes a context beyond 64 KiB (found by bench/fuzz_frames.py: a ValueError
+    escaped the receive path) is refused as not verifying."""
+    blob = signed_content(ALICE, BINDING, b"hello", context=b"short")
+    with pytest.raises(SignatureError) as e:
+        open_signed_content(blob, BINDING, context=b"x" * 70_000)
+    assert e.value.reason == "invalid"

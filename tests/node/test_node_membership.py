@@ -361,3 +361,30 @@ def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_und
         assert b"written after switching" not in plain
 
     run(main(), 90)
+
+
+def test_an_admin_rotates_the_key_when_the_profile_asks_and_the_clock_survives_a_restart(node_mosquitto, tmp_path):
+    """``rekey_days`` (here a second and a half): the admin's node starts a new epoch once the current one is
+    that old, by its own clock, also counted across a restart (a member who restarts daily still rotates)."""
+    async def main():
+        url = node_mosquitto.url
+        key = ChannelKey.generate("rotate")
+        admin = Identity.generate()
+        a = await member("alice", key, tmp_path, url, admin, rekey_every_ms=1_500)
+        b = await member("bob", key, tmp_path, url, admin)
+        try:
+            await all_joined([a, b])
+            await wait_for(lambda: b.membership.current.number >= 1, 10, "a first rotation")
+            await wait_for(lambda: b.membership.current.number >= 2, 10, "a second rotation")
+            assert not b.membership.is_admin and b.config.rekey_every_ms == 0
+            await a.stop()
+            started = a.membership.current.started_ms
+            assert started > 0
+            a = await member("alice", key, tmp_path, url, admin, rekey_every_ms=60_000)
+            assert a.membership.current.started_ms == started  # the epoch's age is kept, not reset by the restart
+            await b.send_text("still fine")
+            await settle([a, b], 2 + a.membership.current.number + 1, timeout=20)
+        finally:
+            await stop_all([a, b])
+
+    run(main(), 60)

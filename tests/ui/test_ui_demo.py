@@ -156,3 +156,44 @@ def test_demo_with_a_hostile_member_shows_its_forgeries_refused(tmp_path, run) -
             await broker.close()
 
     run(scenario())
+
+
+def test_kick_and_rekey_typed_in_the_demo(tmp_path, run) -> None:
+    """In the demo alice created the channel: ``/kick carol`` in her pane puts the change in every log, carol's
+    pane says she was removed and what is said afterwards never reaches her; bob, no admin, gets one line."""
+
+    async def scenario():
+        from sdschat.transport import EmbeddedBroker
+
+        broker = await EmbeddedBroker.start()
+        nodes = await start_demo_nodes(3, 0.0, db_dir=tmp_path, broker_url=broker.url, seed=5)
+        try:
+            app = DemoApp(nodes, bots=False, blink=False)
+            async with app.run_test(size=(150, 36)) as pilot:
+                alice, bob, carol = app.panes
+                alice.input.focus()
+                await pilot.press(*"hello all", "enter")
+                await wait_until(pilot, lambda: all(len(n.membership.members) == 3 for n in nodes), timeout=10,
+                                 what="everyone's join everywhere")
+                bob.input.focus()
+                await pilot.press(*"/kick carol", "enter")
+                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "only an admin"), what="bob refused")
+                alice.input.focus()
+                await pilot.press(*"/kick carol", "enter")
+                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "removed carol: new key (epoch 1)"),
+                                 what="the change in bob's log")
+                await wait_until(pilot, lambda: line_with(lines_of(app, carol), "removed you"), what="carol told")
+                await pilot.press(*"after the kick", "enter")
+                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "after the kick"), what="bob reads")
+                await pilot.press(*"/rekey", "enter")
+                await wait_until(pilot, lambda: nodes[1].membership.current.number == 2, what="epoch 2")
+                assert line_with(lines_of(app, bob), "rotated the channel key")
+                await pilot.pause(0.3)
+                assert not line_with(lines_of(app, carol), "after the kick")
+                assert app.errors == []
+        finally:
+            for node in nodes:
+                await node.stop()
+            await broker.close()
+
+    run(scenario())
