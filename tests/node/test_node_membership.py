@@ -245,13 +245,17 @@ def test_rekey_under_20_percent_loss_with_messages_in_flight_loses_nothing(node_
     run(main(), 110)
 
 
+def epoch1_key(node: Node):
+    return next((k for e, k in node.membership.keys() if e.number == 1), None)
+
+
 def test_old_keys_are_deleted_after_the_retention_window(node_mosquitto, tmp_path):
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("retention")
         admin = Identity.generate()
-        a = await member("alice", key, tmp_path, url, admin, epoch_retention_ms=1_500)
-        b = await member("bob", key, tmp_path, url, admin, epoch_retention_ms=1_500)
+        a = await member("alice", key, tmp_path, url, admin, epoch_retention_ms=3_000)
+        b = await member("bob", key, tmp_path, url, admin, epoch_retention_ms=3_000)
         expired = []
         b.add_listener(lambda e: expired.append(e) if isinstance(e, ev.MembershipChanged) and e.what == "expired"
                        else None)
@@ -263,11 +267,11 @@ def test_old_keys_are_deleted_after_the_retention_window(node_mosquitto, tmp_pat
             first_message = b.membership.current.message_id
             await a.rekey()
             await wait_for(lambda: b.membership.current.number == 2, what="epoch 2")
-            assert len(b.membership.keys()) == 3  # epochs 0, 1 and 2 while the window runs
-            await wait_for(lambda: len(b.membership.keys()) == 1, 5, "old keys deleted")
+            assert epoch1_key(b) is not None  # epoch 1's key while the window runs (epoch 0's may be gone already)
+            await wait_for(lambda: len(b.membership.keys()) == 1, 10, "old keys deleted")
             assert [e.epoch for e in expired][-1] >= 1
-            kept = _kv(tmp_path / "bob.db", MEMBERSHIP_KEY)
-            assert first.hex() not in kept
+            await wait_for(lambda: first.hex() not in _kv(tmp_path / "bob.db", MEMBERSHIP_KEY), 5,
+                           "the kept state written without it")  # (the writer commits on a coming turn)
 
             def in_files() -> bool:
                 raw = b"".join(p.read_bytes() for p in tmp_path.glob("bob.db*"))

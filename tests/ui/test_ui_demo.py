@@ -168,7 +168,7 @@ def test_kick_and_rekey_typed_in_the_demo(tmp_path, run) -> None:
         broker = await EmbeddedBroker.start()
         nodes = await start_demo_nodes(3, 0.0, db_dir=tmp_path, broker_url=broker.url, seed=5)
         try:
-            app = DemoApp(nodes, bots=False, blink=False)
+            app = DemoApp(nodes, bots=True, bot_interval=0.5, seed=5, blink=False)
             async with app.run_test(size=(150, 36)) as pilot:
                 alice, bob, carol = app.panes
                 alice.input.focus()
@@ -188,7 +188,7 @@ def test_kick_and_rekey_typed_in_the_demo(tmp_path, run) -> None:
                 await pilot.press(*"/rekey", "enter")
                 await wait_until(pilot, lambda: nodes[1].membership.current.number == 2, what="epoch 2")
                 assert line_with(lines_of(app, bob), "rotated the channel key")
-                await pilot.pause(0.3)
+                await pilot.pause(1.5)  # bots chatting: carol's falls silent, it does not fail on every turn
                 assert not line_with(lines_of(app, carol), "after the kick")
                 assert app.errors == []
         finally:
