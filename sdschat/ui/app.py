@@ -289,9 +289,9 @@ class DemoApp(BaseChatApp):
         rng = random.Random(self.rng.random())
         await asyncio.sleep(rng.uniform(0.3, 1.5))
         while True:
-            if pane.node.removed_me:
-                return  # removed from the channel: its bot falls silent (its pane says why)
             if self.bots:
+                if pane.node.removed_me:
+                    return  # removed from the channel: its bot falls silent (its pane says why)
                 try:
                     await pane.node.send_text(chatter(rng))
                 except Exception as exc:

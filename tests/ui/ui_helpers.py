@@ -161,6 +161,8 @@ class FakeNode:
     failure: str | None = None
     sent: list = field(default_factory=list)
     gaps: list = field(default_factory=lambda: fixed_gaps())
+    #: as Node.removed_me: a member an admin removed
+    removed_me: bool = False
 
     def messages(self):
         return list(self.stored)
