@@ -2,8 +2,8 @@
 
 from .authored import open_authored, ordering_context, signer
 from .events import *  # noqa: F401,F403
-from .node import CONTROL_PREFIXES, MEMBERSHIP_KEY, Node, NodeConfig, NodeFailed, node_channel_config
-from .payload import AppPayload, PayloadError
+from .node import MEMBERSHIP_KEY, Node, NodeConfig, NodeFailed, node_channel_config
+from .payload import CONTROL_PREFIXES, AppPayload, PayloadError
 from ..store import SearchQueryError
 from .search import SearchHit, match_spans, merge_hits, search_store
 

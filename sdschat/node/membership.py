@@ -28,9 +28,8 @@ import json
 from ..crypto import ChannelKey, CryptoError, Identity
 from ..crypto.epochs import EXCHANGE_KEY_SIZE, epoch_key, exchange_public, new_epoch_secret, open_for_member, \
     seal_to_members
-from .payload import CONTROL_KINDS
 
-__all__ = ["CONTROL_KINDS", "ControlError", "Epoch", "Membership", "EpochApplied", "parse_control",
+__all__ = ["ControlError", "Epoch", "Membership", "EpochApplied", "parse_control",
            "redacted_body"]
 
 #: at most this many members in one epoch message (its boxes are ~100 bytes each)

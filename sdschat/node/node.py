@@ -38,17 +38,14 @@ from .config import NodeConfig, node_channel_config
 from .frame import pack
 from .membership import Membership, redacted_body
 from .inspect import GapReport, Inspection, Member, gap_reports, inspect_message, member_reports
-from .payload import CONTROL_KINDS, AppPayload
+from .payload import CONTROL_PREFIXES, AppPayload
 from .receive import Receiver, Turn
 from .roster import MEMBERSHIP_KEY, Roster
 from .search import SearchHit, search_store
 from .storeclient import StoreClient
 from .wirelog import WireLog, frame_of
 
-__all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "MEMBERSHIP_KEY", "CONTROL_PREFIXES"]
-
-#: how the stored payload of a membership message begins (AppPayload.encode): not counted as unread
-CONTROL_PREFIXES = tuple(f'{{"v":1,"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS))
+__all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "MEMBERSHIP_KEY"]
 
 log = logging.getLogger("sdschat.node")
 

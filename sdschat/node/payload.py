@@ -25,12 +25,15 @@ from dataclasses import dataclass
 
 from .events import MEMBERSHIP_KINDS
 
-__all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "VERSION", "MAX_TEXT"]
+__all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "CONTROL_PREFIXES", "VERSION", "MAX_TEXT"]
 
 VERSION = 1
 KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch")
 #: kinds that change the channel's membership and keys (``d`` holds their data)
 CONTROL_KINDS = MEMBERSHIP_KINDS
+#: how the encoding of a membership message begins (:meth:`AppPayload.encode`): the store matches stored payloads
+#: against these, without decoding them, to leave them out of unread counts
+CONTROL_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS))
 MAX_TEXT = 16_384
 MAX_NICK = 64
 

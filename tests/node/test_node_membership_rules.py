@@ -9,7 +9,7 @@ import pytest
 from sdschat.crypto import ChannelKey, Identity
 from sdschat.crypto.epochs import exchange_public
 from sdschat.node.membership import ControlError, Membership, describe, parse_control, redacted_body
-from sdschat.node.payload import AppPayload
+from sdschat.node.payload import CONTROL_KINDS, CONTROL_PREFIXES, KINDS, AppPayload
 
 
 def group(n: int = 3, admins: int = 1):
@@ -110,3 +110,12 @@ def test_a_membership_line_is_described_whatever_its_data() -> None:
     for kind, data in (("admin", {"add": None}), ("epoch", {"removed": None, "keys": None, "epoch": "x"}),
                        ("epoch", {"why": "grant", "keys": 5}), ("admin", {"add": [1, None, "ab" * 16]}), ("join", [])):
         assert isinstance(describe(kind, data, lambda p: p[:4]), str)
+
+
+def test_the_prefixes_that_keep_membership_lines_out_of_unread_counts_match_their_encoding() -> None:
+    # the store matches stored payloads against CONTROL_PREFIXES without decoding them
+    for kind in KINDS:
+        data = {"x": 1} if kind in CONTROL_KINDS else None
+        encoded = AppPayload.new(kind, "alice", "text", 1_000, data=data).encode()
+        assert encoded.startswith(CONTROL_PREFIXES) == (kind in CONTROL_KINDS), kind
+    assert len(CONTROL_PREFIXES) == len(CONTROL_KINDS) == 3
