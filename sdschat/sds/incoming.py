@@ -21,9 +21,11 @@ _HEAP_SLACK = 64
 
 
 class _In:
-    __slots__ = ("sender_id", "lamport", "causal", "content", "received_at", "unmet", "repaired", "after_lost")
+    __slots__ = ("sender_id", "lamport", "causal", "content", "received_at", "unmet", "repaired", "after_lost",
+                 "shared")
 
-    def __init__(self, sender_id, lamport, causal, content, received_at, unmet, repaired, after_lost=()):
+    def __init__(self, sender_id, lamport, causal, content, received_at, unmet, repaired, after_lost=(),
+                 shared=None):
         self.sender_id = sender_id
         self.lamport = lamport
         self.causal = causal
@@ -32,6 +34,9 @@ class _In:
         self.unmet = unmet  # a list of distinct ids: a message waits on a few, and a set costs 4-8x the memory
         self.repaired = repaired
         self.after_lost = tuple(after_lost)  # almost always empty: grown by copying
+        #: the frame's ``(LogRow, Delivered, log key)`` made once for all its receivers (see ``deliver``), for
+        #: a message that arrived without a hint and not as a repair; None otherwise
+        self.shared = shared
 
 
 class IncomingBuffer:
@@ -95,18 +100,20 @@ class IncomingBuffer:
                 waiting.append(d)
             else:
                 missing.append(e)
+        shared = None
+        if hint is None and not repaired:
+            shared = f._delivery
+            if shared is None:
+                shared = f._delivery = (LogRow(mid, lamport, sender, None),
+                                        Delivered(mid, sender, content, lamport, False, ()), (lamport, mid))
         if not unmet:
-            shared = None
-            if hint is None and not repaired:
-                shared = f._delivery
-                if shared is None:
-                    shared = f._delivery = (LogRow(mid, lamport, sender, None),
-                                            Delivered(mid, sender, content, lamport, False, ()), (lamport, mid))
             self.deliver(mid, sender, lamport, content, hint, repaired, (), events, now_ms, shared)
             return
         if len(incoming) >= cfg.incoming_buffer_size:
             self.evict_oldest(now_ms, events)
-        entry = _In(sender, lamport, causal, content, now_ms, unmet, repaired)
+        # (the shared rows serve its delivery later too: with loss, most members deliver most messages after
+        # they waited behind a gap, and a log row of their own would cost ~120 bytes a member a message)
+        entry = _In(sender, lamport, causal, content, now_ms, unmet, repaired, (), shared)
         incoming[mid] = entry
         waiters = self.waiters
         for d in unmet:
@@ -160,9 +167,11 @@ class IncomingBuffer:
         """Log and deliver ``mid``, then whatever waited only for it (and so on).
 
         ``shared``: the ``(LogRow, Delivered, log key)`` of ``mid`` made once for every receiver of its
-        frame (all immutable; equal to what would be made here).
+        frame (all immutable; equal to what would be made here); a waiting message released here uses its
+        frame's (``_In.shared``) when it is delivered as it would have been without the wait (no hint, not
+        repaired, nothing declared lost before it).
         """
-        stack = [(mid, sender, lamport, content, hint, repaired, tuple(after_lost))]
+        stack = [(mid, sender, lamport, content, hint, repaired, tuple(after_lost), shared)]
         incoming = self.entries
         waiters = self.waiters
         journal = self.journal
@@ -171,14 +180,13 @@ class IncomingBuffer:
         note = self.hints.note if self.config.gap_hints > 0 else None  # (GapHints.note does nothing else)
         emit = events.append
         while stack:
-            mid, sender, lamport, content, hint, repaired, after_lost = stack.pop()
+            mid, sender, lamport, content, hint, repaired, after_lost, shared = stack.pop()
             if lamport > log.lamport:  # the clock moves up to what is delivered
                 log.lamport = lamport
                 if journal is not None:
                     journal.append(("lamport", None, lamport))
             if shared is not None:
                 row, delivered, key = shared
-                shared = None
             else:
                 row = LogRow(mid, lamport, sender, hint)
                 delivered = Delivered(mid, sender, content, lamport, repaired, after_lost)
@@ -202,8 +210,10 @@ class IncomingBuffer:
                     del incoming[w]
                     if journal is not None:
                         journal.append(("in-", w, None))
-                    stack.append((w, entry.sender_id, entry.lamport, entry.content,
-                                  self.hint_map.pop(w, None), entry.repaired, entry.after_lost))
+                    hint = self.hint_map.pop(w, None)
+                    stack.append((w, entry.sender_id, entry.lamport, entry.content, hint, entry.repaired,
+                                  entry.after_lost,
+                                  entry.shared if hint is None and not entry.after_lost else None))
                 elif journal is not None:
                     journal.append(("in", w, self.row(w, entry, self.hint_map.get(w))))
 

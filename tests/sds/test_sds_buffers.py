@@ -13,6 +13,8 @@ from sdschat.sds import (
     Missing,
     PossiblyAcknowledged,
 )
+from sdschat.sds.frame import Frame
+from sdschat.sds.wire import parse_pb
 from sds_helpers import channel, decode, frame, lossy_three, mids, of, outgoing, quiet_config
 
 
@@ -143,6 +145,36 @@ def test_chain_delivered_in_order_when_gap_fills():
     assert b.incoming_ids == [] and b.missing_ids == []
     assert b.lamport_timestamp == 3
     assert b.check_invariants() == []
+
+
+def test_a_message_that_waited_is_logged_with_the_row_its_frame_shares_between_receivers():
+    # one parsed frame, read by many members (the simulator): a message delivered after waiting behind a gap
+    # logs the frame's one LogRow and emits its one Delivered, as a message delivered at once does
+    m2 = Frame(parse_pb(frame("alice", "m2", lamport=2, history=["m1"])))
+    m1 = Frame(parse_pb(frame("alice", "m1", lamport=1)))
+    members = [channel(name) for name in ("bob", "carol", "dave")]
+    delivered = []
+    for ch in members:
+        assert of(ch.receive_parsed(m2, 10), Missing)
+        delivered.append(of(ch.receive_parsed(m1, 20), Delivered))
+    assert [mids(d) for d in delivered] == [["m1", "m2"]] * 3
+    assert all(d[1] is delivered[0][1] for d in delivered)
+    assert delivered[0][1] == Delivered("m2", "alice", b"payload", 2, False, ())
+    rows = [ch.snapshot().log for ch in members]
+    assert all(r[1] is rows[0][1] for r in rows) and rows[0][1].message_id == "m2"
+    # m1 was known missing when it came: repaired, so a row and an event of each member's own
+    assert delivered[0][0].repaired and delivered[0][0] is not delivered[1][0]
+    # with a retrieval hint, or delivered without a dependency declared lost, a message gets its own
+    hinted = channel("erin")
+    hinted.receive_parsed(m2, 10, b"hint")
+    (_, d2) = of(hinted.receive_parsed(m1, 20), Delivered)
+    assert d2 == delivered[0][1] and d2 is not delivered[0][1]
+    assert hinted.snapshot().log[1].retrieval_hint == b"hint"
+    late = channel("frank", lost_config())
+    late.receive_parsed(m2, 10)
+    (lost_m2,) = of(late.tick(10 + 2 * late.config.lost_after_ms), Delivered)
+    assert lost_m2.after_lost == ("m1",) and lost_m2 is not delivered[0][1]
+    assert all(ch.check_invariants() == [] for ch in (*members, hinted, late))
 
 
 def test_waiting_is_not_missing():
