@@ -20,6 +20,9 @@ __all__ = ["StoreClient", "SYNCED_KEY"]
 
 log = logging.getLogger("sdschat.node")
 
+#: how many finished requests a late reply is still taken for (another store's answer after the first)
+LATE_REPLIES = 1_024
+
 #: kv key: wall-clock ms up to which this node is known to have seen its channel (store catch-ups start there)
 SYNCED_KEY = "store_synced_until"
 
@@ -30,6 +33,8 @@ class StoreClient:
         self.config = node.config
         self.reply_topic = store_proto.REPLY_PREFIX + os.urandom(8).hex()
         self._waiting: dict[str, asyncio.Future] = {}
+        #: ids of requests already answered (or timed out) whose later replies are still fed, oldest first
+        self._finished: dict[str, None] = {}
         self._hints: dict[str, bytes] = {}  # message id -> retrieval hint, to ask for
         self._asked: set[str] = set()
         self._hint_timer: asyncio.TimerHandle | None = None
@@ -37,9 +42,10 @@ class StoreClient:
         self._catch_up_task: asyncio.Task | None = None
         self._seq = 0
         self._synced_written_ms = 0
-        #: requests sent, answers, timeouts, envelopes fed, messages delivered from them
+        #: requests sent, answers (``late_answers``: replies after the first to the same request), timeouts,
+        #: envelopes fed, messages delivered from them
         self.counters: dict[str, int] = dict.fromkeys(
-            ("requests", "answers", "timeouts", "envelopes", "delivered", "repaired", "catch_ups"), 0)
+            ("requests", "answers", "late_answers", "timeouts", "envelopes", "delivered", "repaired", "catch_ups"), 0)
 
     @property
     def enabled(self) -> bool:
@@ -111,6 +117,10 @@ class StoreClient:
             return None
         finally:
             self._waiting.pop(rid, None)
+            if rid is not None and not rid.endswith("p"):
+                self._finished[rid] = None
+                if len(self._finished) > LATE_REPLIES:
+                    del self._finished[next(iter(self._finished))]
 
     def spawn(self, coro) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
@@ -126,7 +136,15 @@ class StoreClient:
             return
         fut = self._waiting.get(reply.id)
         if fut is None or fut.done():
-            return  # late (timed out) or not ours
+            # Another store's reply after the first (or after the timeout): the first may have lacked what this
+            # one has (a store that lost the frame answers "not found" as fast as one that kept it). Its
+            # envelopes go through the receive path like any (already known ones are dropped there). Replies
+            # to catch-up pages are not: the pages follow the first store's cursor.
+            ours = reply.id in self._finished or (fut is not None and not reply.id.endswith("p"))
+            if ours and not reply.error and reply.envelopes:
+                self.counters["late_answers"] += 1
+                self.feed(reply.envelopes)
+            return  # late, or not ours
         self.counters["answers"] += 1
         if reply.error:
             log.debug("store refused a request: %s", reply.error)

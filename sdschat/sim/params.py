@@ -87,8 +87,9 @@ class SimParams:
     everything since they went away (less a 10 s margin), in pages of 500.
     Each request and each answer is lost with ``store_loss`` and takes a
     latency drawn from ``store_latency_ms`` (default: the network's); every
-    store answers and the first answer counts; no answer within 3 s is a
-    timeout. ``store_outages = (fraction, mean_off_ms)``: stores alternate
+    store answers, the first answer settles the request and the frames of
+    later answers to a request by id are used too (as the node does); no
+    answer within 3 s is a timeout. ``store_outages = (fraction, mean_off_ms)``: stores alternate
     up and down periods as churning members do; a store that is down keeps
     nothing and answers nothing.
 

@@ -17,10 +17,13 @@ topic). Members ask, with the node's timings (:class:`sdschat.node.storeclient.S
   arrival order, the next page asked as soon as one comes back. A member's
   queued gaps wait for its catch-up to end, as the node's do.
 
-Every store that is up when the request reaches it answers; the first answer
-counts (each request and each answer lost with ``store_loss``, each taking a
-latency drawn from ``store_latency_ms``). No answer within 3 s is a timeout
-(a catch-up then ends, as the node's does). The frames of an answer go
+Every store that is up when the request reaches it answers (each request and
+each answer lost with ``store_loss``, each taking a latency drawn from
+``store_latency_ms``); the first answer settles the request, and no answer
+within 3 s is a timeout (a catch-up then ends, as the node's does). As the
+node does, the frames of later answers to a request by id are fed too (a
+store that lost a frame may answer first); a catch-up's pages follow the
+first answer only. The frames of an answer go
 through the member's receive path at the answer's time, marked as from the
 store (``delivered`` rows with ``via = "store"``; what they call off of
 SDS-R is ``repair_cancelled`` with ``via = "store"``), and the requests are
@@ -57,7 +60,7 @@ SYNC_MARGIN_MS = 10_000
 MAX_IDS = 100
 MAX_PAGE = 500
 
-_ASK, _ANSWER, _TIMEOUT = 0, 1, 2
+_ASK, _ANSWER, _TIMEOUT, _LATE = 0, 1, 2, 3
 
 
 def _key(item: tuple) -> tuple:
@@ -148,6 +151,8 @@ class StoreClients:
                 self._store_ask(r, t)
         elif op == _ANSWER:
             self._store_answered(r, obj, t)
+        elif op == _LATE:
+            self._store_late_answer(r, obj, t)
         else:
             self._store_timed_out(r, obj, t)
 
@@ -170,7 +175,8 @@ class StoreClients:
             self._store_request(r, t, ("ids", chunk))
 
     def _store_request(self, r: int, t: int, what: tuple) -> None:
-        """Member ``r`` publishes a store request at ``t``: the first answer, or a timeout, is scheduled."""
+        """Member ``r`` publishes a store request at ``t``: the first answer, or a timeout, is scheduled (and, for
+        a request by id, the other stores' answers after it)."""
         p = self.p
         self.counts["store_requests"] += 1
         k = self.st_queries[r]
@@ -180,21 +186,25 @@ class StoreClients:
         ns = self.n_stores
         lost = g.random((2, ns)) < p.store_loss
         lat = g.integers(lo, hi + 1, (2, ns))
-        best = None
+        answers = []
         if self.online[r]:
             for s in range(ns):
                 at_store = t + int(lat[0, s])
                 back = at_store + int(lat[1, s])
                 if lost[0, s] or lost[1, s] or not self.outages.up(s, at_store) or back - t > TIMEOUT_MS:
                     continue
-                if best is None or (back, s) < best[:2]:
-                    best = (back, s, at_store)
-        if best is None:
+                answers.append((back, s, at_store))
+        if not answers:
             self._store_push(r, t + TIMEOUT_MS, (_TIMEOUT, what))
-        else:
-            back, s, at_store = best
-            self.st_outstanding += 1
-            self._store_push(r, back, (_ANSWER, what, s, at_store, t))
+            return
+        answers.sort()
+        back, s, at_store = answers[0]
+        self.st_outstanding += 1
+        self._store_push(r, back, (_ANSWER, what, s, at_store, t))
+        if what[0] == "ids":
+            for back, s, at_store in answers[1:]:
+                self.st_outstanding += 1
+                self._store_push(r, back, (_LATE, what, s, at_store))
 
     def _store_answered(self, r: int, obj: tuple, t: int) -> None:
         _, what, s, at_store, asked_at = obj
@@ -248,6 +258,20 @@ class StoreClients:
         self._store_feed(r, page, t)
         if len(page) < MAX_PAGE:
             self._store_catch_up_done(r, t)
+
+    def _store_late_answer(self, r: int, obj: tuple, t: int) -> None:
+        """Another store's answer to a request by id, after the first: its frames are fed (the node's
+        ``late_answers``, counted when it has any)."""
+        _, what, s, at_store = obj
+        self.st_outstanding -= 1
+        if not self.online[r]:
+            return
+        ids = self.store_ids[s]
+        found = [item for item in (ids.get(mid) for mid in what[1]) if item is not None and item[0] <= at_store]
+        if found:
+            found.sort(key=_key)
+            self.counts["store_late_answers"] += 1
+            self._store_feed(r, found, t)
 
     def _store_timed_out(self, r: int, obj: tuple, t: int) -> None:
         what = obj[1]

@@ -140,3 +140,35 @@ def test_a_long_absence_is_caught_up_in_pages():
     assert counts["store_pages"] > counts["store_catch_ups"] == counts["came_online"] > 3
     assert counts["store_envelopes"] > MAX_PAGE and counts["store_delivered"] > MAX_PAGE
     assert counts["store_envelope_bytes"] > 1_000 * counts["store_envelopes"]
+
+
+def test_a_second_store_that_answers_later_fills_what_the_first_lacked(tmp_path):
+    """Two stores that each lose copies: when the first answer says "not found", the other store's later answer
+    (as the node now takes it) brings the message, long before SDS-R could; one store alone cannot."""
+    lossy = dict(LOSSY, stores=2, store_loss=0.3)
+    result = simulate(SimParams(**lossy), tmp_path / "two")
+    rows = rows_of(tmp_path / "two")
+    assert result.meta["delivery_ratio"] == 1.0 and result.meta["converged"]
+    late = result.meta["counts"]["store_late_answers"]
+    assert late > 10
+    not_found = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
+                 if x["kind"] == "store_answer" and json.loads(x["detail"])["outcome"] == "not found"}
+    from_store = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
+                  if x["kind"] == "delivered" and via(x) == "store"}
+    # a "not found" first answer, then the message from the store within the request's time (3 s)
+    filled = [k for k, t in not_found.items() if k in from_store and 0 <= from_store[k] - t <= TIMEOUT_MS]
+    assert len(filled) > 5
+    # the same run with one store: a "not found" is never followed by the message from a store that soon
+    one = simulate(SimParams(**dict(lossy, stores=1)), tmp_path / "one")
+    rows = rows_of(tmp_path / "one")
+    assert one.meta["counts"].get("store_late_answers", 0) == 0
+    not_found = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
+                 if x["kind"] == "store_answer" and json.loads(x["detail"])["outcome"] == "not found"}
+    from_store = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
+                  if x["kind"] == "delivered" and via(x) == "store"}
+    assert not_found and not [k for k, t in not_found.items()
+                              if k in from_store and 0 <= from_store[k] - t <= TIMEOUT_MS]
+    # and the late answers are the same for any number of workers
+    again = simulate(SimParams(**lossy), tmp_path / "two-w3", workers=3)
+    assert again.meta["counts"]["store_late_answers"] == late
+    assert rows_without_seq(events_of(tmp_path / "two-w3")) == rows_without_seq(events_of(tmp_path / "two"))

@@ -71,35 +71,80 @@ def test_offline_participant_catches_up_200_messages_from_the_store(store_mosqui
     run(main(), 80)
 
 
+async def a_lost_message(url, tmp_path, channel: str):
+    """A store node, alice and bob; bob (connected: no catch-up, a plain gap) misses alice's second message,
+    which the store keeps. Returns (store, a, b, lost id, bob's gap and repair events with their times)."""
+    key = ChannelKey.generate(channel)
+    store = await StoreNode.start(url, tmp_path / "store.db")
+    a = await start("a", key, tmp_path, url, **SLOW)
+    b = await start("b", key, tmp_path, url, **SLOW)
+    seen = []
+    b.add_listener(lambda e: seen.append((time.monotonic(), e)) if isinstance(e, (ev.GapOpened, ev.MessageRepaired)) else None)
+    await a.send_text("one")
+    await settle([a, b], 1)
+    b.set_impairment(loss_in=1.0)
+    lost = await a.send_text("lost on the way")
+    await wait_for(lambda: store.counters["stored"] >= 2)
+    return store, a, b, lost, seen
+
+
+def filled_from_the_store(seen, lost) -> float:
+    """The one repair bob saw is ``lost``, from the store: seconds from the gap showing to its filling."""
+    gaps = [t for t, e in seen if isinstance(e, ev.GapOpened) and lost in e.missing]
+    fills = [(t, e) for t, e in seen if isinstance(e, ev.MessageRepaired)]
+    assert gaps and [e.message_id for _, e in fills] == [lost] and fills[0][1].via == "store"
+    return fills[0][0] - gaps[0]
+
+
 def test_gap_with_a_hint_is_filled_from_the_store_before_t_req(store_mosquitto, tmp_path):
     async def main():
-        key = ChannelKey.generate("hinted")
-        store = await StoreNode.start(store_mosquitto.url, tmp_path / "store.db")
-        a = await start("a", key, tmp_path, store_mosquitto.url, **SLOW)
-        b = await start("b", key, tmp_path, store_mosquitto.url, **SLOW)
-        seen = []
-        b.add_listener(lambda e: seen.append((time.monotonic(), e)) if isinstance(e, (ev.GapOpened, ev.MessageRepaired)) else None)
+        store, a, b, lost, seen = await a_lost_message(store_mosquitto.url, tmp_path, "hinted")
         try:
-            await a.send_text("one")
-            await settle([a, b], 1)
-            b.set_impairment(loss_in=1.0)  # still connected: no catch-up, a plain gap
-            lost = await a.send_text("lost on the way")
-            await wait_for(lambda: store.counters["stored"] >= 2)
             await asyncio.sleep(0.1)
             b.set_impairment(loss_in=0.0)
             await a.send_text("after the gap")
             await settle([a, b], 3, timeout=20)
             assert log_of(a) == log_of(b)
-            gaps = [t for t, e in seen if isinstance(e, ev.GapOpened) and lost in e.missing]
-            fills = [(t, e) for t, e in seen if isinstance(e, ev.MessageRepaired)]
-            assert gaps and [e.message_id for _, e in fills] == [lost] and fills[0][1].via == "store"
-            assert fills[0][0] - gaps[0] < 1.5  # T_req is at least T_min = 2 s after the gap showed
+            assert filled_from_the_store(seen, lost) < 1.5  # T_req is at least T_min = 2 s after the gap showed
             assert b.channel.stats["repairs_requested"] == 0 and a.channel.stats["repairs_served"] == 0
             assert b.store_counters["repaired"] == 1
         finally:
             await a.stop()
             await b.stop()
             await store.stop()
+
+    run(main(), 60)
+
+
+def test_a_gap_is_filled_by_the_store_that_has_it_even_when_another_answers_first(store_mosquitto, tmp_path):
+    # two store nodes; the one that answers first never saw the lost message (it started after it): the
+    # second's reply, later, still fills the gap (the node used to keep only the first reply and wait for SDS-R)
+    async def main():
+        full, a, b, lost, seen = await a_lost_message(store_mosquitto.url, tmp_path, "two-stores")
+        late = None
+        try:
+            late = await StoreNode.start(store_mosquitto.url, tmp_path / "late.db")
+            answer = full.transport.publish
+
+            async def slow_answer(topic, payload, *args, **kw):  # the store that has it answers second
+                await asyncio.sleep(0.4)
+                return await answer(topic, payload, *args, **kw)
+
+            full.transport.publish = slow_answer
+            b.set_impairment(loss_in=0.0)
+            await a.send_text("after the gap")
+            await settle([a, b], 3, timeout=20)
+            assert log_of(a) == log_of(b)
+            assert late.counters["answered"] >= 1 and late.counters["served_envelopes"] == 0
+            assert filled_from_the_store(seen, lost) < 1.5  # before SDS-R could (T_min 2 s)
+            assert b.store_counters["late_answers"] == 1 and b.store_counters["repaired"] == 1
+            assert b.channel.stats["repairs_requested"] == 0 and a.channel.stats["repairs_served"] == 0
+        finally:
+            await a.stop()
+            await b.stop()
+            await full.stop()
+            if late is not None:
+                await late.stop()
 
     run(main(), 60)
 
