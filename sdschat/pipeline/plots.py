@@ -128,7 +128,7 @@ def backlog(rows: list[dict], path: Path) -> Path:
 
 def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool = False) -> Path:
     """``y`` against loss: one line per (group size, SDS-R on/off, variant); colour = size, SDS-R off dashed,
-    marker = variant (the grid's other dimensions).
+    marker = variant (the grid's other dimensions). With one group size, colour = variant too.
 
     ``rows``: aggregated sweep results with ``loss``, ``participants``, ``repair`` and ``y``
     (other grid dimensions are averaged over by the caller or shown as separate lines).
@@ -145,9 +145,13 @@ def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool 
     variants = sorted({k[2] for k in groups})
     markers = "os^Dvx*P"
     cmap = plt.get_cmap("viridis")
+    by_variant = len(sizes) == 1 and len(variants) > 1
     for (n, repair, variant), pts in sorted(groups.items()):
         pts.sort()
-        color = cmap(sizes.index(n) / max(1, len(sizes) - 1) * 0.85)
+        if by_variant:
+            color = plt.get_cmap("tab10")(variants.index(variant) % 10)
+        else:
+            color = cmap(sizes.index(n) / max(1, len(sizes) - 1) * 0.85)
         label = f"n={n}, SDS-R {'on' if repair else 'off'}" + (f", {variant}" if variant else "")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[variants.index(variant) % len(markers)],
                 linestyle="-" if repair else "--", color=color, label=label)

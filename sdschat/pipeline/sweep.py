@@ -264,6 +264,13 @@ def _seconds(p50: float | None, p99: float | None) -> str:
     return f"{p50 / 1000:.2f} / {p99 / 1000:.2f}"
 
 
+def _spread(lo: float | None, hi: float | None) -> str:
+    """A range of milliseconds over seeds, in seconds (``lo–hi``)."""
+    if lo is None or hi is None:
+        return "n/a"
+    return f"{lo / 1000:.2f}–{hi / 1000:.2f}"
+
+
 def _jsonable(v: Any) -> Any:
     return ":".join(str(x) for x in v) if isinstance(v, (list, tuple)) else v
 
@@ -379,10 +386,12 @@ _LATENCIES = (("shown", "send_to_shown"), ("delivered", "send_to_deliver"))
 _METRICS = ("delivery_ratio", "bytes_published_per_message", "bytes_received_per_delivery", "repair_requests",
             "repair_responses", "frames_repair", "frames_sync", "frames_resend", "wall_s", "shown_p50_ms",
             "shown_p99_ms", "delivered_p50_ms", "delivered_p99_ms", "store_bytes_per_message")
+#: latencies whose range over seeds (``<name>_min_ms``, ``<name>_max_ms``) the aggregate keeps beside the mean
+_SPREAD = ("delivered_p50", "delivered_p99")
 
 
 def _aggregate(spark, rows: list[dict], axes: list[str]) -> list[dict]:
-    """Mean (and min delivery) over seeds per grid point, with Spark SQL."""
+    """Mean (and min delivery, and each delivered percentile's range) over seeds per grid point, with Spark SQL."""
     import pyarrow as pa
 
     good = [r for r in rows if not r.get("error")]
@@ -397,7 +406,8 @@ def _aggregate(spark, rows: list[dict], axes: list[str]) -> list[dict]:
     df.createOrReplaceTempView("sweep_results")
     group = ", ".join(f"`{c}`" for c in dims + extra)
     means = ", ".join(f"avg(`{m}`) AS `{m}`" for m in _METRICS)
-    sql = (f"SELECT {group}, count(*) AS runs, {means}, min(delivery_ratio) AS min_delivery_ratio, "
+    ranges = ", ".join(f"min(`{m}_ms`) AS `{m}_min_ms`, max(`{m}_ms`) AS `{m}_max_ms`" for m in _SPREAD)
+    sql = (f"SELECT {group}, count(*) AS runs, {means}, {ranges}, min(delivery_ratio) AS min_delivery_ratio, "
            f"avg(CASE WHEN converged THEN 1.0D ELSE 0.0D END) AS converged_fraction "
            f"FROM sweep_results GROUP BY {group} ORDER BY {group}")
     res = spark.sql(sql).toArrow()
@@ -466,6 +476,9 @@ def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall:
     header = ["n", "loss", "SDS-R"] + [_abbrev(k.removeprefix("grid_")) for k in varying] + [
         "runs", "delivery", "min delivery", "converged", "shown p50 / p99 s", "delivered p50 / p99 s",
         "B published/msg", "B received/delivery", "repair frames", "sync frames"]
+    seeds = len(grid.seeds) > 1
+    if seeds:  # how far one seed's run may be from the mean
+        header.insert(header.index("delivered p50 / p99 s") + 1, "delivered p50 / p99 s, range over seeds")
     body = []
     for a in aggregate:
         body.append([_fmt(a["participants"]), _fmt(a["loss"]), "on" if a["repair"] else "off"]
@@ -476,6 +489,10 @@ def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall:
                        _fmt(a["bytes_published_per_message"], 0),
                        _fmt(a["bytes_received_per_delivery"], 0), _fmt(a["frames_repair"], 1),
                        _fmt(a["frames_sync"], 1)])
+        if seeds:
+            body[-1].insert(header.index("delivered p50 / p99 s, range over seeds"),
+                            f"{_spread(a['delivered_p50_min_ms'], a['delivered_p50_max_ms'])} / "
+                            f"{_spread(a['delivered_p99_min_ms'], a['delivered_p99_max_ms'])}")
     failed = [r for r in rows if r.get("error")]
     md = [f"# sdschat sweep: {grid.name}", "",
           f"{len(rows)} scenarios ({len(failed)} failed) from `{grid.path}`, seeds {grid.seeds}, in {wall:.0f} s.", "",

@@ -73,7 +73,7 @@ def databases(tmp_path) -> tuple[Path, Path, list[str]]:
 SWEEP_GRID = """
 [sweep]
 name = "tiny"
-seeds = [1]
+seeds = [1, 2]
 
 [base]
 messages = 6

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import sqlite3
 
 import pyarrow.parquet as pq
@@ -267,17 +268,27 @@ def test_example_grid_is_valid():
     assert len({s["values"]["participants"] for s in scen}) >= 2
 
 
-@pytest.mark.parametrize("name", ["sds-at-scale", "sds-at-scale-parameters", "sds-at-scale-churn"])
+_ROOT = Path(__file__).resolve().parents[2]
+_STUDY_GRIDS = sorted(p.stem for p in (_ROOT / "sdschat" / "pipeline" / "grids").glob("sds-at-scale*.toml"))
+
+
+def test_the_study_has_its_grids():
+    assert len(_STUDY_GRIDS) >= 9 and "sds-at-scale-100k" in _STUDY_GRIDS
+
+
+@pytest.mark.parametrize("name", _STUDY_GRIDS)
 def test_the_study_grids_are_valid_and_say_their_size(name):
-    from pathlib import Path
-
-    import sdschat.pipeline
-
-    path = Path(sdschat.pipeline.__file__).parent / "grids" / f"{name}.toml"
+    path = _ROOT / "sdschat" / "pipeline" / "grids" / f"{name}.toml"
     g = parse_grid(path.read_text(), path)
     scen = g.scenarios()
     assert f"= {len(scen)} simulations" in path.read_text()  # the header's count is the grid's
-    assert f"--grid sdschat/pipeline/grids/{name}.toml" in path.read_text()  # and the command that runs it
+    command = f"--grid sdschat/pipeline/grids/{name}.toml"
+    assert command in path.read_text()  # and the command that runs it
+    # the study shows the grid's command and links the output it made
+    doc = (_ROOT / "docs" / "sds-at-scale.md").read_text()
+    assert command in doc, name
+    out = _ROOT / "docs" / "sds-at-scale" / (name.removeprefix("sds-at-scale").lstrip("-") or ".")
+    assert (out / "sweep.md").is_file() and f"`{path.relative_to(_ROOT)}`" in (out / "sweep.md").read_text()
     if name != "sds-at-scale":
         return
     assert {s["values"]["stores"] for s in scen} == {0, 1}

@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 import pyarrow.parquet as pq
+import pytest
 
 from sdschat.pipeline.metrics import Reduced, reduce_events
 
@@ -97,19 +98,31 @@ def test_sweep_cli_runs_every_scenario_as_a_spark_task(spark_run):
     assert spark_run["sweep_code"] == 0, spark_run["sweep_stderr"]
     out = spark_run["base"] / "sweep"
     err = spark_run["sweep_stderr"]
-    assert "[1/4]" in err and "[4/4]" in err and f"wrote {out / 'sweep.md'}" in err
+    assert "[1/8]" in err and "[8/8]" in err and f"wrote {out / 'sweep.md'}" in err
     results = pq.read_table(out / "results.parquet").to_pylist()
-    assert len(results) == 4 and all(r["error"] is None for r in results)
-    by = {(r["loss"], r["repair"]): r for r in results}
+    assert len(results) == 8 and all(r["error"] is None for r in results)
+    assert sorted(r["seed"] for r in results) == [1] * 4 + [2] * 4
+    by = {(r["loss"], r["repair"]): r for r in results if r["seed"] == 1}
     assert by[(0.0, True)]["delivery_ratio"] == 1.0
     assert by[(0.3, False)]["delivery_ratio"] < by[(0.3, True)]["delivery_ratio"]
     assert len({r["worker_pid"] for r in results}) >= 1
     agg = pq.read_table(out / "aggregate.parquet").to_pylist()
-    assert len(agg) == 4 and all(a["runs"] == 1 for a in agg)
+    assert len(agg) == 4 and all(a["runs"] == 2 for a in agg)
+    # each point: the mean over its two seeds, and the range of each delivered percentile
+    for a in agg:
+        runs = [r for r in results if (r["loss"], r["repair"]) == (a["loss"], a["repair"])]
+        for m in ("delivered_p50_ms", "delivered_p99_ms"):
+            values = [r[m] for r in runs]
+            assert a[m] == pytest.approx(sum(values) / 2)
+            assert (a[m.replace("_ms", "_min_ms")], a[m.replace("_ms", "_max_ms")]) == (min(values), max(values))
+    lossy = next(a for a in agg if a["loss"] == 0.3 and a["repair"])
+    assert lossy["delivered_p99_min_ms"] < lossy["delivered_p99_max_ms"]  # two seeds, two different runs
     for png in ("delivery_vs_loss.png", "bandwidth_vs_loss.png", "latency_vs_loss.png"):
         assert (out / png).read_bytes()[:8] == PNG
     md = (out / "sweep.md").read_text()
     assert "| n | loss | SDS-R |" in md and "delivered p50 / p99 s" in md
+    lo, hi = lossy["delivered_p99_min_ms"] / 1000, lossy["delivered_p99_max_ms"] / 1000
+    assert "range over seeds" in md and f"{lo:.2f}–{hi:.2f} |" in md
     # both latencies of each run, as its simulation measured them
     for r in results:
         meta = json.loads((out / "scenarios" / r["scenario"] / "meta.json").read_text())
