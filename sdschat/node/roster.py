@@ -241,7 +241,8 @@ class Roster:
         node, m = self.node, self.state
         gone = m.expire(now, node.config.epoch_retention_ms)
         if gone:
-            for mid in m.epoch_messages_upto(max(e.number for e in gone)):
+            last = max(e.number for e in gone)
+            for mid in m.epoch_messages_upto(last):
                 node.channel.forget_cached(mid)  # the repair cache keeps whole frames: their key boxes too
                 m.sealed_under.pop(mid, None)
             for e in gone:
@@ -250,7 +251,7 @@ class Roster:
                     node.transport.unsubscribe(topic)
             node.persist(now, kv={MEMBERSHIP_KEY: m.to_json()})
             node.spawn(self._scrub(), "sdschat-scrub")
-            node.emit(ev.MembershipChanged("expired", "", (), max(e.number for e in gone)))
+            node.emit(ev.MembershipChanged("expired", "", (), last))
         every = node.config.rekey_every_ms
         if (every > 0 and node.config.membership and m.is_admin and not self.removed_me
                 and now - m.current.started_ms >= every and not node.has_task("sdschat-rekey")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 import pytest
 from ui_helpers import line_with, lines_of, wait_until, widget_text
@@ -47,13 +48,26 @@ def test_launchers_refuse_to_run_without_a_terminal(run) -> None:
         run(chat_run(parser(chat_configure).parse_args(["--name", "a"])))
 
 
+@contextlib.asynccontextmanager
+async def demo_nodes(tmp_path, count: int, loss: float = 0.0, **kw):
+    """The demo's nodes (``start_demo_nodes``) on an embedded broker; every node stopped and the broker closed
+    after."""
+    from sdschat.transport import EmbeddedBroker
+
+    broker = await EmbeddedBroker.start()
+    nodes = []
+    try:
+        nodes = await start_demo_nodes(count, loss, db_dir=tmp_path, broker_url=broker.url, **kw)
+        yield nodes
+    finally:
+        for node in nodes:
+            await node.stop()
+        await broker.close()
+
+
 def test_demo_panes_are_real_nodes_with_their_own_controls(tmp_path, run) -> None:
     async def scenario():
-        from sdschat.transport import EmbeddedBroker
-
-        broker = await EmbeddedBroker.start()
-        nodes = await start_demo_nodes(3, 0.0, db_dir=tmp_path, broker_url=broker.url, seed=3)
-        try:
+        async with demo_nodes(tmp_path, 3, seed=3) as nodes:
             app = DemoApp(nodes, bots=True, bot_interval=0.3, seed=3, blink=False)
             async with app.run_test(size=(150, 36)) as pilot:
                 alice, bob, carol = app.panes
@@ -74,21 +88,13 @@ def test_demo_panes_are_real_nodes_with_their_own_controls(tmp_path, run) -> Non
                 carol.run_command("offline", "")
                 assert nodes[2].impairment.offline and not nodes[0].impairment.offline
                 assert app.errors == []
-        finally:
-            for node in nodes:
-                await node.stop()
-            await broker.close()
 
     run(scenario())
 
 
 def test_demo_nodes_get_the_loss_on_every_link(tmp_path, run) -> None:
     async def scenario():
-        from sdschat.transport import EmbeddedBroker
-
-        broker = await EmbeddedBroker.start()
-        nodes = await start_demo_nodes(2, 0.25, db_dir=tmp_path, broker_url=broker.url)
-        try:
+        async with demo_nodes(tmp_path, 2, 0.25) as nodes:
             assert [(n.impairment.loss_in, n.impairment.loss_out) for n in nodes] == [(0.25, 0.25)] * 2
             assert nodes[0].key.channel_id == nodes[1].key.channel_id  # one channel key
             # each participant on a profile of its own: its name, key, identity and database, all private
@@ -101,10 +107,6 @@ def test_demo_nodes_get_the_loss_on_every_link(tmp_path, run) -> None:
                 assert node.config.db_path == profile.db_path(profile.channel("demo")) and node.config.db_path.exists()
                 assert (tmp_path / node.nick).stat().st_mode & 0o777 == 0o700
             assert nodes[0].participant_id != nodes[1].participant_id
-        finally:
-            for node in nodes:
-                await node.stop()
-            await broker.close()
 
     run(scenario())
 
@@ -117,43 +119,38 @@ def test_demo_with_a_hostile_member_shows_its_forgeries_refused(tmp_path, run) -
         import asyncio
 
         from sdschat.node.hostile import HostileMember
-        from sdschat.transport import EmbeddedBroker
         from sdschat.ui.screens.wire import WireScreen
 
-        broker = await EmbeddedBroker.start()
-        nodes = await start_demo_nodes(2, 0.0, db_dir=tmp_path, broker_url=broker.url, hostile="reorder")
         stop = asyncio.Event()
-        try:
-            assert [n.nick for n in nodes] == ["alice", "bob", "mallory"] and nodes[2].impairment.loss_in == 0
-            playing = asyncio.ensure_future(HostileMember(nodes[2], "reorder").run(stop))
-            app = DemoApp(nodes[:2], bots=False, blink=False)
-            async with app.run_test(size=(150, 36)) as pilot:
-                await pilot.pause(0.5)  # mallory's connection subscribes
-                alice, bob = app.panes
-                alice.input.focus()
-                await pilot.press(*"hello", "enter")
-                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "hello"), what="the first line")
-                await pilot.press(*"again", "enter")  # its history names the first: all three relays are forged
-                panel = bob.query_one("SidePanel")
-                await wait_until(pilot, lambda: nodes[1].counters["rejected"] >= 3, timeout=10, what="refusals")
-                await wait_until(pilot, lambda: f"refused {nodes[1].counters['rejected']}" in widget_text(panel),
-                                 what="the count in bob's status line")
-                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "again"), what="the honest copy")
-                bob.input.focus()
-                await pilot.press("f5")
-                wire = app.screen
-                assert isinstance(wire, WireScreen) and wire.node is nodes[1]
-                await wait_until(pilot, lambda: sum("rejected: bad_signature" in r for r in wire.rows)
-                                 == nodes[1].counters["rejected"], what="the wire view")
-                assert nodes[0].channel.log == nodes[1].channel.log
-                assert app.errors == []
-            stop.set()
-            await playing
-        finally:
-            stop.set()
-            for node in nodes:
-                await node.stop()
-            await broker.close()
+        async with demo_nodes(tmp_path, 2, hostile="reorder") as nodes:
+            try:
+                assert [n.nick for n in nodes] == ["alice", "bob", "mallory"] and nodes[2].impairment.loss_in == 0
+                playing = asyncio.ensure_future(HostileMember(nodes[2], "reorder").run(stop))
+                app = DemoApp(nodes[:2], bots=False, blink=False)
+                async with app.run_test(size=(150, 36)) as pilot:
+                    await pilot.pause(0.5)  # mallory's connection subscribes
+                    alice, bob = app.panes
+                    alice.input.focus()
+                    await pilot.press(*"hello", "enter")
+                    await wait_until(pilot, lambda: line_with(lines_of(app, bob), "hello"), what="the first line")
+                    await pilot.press(*"again", "enter")  # its history names the first: all three relays are forged
+                    panel = bob.query_one("SidePanel")
+                    await wait_until(pilot, lambda: nodes[1].counters["rejected"] >= 3, timeout=10, what="refusals")
+                    await wait_until(pilot, lambda: f"refused {nodes[1].counters['rejected']}" in widget_text(panel),
+                                     what="the count in bob's status line")
+                    await wait_until(pilot, lambda: line_with(lines_of(app, bob), "again"), what="the honest copy")
+                    bob.input.focus()
+                    await pilot.press("f5")
+                    wire = app.screen
+                    assert isinstance(wire, WireScreen) and wire.node is nodes[1]
+                    await wait_until(pilot, lambda: sum("rejected: bad_signature" in r for r in wire.rows)
+                                     == nodes[1].counters["rejected"], what="the wire view")
+                    assert nodes[0].channel.log == nodes[1].channel.log
+                    assert app.errors == []
+                stop.set()
+                await playing
+            finally:
+                stop.set()  # (before the nodes stop)
 
     run(scenario())
 
@@ -163,11 +160,7 @@ def test_kick_and_rekey_typed_in_the_demo(tmp_path, run) -> None:
     pane says she was removed and what is said afterwards never reaches her; bob, no admin, gets one line."""
 
     async def scenario():
-        from sdschat.transport import EmbeddedBroker
-
-        broker = await EmbeddedBroker.start()
-        nodes = await start_demo_nodes(3, 0.0, db_dir=tmp_path, broker_url=broker.url, seed=5)
-        try:
+        async with demo_nodes(tmp_path, 3, seed=5) as nodes:
             app = DemoApp(nodes, bots=True, bot_interval=0.5, seed=5, blink=False)
             async with app.run_test(size=(150, 36)) as pilot:
                 alice, bob, carol = app.panes
@@ -191,9 +184,5 @@ def test_kick_and_rekey_typed_in_the_demo(tmp_path, run) -> None:
                 await pilot.pause(1.5)  # bots chatting: carol's falls silent, it does not fail on every turn
                 assert not line_with(lines_of(app, carol), "after the kick")
                 assert app.errors == []
-        finally:
-            for node in nodes:
-                await node.stop()
-            await broker.close()
 
     run(scenario())
