@@ -3,7 +3,7 @@ and a desktop notification (OSC 777 / OSC 9) when the terminal is not focused.""
 
 from __future__ import annotations
 
-from ui_helpers import capture_writes, profiles, wait_until
+from ui_helpers import capture_writes, profiles, wait_until, widget_text
 
 from sdschat.profile import Profile
 from sdschat.ui.mentions import complete_mention, mentions, names_pattern
@@ -59,7 +59,7 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
                 osc = "".join(writes)
                 assert "\x1b]777;notify;bob in #team;@alice can you look at the deploy?" in osc
                 assert "\x1b]9;bob in #team: @alice can you look at the deploy?" in osc
-                await wait_until(pilot, lambda: "@1 2" in str(app.query_one(ChannelList).render()),
+                await wait_until(pilot, lambda: "@1 2" in widget_text(app.query_one(ChannelList)),
                                  what="'@1' beside the unread count")
 
                 app.app_focus = True  # looking at the terminal: the bell only

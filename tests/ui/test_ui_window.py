@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from ui_helpers import capture_writes, lines_of, profiles, received_while_away, wait_until
+from ui_helpers import capture_writes, lines_of, profiles, received_while_away, wait_until, widget_text
 
 from sdschat.profile import Profile, decode_invite
 from sdschat.ui.widgets import ChatPane
@@ -54,7 +54,7 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await bobs.nodes[0].send_text("team news 1")
                 await bobs.nodes[0].send_text("team news 2")
                 await wait_until(pilot, lambda: rows(app)[0] == ("team", 2), what="unread 2")
-                assert "#team" in str(app.query_one(ChannelList).render())
+                assert "#team" in widget_text(app.query_one(ChannelList))
                 await pilot.press("alt+1")
                 await wait_until(pilot, lambda: rows(app)[0] == ("team", 0), what="read to the end")
                 assert any("team news 2" in line for line in lines_of(app, app.active_pane()))

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual import events
 from textual.message import Message
-from textual.widgets import Static
+
+from .text_lines import TextLines
 
 __all__ = ["ChannelList", "ChannelRow"]
 
@@ -27,8 +28,8 @@ class ChannelRow:
     mentions: int = 0
 
 
-class ChannelList(Static):
-    """Rows are positions in the window: row ``i`` is Alt+``i+1``."""
+class ChannelList(TextLines):
+    """Rows are positions in the window: row ``i`` is Alt+``i+1``. A row's change repaints that row only."""
 
     class Selected(Message):
         def __init__(self, index: int) -> None:
@@ -36,11 +37,11 @@ class ChannelList(Static):
             self.index = index
 
     DEFAULT_CSS = """
-    ChannelList { width: 26; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; }
+    ChannelList { width: 26; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; overflow-y: auto; }
     """
 
     def __init__(self, names: list[str], unread: list[int] | None = None, **kwargs) -> None:
-        super().__init__("", **kwargs)
+        super().__init__(**kwargs)
         self.rows = [ChannelRow(n, u) for n, u in zip(names, unread or [0] * len(names))]
         self.active = 0
         self._repaint_timer = None
@@ -84,10 +85,11 @@ class ChannelList(Static):
         if self._repaint_timer is not None:
             self._repaint_timer.stop()
             self._repaint_timer = None
-        width = max(8, self.size.width - 2 if self.size.width else 24)
-        t = Text(no_wrap=True, overflow="ellipsis")
-        t.append("Channels\n", "bold underline")
-        t.append("\n")
+        super().repaint()
+
+    def lines(self, width: int) -> list[Text]:
+        width = max(8, width - 2)  # two cells of margin before the border
+        out = [Text("Channels", "bold underline"), Text("")]
         for i, row in enumerate(self.rows):
             glyph, color = _CONN.get(row.connection, ("○", "grey50"))
             active = i == self.active
@@ -108,14 +110,10 @@ class ChannelList(Static):
                 line.append(named, "bold magenta")
             if count:
                 line.append(count, "bold yellow")
-            t.append_text(line)
-            t.append("\n")
-        self.update(t, layout=False)  # its size is set by the CSS, not its content
-
-    def on_resize(self, event: events.Resize) -> None:
-        self.repaint()
+            out.append(line)
+        return out
 
     def on_click(self, event: events.Click) -> None:
-        index = event.y - HEADER_LINES
+        index = event.y + int(self.scroll_y) - HEADER_LINES
         if 0 <= index < len(self.rows):
             self.post_message(self.Selected(index))

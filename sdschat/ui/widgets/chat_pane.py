@@ -56,6 +56,8 @@ class StatusLine(Static):
     StatusLine { height: 1; padding: 0 1; color: $text-muted; }
     """
 
+    _shown: Text | None = None
+
     def show(self, typing: list[str], new_below: int) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         if typing:
@@ -69,7 +71,9 @@ class StatusLine(Static):
             if t:
                 t.append("   ")
             t.append(f"↓ {new_below} new (Ctrl+End)", "bold reverse")
-        self.update(t, layout=False)  # one line, always
+        if t != self._shown:  # called every second and on every batch: repaint only a change
+            self._shown = t
+            self.update(t, layout=False)  # one line, always
 
 
 class ChatPane(Vertical):
@@ -470,8 +474,8 @@ class ChatPane(Vertical):
         )
 
     def _refresh_panel_soon(self) -> None:
-        """Counters change with every frame: redraw the panel at most every ``PANEL_EVERY_S`` (drawing its
-        tables costs a few ms a frame, taken from the messages' way to the screen)."""
+        """Counters change with every frame: redraw the panel at most every ``PANEL_EVERY_S`` (it repaints only
+        the lines that changed, but counters read four times a second are all a person can follow)."""
         if self._panel_timer is not None:
             return
         wait = self._panel_at + PANEL_EVERY_S - time.monotonic()

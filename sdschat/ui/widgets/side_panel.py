@@ -10,12 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
 
 from ..theme import nick_style
+from .text_lines import TextLines
 
 __all__ = ["SidePanel", "PanelState", "ago", "lamport_text"]
 
@@ -87,7 +85,23 @@ def connection_text(state: PanelState) -> Text:
     return Text.assemble(("● ", style), (label, style))
 
 
-class SidePanel(Static):
+def _table(rows: list[tuple[Text, Text]], width: int) -> list[Text]:
+    """Two columns as ``Table.grid(padding=(0, 1), expand=True)`` draws them: values right-aligned in the
+    widest value's width, labels in the rest (cut with an ellipsis), one space between."""
+    value_width = max((v.cell_len for _, v in rows), default=0)
+    label_width = max(1, width - 1 - value_width)
+    out = []
+    for label, value in rows:
+        label, value = label.copy(), value.copy()
+        label.truncate(label_width, overflow="ellipsis", pad=True)
+        value.align("right", value_width)
+        out.append(Text.assemble(label, " ", value))
+    return out
+
+
+class SidePanel(TextLines):
+    """Only the lines whose text changed are repainted: most updates change a counter or two."""
+
     DEFAULT_CSS = """
     SidePanel {
         width: 34;
@@ -95,6 +109,7 @@ class SidePanel(Static):
         padding: 0 1;
         border-left: vkey $surface-lighten-2;
         overflow-y: auto;
+        scrollbar-size-vertical: 1;
     }
     SidePanel.compact {
         width: 1fr;
@@ -105,58 +120,49 @@ class SidePanel(Static):
     """
 
     def __init__(self, *, compact: bool = False, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__("", id=id, classes=classes)
+        super().__init__(id=id, classes=classes)
         self.compact = compact
         if compact:
             self.add_class("compact")
         self.state = PanelState()
-        self._shape: tuple | None = None
 
     def show(self, state: PanelState) -> None:
         self.state = state
-        # what decides the panel's height in lines: a layout pass (the whole screen's) only when it changes
-        shape = (state.broker_url, state.connection_detail if state.connection != "connected" else "",
-                 min(len(state.participants), 30), link_summary(state.impairment))
-        self.update(self._compact(state) if self.compact else self._full(state),
-                    layout=self._shape is None or (not self.compact and shape != self._shape))
-        self._shape = shape
+        self.repaint()  # a layout pass (the whole screen's) only when the number of lines changes
+
+    def lines(self, width: int) -> list[Text]:
+        return self._compact(self.state) if self.compact else self._full(self.state, width)
 
     # ----------------------------------------------------------- full
 
-    def _full(self, st: PanelState) -> Group:
+    def _full(self, st: PanelState, width: int) -> list[Text]:
         h = st.health
-        parts: list = []
+        parts: list[Text] = []
 
         def head(title: str) -> None:
             if parts:
                 parts.append(Text(""))
             parts.append(Text(title, "bold underline"))
 
-        def table() -> Table:
-            t = Table.grid(padding=(0, 1), expand=True)
-            t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-            t.add_column(justify="right", no_wrap=True)
-            parts.append(t)
-            return t
-
         head("Connection")
         parts.append(connection_text(st))
-        if st.broker_url:
-            parts.append(Text(st.broker_url, "grey50", overflow="fold"))
+        if st.broker_url:  # folded over as many lines as it takes
+            url = st.broker_url
+            parts.extend(Text(url[i:i + width], "grey50") for i in range(0, len(url), max(1, width)))
         if st.connection_detail and st.connection != "connected":
-            parts.append(Text(st.connection_detail[:80], "grey50"))
+            parts.extend(Text(st.connection_detail[:80], "grey50").wrap(self.app.console, width))
         head(f"Participants ({len(st.participants) + 1})")
-        t = table()
-        t.add_row(Text.assemble((st.nick or "you", nick_style(st.participant_id) if st.participant_id else ""),
-                                ("  · you", "grey50")), "")
+        t = [(Text.assemble((st.nick or "you", nick_style(st.participant_id) if st.participant_id else ""),
+                            ("  · you", "grey50")), Text(""))]
         for p in st.participants[:30]:
             nick = p.nick or p.participant_id[:8]
-            t.add_row(Text(nick, nick_style(p.participant_id)), Text(ago(st.now_ms, p.last_seen_ms), "grey50"))
+            t.append((Text(nick, nick_style(p.participant_id)), Text(ago(st.now_ms, p.last_seen_ms), "grey50")))
+        parts.extend(_table(t, width))
         head(f"Channel #{st.channel}" if st.channel else "Channel")
-        t = table()
+        t = []
 
         def row(label: str, value, style: str = "") -> None:
-            t.add_row(Text(label, "grey70"), Text(str(value), style))
+            t.append((Text(label, "grey70"), Text(str(value), style)))
 
         row("lamport", lamport_text(h.get("lamport_timestamp", 0), st.now_ms, st.tz))
         row("log", h.get("log", 0))
@@ -171,13 +177,15 @@ class SidePanel(Static):
         row("lost", h.get("lost", 0), "red" if h.get("lost") else "")
         row("undecryptable", h.get("undecryptable", 0), "red" if h.get("undecryptable") else "")
         row("rejected", h.get("rejected", 0), "red" if h.get("rejected") else "")
+        parts.extend(_table(t, width))
         head("Link (F2)")
-        parts.append(Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else ""))
-        return Group(*parts)
+        parts.extend(Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "")
+                     .wrap(self.app.console, width))
+        return parts
 
     # -------------------------------------------------------- compact
 
-    def _compact(self, st: PanelState) -> Group:
+    def _compact(self, st: PanelState) -> list[Text]:
         h = st.health
 
         def n(label: str, key: str, style: str) -> tuple[str, str]:
@@ -194,7 +202,4 @@ class SidePanel(Static):
         if refused:  # frames refused before the engine (forgeries, junk: F5 says which)
             line2.append(f"  refused {refused}", "red")
         line3 = Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "grey70")
-        for line in (line1, line2, line3):
-            line.no_wrap = True
-            line.overflow = "ellipsis"
-        return Group(line1, line2, line3)
+        return [line1, line2, line3]
