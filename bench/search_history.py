@@ -156,14 +156,22 @@ async def bench_deep(folder: Path, big: int, broker) -> dict:
             probing.cancel()
             out["stall_ms"] = max(stalls) * 1000
             samples = []
+            paged: list[float] = []  # when each older page went into the view (a worker does it)
+            prepend = view.prepend
+
+            def timed_prepend(*args, **kwargs):
+                added = prepend(*args, **kwargs)
+                paged.append(time.perf_counter())
+                return added
+
+            view.prepend = timed_prepend
             for _ in range(RUNS):
-                before = len(view.timeline.items)
-                mark = clock.mark()
+                before = len(paged)
                 t = time.perf_counter()
                 view.scroll_to(y=0, animate=False, force=True)
-                while len(view.timeline.items) == before:
+                while len(paged) == before:
                     await pilot.pause(0.001)
-                samples.append(await clock.next_frame(clock.mark()) - t)
+                samples.append(await clock.frame_after(paged[-1]) - t)
                 await pilot.pause(0.05)
             out["page_up"] = (median_ms(samples), max(samples) * 1000, len(view.timeline.items))
             hits = await node.search("zanzibar", limit=200)

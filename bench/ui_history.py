@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import random
 import statistics
 import tempfile
@@ -79,6 +80,18 @@ class FrameClock:
 
     def mark(self) -> int:
         return len(self.frames)
+
+    async def frame_after(self, t: float, timeout: float = 5.0) -> float:
+        """The first frame written at or after ``t`` (perf_counter): for a change made where the bench cannot
+        see it happen (a worker), its frame may be written before the bench notices the change."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            i = bisect.bisect_left(self.frames, t)
+            if i < len(self.frames):
+                return self.frames[i]
+            if time.perf_counter() > deadline:
+                raise TimeoutError("no frame")
+            await asyncio.sleep(0.0005)
 
     async def next_frame(self, mark: int, timeout: float = 5.0) -> float:
         deadline = time.perf_counter() + timeout

@@ -134,3 +134,37 @@ def test_new_indicator_in_the_chat_screen_and_history_after_restart(tmp_path, ru
                 assert line_with(lines, "while you were reading")
 
     run(scenario())
+
+
+def test_a_message_at_the_end_of_a_long_history_leaves_the_scrollbar_unpainted(run) -> None:
+    """Every message changes the scroll range and position; on a long history the thumb stays where it is on
+    screen, so the bar is not repainted (it was 1-3 ms of the frame showing the message). On a short one the
+    thumb moves and is repainted."""
+
+    async def scenario():
+        for size, expect_repaints in ((20_000, False), (40, True)):
+            app = ViewApp()
+            async with app.run_test(size=(100, 30)) as pilot:
+                view = app.query_one(MessageView)
+                view.load(history(size))
+                await pilot.pause()
+                bar = view.vertical_scrollbar
+                assert bar.display
+                last = view.timeline.items[-1].msg
+                repaints = []
+                original = bar.refresh
+                for i in range(6):
+                    if i == 1:  # the first tells the bar the loaded range: count from the second on
+                        bar.refresh = lambda *a, **k: (repaints.append(1), original(*a, **k))[1]
+                    view.timeline.add_message(ev.ChatMessage(f"{i:064x}"[::-1], last.sender_id, "bob", f"new {i}",
+                                                             "msg", last.sent_at_ms + 1000 * (i + 1),
+                                                             last.lamport_timestamp + i + 1, False, ev.RECEIVED))
+                    view.commit(to_bottom=True)
+                    await pilot.pause()
+                bar.refresh = original
+                assert "new 5" in view.visible_text()[-1] or "new 5" in view.visible_text()[-2]
+                assert bar.window_virtual_size == view.virtual_size.height  # the bar knows the new range
+                assert bar.position == bar.validate_position(view.scroll_y)
+                assert len(repaints) == (5 if expect_repaints else 0), (size, len(repaints))
+
+    run(scenario())

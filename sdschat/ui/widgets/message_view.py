@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import tzinfo
 from itertools import accumulate
+from math import ceil
 
 from textual import events
 from textual.binding import Binding
@@ -27,6 +28,7 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 
 from sdschat.node import events as ev
@@ -37,6 +39,19 @@ from ..timeline import MsgItem, Timeline
 __all__ = ["MessageView"]
 
 _CACHE_ITEMS = 2048
+
+
+def _thumb(bar: ScrollBar) -> tuple:
+    """What a vertical scrollbar draws, as ``ScrollBarRender.render_bar`` computes it: its length and the
+    thumb's first and last eighth of a cell."""
+    size = bar.size.height
+    virtual = ceil(bar.window_virtual_size)
+    window = ceil(bar.window_size) if bar.window_size < bar.window_virtual_size else 0
+    if not (window and size and virtual and size != virtual):
+        return (size, window, virtual)
+    thumb = max(1, window / (virtual / size))
+    start = int((size - thumb) * (bar.position / (virtual - window)) * 8)
+    return (size, start, start + ceil(thumb * 8))
 
 
 class MessageView(ScrollView, can_focus=True):
@@ -138,6 +153,7 @@ class MessageView(ScrollView, can_focus=True):
         #: counters for tests and the bench: lines painted (cache misses) and partial refreshes
         self.painted_lines = 0
         self.partial_refreshes = 0
+        self._thumb_before: tuple | None = None  # during a commit: the scrollbar's thumb before it
 
     # ------------------------------------------------------------- public
 
@@ -246,16 +262,24 @@ class MessageView(ScrollView, can_focus=True):
             return
         stick = self.at_bottom or to_bottom
         anchor = None if stick else self._anchor
-        lo = self._reflow(first_moved, updated)
-        if stick:
-            self._stuck = True
-            self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
-            self.new_below = 0
-        else:
-            if anchor is not None:
-                self._restore_anchor(*anchor)
-            if new_messages:
-                self.new_below += new_messages
+        # the range grows, then the position follows: the scrollbar repaints once, if its thumb moved in all
+        bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
+        self._thumb_before = _thumb(bar) if bar is not None else None
+        try:
+            lo = self._reflow(first_moved, updated)
+            if stick:
+                self._stuck = True
+                self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+                self.new_below = 0
+            else:
+                if anchor is not None:
+                    self._restore_anchor(*anchor)
+                if new_messages:
+                    self.new_below += new_messages
+        finally:
+            before, self._thumb_before = self._thumb_before, None
+            if bar is not None and _thumb(bar) != before:
+                bar.refresh()
         if lo is not None and self._starts[min(lo, len(self._starts) - 1)] < int(self.scroll_y) + self.size.height:
             self.refresh()  # lines moved on screen
         else:
@@ -486,10 +510,23 @@ class MessageView(ScrollView, can_focus=True):
         view = self.scrollable_content_region.height
         if old.width == size.width and min(old.height, size.height) > view > 0 and self.show_vertical_scrollbar:
             self.set_reactive(MessageView.virtual_size, size)
-            self.vertical_scrollbar.window_virtual_size = size.height
+            self._move_thumb(virtual=size.height)
             self.refresh()
         else:
             self.virtual_size = size
+
+    def _move_thumb(self, *, virtual: int | None = None, position: float | None = None) -> None:
+        """Tell the scrollbar a new range or position, repainting it only if its thumb moves on screen: at
+        the end of a long history every message changes both and the thumb stays put (a bar repaint was
+        1-3 ms of the frame that shows the message)."""
+        bar = self.vertical_scrollbar
+        before = _thumb(bar)
+        if virtual is not None:
+            bar.set_reactive(ScrollBar.window_virtual_size, virtual)
+        if position is not None:
+            bar.set_reactive(ScrollBar.position, bar.validate_position(position))
+        if self._thumb_before is None and _thumb(bar) != before:  # in a commit, its end decides
+            bar.refresh()
 
     def _remember_anchor(self) -> None:
         """Note the item at the top of the viewport (only call when items and ``_starts`` agree)."""
@@ -560,7 +597,11 @@ class MessageView(ScrollView, can_focus=True):
             self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
+        # ScrollView's, with the scrollbar repainted only when its thumb moves
+        if self.show_vertical_scrollbar:
+            self._move_thumb(position=new_value)
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
         was = self._stuck
         near_end = new_value >= self.max_scroll_y - 0.5
         self._stuck = near_end and not self.more_below
