@@ -19,6 +19,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
+from .collector import FREEZE_EVERY_S, Collector
 from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
@@ -71,6 +72,7 @@ class BaseChatApp(App):
         self.errors: list[str] = []  # every error surfaced (tests read it)
         self._last_notice: dict[str, float] = {}
         self._log_handler: _AppLogHandler | None = None
+        self.collector = Collector()
 
     # ----------------------------------------------------------- panes
 
@@ -98,11 +100,14 @@ class BaseChatApp(App):
     def on_mount(self) -> None:
         self._log_handler = _AppLogHandler(self)
         logging.getLogger("sdschat").addHandler(self._log_handler)
+        self.collector.start()
+        self.set_interval(FREEZE_EVERY_S, self.collector.tick)
         panes = self.panes
         if panes:
             panes[0].input.focus()
 
     def on_unmount(self) -> None:
+        self.collector.stop()
         if self._log_handler is not None:
             logging.getLogger("sdschat").removeHandler(self._log_handler)
 
