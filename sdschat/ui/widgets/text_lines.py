@@ -65,14 +65,11 @@ class TextLines(ScrollView):
             return
         height = self.styles.height
         view = self.scrollable_content_region.height
-        if (height is not None and not height.is_auto and old.width == size.width and 0 < max(old.height, size.height) <= view):
+        fits = 0 < max(old.height, size.height) <= view
+        if height is not None and not height.is_auto and old.width == size.width and fits:
             self.set_reactive(TextLines.virtual_size, size)
         else:
             self.virtual_size = size
-
-    def text_at(self, y: int) -> str:
-        """Line ``y`` of the whole content (not only what is on screen) as plain text."""
-        return self._texts[y].plain if 0 <= y < len(self._texts) else ""
 
     @property
     def line_count(self) -> int:
@@ -80,16 +77,17 @@ class TextLines(ScrollView):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
+        if width != self._painted_width and width > 0:  # sized (or resized) since the lines were made
+            self._texts = self.lines(width)
+            self._strips, self._painted_width = [None] * len(self._texts), width
+            if len(self._texts) != self.virtual_size.height:
+                self.call_later(self._set_size, Size(width, len(self._texts)))
         index = y + int(self.scroll_y)
-        if width != self._painted_width:  # resized, not yet repainted
-            self.call_later(self.repaint)
         if not 0 <= index < len(self._texts) or width <= 0:
             return Strip.blank(max(0, width), self.rich_style)
-        strip = self._strips[index] if width == self._painted_width else None
+        strip = self._strips[index]
         if strip is None:
-            strip = self._paint(self._texts[index], width)
-            if width == self._painted_width:
-                self._strips[index] = strip
+            strip = self._strips[index] = self._paint(self._texts[index], width)
         return strip
 
     def _paint(self, text: Text, width: int) -> Strip:
