@@ -214,13 +214,7 @@ class StoreClients:
             return
         self.counts["store_answers"] += 1
         if what[0] == "ids":
-            ids = self.store_ids[s]
-            found = []
-            for mid in what[1]:
-                item = ids.get(mid)
-                if item is not None and item[0] <= at_store:
-                    found.append(item)
-            found.sort(key=_key)
+            found = self._store_found(s, what[1], at_store)
             self._store_feed(r, found, t)
             missing = set(self.chans[r].missing_ids)
             add = self.sink.rows.extend
@@ -266,12 +260,17 @@ class StoreClients:
         self.st_outstanding -= 1
         if not self.online[r]:
             return
-        ids = self.store_ids[s]
-        found = [item for item in (ids.get(mid) for mid in what[1]) if item is not None and item[0] <= at_store]
+        found = self._store_found(s, what[1], at_store)
         if found:
-            found.sort(key=_key)
             self.counts["store_late_answers"] += 1
             self._store_feed(r, found, t)
+
+    def _store_found(self, s: int, mids, at_store: int) -> list[tuple]:
+        """What store ``s`` holds of ``mids`` when the request reaches it at ``at_store``, in feeding order."""
+        ids = self.store_ids[s]
+        found = [item for item in (ids.get(mid) for mid in mids) if item is not None and item[0] <= at_store]
+        found.sort(key=_key)
+        return found
 
     def _store_timed_out(self, r: int, obj: tuple, t: int) -> None:
         what = obj[1]
