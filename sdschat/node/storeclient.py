@@ -23,6 +23,15 @@ log = logging.getLogger("sdschat.node")
 #: how many finished requests a late reply is still taken for (another store's answer after the first)
 LATE_REPLIES = 1_024
 
+#: ends the id of a request whose envelopes its caller feeds (a catch-up page, fed in order by the caller)
+CALLER_FEEDS = "p"
+
+
+def _fed_here(rid: str) -> bool:
+    """Whether the envelopes of replies to request ``rid`` go through the receive path from :meth:`on_reply`."""
+    return not rid.endswith(CALLER_FEEDS)
+
+
 #: kv key: wall-clock ms up to which this node is known to have seen its channel (store catch-ups start there)
 SYNCED_KEY = "store_synced_until"
 
@@ -76,7 +85,7 @@ class StoreClient:
         if node.stopping or node.transport is None:
             return None
         self._seq += 1
-        rid = f"{self._seq}" if feed else f"{self._seq}p"
+        rid = f"{self._seq}" if feed else f"{self._seq}{CALLER_FEEDS}"
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
         body = store_proto.encode_request(store_proto.Request(rid, self.reply_topic, topic or node.membership.send_key.topic, **fields))
@@ -117,7 +126,7 @@ class StoreClient:
             return None
         finally:
             self._waiting.pop(rid, None)
-            if rid is not None and not rid.endswith("p"):
+            if rid is not None and _fed_here(rid):
                 self._finished[rid] = None
                 if len(self._finished) > LATE_REPLIES:
                     del self._finished[next(iter(self._finished))]
@@ -140,7 +149,7 @@ class StoreClient:
             # one has (a store that lost the frame answers "not found" as fast as one that kept it). Its
             # envelopes go through the receive path like any (already known ones are dropped there). Replies
             # to catch-up pages are not: the pages follow the first store's cursor.
-            ours = reply.id in self._finished or (fut is not None and not reply.id.endswith("p"))
+            ours = reply.id in self._finished or (fut is not None and _fed_here(reply.id))
             if ours and not reply.error and reply.envelopes:
                 self.counters["late_answers"] += 1
                 self.feed(reply.envelopes)
@@ -148,7 +157,7 @@ class StoreClient:
         self.counters["answers"] += 1
         if reply.error:
             log.debug("store refused a request: %s", reply.error)
-        if not reply.id.endswith("p"):
+        if _fed_here(reply.id):
             self.feed(reply.envelopes)
         fut.set_result(reply)
 
