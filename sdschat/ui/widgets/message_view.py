@@ -520,12 +520,12 @@ class MessageView(ScrollView, can_focus=True):
         the end of a long history every message changes both and the thumb stays put (a bar repaint was
         1-3 ms of the frame that shows the message)."""
         bar = self.vertical_scrollbar
-        before = _thumb(bar)
+        before = _thumb(bar) if self._thumb_before is None else None  # in a commit, its end decides
         if virtual is not None:
             bar.set_reactive(ScrollBar.window_virtual_size, virtual)
         if position is not None:
             bar.set_reactive(ScrollBar.position, bar.validate_position(position))
-        if self._thumb_before is None and _thumb(bar) != before:  # in a commit, its end decides
+        if before is not None and _thumb(bar) != before:
             bar.refresh()
 
     def _remember_anchor(self) -> None:

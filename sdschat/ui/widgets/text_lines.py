@@ -43,8 +43,7 @@ class TextLines(ScrollView):
         width = self.scrollable_content_region.width
         texts = self.lines(width if width > 0 else 80)
         if width != self._painted_width or len(texts) != len(self._texts):
-            self._texts, self._strips, self._painted_width = texts, [None] * len(texts), width
-            self._set_size(Size(width, len(texts)))
+            self._set_size(self._take(texts, width))
             self.refresh()
             return
         top = int(self.scroll_y)
@@ -56,6 +55,11 @@ class TextLines(ScrollView):
                 if top <= y < bottom:
                     self.refresh(Region(0, y - top, self.size.width, 1))
         self._texts = texts
+
+    def _take(self, texts: list[Text], width: int) -> Size:
+        """Make ``texts`` the lines at ``width``, all to be painted; returns the content's size."""
+        self._texts, self._strips, self._painted_width = texts, [None] * len(texts), width
+        return Size(width, len(texts))
 
     def _set_size(self, size: Size) -> None:
         """A new line count. Assigning ``virtual_size`` lays out the whole screen (up to 25 ms in a window);
@@ -78,10 +82,9 @@ class TextLines(ScrollView):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         if width != self._painted_width and width > 0:  # sized (or resized) since the lines were made
-            self._texts = self.lines(width)
-            self._strips, self._painted_width = [None] * len(self._texts), width
-            if len(self._texts) != self.virtual_size.height:
-                self.call_later(self._set_size, Size(width, len(self._texts)))
+            size = self._take(self.lines(width), width)
+            if size != self.virtual_size:
+                self.call_later(self._set_size, size)
         index = y + int(self.scroll_y)
         if not 0 <= index < len(self._texts) or width <= 0:
             return Strip.blank(max(0, width), self.rich_style)
