@@ -156,6 +156,9 @@ def spark_run(tmp_path_factory):
         staged = stage_inputs([inputs[2]], kinds / "staging-migrated")
         build_events_view(session, staged)
         result["migrated"] = (staged, reduce_with_spark(session))
+        # the embedded JVM's garbage collectors (spark.spark_session picks the parallel one)
+        beans = session._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+        result["jvm_collectors"] = sorted(str(b.getName()) for b in beans)
         # last: the spark-submit entry point, on the session spark-submit would provide (it stops it)
         from sdschat.cli import submit
 

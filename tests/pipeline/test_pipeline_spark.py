@@ -205,3 +205,8 @@ def test_report_compare_sets_two_runs_side_by_side(spark_run):
     assert clean and sum(r["delivered_n"] for r in clean) == rows["deliveries"]["b"]
     assert all(r["shown_p99_ms"] <= r["delivered_p99_ms"] for r in senders)  # never delivered before shown
     assert "Per sender" in md
+
+
+def test_the_embedded_spark_collects_garbage_with_the_parallel_collector(spark_run):
+    # G1's concurrent threads compete with the tasks for two cores; the throughput collector's pauses do not
+    assert spark_run["jvm_collectors"] == ["PS MarkSweep", "PS Scavenge"], spark_run["jvm_collectors"]
