@@ -12,8 +12,11 @@ log reach one handler on the app (:class:`~sdschat.ui.messages.UiError`).
 
 import os
 
-# Textual draws a changed screen at the next tick of its frame timer (60 a second by default): up to 17 ms
-# between a message reaching the pane and the screen. At 120 that wait halves; an unchanged screen is not
-# redrawn, so idle costs nothing more. Must be set before Textual is imported; TEXTUAL_FPS set by the
-# person wins.
-os.environ.setdefault("TEXTUAL_FPS", "120")
+# Textual draws a changed screen at the next tick of its frame timer (60 a second by default): a message that
+# reaches the pane within a tick of the last frame waits for the next one, up to 17 ms. At 240 that wait is at
+# most 4 ms: send-to-shown p99 at 50 msg/s 19.1 / 19.1 ms against 22.2 / 28.7 ms at 120, and 20.4-22.0 against
+# 24.9-31.2 ms under a 1,000 frames/s flood (bench/window_channels.py, bench/wire_view.py); the same CPU time at
+# 200 msg/s (a chat frame costs ~5 ms, more than a tick: a screen that changes all the time is drawn about as
+# often as at 120). An unchanged screen is not redrawn, so idle costs nothing more. Must be set before Textual
+# is imported; TEXTUAL_FPS set by the person wins.
+os.environ.setdefault("TEXTUAL_FPS", "240")

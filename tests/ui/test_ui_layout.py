@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import random
+import subprocess
+import sys
 from datetime import timezone
 from pathlib import Path
 
@@ -96,3 +99,14 @@ def test_ui_talks_only_to_the_node() -> None:
                 if not name.startswith("sdschat"):
                     continue
                 assert name.startswith(("sdschat.node", "sdschat.ui")), f"sdschat/ui/{rel} imports {name}"
+
+
+def test_the_ui_draws_up_to_240_frames_a_second_unless_the_person_sets_another_rate():
+    # a message reaching the pane just after a frame waits for the next tick of Textual's frame timer: at most 4 ms
+    code = "import sdschat.ui, textual.constants as c; print(c.MAX_FPS)"
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    rate = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert rate.stdout.strip() == "240"
+    env["TEXTUAL_FPS"] = "30"
+    rate = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert rate.stdout.strip() == "30"
