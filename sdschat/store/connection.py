@@ -69,6 +69,8 @@ def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory:
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode.lower() != "wal":
             raise StoreError(f"could not switch the database to WAL mode (got {mode})")
+        # checkpoints run off the commit path (sdschat.store.checkpoint), not inside the commit that fills the log
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
     conn.execute(f"PRAGMA synchronous = {sync}")
     conn.execute("PRAGMA foreign_keys = ON")
     # deleted rows are overwritten with zeros, freed pages too: a deleted epoch key does not linger in the file

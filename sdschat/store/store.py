@@ -17,6 +17,11 @@ Settings at open
   fsyncs the WAL at every commit, so commits also survive power loss, at the
   cost of one fsync per commit (batching with :class:`StoreWriter` keeps that
   to one per event-loop turn).
+* ``wal_autocheckpoint=0``: no commit copies the log into the file (which
+  made the commit that crossed 1,000 pages, and a message waiting on it,
+  slower: the sender's flush p99 6.3 ms with it, 2.5 ms without);
+  :class:`~sdschat.store.checkpoint.Checkpointer` does it
+  from a connection and a thread of its own every 200 commits or 4 MiB of log.
 * ``foreign_keys=ON``, ``busy_timeout`` (default 5 s).
 * The file is created with mode ``0600`` (``os.open(O_CREAT|O_EXCL, 0o600)``
   before SQLite sees it). SQLite creates ``-wal`` and ``-shm`` with the
@@ -35,6 +40,7 @@ uses ``Connection._execute``; aiosqlite is pinned to 0.22.x.)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -47,6 +53,7 @@ import aiosqlite
 from sdschat.sds.state import ChannelState
 
 from . import compaction, connection, migrate, snapshot
+from .checkpoint import CHECKPOINT, Checkpointer
 from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
 from .queries import History
@@ -67,6 +74,8 @@ class Store:
         self.synchronous = synchronous
         #: number of transactions committed by this Store object
         self.commits = 0
+        #: checkpoints the write-ahead log off the commit path (None in memory)
+        self.checkpointer: Checkpointer | None = None
         self._closed = False
         self._history = History(self._fetchall, path)
 
@@ -113,11 +122,14 @@ class Store:
             raise
         if p is not None:
             connection.tighten(p)
+            store.checkpointer = Checkpointer(p, store._checkpoint_here)
         return store
 
     async def close(self) -> None:
         if self._closed:
             return
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
         try:
             await self._run(lambda conn: conn.execute("PRAGMA optimize"))
         except Exception:  # best effort
@@ -147,7 +159,13 @@ class Store:
         """Run ``fn(conn, *args)`` inside one ``BEGIN IMMEDIATE ... COMMIT`` transaction."""
         result = await self._run(connection.in_transaction, fn, *args)
         self.commits += 1
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
         return result
+
+    async def _checkpoint_here(self) -> tuple[int, int, int]:
+        """A checkpoint on this store's connection, between two commits (the checkpointer's fallback)."""
+        return await self._run(lambda conn: conn.execute(CHECKPOINT).fetchone())
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return await self._run(lambda conn: conn.execute(sql, params).fetchall())
@@ -203,7 +221,9 @@ class Store:
     async def scrub(self) -> None:
         """Write the log back into the database file and empty it (``wal_checkpoint(TRUNCATE)``): with
         ``secure_delete`` on, a deleted or overwritten value (a deleted key) then stays in neither file."""
-        await self._run(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+        # no connection of the checkpointer's holds the log meanwhile
+        async with self.checkpointer.paused() if self.checkpointer is not None else contextlib.nullcontext():
+            await self._run(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
 
     # -------------------------------------------------------- channel state
 

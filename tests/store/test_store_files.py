@@ -129,3 +129,125 @@ def test_create_false_refuses_a_missing_file(tmp_path):
     assert not (tmp_path / "missing.db").exists()
     run(_open_close(tmp_path / "there.db"))
     run(_open_close(tmp_path / "there.db", create=False))
+
+
+def _write_kv(store, n: int, size: int = 8000, first: int = 0):
+    async def go():
+        for i in range(first, first + n):
+            await store.kv_set(f"k{i}", "x" * size)
+    return go()
+
+
+def test_no_commit_checkpoints_and_the_checkpointer_keeps_the_log_bounded(tmp_path):
+    # SQLite's own checkpoint ran inside the commit that took the log past 1,000 pages (4-25 ms more for a
+    # message waiting to be durable); the store turns it off and checkpoints from a thread of its own
+    from sdschat.store.checkpoint import Checkpointer, wal_size
+
+    async def go(checkpointer: bool):
+        db = tmp_path / f"{checkpointer}.db"
+        store = await Store.open(db)
+        try:
+            assert await store.pragma("wal_autocheckpoint") == 0
+            if checkpointer:
+                store.checkpointer = Checkpointer(db, store._checkpoint_here, every_commits=50, every_bytes=256 << 10,
+                                                  limit_frames=256)
+            else:
+                store.checkpointer = None
+            await _write_kv(store, 600)  # ~7 MB in commits without a pause
+            if checkpointer:
+                await store.checkpointer.close()
+            cp = store.checkpointer
+            return wal_size(db), cp and (cp.runs, cp.inline_runs, cp.failures)
+        finally:
+            await store.close()
+
+    unbounded, none = run(go(False))
+    bounded, (runs, inline, failures) = run(go(True))
+    assert none is None and unbounded > 10 << 20  # the log holds every commit: nothing copied it
+    assert bounded < 5 << 20, (bounded, runs, inline)
+    assert runs >= 5 and failures == 0
+    # commits without a pause: a checkpoint from the side rarely catches the log whole; the inline one does
+    assert inline >= 1
+    # every commit is in the file after the close (SQLite's last checkpoint) and reopening
+    for name in ("True.db", "False.db"):
+        conn = sqlite3.connect(tmp_path / name)
+        try:
+            assert conn.execute("SELECT count(*) FROM kv WHERE key LIKE 'k%'").fetchone()[0] == 600
+        finally:
+            conn.close()
+
+
+def test_a_checkpoint_from_the_side_copies_the_log_while_the_store_stays_open(tmp_path):
+    from sdschat.store.checkpoint import wal_size
+
+    async def go():
+        db = tmp_path / "n.db"
+        store = await Store.open(db)
+        try:
+            cp = store.checkpointer
+            assert cp is not None and cp.every_commits == 200
+            await _write_kv(store, 199, 100)
+            assert cp.runs == 0
+            await _write_kv(store, 1, 100, 199)  # the 200th commit starts one, on a worker thread
+            await cp.close()
+            busy, frames, copied = cp.last
+            assert (cp.runs, cp.inline_runs, cp.failures) == (1, 0, 0)
+            assert busy == 0 and frames > 0 and copied == frames  # nothing was committing meanwhile: all copied
+            # the database file alone (read as a copy, without the log) already holds the rows
+            size = wal_size(db)
+            copy = tmp_path / "copy.db"
+            copy.write_bytes(db.read_bytes())
+            conn = sqlite3.connect(copy)
+            try:
+                assert conn.execute("SELECT count(*) FROM kv WHERE key LIKE 'k%'").fetchone()[0] == 200
+            finally:
+                conn.close()
+            return size
+        finally:
+            await store.close()
+
+    assert run(go()) > 0  # the log file is still there: the checkpoint did not need the store closed
+
+
+def test_scrub_truncates_the_log_with_no_checkpoint_from_the_side_meanwhile(tmp_path):
+    from sdschat.store.checkpoint import wal_size
+
+    async def go():
+        db = tmp_path / "n.db"
+        store = await Store.open(db)
+        try:
+            cp = store.checkpointer
+            await _write_kv(store, 200, 100)  # the 200th commit starts a checkpoint from the side
+            await store.scrub()  # waits for it, then truncates the log on the store's connection
+            assert (cp.runs, cp.failures) == (1, 0) and wal_size(db) == 0
+            async with cp.paused():
+                await _write_kv(store, 250, 100, 200)  # due, but paused: none starts
+                assert cp.runs == 1 and cp._task is None
+            await _write_kv(store, 1, 100, 450)  # the first commit after the pause starts the one that was due
+            await cp.close()
+            assert cp.runs == 2
+        finally:
+            await store.close()
+
+    run(go())
+
+
+def test_a_checkpoint_from_the_side_never_creates_a_database_and_takes_any_file_name(tmp_path):
+    from sdschat.store.checkpoint import _checkpoint
+
+    gone = tmp_path / "gone.db"
+    with pytest.raises(sqlite3.OperationalError):
+        _checkpoint(gone)  # a removed database is not made again (it would get the umask's mode, not 0600)
+    assert not gone.exists()
+
+    async def go():
+        db = tmp_path / "a b#c?d%20.db"  # characters a file: URI must escape
+        store = await Store.open(db)
+        try:
+            await store.kv_set("k", "v")
+            return _checkpoint(db)
+        finally:
+            await store.close()
+
+    busy, frames, copied = run(go())
+    assert busy == 0 and frames > 0 and copied == frames
