@@ -38,13 +38,15 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-__all__ = ["Checkpointer"]
+__all__ = ["Checkpointer", "checkpoint_on"]
 
 log = logging.getLogger("sdschat.store")
 
 
-#: the statement, on either connection; it returns (busy, frames in the log, frames copied)
-CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+def checkpoint_on(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """A ``PASSIVE`` checkpoint on ``conn`` (either connection): (busy, frames in the log, frames copied)."""
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return int(busy), int(frames), int(copied)
 
 
 def _checkpoint(path: Path) -> tuple[int, int, int]:
@@ -53,8 +55,7 @@ def _checkpoint(path: Path) -> tuple[int, int, int]:
     uri = f"{Path(path).resolve().as_uri()}?mode=rw"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
-        busy, frames, copied = conn.execute(CHECKPOINT).fetchone()
-        return int(busy), int(frames), int(copied)
+        return checkpoint_on(conn)
     finally:
         conn.close()
 
@@ -86,16 +87,16 @@ class Checkpointer:
         self._since += 1
         if self._task is not None or self._paused:
             return
-        if self._since < self.every_commits and wal_size(self.path) < self._mark + self.every_bytes:
+        size = wal_size(self.path)
+        if self._since < self.every_commits and size < self._mark + self.every_bytes:
             return
-        self._since = 0
-        self._mark = wal_size(self.path)
+        self._since, self._mark = 0, size
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sdschat-store-checkpoint")
 
     async def _run(self) -> None:
         try:
             if self.last is not None and self.last[1] >= self.limit_frames:
-                self.last = tuple(int(v) for v in await self.inline())  # type: ignore[assignment]
+                self.last = await self.inline()
                 self.inline_runs += 1
             else:
                 self.last = await asyncio.to_thread(_checkpoint, self.path)

@@ -53,7 +53,7 @@ import aiosqlite
 from sdschat.sds.state import ChannelState
 
 from . import compaction, connection, migrate, snapshot
-from .checkpoint import CHECKPOINT, Checkpointer
+from .checkpoint import Checkpointer, checkpoint_on
 from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
 from .queries import History
@@ -165,7 +165,7 @@ class Store:
 
     async def _checkpoint_here(self) -> tuple[int, int, int]:
         """A checkpoint on this store's connection, between two commits (the checkpointer's fallback)."""
-        return await self._run(lambda conn: conn.execute(CHECKPOINT).fetchone())
+        return await self._run(checkpoint_on)
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return await self._run(lambda conn: conn.execute(sql, params).fetchall())

@@ -131,11 +131,18 @@ def test_create_false_refuses_a_missing_file(tmp_path):
     run(_open_close(tmp_path / "there.db", create=False))
 
 
-def _write_kv(store, n: int, size: int = 8000, first: int = 0):
-    async def go():
-        for i in range(first, first + n):
-            await store.kv_set(f"k{i}", "x" * size)
-    return go()
+async def _write_kv(store, n: int, size: int = 8000, first: int = 0):
+    for i in range(first, first + n):
+        await store.kv_set(f"k{i}", "x" * size)
+
+
+def _kv_rows(path) -> int:
+    """The rows _write_kv wrote that the database at ``path`` holds (opened without the store)."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT count(*) FROM kv WHERE key LIKE 'k%'").fetchone()[0]
+    finally:
+        conn.close()
 
 
 def test_no_commit_checkpoints_and_the_checkpointer_keeps_the_log_bounded(tmp_path):
@@ -145,8 +152,7 @@ def test_no_commit_checkpoints_and_the_checkpointer_keeps_the_log_bounded(tmp_pa
 
     async def go(checkpointer: bool):
         db = tmp_path / f"{checkpointer}.db"
-        store = await Store.open(db)
-        try:
+        async with await Store.open(db) as store:
             assert await store.pragma("wal_autocheckpoint") == 0
             if checkpointer:
                 store.checkpointer = Checkpointer(db, store._checkpoint_here, every_commits=50, every_bytes=256 << 10,
@@ -158,8 +164,6 @@ def test_no_commit_checkpoints_and_the_checkpointer_keeps_the_log_bounded(tmp_pa
                 await store.checkpointer.close()
             cp = store.checkpointer
             return wal_size(db), cp and (cp.runs, cp.inline_runs, cp.failures)
-        finally:
-            await store.close()
 
     unbounded, none = run(go(False))
     bounded, (runs, inline, failures) = run(go(True))
@@ -170,11 +174,7 @@ def test_no_commit_checkpoints_and_the_checkpointer_keeps_the_log_bounded(tmp_pa
     assert inline >= 1
     # every commit is in the file after the close (SQLite's last checkpoint) and reopening
     for name in ("True.db", "False.db"):
-        conn = sqlite3.connect(tmp_path / name)
-        try:
-            assert conn.execute("SELECT count(*) FROM kv WHERE key LIKE 'k%'").fetchone()[0] == 600
-        finally:
-            conn.close()
+        assert _kv_rows(tmp_path / name) == 600
 
 
 def test_a_checkpoint_from_the_side_copies_the_log_while_the_store_stays_open(tmp_path):
@@ -182,8 +182,7 @@ def test_a_checkpoint_from_the_side_copies_the_log_while_the_store_stays_open(tm
 
     async def go():
         db = tmp_path / "n.db"
-        store = await Store.open(db)
-        try:
+        async with await Store.open(db) as store:
             cp = store.checkpointer
             assert cp is not None and cp.every_commits == 200
             await _write_kv(store, 199, 100)
@@ -194,17 +193,10 @@ def test_a_checkpoint_from_the_side_copies_the_log_while_the_store_stays_open(tm
             assert (cp.runs, cp.inline_runs, cp.failures) == (1, 0, 0)
             assert busy == 0 and frames > 0 and copied == frames  # nothing was committing meanwhile: all copied
             # the database file alone (read as a copy, without the log) already holds the rows
-            size = wal_size(db)
             copy = tmp_path / "copy.db"
             copy.write_bytes(db.read_bytes())
-            conn = sqlite3.connect(copy)
-            try:
-                assert conn.execute("SELECT count(*) FROM kv WHERE key LIKE 'k%'").fetchone()[0] == 200
-            finally:
-                conn.close()
-            return size
-        finally:
-            await store.close()
+            assert _kv_rows(copy) == 200
+            return wal_size(db)
 
     assert run(go()) > 0  # the log file is still there: the checkpoint did not need the store closed
 
@@ -214,8 +206,7 @@ def test_scrub_truncates_the_log_with_no_checkpoint_from_the_side_meanwhile(tmp_
 
     async def go():
         db = tmp_path / "n.db"
-        store = await Store.open(db)
-        try:
+        async with await Store.open(db) as store:
             cp = store.checkpointer
             await _write_kv(store, 200, 100)  # the 200th commit starts a checkpoint from the side
             await store.scrub()  # waits for it, then truncates the log on the store's connection
@@ -226,8 +217,6 @@ def test_scrub_truncates_the_log_with_no_checkpoint_from_the_side_meanwhile(tmp_
             await _write_kv(store, 1, 100, 450)  # the first commit after the pause starts the one that was due
             await cp.close()
             assert cp.runs == 2
-        finally:
-            await store.close()
 
     run(go())
 
@@ -242,12 +231,9 @@ def test_a_checkpoint_from_the_side_never_creates_a_database_and_takes_any_file_
 
     async def go():
         db = tmp_path / "a b#c?d%20.db"  # characters a file: URI must escape
-        store = await Store.open(db)
-        try:
+        async with await Store.open(db) as store:
             await store.kv_set("k", "v")
             return _checkpoint(db)
-        finally:
-            await store.close()
 
     busy, frames, copied = run(go())
     assert busy == 0 and frames > 0 and copied == frames
