@@ -155,7 +155,8 @@ def add_spark_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--driver-memory", default=None,
                    help="driver JVM heap in local mode, where it runs the executors too (default 1200m)")
     g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark configuration (repeatable)")
+                   help="extra Spark configuration (repeatable); JVM options (spark.driver.extraJavaOptions, "
+                        "spark.executor.extraJavaOptions) are added to sdschat's own")
 
 
 def spark_conf(args: argparse.Namespace) -> dict[str, str]:

@@ -55,10 +55,17 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return text[:limit]
 
 
+#: settings whose value is a list of JVM options: a ``conf`` value is appended to the session's own
+_JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
 @contextlib.contextmanager
 def spark_session(app: str, *, master: str | None = None, driver_memory: str | None = None,
                   conf: dict[str, str] | None = None, log_dir: Path | None = None) -> Iterator:
-    """Start a SparkSession, yield it, stop it. The JVM output goes to ``log_dir/spark-jvm.log``."""
+    """Start a SparkSession, yield it, stop it. The JVM output goes to ``log_dir/spark-jvm.log``.
+
+    ``conf`` overrides the session's settings, except the JVM options (``spark.driver.extraJavaOptions``,
+    ``spark.executor.extraJavaOptions``), which are added after the session's own."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if master is None:
@@ -93,7 +100,12 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
         settings["spark.driver.memory"] = driver_memory or DRIVER_MEMORY
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.default.parallelism"] = str(cores)
-    settings.update(conf or {})
+    for key, value in (conf or {}).items():
+        if key in _JVM_OPTIONS and key in settings:
+            # the JVM options are added to ours (the log settings, the collector), not put in their place: a
+            # later option wins over an earlier one of the same name
+            value = f"{settings[key]} {value}"
+        settings[key] = value
     for k, v in settings.items():
         sconf.set(k, v)
     log_path.parent.mkdir(parents=True, exist_ok=True)

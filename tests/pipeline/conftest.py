@@ -107,7 +107,9 @@ def spark_run(tmp_path_factory):
     grid = base / "grid.toml"
     grid.write_text(SWEEP_GRID)
     result: dict = {"sim_dir": sim_dir, "dbs": (db_a, db_b), "log": log, "base": base}
-    with spark_mod.spark_session("sdschat-tests", log_dir=base) as session:
+    # a JVM option of the caller's is added to the session's own (the log settings, the parallel collector)
+    conf = {"spark.driver.extraJavaOptions": "-Dsdschat.test.option=added"}
+    with spark_mod.spark_session("sdschat-tests", log_dir=base, conf=conf) as session:
 
         @contextlib.contextmanager
         def reuse(*_a, **_k):
@@ -159,6 +161,8 @@ def spark_run(tmp_path_factory):
         # the embedded JVM's garbage collectors (spark.spark_session picks the parallel one)
         beans = session._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
         result["jvm_collectors"] = sorted(str(b.getName()) for b in beans)
+        system = session._jvm.java.lang.System
+        result["jvm_properties"] = {k: system.getProperty(k) for k in ("sdschat.test.option", "log4j2.configurationFile")}
         # last: the spark-submit entry point, on the session spark-submit would provide (it stops it)
         from sdschat.cli import submit
 

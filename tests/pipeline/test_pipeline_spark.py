@@ -207,6 +207,9 @@ def test_report_compare_sets_two_runs_side_by_side(spark_run):
     assert "Per sender" in md
 
 
-def test_the_embedded_spark_collects_garbage_with_the_parallel_collector(spark_run):
+def test_the_embedded_spark_uses_the_parallel_collector_and_adds_a_callers_jvm_options(spark_run):
     # G1's concurrent threads compete with the tasks for two cores; the throughput collector's pauses do not
     assert spark_run["jvm_collectors"] == ["PS MarkSweep", "PS Scavenge"], spark_run["jvm_collectors"]
+    # the session was started with a JVM option of its caller's: added to the session's own, not in their place
+    props = spark_run["jvm_properties"]
+    assert props["sdschat.test.option"] == "added" and props["log4j2.configurationFile"].startswith("file:"), props
