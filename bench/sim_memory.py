@@ -12,12 +12,16 @@ batches of ``--shard-rows`` (a real run buffers up to a million per worker
 before it writes a shard: ~100 MiB whatever the group size), so what is left
 is the members' state. tracemalloc counts Python allocations only (not the
 interpreter, nor free lists) and slows the run several-fold;
-`bench/sim_scale.py` gives the resident set of a full-speed run.
+`bench/sim_scale.py` gives the resident set of a full-speed run. The engine
+runs from its Python sources here (``SDSCHAT_PURE_ENGINE=1``, set below): the
+compiled build's allocations would all be attributed to the simulator's lines
+that call into it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import tracemalloc
@@ -26,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+os.environ["SDSCHAT_PURE_ENGINE"] = "1"  # allocations by engine module need the engine's Python sources
 
 from sdschat.sim import SimParams, simulate  # noqa: E402
 

@@ -54,9 +54,27 @@ COMMANDS = {
 }
 
 
+class _Version(argparse.Action):
+    """``--version``: sdschat's version and which build of the engine runs (imported only when asked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from sdschat.sds import native
+
+        try:
+            own = version("sdschat")
+        except PackageNotFoundError:
+            own = "(not installed)"
+        print(f"sdschat {own}; engine: {native.BUILD}")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="sdschat", description="Terminal group chat with end-to-end reliability you can see. "
                     "With no command: every channel of your profile in one window.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print the version and which build of the engine runs (compiled or Python), then exit")
     add_home_arg(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, (configure, run, help_) in COMMANDS.items():

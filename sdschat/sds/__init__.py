@@ -3,9 +3,16 @@
 Pure and synchronous: no sockets, no files, no wall clock, no global
 randomness; every call that needs time takes ``now_ms``. Wire-compatible with
 @waku/sds 0.0.8. See :mod:`sdschat.sds.channel` for the behaviour decisions.
+
+The modules run compiled to C by mypyc when a build matching these sources is
+present, else as Python: :mod:`sdschat.sds.native`.
 """
 
-from . import repair, wire
+from . import native
+
+native.BUILD = native.select(__path__)
+
+from . import repair, wire  # noqa: E402 - after the build is selected
 from .archive import LogArchive
 from .bloom import BloomFilter, RollingBloomFilter
 from .channel import MessageChannel, message_id

@@ -126,7 +126,7 @@ def positions_in(item: str, m: int, k: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def contains_in(data: bytes, positions: tuple[tuple[int, int], ...]) -> bool:
+def contains_in(data: bytes | bytearray, positions: tuple[tuple[int, int], ...]) -> bool:
     """Membership test directly on serialized filter bytes."""
     for idx, mask in positions:
         if not data[idx] & mask:

@@ -389,7 +389,7 @@ class MessageChannel:
 
     # ----------------------------------------------------------------- receive
 
-    def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None, *,
+    def receive(self, data: object, now_ms: int, retrieval_hint: bytes | None = None, *,
                 acks: bool = True) -> list[Event]:
         """Process one received frame. Returns events; never raises for bad input.
 
@@ -409,7 +409,7 @@ class MessageChannel:
         Simulators broadcasting one frame to many receivers wrap it once in a :class:`Frame` (read once, shared)
         and may pass the bloom ``positions`` of its id (``channel.bloom.positions(id)``, equal for equal bloom
         parameters)."""
-        f = pb if type(pb) is Frame else Frame(pb)
+        f = pb if isinstance(pb, Frame) else Frame(pb)
         cfg = self.config
         # the frame's own checks are made once per configuration (Frame.static_problem), the Lamport skew here
         if f._vcfg is cfg and f._vchan == self.channel_id:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import repair as _repair
 from . import sds_pb2
 from .config import ChannelConfig
 from .wire import HistoryEntry, entry_from_pb
+
+if TYPE_CHECKING:
+    from .events import Delivered, SyncReceived
+    from .state import LogRow
 
 __all__ = ["Frame"]
 
@@ -27,8 +33,8 @@ class Frame:
     """
 
     __slots__ = ("pb", "message_id", "sender_id", "channel_id", "has_lamport", "lamport", "content", "has_content",
-                 "history", "history_ids", "repair", "bloom", "_vcfg", "_vchan", "_problem", "_sender_hash",
-                 "_sync_event", "_delivery")
+                 "history", "history_ids", "repair", "bloom", "_lists_read", "_vcfg", "_vchan", "_problem",
+                 "_sender_hash", "_sync_event", "_delivery")
 
     def __init__(self, pb: sds_pb2.Message) -> None:
         self.pb = pb
@@ -39,19 +45,21 @@ class Frame:
         self.lamport = pb.lamport_timestamp
         self.content = pb.content
         self.has_content = pb.HasField("content") and len(self.content) > 0
-        # the lists are read once the frame passed the checks (a frame over the limits costs no more than before)
-        self.history: tuple[HistoryEntry, ...] | None = None
-        self.history_ids: tuple[str, ...] | None = None
-        self.repair: tuple[tuple[str, str], ...] | None = None  # (id, sender_id as on the wire: "" when absent)
+        # the lists are read once the frame passed the checks (a frame over the limits costs no more than before):
+        # empty until then (``_lists_read``)
+        self.history: tuple[HistoryEntry, ...] = ()
+        self.history_ids: tuple[str, ...] = ()
+        self.repair: tuple[tuple[str, str], ...] = ()  # (id, sender_id as on the wire: "" when absent)
+        self._lists_read = False
         self.bloom = pb.bloom_filter if pb.HasField("bloom_filter") else None
-        self._vcfg = None
-        self._vchan = None
-        self._problem = None
-        self._sender_hash = None
+        self._vcfg: ChannelConfig | None = None
+        self._vchan: str | None = None
+        self._problem: tuple[str, str] | None = None
+        self._sender_hash: int | None = None
         # immutable results every receiver shares: its SyncReceived, and (LogRow, Delivered, log key) of a plain
         # delivery
-        self._sync_event = None
-        self._delivery = None
+        self._sync_event: SyncReceived | None = None
+        self._delivery: tuple[LogRow, Delivered, tuple[int, str]] | None = None
 
     def static_problem(self, config: ChannelConfig, channel_id: str) -> tuple[str, str] | None:
         """The checks of a frame that do not depend on the receiver's state (all but the Lamport skew)."""
@@ -78,7 +86,8 @@ class Frame:
             elif any(not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id
                      for e in pb.repair_request):
                 problem = ("invalid", "bad repair request entry")
-        if problem is None and self.history is None:
+        if problem is None and not self._lists_read:
+            self._lists_read = True
             self.history = tuple(entry_from_pb(e) for e in pb.causal_history)
             self.history_ids = tuple(e.message_id for e in self.history)
             self.repair = tuple((e.message_id, e.sender_id) for e in pb.repair_request)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import OrderedDict, deque
 
 from . import repair as _repair
 from .bloom import RollingBloomFilter, contains_in
 from .config import ChannelConfig
 from .state import LogRow
+
+if TYPE_CHECKING:
+    from .frame import Frame
 
 __all__ = ["GapHints"]
 
@@ -43,7 +48,7 @@ class GapHints:
             self.seq += 1
             self.additions.append((self.seq, now_ms, row, positions or self.bloom.positions(row.message_id)))
 
-    def on_frame(self, f, sender: str, now_ms: int) -> None:
+    def on_frame(self, f: Frame, sender: str, now_ms: int) -> None:
         """A received frame: the ids it names need no hint; its filter may show what ``sender`` lacks."""
         pending = self.pending
         if pending:
@@ -98,7 +103,7 @@ class GapHints:
         if not pending:
             return history
         named = {r.message_id for r in history}
-        extra = []
+        extra: list[LogRow] = []
         while pending and len(extra) < self.config.gap_hints:
             mid, noted = pending.popitem(last=False)
             row = self.log.get(mid, noted)  # (the log's row carries a retrieval hint set since)

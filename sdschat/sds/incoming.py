@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import heapq
 from collections import OrderedDict
 
@@ -12,6 +14,9 @@ from .log import LocalLog
 from .repair import RepairScheduler
 from .state import CacheRow, InRow, LogRow, MissingRow
 from .wire import HistoryEntry
+
+if TYPE_CHECKING:
+    from .frame import Frame
 
 __all__ = ["IncomingBuffer"]
 
@@ -71,8 +76,8 @@ class IncomingBuffer:
 
     # ----------------------------------------------------------------- arrival
 
-    def accept(self, f, mid: str, sender: str, lamport: int, now_ms: int, hint, events: list[Event],
-               positions=None) -> None:
+    def accept(self, f: Frame, mid: str, sender: str, lamport: int, now_ms: int, hint: bytes | None,
+               events: list[Event], positions: tuple[tuple[int, int], ...] | None = None) -> None:
         """A new content message: deliver it (and what waited for it) or buffer it behind its gaps."""
         content = f.content
         causal = f.history  # a tuple of immutable entries, shared by every receiver of the frame
@@ -267,9 +272,10 @@ class IncomingBuffer:
         for dep in sorted(entry.unmet):
             if dep not in self.entries:
                 self.declare_lost(dep, events, now_ms)
-        entry = self.entries.pop(old, None)
-        if entry is None:
+        popped = self.entries.pop(old, None)
+        if popped is None:
             return
+        entry = popped
         # still waiting on messages that are themselves waiting: deliver it now anyway
         if self.journal is not None:
             self.journal.append(("in-", old, None))
@@ -352,7 +358,7 @@ class IncomingBuffer:
         """See :meth:`sdschat.sds.channel.MessageChannel.open_gaps`."""
         missing = self.missing
         gaps = []
-        named = set()
+        named: set[str] = set()
         for mid, e in sorted(self.entries.items(), key=lambda kv: (kv[1].lamport, kv[0])):
             ids = tuple(sorted(e.unmet))
             named.update(ids)
@@ -360,8 +366,8 @@ class IncomingBuffer:
             gaps.append((mid, ids, tuple(sorted(x for x in senders if x))))
         rest = [row.entry for d, row in missing.items() if d not in named]
         if rest:
-            senders = {e.sender_id for e in rest if e.sender_id}
-            gaps.append(("", tuple(e.message_id for e in rest), tuple(sorted(senders))))
+            named_senders = {e.sender_id for e in rest if e.sender_id}
+            gaps.append(("", tuple(e.message_id for e in rest), tuple(sorted(x for x in named_senders if x))))
         return gaps
 
     def problems(self) -> list[str]:

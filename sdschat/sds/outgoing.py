@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import heapq
 from collections.abc import Iterable
 
@@ -12,6 +14,9 @@ from .config import ChannelConfig
 from .events import Acknowledged, Event, Evicted, Outgoing, PossiblyAcknowledged
 from .state import LogRow, OutRow
 from .wire import encode_frame
+
+if TYPE_CHECKING:
+    from .frame import Frame
 
 __all__ = ["OutgoingBuffer"]
 
@@ -85,7 +90,7 @@ class OutgoingBuffer:
 
     # ------------------------------------------------------------------ acks
 
-    def review_acks(self, f, sender: str, events: list[Event]) -> None:
+    def review_acks(self, f: Frame, sender: str, events: list[Event]) -> None:
         """Acks in a received frame: its causal history acknowledges, its bloom filter possibly does."""
         outgoing = self.entries
         journal = self.journal

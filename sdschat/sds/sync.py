@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import deque
 from hashlib import sha256
 
@@ -13,6 +15,9 @@ from .incoming import IncomingBuffer
 from .log import LocalLog
 from .repair import RepairScheduler
 from .wire import encode_frame
+
+if TYPE_CHECKING:
+    from .frame import Frame
 
 __all__ = ["Syncer"]
 
@@ -94,7 +99,7 @@ class Syncer:
     def owe_ack(self, mid: str, sender: str, now_ms: int) -> None:
         span = self.config.ack_jitter_ms
         jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
-        self.ack_owed[mid] = (now_ms + self.config.ack_delay_ms + jitter, sender)
+        self.ack_owed[mid] = (now_ms + (self.config.ack_delay_ms or 0) + jitter, sender)
 
     def forget_acked(self, history_ids, sender: str) -> None:
         owed = self.ack_owed
@@ -110,7 +115,7 @@ class Syncer:
 
     # ------------------------------------------------------------------ frames
 
-    def on_sync(self, f, mid: str, sender: str, now_ms: int, events: list[Event]) -> None:
+    def on_sync(self, f: Frame, mid: str, sender: str, now_ms: int, events: list[Event]) -> None:
         """A sync frame not seen before (``mid`` not in ``recent``): remember it, count it as activity, and
         note as missing (``GapDetected``) the ids it names that nobody here has."""
         recent = self.recent

@@ -118,7 +118,7 @@ def entry_from_pb(pb_entry) -> HistoryEntry:
     )
 
 
-def parse_pb(data: bytes) -> sds_pb2.Message:
+def parse_pb(data: object) -> sds_pb2.Message:
     """Parse ``data`` into the generated protobuf message (engine fast path)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise WireError(f"frame must be bytes, not {type(data).__name__}")
@@ -145,6 +145,6 @@ def from_pb(pb: sds_pb2.Message) -> Message:
     )
 
 
-def decode(data: bytes) -> Message:
+def decode(data: object) -> Message:
     """Parse an SDS frame. Raises :class:`WireError` on malformed bytes."""
     return from_pb(parse_pb(data))

@@ -15,6 +15,7 @@ from sdschat.sds import (
 )
 from sdschat.sds.frame import Frame
 from sdschat.sds.wire import parse_pb
+from engine_build import on_python_engine
 from sds_helpers import channel, decode, frame, lossy_three, mids, of, outgoing, quiet_config
 
 
@@ -323,6 +324,7 @@ def test_retrieval_hints_travel_with_missing_entries():
     assert req.entry == HistoryEntry(x.message_id, b"waku-hash-of-x", "alice")
 
 
+@on_python_engine  # patches IncomingBuffer._compact_heaps and a module constant
 def test_timer_heaps_are_rebuilt_when_stale_entries_outnumber_live_ones(monkeypatch):
     """A delivered message leaves its forced-delivery timer behind (2 x lost_after) and an arrived one its
     loss timer; the heaps are rebuilt from what still waits once stale entries outnumber live ones, and the

@@ -21,6 +21,8 @@ from sdschat.sds import (
 )
 from sdschat.store import Store, StoreError
 
+from engine_build import on_python_engine
+
 
 def run(coro):
     return asyncio.run(coro)
@@ -54,6 +56,7 @@ async def _persist_scenario(sim_mod, tmp_path, steps, *, check_every=25):
     return sim, stores, ops_seen, features
 
 
+@on_python_engine  # deep-copies a running group of engines (compiled classes cannot be copied)
 def test_journal_round_trip_and_restored_channel_continues_identically(sim_mod, tmp_path):
     async def go():
         sim, stores, ops_seen, features = await _persist_scenario(sim_mod, tmp_path, 300)

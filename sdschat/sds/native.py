@@ -1,0 +1,98 @@
+"""Which build of the engine runs: the modules compiled to C by mypyc, or these Python sources.
+
+The engine's Python sources are the only source. ``python -m
+sdschat.cli.build_engine`` (run by ``.ci/setup``) compiles :data:`MODULES`
+with mypyc into ``sdschat/sds/_compiled/`` and writes a stamp there: the
+SHA-256 of the sources it compiled and the interpreter's tag. When this
+package is imported, :func:`select` puts that folder first on the package's
+search path only if the stamp matches the sources on disk and this
+interpreter; otherwise the Python sources run, unchanged in behaviour, only
+slower. So an engine file edited after a build never runs stale compiled
+code, and ``SDSCHAT_PURE_ENGINE=1`` forces the sources (to compare, or to
+debug with breakpoints in the engine).
+
+:data:`BUILD` says which build runs and why (``sdschat --version`` prints it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["BUILD", "COMPILED_DIR", "MODULES", "STAMP", "Build", "python_forced", "sources_digest", "select"]
+
+#: the engine modules compiled to C: all but the package itself, the protobuf code generated for the wire format,
+#: its generator, this file, and ``config`` (validates settings people and the simulator's ``--set`` pass in: it
+#: keeps Python's own type errors and messages)
+MODULES = ("archive", "bloom", "channel", "events", "frame", "hints", "incoming", "log", "outgoing", "repair",
+           "state", "sync", "timers", "wire")
+#: where the compiled modules are written (not in git)
+COMPILED_DIR = Path(__file__).resolve().with_name("_compiled")
+#: the build's stamp, in :data:`COMPILED_DIR`
+STAMP = "build.json"
+#: the environment variable that forces the Python sources
+PURE_ENV = "SDSCHAT_PURE_ENGINE"
+
+
+class Build:
+    """Which build of the engine runs: ``kind`` is ``"compiled"`` or ``"python"``, ``reason`` says why."""
+
+    __slots__ = ("kind", "reason")
+
+    def __init__(self, kind: str, reason: str) -> None:
+        self.kind = kind
+        self.reason = reason
+
+    @property
+    def compiled(self) -> bool:
+        return self.kind == "compiled"
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.reason})"
+
+    __repr__ = __str__
+
+
+def sources_digest(src_dir: Path | None = None) -> str:
+    """SHA-256 of the compiled modules' sources (names and bytes, in :data:`MODULES` order)."""
+    src = src_dir or Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in MODULES:
+        h.update(name.encode() + b"\0")
+        h.update((src / f"{name}.py").read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def python_forced() -> bool:
+    """``SDSCHAT_PURE_ENGINE`` asks for the Python sources (any value but empty, 0, no, false)."""
+    return os.environ.get(PURE_ENV, "").strip().lower() not in ("", "0", "no", "false")
+
+
+def select(package_path: list[str]) -> Build:
+    """Put the compiled build first on ``package_path`` (the package's ``__path__``) if it matches; say which runs."""
+    if python_forced():
+        return Build("python", f"{PURE_ENV} is set")
+    try:
+        stamp = json.loads((COMPILED_DIR / STAMP).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Build("python", "not compiled: python -m sdschat.cli.build_engine")
+    except (OSError, ValueError) as exc:
+        return Build("python", f"unreadable build stamp: {exc}")
+    if stamp.get("cache_tag") != sys.implementation.cache_tag:
+        return Build("python", f"compiled for {stamp.get('cache_tag')}, this is {sys.implementation.cache_tag}")
+    try:
+        digest = sources_digest()
+    except OSError as exc:
+        return Build("python", f"cannot read the sources: {exc}")
+    if stamp.get("sources") != digest:
+        return Build("python", "the sources changed since the build: python -m sdschat.cli.build_engine")
+    package_path.insert(0, str(COMPILED_DIR))
+    return Build("compiled", f"mypyc {stamp.get('mypy', '?')}")
+
+
+#: set by the package on import (:func:`select`)
+BUILD: Build = Build("python", "not selected yet")
