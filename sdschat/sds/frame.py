@@ -10,8 +10,7 @@ from .config import ChannelConfig
 from .wire import HistoryEntry, entry_from_pb
 
 if TYPE_CHECKING:
-    from .events import Delivered, SyncReceived
-    from .state import LogRow
+    from .events import SyncReceived
 
 __all__ = ["Frame"]
 
@@ -59,7 +58,7 @@ class Frame:
         # immutable results every receiver shares: its SyncReceived, and (LogRow, Delivered, log key) of a plain
         # delivery
         self._sync_event: SyncReceived | None = None
-        self._delivery: tuple[LogRow, Delivered, tuple[int, str]] | None = None
+        self._delivery: tuple | None = None  # (LogRow, Delivered, (lamport, id)); see LocalLog.keys
 
     def static_problem(self, config: ChannelConfig, channel_id: str) -> tuple[str, str] | None:
         """The checks of a frame that do not depend on the receiver's state (all but the Lamport skew)."""

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections import OrderedDict, deque
+from typing import TYPE_CHECKING
 
 from . import repair as _repair
 from .bloom import RollingBloomFilter, contains_in

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import heapq
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from .config import ChannelConfig
 from .events import Delivered, Event, Evicted, Lost, Missing
@@ -105,12 +104,13 @@ class IncomingBuffer:
                 waiting.append(d)
             else:
                 missing.append(e)
-        shared = None
+        shared: tuple | None = None  # a plain tuple: one object for every receiver (see LocalLog.keys)
         if hint is None and not repaired:
             shared = f._delivery
             if shared is None:
-                shared = f._delivery = (LogRow(mid, lamport, sender, None),
-                                        Delivered(mid, sender, content, lamport, False, ()), (lamport, mid))
+                made: tuple = (LogRow(mid, lamport, sender, None), Delivered(mid, sender, content, lamport, False, ()),
+                               (lamport, mid))
+                shared = f._delivery = made  # (boxed once: a tuple literal assigned twice is boxed twice)
         if not unmet:
             self.deliver(mid, sender, lamport, content, hint, repaired, (), events, now_ms, shared)
             return

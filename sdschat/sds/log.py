@@ -37,7 +37,9 @@ class LocalLog:
 
     def __init__(self, config: ChannelConfig, lamport: int) -> None:
         self.rows: dict[str, LogRow] = {}
-        self.keys: list[tuple[int, str]] = []
+        # (lamport, id) keys, typed as plain tuples: the compiled build (mypyc) would copy a ``tuple[int, str]``
+        # into a C struct and box a new tuple (and int) for every member, where the frame's one key is shared
+        self.keys: list[tuple] = []
         self.archive = LogArchive()
         self._window = window = max(0, config.log_window)
         self._slack = max(64, window >> 3)
@@ -59,7 +61,7 @@ class LocalLog:
         rows = self.rows
         return (rows[mid] for _, mid in self.keys)
 
-    def insert(self, row: LogRow, key: tuple[int, str] | None = None) -> None:
+    def insert(self, row: LogRow, key: tuple | None = None) -> None:
         if key is None:
             key = (row.lamport_timestamp, row.message_id)
         keys = self.keys

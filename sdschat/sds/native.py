@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["BUILD", "COMPILED_DIR", "MODULES", "STAMP", "Build", "python_forced", "sources_digest", "select"]
+__all__ = ["BUILD", "COMPILED_DIR", "MODULES", "PURE_ENV", "STAMP", "Build", "python_forced", "select", "sources_digest"]
 
 #: the engine modules compiled to C: all but the package itself, the protobuf code generated for the wire format,
 #: its generator, this file, and ``config`` (validates settings people and the simulator's ``--set`` pass in: it

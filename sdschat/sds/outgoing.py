@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import heapq
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from bitarray import bitarray
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections import deque
 from hashlib import sha256
+from typing import TYPE_CHECKING
 
 from . import repair as _repair
 from .config import ChannelConfig
