@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from google.protobuf.internal import api_implementation  # noqa: E402
 
-from sdschat.sds import ChannelConfig, MessageChannel  # noqa: E402
+from sdschat.sds import ChannelConfig, MessageChannel, native  # noqa: E402
 
 WAKU_SCRIPT = ROOT / "bench" / "waku_alternate.mjs"
 FLATNESS_TARGET = 0.8
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = api_implementation.Type()
     print(f"python {platform.python_version()}  protobuf {__import__('google.protobuf').protobuf.__version__}"
           f"  backend: {backend}")
+    print(f"engine: {native.BUILD}")  # compiled by mypyc, or the Python sources (SDSCHAT_PURE_ENGINE=1)
     if backend != "upb":
         print(f"  WARNING: protobuf backend is {backend!r}, not 'upb': expect 10-20x slower frames")
     print(f"workload: 2 participants alternate, causal history 2, bloom 10,000/0.001, repair on; "

@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sdschat.sds import native  # noqa: E402
 from sdschat.sim import SimParams, simulate  # noqa: E402
 
 
@@ -75,6 +76,7 @@ def main() -> int:
         print(f"wall time          {wall:.1f} s  (target < 600 s); load average now {load_after[0]:.2f} "
               f"(1 min), {load_after[2]:.2f} (15 min)")
         print(f"CPU time           {cpu:.1f} s in all processes ({cpu / wall:.2f} cores busy on average)")
+        print(f"engine             {native.BUILD}")
         print(f"virtual time       {(m['virtual_end_ms'] - m['virtual_start_ms']) / 1000:.0f} s ({m['stop_reason']})")
         if m["workers"] > 1:
             print(f"workers            busy {', '.join(f'{b:.0f}' for b in m['worker_busy_s'])} s, waiting for "
