@@ -37,11 +37,7 @@ class BuildError(Exception):
 
 def current() -> bool:
     """A build of these sources, for this interpreter, is in place."""
-    try:
-        stamp = json.loads((native.COMPILED_DIR / native.STAMP).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return stamp.get("sources") == native.sources_digest() and stamp.get("cache_tag") == sys.implementation.cache_tag
+    return native.current_stamp()[0] is not None
 
 
 def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict:
@@ -54,7 +50,7 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
     except ImportError as exc:
         raise BuildError(f"mypyc is not installed ({exc.name}): pip install -e '.[dev]'") from None
     src = native.COMPILED_DIR.parent
-    digest = native.sources_digest(src)
+    digest = native.sources_digest()
     out_dir = Path(out_dir)
     with tempfile.TemporaryDirectory(prefix="sdschat-engine-build-") as tmp:
         work = Path(tmp)

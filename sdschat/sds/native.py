@@ -22,7 +22,8 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["BUILD", "COMPILED_DIR", "MODULES", "PURE_ENV", "STAMP", "Build", "python_forced", "select", "sources_digest"]
+__all__ = ["BUILD", "COMPILED_DIR", "MODULES", "PURE_ENV", "STAMP", "Build", "current_stamp", "python_forced", "select",
+           "sources_digest"]
 
 #: the engine modules compiled to C: all but the package itself, the protobuf code generated for the wire format,
 #: its generator, this file, and ``config`` (validates settings people and the simulator's ``--set`` pass in: it
@@ -72,24 +73,32 @@ def python_forced() -> bool:
     return os.environ.get(PURE_ENV, "").strip().lower() not in ("", "0", "no", "false")
 
 
+def current_stamp() -> tuple[dict | None, str]:
+    """The stamp of a build of these sources for this interpreter, or None and why there is none."""
+    try:
+        stamp = json.loads((COMPILED_DIR / STAMP).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, "not compiled: python -m sdschat.cli.build_engine"
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable build stamp: {exc}"
+    if stamp.get("cache_tag") != sys.implementation.cache_tag:
+        return None, f"compiled for {stamp.get('cache_tag')}, this is {sys.implementation.cache_tag}"
+    try:
+        digest = sources_digest()
+    except OSError as exc:
+        return None, f"cannot read the sources: {exc}"
+    if stamp.get("sources") != digest:
+        return None, "the sources changed since the build: python -m sdschat.cli.build_engine"
+    return stamp, ""
+
+
 def select(package_path: list[str]) -> Build:
     """Put the compiled build first on ``package_path`` (the package's ``__path__``) if it matches; say which runs."""
     if python_forced():
         return Build("python", f"{PURE_ENV} is set")
-    try:
-        stamp = json.loads((COMPILED_DIR / STAMP).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Build("python", "not compiled: python -m sdschat.cli.build_engine")
-    except (OSError, ValueError) as exc:
-        return Build("python", f"unreadable build stamp: {exc}")
-    if stamp.get("cache_tag") != sys.implementation.cache_tag:
-        return Build("python", f"compiled for {stamp.get('cache_tag')}, this is {sys.implementation.cache_tag}")
-    try:
-        digest = sources_digest()
-    except OSError as exc:
-        return Build("python", f"cannot read the sources: {exc}")
-    if stamp.get("sources") != digest:
-        return Build("python", "the sources changed since the build: python -m sdschat.cli.build_engine")
+    stamp, why_not = current_stamp()
+    if stamp is None:
+        return Build("python", why_not)
     package_path.insert(0, str(COMPILED_DIR))
     return Build("compiled", f"mypyc {stamp.get('mypy', '?')}")
 

@@ -20,13 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = os.environ.get("SDSCHAT_REQUIRE_COMPILED") == "1"
 
 
-def _child(code: str, pythonpath: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
-    full.update(env)
-    if pythonpath is not None:
-        full["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=120,
-                          cwd=pythonpath or ROOT)
+def _child(code: str, pythonpath: Path) -> subprocess.CompletedProcess:
+    """``python -c code`` importing sdschat from ``pythonpath``, on whichever build is current there."""
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=pythonpath)
 
 
 def test_the_suite_runs_the_compiled_engine_after_setup():
