@@ -87,8 +87,8 @@ class Node:
                                 config.memory_messages)
         self.receiver = Receiver(self)
         self.store_client = StoreClient(self)
-        #: frames to publish, in order: (SDS frame, reason, message id or None)
-        self.outbox: asyncio.Queue[tuple[bytes, str, str | None]] = asyncio.Queue()
+        #: frames to publish, in order: (SDS frame, reason, message id[, the keys to seal it under: else membership.seal_keys_for])
+        self.outbox: asyncio.Queue[tuple] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._wake = asyncio.Event()
         self.stopping = False
@@ -584,11 +584,13 @@ class Node:
 
     async def _publisher(self) -> None:
         while True:
-            data, reason, mid = await self.outbox.get()
+            item = await self.outbox.get()
+            data, reason, mid = item[:3]
             try:
                 # an epoch message goes out under the key before it (for the members who have not switched) and
-                # under the current one (for those who joined with it); everything else under the current key
-                keys = self.membership.seal_keys_for(mid)
+                # under the current one (for those who joined with it); everything else under the current key,
+                # unless the item names its keys (an admin message handed to a member on an older key)
+                keys = item[3] if len(item) > 3 else self.membership.seal_keys_for(mid)
                 frame = pack(self.identity, self.key.channel_binding, data, reason)
                 for i, key in enumerate(keys):
                     envelope = key.seal(frame)

@@ -22,6 +22,7 @@ from ..sds import (
     PossiblyAcknowledged,
     Rejected,
     RepairRequested,
+    RepairScheduled,
     RepairServed,
     SyncReceived,
     WireError,
@@ -40,6 +41,10 @@ __all__ = ["Receiver"]
 
 #: own messages whose per-member acknowledgements are tracked in memory (older ones: from the database)
 SEEN_CAP = 2_000
+#: messages whose repair requests by other members are remembered until they arrive (or are lost, or answered),
+#: and how many requests each
+ASKED_CAP = 1_000
+ASKED_EACH = 8
 #: frames that do not open with the channel key (anyone who can publish on the topic can send them) are told
 #: and recorded at most this often, as one event and one row with their count: a flood of them must not become
 #: as many database rows and screen updates (each is still counted, and listed in the wire view, at once)
@@ -80,6 +85,8 @@ class Receiver:
         self._unopened_timer: asyncio.TimerHandle | None = None
         #: own message id -> members seen naming it (the newest SEEN_CAP messages)
         self._seen_by: OrderedDict[str, set[str]] = OrderedDict()
+        #: message id -> other members' repair requests seen for it while missing here or ours to answer
+        self._asked: OrderedDict[str, list[dict]] = OrderedDict()
         self._steps = {
             Outgoing: self._outgoing, Delivered: self._delivered, Missing: self._missing, GapDetected: self._gap,
             Acknowledged: self._acknowledged, PossiblyAcknowledged: self._possibly, Lost: self._lost,
@@ -137,6 +144,13 @@ class Receiver:
                         size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
             return
         if msg.content and not self._verified(msg, now, len(payload), publisher, reason, source):
+            if msg.message_id in node.channel.missing_ids and is_unordered(msg.content):
+                # history from an earlier sdschat (an imported 0.1 channel): its ordering is not signed, so it is
+                # never shown, and no acceptable copy will come: stop waiting for it (the messages that name it
+                # are delivered after it, marked lost) instead of holding them back until lost_after_ms
+                turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id, epoch=epoch.number)
+                self.handle(node.channel.give_up(msg.message_id, now), turn)
+                node.wake()
             return
         if (reason in ("resend", "repair") or msg.repair_request) and source is None:
             node.last_peer_work_ms = now
@@ -154,6 +168,9 @@ class Receiver:
             turn.rows.extend(seen)
         if asking or answering:
             turn.rows.extend(self._cancelled(msg, asking, answering, turn))
+        if msg.repair_request and source is None and not relayed and publisher != node.participant_id \
+                and msg.lamport_timestamp is not None and not outcome.startswith(("duplicate", "rejected")):
+            self._requests_seen(msg, events, now)
         if outcome.startswith("duplicate") and source is None and publisher != node.participant_id:
             turn.rows.append(EventRow("duplicate", now, msg.message_id, msg.sender_id,
                                       lamport_timestamp=msg.lamport_timestamp,
@@ -168,9 +185,41 @@ class Receiver:
         rows = []
         for what, before, after in (("request", asking, still_asking), ("answer", answering, still_answering)):
             if before and not after:
-                rows.append(EventRow("repair_cancelled", t.now, msg.message_id, msg.sender_id,
-                                     detail={"what": what, "via": _via(t), "publisher": t.publisher}))
+                detail = {"what": what, "via": _via(t), "publisher": t.publisher}
+                if what == "answer":  # who asked for the answer called off
+                    detail = self._asked_detail(msg.message_id, detail)
+                rows.append(EventRow("repair_cancelled", t.now, msg.message_id, msg.sender_id, detail=detail))
         return rows
+
+    def _requests_seen(self, msg, events, now: int) -> None:
+        """Remember the SDS-R requests of another member's frame the engine acted on, for the messages missing
+        here or that we are to answer: who asked, in which frame, when, whether our own request backed off and
+        when we answer (T_resp). They go into the ``asked`` detail of the row that ends the story here (the first
+        copy's ``received``, ``lost``, our ``repair_served``): see :meth:`_asked_detail`."""
+        node = self.node
+        channel, shown, asked = node.channel, node.book.messages, self._asked
+        answers = {e.message_id: e.t_resp for e in events if type(e) is RepairScheduled}
+        for h in msg.repair_request:
+            mid = h.message_id
+            if mid not in answers and (mid in channel or mid in shown):
+                continue  # here already, and not ours to answer: nothing will tell of it
+            seen = {"ts": now, "by": msg.sender_id, "frame": msg.message_id}
+            if channel.repair_pending(mid)[0]:
+                seen["asking"] = True  # our own request for it: backed off afresh (and kept)
+            if mid in answers:
+                seen["answer_ms"] = answers[mid]
+            entries = asked.get(mid)
+            if entries is None:
+                entries = asked[mid] = []
+                if len(asked) > ASKED_CAP:
+                    asked.popitem(last=False)
+            if len(entries) < ASKED_EACH:
+                entries.append(seen)
+
+    def _asked_detail(self, mid: str, detail: dict | None) -> dict | None:
+        """``detail`` with the repair requests of other members remembered for ``mid`` (``asked``), if any."""
+        asked = self._asked.pop(mid, None)
+        return {**(detail or {}), "asked": asked} if asked else detail
 
     def _acks_seen(self, msg, now: int) -> list[EventRow]:
         """Rows ``ack_seen`` for our messages this member's frame names in its causal history, the first time
@@ -226,7 +275,7 @@ class Receiver:
             return False
         if msg.message_id:
             node.book.remember_app(msg.message_id, app, signed.message)
-            if app.kind == "epoch" and msg.lamport_timestamp is not None:
+            if app.kind in ("epoch", "admin") and msg.lamport_timestamp is not None:
                 node.roster.epoch_frames[msg.message_id] = wire.encode(msg)  # to hand on to members still on an older key
         return True
 
@@ -284,17 +333,20 @@ class Receiver:
             chat = node.book.messages.get(e.message_id)
             n = (chat.resends + 1) if chat else 1
             t.update(node.book.set_state(e.message_id, ev.RESENDING, t.now, resends=n))
+            # the reason: possibly acknowledged by how many members' bloom filters (0: not acknowledged at all)
             t.rows.append(EventRow("resent", t.now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp,
-                                   detail={"resends": n}))
+                                   detail={"resends": n, "possibly": node.channel.possible_ack_count(e.message_id)}))
         elif e.reason == "sync":
             t.rows.append(EventRow("sync_sent", t.now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp))
 
-    def _control(self, e, app, body: bytes, t: Turn) -> bytes:
+    def _control(self, e, app, body: bytes, t: Turn, waiting: bool = False) -> bytes:
         """A membership message is applied the first time the engine hands it over (shown waiting, or delivered:
-        a new key must not wait for an old gap); returns the body the database keeps (without key boxes)."""
+        a new key must not wait for an old gap); returns the body the database keeps (without key boxes). One
+        refused while waiting (its author made an admin by a message it waits for, say) is applied again when it
+        is delivered."""
         if app.kind not in CONTROL_KINDS:
             return body
-        kv = self.node.roster.apply(e.message_id, e.sender_id, app, t.now, via_epoch=t.epoch)
+        kv = self.node.roster.apply(e.message_id, e.sender_id, app, t.now, via_epoch=t.epoch, waiting=waiting)
         if kv:
             t.kv.update(kv)
         return redacted_body(body)
@@ -326,9 +378,13 @@ class Receiver:
                                          ev.RECEIVED, repaired=e.repaired, after_lost=e.after_lost,
                                          received_at_ms=t.now))
             t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
-                                   detail=_arrival(t, e.sender_id)))
+                                   detail=self._asked_detail(e.message_id, _arrival(t, e.sender_id))))
         else:
             book.messages[e.message_id] = dataclasses.replace(prior, state=ev.RECEIVED)
+            deferred = self.node.roster.deferred
+            if e.message_id in deferred:
+                deferred.discard(e.message_id)
+                self._control(e, app, body, t)
             self.node.emit(ev.GapClosed(e.message_id, tuple(e.after_lost)))
             t.updates.append(MessageUpdate(e.message_id, state=ev.RECEIVED, after_lost=tuple(e.after_lost)))
         if e.repaired:
@@ -351,10 +407,10 @@ class Receiver:
         senders = tuple(sorted({h.sender_id for h in e.missing if h.sender_id}))
         if missing_ids or e.waiting_on:
             node.emit(ev.GapOpened(e.message_id, missing_ids + tuple(e.waiting_on), senders))
-        t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp, self._control(e, app, body, t),
-                                     ev.WAITING, received_at_ms=t.now))
+        t.messages.append(MessageRow(e.message_id, e.sender_id, e.lamport_timestamp,
+                                     self._control(e, app, body, t, waiting=True), ev.WAITING, received_at_ms=t.now))
         t.rows.append(EventRow("received", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
-                               detail=_arrival(t, e.sender_id)))
+                               detail=self._asked_detail(e.message_id, _arrival(t, e.sender_id))))
         t.rows.append(EventRow("missing", t.now, e.message_id, e.sender_id, lamport_timestamp=e.lamport_timestamp,
                                detail={"missing": list(missing_ids), "waiting_on": list(e.waiting_on),
                                        **_hints(e.missing)}))
@@ -381,7 +437,8 @@ class Receiver:
 
     def _lost(self, e: Lost, t: Turn) -> None:
         self.node.emit(ev.MessageLost(e.message_id, e.sender_id, tuple(e.dependants)))
-        t.rows.append(EventRow("lost", t.now, e.message_id, e.sender_id, detail={"dependants": list(e.dependants)}))
+        t.rows.append(EventRow("lost", t.now, e.message_id, e.sender_id,
+                               detail=self._asked_detail(e.message_id, {"dependants": list(e.dependants)})))
 
     def _ephemeral(self, e: EphemeralReceived, t: Turn) -> None:
         app, _ = self.node.book.app_of("", e.content)
@@ -400,7 +457,8 @@ class Receiver:
             t.rows.append(EventRow("repair_requested", t.now, mid, None, detail={"carrier": e.carrier_id}))
 
     def _repair_served(self, e: RepairServed, t: Turn) -> None:
-        t.rows.append(EventRow("repair_served", t.now, e.message_id, e.sender_id))
+        t.rows.append(EventRow("repair_served", t.now, e.message_id, e.sender_id,
+                               detail=self._asked_detail(e.message_id, None)))
 
     def _rejected(self, e: Rejected, t: Turn) -> None:
         self.node.counters["rejected"] += 1

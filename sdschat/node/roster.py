@@ -38,6 +38,12 @@ class Roster:
         self.state: Membership | None = None
         #: SDS frames of epoch messages seen, by message id (kept with their epoch, to hand to stragglers)
         self.epoch_frames: dict[str, bytes] = {}
+        #: membership messages refused while they waited for their causal dependencies: tried again when the
+        #: engine delivers them (the admin message that makes their author an admin may be one of those)
+        self.deferred: set[str] = set()
+        #: admin messages applied here: (the epoch current then, SDS frame), to hand a member still on that key
+        #: (an epoch message of a new admin is refused by whoever lacks the message that named it)
+        self.admin_frames: dict[str, tuple[int, bytes]] = {}
         self._straggler_sent: dict[int, int] = {}
         #: our join (message id, SDS frame), once sent; when we last handed it to a newcomer
         self._join_frame: tuple[str, bytes] | None = None
@@ -118,10 +124,11 @@ class Roster:
         return kv
 
     def apply(self, mid: str, sender: str, app: AppPayload, now: int, frame: bytes | None = None,
-              via_epoch: int | None = None) -> dict | None:
+              via_epoch: int | None = None, waiting: bool = False) -> dict | None:
         """Apply a membership message (ours or delivered; ``via_epoch``: the key epoch of the envelope it came
         in) here; returns the kv row to persist with it (None if it changed nothing). A message that breaks the
-        rules (not an admin, damaged data) is refused and counted."""
+        rules (not an admin, damaged data) is refused and counted; one that still ``waiting`` for its causal
+        dependencies is only put off (:attr:`deferred`), to be applied again when it is delivered."""
         node, m = self.node, self.state
         frame = frame if frame is not None else self.epoch_frames.get(mid, b"")
         try:
@@ -136,10 +143,16 @@ class Roster:
                     node.spawn(self._grant([sender]), "sdschat-grant")
             elif app.kind == "admin":
                 added = m.apply_admin(sender, data["add"])
+                frame = self.epoch_frames.pop(mid, None) or frame
+                if frame:
+                    self.admin_frames[mid] = (m.current.number, frame)
                 node.emit(ev.MembershipChanged("admin", sender, tuple(added)))
             else:
                 self._epoch_applied(m.apply_epoch(sender, mid, data, node.identity, now, frame), mid)
         except ControlError as exc:
+            if waiting:
+                self.deferred.add(mid)
+                return None
             node.receiver.reject("bad_control", f"{app.kind} from {sender[:8]}: {exc}", now)
             return None
         return {MEMBERSHIP_KEY: m.to_json()}
@@ -225,12 +238,17 @@ class Roster:
 
     def help_straggler(self, epoch: int, now: int) -> None:
         """A member's frame came under an older key: publish the later epoch messages again under the keys they
-        were sealed with (rate-limited), so it switches even with no store node."""
+        were sealed with (rate-limited), so it switches even with no store node; and the admin messages since, under
+        its key (it needs them to accept an epoch message of an admin it has not heard named)."""
         if now - self._straggler_sent.get(epoch, -STRAGGLER_EVERY_MS) < STRAGGLER_EVERY_MS:
             return
         self._straggler_sent[epoch] = now
         for mid, frame in self.state.epoch_frames_after(epoch):
             self.node.outbox.put_nowait((frame, "repair", mid))
+        key = next((self.state.key_of(e) for e in self.state.epochs if e.number == epoch), None)
+        for mid, (number, frame) in self.admin_frames.items():
+            if number >= epoch and key is not None:  # named since: under the straggler's own key, which it opens
+                self.node.outbox.put_nowait((frame, "repair", mid, [key]))
 
     def tick(self, now: int) -> None:
         """Once a second: delete the keys superseded more than the retention window ago; rotate if the profile

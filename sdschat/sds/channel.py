@@ -383,6 +383,17 @@ class MessageChannel:
         was there. For content that must not outlive a retention window (an application's choice)."""
         return self._repair.cache_drop(message_id)
 
+    def give_up(self, message_id: str, now_ms: int) -> list[Event]:
+        """Declare a missing message lost now rather than ``lost_after_ms`` after it was noticed: for an
+        application that refused a copy of it and knows no acceptable copy will come (content signed by an
+        earlier version, say). What waited on it is delivered (``after_lost``); the events are returned as
+        :meth:`tick`'s. Nothing happens (``[]``) if the message is not missing here."""
+        if message_id not in self._in.missing:
+            return []
+        events: list[Event] = []
+        self._in.declare_lost(message_id, events, now_ms)
+        return events
+
     def set_retrieval_hint(self, message_id: str, hint: bytes | None) -> None:
         """Record the retrieval hint (e.g. the envelope hash) of a logged message."""
         self._clog.set_retrieval_hint(message_id, hint)

@@ -90,6 +90,7 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
         seen = {n.nick: [] for n in nodes}
         for n in nodes:
             n.add_listener(lambda e, n=n: seen[n.nick].append(e) if isinstance(e, ev.MembershipChanged) else None)
+        refused = rejections(b)
         try:
             await all_joined(nodes)
             await a.send_text("before the kick")
@@ -116,8 +117,10 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
             assert not any("secret after" in msg.text for msg in m.messages())
             # mallory, who still holds every key she had, tries to speak under the old one: refused as removed
             m.membership.removed.pop(m.participant_id)
-            await m.send_text("forged from outside")
-            await wait_for(lambda: b.counters["rejected"] >= 1, what="refused")
+            forged = await m.send_text("forged from outside")
+            await wait_for(lambda: any(f.message_id == forged and f.outcome == "rejected: removed"
+                                       for f in b.wire.frames), what="her message refused as removed")
+            assert set(refused) == {"removed"}, refused  # (her syncs since the kick: removed too)
             assert not any(msg.text == "forged from outside" for msg in b.messages())
             assert any(e.what == "removed" for e in seen["mallory"])
             assert any(e.what == "epoch" and e.who == (m.participant_id,) for e in seen["bob"])
@@ -132,6 +135,7 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
         on_new = [env for topic, env in later if topic == new_topic]
         assert len(on_new) >= 3  # the three messages at least (and syncs)
         assert not any(opens(k, env) for k in keys for env in on_new)
+        assert "removed" in rejected_reasons(tmp_path / "bob.db")  # the refusal is recorded, with its reason
         readable = [env for topic, env in later if any(opens(k, env) for k in keys)]
         plain = b"".join(key.open(env) for env in readable)
         assert b"secret after the kick" not in plain
@@ -141,6 +145,21 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
         assert state.current.number == 1 and m.participant_id in state.removed
 
     run(main(), 110)
+
+
+def rejections(node: Node) -> list[str]:
+    """A list that fills with the reason of every frame or message the node refuses (``FrameRejected``)."""
+    reasons: list[str] = []
+    node.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+    return reasons
+
+
+def rejected_reasons(db) -> list[str]:
+    """The reasons of the ``rejected`` rows in a node's database (its events table)."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return [json.loads(d)["reason"] for (d,) in conn.execute("SELECT detail FROM events WHERE kind = 'rejected'")]
 
 
 def _kv(db, key: str) -> str:
@@ -321,10 +340,13 @@ def test_late_joiner_gets_the_current_key_from_an_admin_and_non_admins_cannot_ch
                 # bob is no admin: his own node refuses, and a forged epoch (his node told he is one) is refused
                 with pytest.raises(ValueError, match="only an admin"):
                     await b.rekey()
+                refused_a, refused_d = rejections(a), rejections(d)
                 b.membership.admins.add(b.participant_id)
                 await b.rekey()
-                await wait_for(lambda: a.counters["rejected"] >= 1 and d.counters["rejected"] >= 1, what="refused")
+                await wait_for(lambda: "bad_control" in refused_a and "bad_control" in refused_d, what="refused")
+                assert set(refused_a) == set(refused_d) == {"bad_control"}, (refused_a, refused_d)
                 assert a.membership.current.number == 1 and d.membership.current.number == 1
+
             finally:
                 await d.stop()
         finally:
@@ -332,6 +354,53 @@ def test_late_joiner_gets_the_current_key_from_an_admin_and_non_admins_cannot_ch
             await b.stop()
 
     run(main(), 90)
+    assert "bad_control" in rejected_reasons(tmp_path / "alice.db")  # recorded, with its reason
+
+
+def test_a_member_named_admin_changes_the_key_for_everyone_and_a_non_admin_cannot(node_mosquitto, tmp_path):
+    """``/admin NAME`` end to end: carol, no admin, forces a key change (her node told she is one): alice and bob
+    refuse it as *bad_control* and stay on their key. Alice names bob; once the admin message reaches the
+    others, his kick of carol is accepted by alice (both switch to his key), carol learns she was removed, and
+    what bob then writes reaches alice and not carol."""
+    async def main():
+        url = node_mosquitto.url
+        key = ChannelKey.generate("named-admin")
+        admin = Identity.generate()
+        a = await member("alice", key, tmp_path, url, admin)
+        b = await member("bob", key, tmp_path, url, admin)
+        c = await member("carol", key, tmp_path, url, admin)
+        nodes = [a, b, c]
+        refused_a, refused_b = rejections(a), rejections(b)
+        try:
+            await all_joined(nodes)
+            with pytest.raises(ValueError, match="only an admin"):
+                await c.rekey()
+            c.membership.admins.add(c.participant_id)
+            await c.rekey()
+            await wait_for(lambda: "bad_control" in refused_a and "bad_control" in refused_b, what="refused")
+            assert a.membership.current.number == b.membership.current.number == 0
+            # alice names bob: every member learns it
+            assert await a.name_admin("bob") == b.participant_id
+            await wait_for(lambda: all(b.participant_id in x.membership.admins for x in (a, b)), what="bob admin")
+            assert b.membership.is_admin
+            # now bob's kick counts: alice switches to his key, carol is removed
+            before = len(refused_a)
+            pid, n, count = await b.kick("carol")
+            assert (pid, n, count) == (c.participant_id, 1, 2)
+            await wait_for(lambda: a.membership.current.number == 1, what="alice on bob's new key")
+            assert a.membership.current.secret == b.membership.current.secret
+            assert a.membership.send_key.topic == b.membership.send_key.topic != key.topic
+            assert c.participant_id in a.membership.removed and "bad_control" not in refused_a[before:]
+            await b.send_text("bob, admin now")
+            await wait_for(lambda: any(msg.text == "bob, admin now" for msg in a.messages()), what="alice reads")
+            assert not any(msg.text == "bob, admin now" for msg in c.messages())
+        finally:
+            await stop_all(nodes)
+        return refused_a
+
+    refused = run(main(), 90)
+    assert set(refused) <= {"bad_control", "removed"}, refused
+    assert "bad_control" in rejected_reasons(tmp_path / "alice.db")
 
 
 def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_under_the_old_key(node_mosquitto,
@@ -353,7 +422,12 @@ def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_und
             b.set_impairment(offline=True)
             await a.kick("mallory")
             await b.send_text("written while away")
-            b.set_impairment(offline=False)
+            # back, but (for a moment) not yet hearing anything: what he wrote goes out before the change reaches
+            # him (without this, a loaded machine may deliver the change first and the test races)
+            b.set_impairment(offline=False, loss_in=1.0)
+            await wait_for(lambda: any(topic == key.topic and opens(key, env) and b"written while away" in key.open(env)
+                                       for _, topic, env in list(tap.frames)), 10, "his line published")
+            b.set_impairment(loss_in=0.0)
             await wait_for(lambda: b.membership.current.number == 1, 20, "bob switched")
             await b.send_text("written after switching")
             await settle([a, b], 3 + 1 + 2, timeout=30)
@@ -390,5 +464,33 @@ def test_an_admin_rotates_the_key_when_the_profile_asks_and_the_clock_survives_a
             await settle([a, b], 2 + a.membership.current.number + 1, timeout=20)
         finally:
             await stop_all([a, b])
+
+    run(main(), 60)
+
+
+
+def test_a_member_who_gets_the_admin_message_late_still_accepts_the_new_admins_key_change(node_mosquitto, tmp_path):
+    """Alice names bob while carol hears nothing; bob rekeys at once. Bob's epoch message names the admin message
+    in its causal history, so carol must accept it once she has both, and end on bob's key."""
+    async def main():
+        url = node_mosquitto.url
+        key = ChannelKey.generate("late-admin")
+        admin = Identity.generate()
+        a = await member("alice", key, tmp_path, url, admin)
+        b = await member("bob", key, tmp_path, url, admin)
+        c = await member("carol", key, tmp_path, url, admin)
+        nodes = [a, b, c]
+        refused_c = rejections(c)
+        try:
+            await all_joined(nodes)
+            c.set_impairment(loss_in=1.0)
+            await a.name_admin("bob")
+            await wait_for(lambda: b.membership.is_admin, what="bob admin")
+            c.set_impairment(loss_in=0.0)
+            await b.rekey()
+            await wait_for(lambda: c.membership.current.number == 1, 15, "carol on bob's key")
+            assert b.participant_id in c.membership.admins and "bad_control" not in refused_c
+        finally:
+            await stop_all(nodes)
 
     run(main(), 60)

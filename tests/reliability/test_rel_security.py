@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import os
 import sqlite3
@@ -517,6 +518,78 @@ def test_a_member_cannot_forge_another_members_acknowledgement(mosq, tmp_path):
     assert mid in outgoing and mid not in acked  # ... and bob still holds it unacknowledged, resending
 
 
+def test_a_relayed_repair_answers_bloom_filter_acknowledges_nothing(mosq, tmp_path):
+    """The bloom filter of a rebroadcast is not signed by its author (only the content, Lamport time and causal
+    history are), so a repair answer's acknowledgements count for nothing (``acks=not relayed`` in
+    sdschat/node/receive.py). Mallory relays alice's genuine message, which bob lacks, as a repair answer with
+    her own bloom filter holding bob's message X, which alice never got. The relay is accepted (its signature
+    holds: bob delivers alice's message), yet X stays unacknowledged and bob keeps resending it. The same frame
+    bytes given to an engine holding X with ``acks=True`` do acknowledge X: the test tells the two apart."""
+    key = ChannelKey.generate("relayed-bloom")
+    cfg = node_channel_config(**FAST)
+
+    async def main():
+        a = await node("alice", key, tmp_path, mosq.url)
+        b = await node("bob", key, tmp_path, mosq.url)
+        states, reasons = [], []
+        b.add_listener(lambda e: states.append((e.message_id, e.state)) if isinstance(e, ev.AckStateChanged)
+                       else None)
+        b.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+        mallory = Identity.generate()  # a member: the channel key and an identity of her own
+        async with Tap(mosq.url) as tap:
+            try:
+                await a.send_text("hello bob")
+                await settle([a, b], 1)
+                b.set_impairment(loss_in=1.0)
+                missed = await a.send_text("bob misses this one")
+                await asyncio.sleep(0.2)
+                a.set_impairment(offline=True)  # alice is gone: she never gets X, never resends
+                b.set_impairment(loss_in=0.0)
+                x = await b.send_text("X: did alice get this?")
+                await asyncio.sleep(0.2)
+                heard = [sds_of(key, p) for p in tap.on(key.topic)]
+                genuine = next(m for _, _, m in heard if m.message_id == missed)
+                x_msg = next(m for _, _, m in heard if m.message_id == x)
+                # mallory's own engine has X (she heard it) and alice's message: its bloom filter holds X
+                now = int(time.time() * 1000)
+                mine = MessageChannel(key.channel_id, mallory.participant_id, cfg, now)
+                mine.receive(wire.encode(genuine), now)
+                mine.receive(wire.encode(x_msg), now)
+                bloom = wire.decode(mine.send(b"mallory's own", now).data).bloom_filter
+                assert bloom and len(bloom) == len(genuine.bloom_filter)
+                relayed = wire.encode(dataclasses.replace(genuine, bloom_filter=bloom, repair_request=[]))
+                await tap.publish(key.topic, key.seal(pack(mallory, key.channel_binding, relayed, "repair")))
+                await wait_for(lambda: missed in log_of(b))  # accepted: alice's signature does not cover the bloom
+                resends = b.channel.stats["resends"]
+                await wait_for(lambda: b.channel.stats["resends"] > resends, timeout=10)
+                return (x, x_msg, relayed, missed, states, reasons, list(b.channel.outgoing_ids), list(log_of(a)),
+                        b.participant_id)
+            finally:
+                await a.stop()
+                await b.stop()
+
+    x, x_msg, relayed, missed, states, reasons, outgoing, alice_log, bob_id = asyncio.run(main())
+    assert x not in alice_log and reasons == []  # alice never got X; the relay was not refused
+    assert x in outgoing  # bob still holds X unacknowledged, and kept resending it (above)
+    acked_states = (ev.ACKNOWLEDGED, ev.POSSIBLY_ACKNOWLEDGED)
+    assert [s for mid, s in states if mid == x] and not any(mid == x and s in acked_states for mid, s in states), \
+        states  # its state moved (resending), never to acknowledged nor possibly acknowledged
+    con = sqlite3.connect(tmp_path / "bob.db")
+    rows = con.execute("SELECT kind FROM events WHERE message_id = ? AND kind IN ('acked', 'possibly_acked')",
+                       (x,)).fetchall()
+    delivered = con.execute("SELECT detail FROM events WHERE kind = 'received' AND message_id = ?",
+                            (missed,)).fetchone()
+    con.close()
+    assert rows == [] and json.loads(delivered[0])["via"] == "repair"
+    # the distinction: an engine holding X (same sender, same content, so the same id), given the same frame
+    for acks in (True, False):
+        replica = MessageChannel(key.channel_id, bob_id, cfg, x_msg.lamport_timestamp)
+        assert replica.send(x_msg.content, x_msg.lamport_timestamp).message_id == x
+        events = replica.receive(relayed, x_msg.lamport_timestamp + 100, acks=acks)
+        acked = [e.message_id for e in events if type(e).__name__ in ("Acknowledged", "PossiblyAcknowledged")]
+        assert acked == ([x] if acks else []) and (x in replica.outgoing_ids) is not acks
+
+
 def test_frames_are_signed_by_their_publisher(mosq, tmp_path):
     """A frame without a publisher's signature (version 1), with a signature that does not verify, or whose
     reason byte was changed after signing, is refused and counted; nothing of it reaches the engine."""
@@ -655,8 +728,9 @@ def test_not_protected_a_member_withholding_a_message_makes_it_lost_for_others()
 
 
 def test_not_protected_key_compromise_reveals_past_traffic_and_the_identity_key_sits_in_the_database(mosq, tmp_path):
-    """No forward secrecy: whoever gets the channel key later reads every captured envelope. The identity
-    key is stored unencrypted in the 0600 database: whoever reads that file can sign as its owner."""
+    """A key that is not rotated stays in use: whoever gets it later reads every envelope captured under it
+    (forward secrecy is only as fine as the rotation). Without ``--protect`` the identity key is stored
+    unencrypted in the 0600 database: whoever reads that file can sign as its owner."""
     key = ChannelKey.generate("compromise")
     key.write_key_file(tmp_path / "leaked.key")
 
@@ -677,6 +751,149 @@ def test_not_protected_key_compromise_reveals_past_traffic_and_the_identity_key_
     raw = con.execute("SELECT private_key FROM identity").fetchone()[0]
     con.close()
     assert Identity.from_private_bytes(raw).participant_id == pid
+
+
+def test_not_protected_key_compromise_a_superseded_key_is_kept_24_hours_and_the_first_key_for_good(mosq, tmp_path):
+    """Coarse forward secrecy, SECURITY.md's "Key compromise" row: alice (the default window) still holds
+    epoch 1's key in her database after she moved to epoch 2, and it opens what was captured under it. Bob
+    (a window of 1.5 s, a node started from his profile) deletes epochs 0 and 1 from his node, yet the
+    channel's first key stays in his profile: it opens everything sent before the first change, and an invite
+    he makes now still carries it."""
+    from sdschat.cli.wiring import profile_node_config
+    from sdschat.profile import Profile, decode_invite, encode_invite, resolve_paths
+
+    key = ChannelKey.generate("compromise-epochs")
+    admin = Identity.generate()
+    paths = resolve_paths(tmp_path / "bob-home")
+    profile = Profile.create(paths, "bob")
+    entry = profile.add_channel(key.channel_name, key._secret, admins=[admin.participant_id])
+    assert NodeConfig("x", key, tmp_path / "x.db").epoch_retention_ms == 24 * 3600 * 1000  # the default window
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await Node.start(NodeConfig("alice", key, tmp_path / "alice.db", mosq.url, identity=admin,
+                                            channel_config=node_channel_config(**FAST), membership=True,
+                                            admins=(admin.participant_id,)))
+            b = await Node.start(profile_node_config(profile, entry, broker_url=mosq.url, epoch_retention_ms=1_500,
+                                                     channel_config=node_channel_config(**FAST)))
+            try:
+                await wait_for(lambda: b.participant_id in a.membership.members
+                               and a.participant_id in b.membership.members)
+                await a.send_text("said under the first key")
+                await wait_for(lambda: any(m.text == "said under the first key" for m in b.messages()))
+                await a.rekey()
+                await wait_for(lambda: b.membership.current.number == 1)
+                await a.send_text("said under epoch 1")
+                await asyncio.sleep(0.3)
+                await a.rekey()
+                await wait_for(lambda: b.membership.current.number == 2)
+                await wait_for(lambda: len(b.membership.keys()) == 1, timeout=10)  # bob: 0 and 1 deleted
+                await asyncio.sleep(0.3)
+                return list(tap.frames), [e.number for e, _ in a.membership.keys()]
+            finally:
+                await a.stop()
+                await b.stop()
+
+    frames, alice_epochs = asyncio.run(main())
+    assert sorted(alice_epochs) == [0, 1, 2]  # alice: nothing deleted within 24 h
+    state = json.loads(sqlite3.connect(tmp_path / "alice.db").execute(
+        "SELECT value FROM kv WHERE key = 'membership'").fetchone()[0])
+    epoch1 = ChannelKey(bytes.fromhex(next(e["s"] for e in state["epochs"] if e["n"] == 1)), key.channel_name)
+
+    def readable(k: ChannelKey) -> bytes:
+        out = []
+        for _, env in frames:
+            try:
+                out.append(k.open(env))
+            except EnvelopeError:
+                pass
+        return b"".join(out)
+
+    assert b"said under epoch 1" in readable(epoch1)  # whoever takes alice's files today reads epoch 1
+    assert b"said under epoch 1" not in readable(key)
+    # bob's node deleted both older keys; his profile still has the first, and hands it on in an invite
+    again = Profile.load(paths)
+    first = again.key(again.channel(key.channel_name))
+    assert b"said under the first key" in readable(first)
+    token = decode_invite(encode_invite(again.invite(key.channel_name)))
+    assert token.secret == key._secret
+
+
+def test_not_protected_key_compromise_an_imported_database_keeps_its_identity_key_even_with_protect(tmp_path):
+    """``sdschat init --protect`` seals the profile's identity key, but a database imported from an earlier
+    version (``join --key-file --db``) keeps its own identity key, in the clear, in its ``identity`` table."""
+    home = tmp_path / "home"
+    data = Path(__file__).resolve().parents[1] / "data" / "v0.1"
+    env = {**os.environ, "SDSCHAT_IDENTITY_PASSPHRASE": "correct horse battery staple"}
+
+    def run_cli(*args):
+        p = subprocess.run([*SDSCHAT, *args, "--home", str(home)], capture_output=True, text=True, timeout=60,
+                           env=env)
+        assert p.returncode == 0, p.stderr
+
+    run_cli("init", "--name", "alice", "--protect")
+    run_cli("join", "--key-file", str(data / "team.key"), "--channel", "old", "--db", str(data / "alice.db"))
+    from sdschat.profile import Profile, resolve_paths
+
+    profile = Profile.load(resolve_paths(home))
+    assert profile.protected
+    dbs = list(home.rglob("*.db"))
+    assert len(dbs) == 1 and dbs[0].resolve() != (data / "alice.db").resolve()  # copied into the profile
+    con = sqlite3.connect(dbs[0])
+    raw = con.execute("SELECT private_key FROM identity").fetchone()[0]
+    con.close()
+    imported = Identity.from_private_bytes(raw)  # usable as it is: no passphrase needed
+    assert imported.participant_id != profile.participant_id
+
+
+def test_not_protected_a_token_holder_who_never_joins_is_cut_off_only_by_a_rekey(mosq, tmp_path):
+    """An invite token is the channel key. Eve took a copy of one and runs a node with it without ever
+    announcing herself: she reads and writes the channel, and no admin can remove her by name. A ``/rekey``
+    cuts her off: the new key is sealed to the members who joined, so she reads nothing sent after it; what she
+    writes under the old key is still accepted while the members keep that key (the 24-hour window)."""
+    from sdschat.profile import Profile, decode_invite, encode_invite, resolve_paths
+
+    paths = resolve_paths(tmp_path / "alice-home")
+    profile = Profile.create(paths, "alice", mosq.url)
+    profile.add_channel("team", os.urandom(32))
+    token = encode_invite(profile.invite("team"))
+    stolen = decode_invite(token)
+    alice_id = profile.identity()
+
+    async def main():
+        key = ChannelKey(stolen.secret, stolen.channel)
+        member_cfg = dict(channel_config=node_channel_config(**FAST), membership=True,
+                          admins=(alice_id.participant_id,))
+        a = await Node.start(NodeConfig("alice", key, tmp_path / "alice.db", mosq.url, identity=alice_id,
+                                        **member_cfg))
+        b = await Node.start(NodeConfig("bob", key, tmp_path / "bob.db", mosq.url, identity=Identity.generate(),
+                                        **member_cfg))
+        e = await Node.start(NodeConfig("eve", key, tmp_path / "eve.db", mosq.url,
+                                        channel_config=node_channel_config(**FAST)))  # never announces herself
+        try:
+            await wait_for(lambda: b.participant_id in a.membership.members)
+            await a.send_text("before the rekey")
+            await e.send_text("eve was here")
+            await wait_for(lambda: any(m.text == "before the rekey" for m in e.messages()))
+            await wait_for(lambda: any(m.text == "eve was here" for m in b.messages()))
+            assert e.participant_id not in a.membership.members
+            with pytest.raises(ValueError, match="no member called 'eve'"):
+                await a.kick("eve")
+            await a.rekey()
+            await wait_for(lambda: b.membership.current.number == 1)
+            await a.send_text("after the rekey")
+            await wait_for(lambda: any(m.text == "after the rekey" for m in b.messages()))
+            # what she writes under the old key still counts while the members keep it (the retention window)
+            await e.send_text("eve, after the rekey")
+            await wait_for(lambda: any(m.text == "eve, after the rekey" for m in b.messages()))
+            await asyncio.sleep(0.5)
+            return [m.text for m in e.messages()], e.membership.current.number
+        finally:
+            for n in (a, b, e):
+                await n.stop()
+
+    eve_sees, eve_epoch = asyncio.run(main())
+    assert "before the rekey" in eve_sees and "after the rekey" not in eve_sees and eve_epoch == 0
 
 
 def test_not_protected_denial_of_service_garbage_is_counted_not_prevented(mosq, tmp_path):
@@ -733,7 +950,8 @@ def test_profile_files_are_0600_and_folders_0700_even_under_umask_0(tmp_path):
 
 
 def test_not_protected_an_invite_token_is_the_channel_key(tmp_path, mosq):
-    """Whoever holds a token is a member: it carries the key itself, and nothing revokes it."""
+    """Whoever holds a token is a member: it carries the key itself (only a key change cuts its holder off: see
+    test_not_protected_a_token_holder_who_never_joins_is_cut_off_only_by_a_rekey)."""
     home = tmp_path / "alice"
     for args in (["init", "--name", "alice", "--broker", mosq.url], ["new", "team"]):
         subprocess.run([*SDSCHAT, *args, "--home", str(home)], check=True, capture_output=True, timeout=60)

@@ -243,6 +243,21 @@ def test_lost_message_arriving_later_slots_into_its_place():
     assert b.check_invariants() == []
 
 
+def test_give_up_declares_one_missing_message_lost_now():
+    b = channel("bob", lost_config())
+    b.receive(frame("alice", "m3", lamport=3, history=["m1", "m2"], content=b"three"), 100)
+    assert b.give_up("m9", 200) == [] and b.give_up("m3", 200) == []  # neither missing: nothing happens
+    events = b.give_up("m1", 200)
+    assert [e.message_id for e in of(events, Lost)] == ["m1"] and of(events, Delivered) == []
+    assert b.missing_ids == ["m2"] and b.incoming_ids == ["m3"]  # m3 still waits for m2
+    events = b.give_up("m2", 300)
+    (delivered,) = of(events, Delivered)
+    assert delivered.message_id == "m3" and delivered.after_lost == ("m1", "m2")
+    assert b.missing_ids == [] and b.repair_request_ids == []
+    assert of(b.tick(1_100), Lost) == []  # the timer of an id given up on does not fire again
+    assert b.check_invariants() == []
+
+
 def test_lost_sender_is_named_when_history_has_it():
     a = channel("alice")
     x = a.send(b"x", 1)
