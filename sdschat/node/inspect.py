@@ -21,8 +21,8 @@ from ..store import EventRow, Store
 from .book import decode_app
 
 __all__ = ["Step", "Inspection", "GapReport", "inspect_message", "gap_reports", "resolve_message_id",
-           "InspectError", "Rendered", "render", "render_parts", "gap_lines", "Member", "member_reports",
-           "wall_clock"]
+           "message_ids_like", "check_message_id", "InspectError", "Rendered", "render", "render_parts", "gap_lines",
+           "Member", "member_reports", "wall_clock", "lamport_time"]
 
 #: the shortest id prefix accepted
 MIN_PREFIX = 6
@@ -114,6 +114,27 @@ def wall_clock(ms: int, tz: tzinfo | None = None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz).strftime("%H:%M:%S.%f")[:-3]
 
 
+#: Lamport times below this are a plain counter (a peer that does not follow the clock), not ms since the epoch
+_CLOCK_LAMPORT = 1_000_000_000_000
+
+
+def lamport_time(lamport: int, now_ms: int, clock=wall_clock, tz: tzinfo | None = None) -> str:
+    """A Lamport time as a person reads it. This app keeps Lamport times at least the wall clock in ms since the
+    epoch, so it is a time (``clock(ms)``), with its date when that is not ``now_ms``'s day (in ``tz``); a plain
+    counter, or a time no calendar holds, stays the number."""
+    if lamport < _CLOCK_LAMPORT:
+        return str(lamport)
+    try:
+        at = datetime.fromtimestamp(lamport / 1000, tz)
+        text = clock(lamport)
+    except (OverflowError, OSError, ValueError):  # a peer's absurd Lamport time: the number
+        return str(lamport)
+    now = datetime.fromtimestamp(now_ms / 1000, tz) if now_ms > 0 else at
+    if at.date() == now.date():
+        return text
+    return f"{at.strftime('%d %b' if at.year == now.year else '%d %b %Y')} {text}"
+
+
 def _detail(e: EventRow) -> Mapping[str, Any]:
     return e.detail if isinstance(e.detail, dict) else {}
 
@@ -134,11 +155,22 @@ class _Names:
         return self.names.get(pid) or pid[:8]
 
 
-async def resolve_message_id(store: Store, channel_id: str, text: str) -> str:
-    """The full id of the message ``text`` names (the id, or an unambiguous prefix of at least 6 characters)."""
+def check_message_id(text: str) -> str:
+    """``text`` as a message id or id prefix (lower-case hex, at least 6 characters); InspectError if it is not one."""
     text = text.strip().lower()
     if len(text) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in text):
-        raise InspectError(f"{text!r} is not a message id (hex, at least {MIN_PREFIX} characters)")
+        raise InspectError(f"{_printable(text)[:80]!r} is not a message id (hex, at least {MIN_PREFIX} characters)")
+    return text
+
+
+async def message_ids_like(store: Store, channel_id: str, text: str) -> list[str]:
+    """The channel's message ids that ``text`` names: itself, or those it is a prefix of (at most 5)."""
+    return await store.ids_with_prefix(channel_id, check_message_id(text))
+
+
+async def resolve_message_id(store: Store, channel_id: str, text: str) -> str:
+    """The full id of the message ``text`` names (the id, or an unambiguous prefix of at least 6 characters)."""
+    text = check_message_id(text)
     found = await store.ids_with_prefix(channel_id, text)
     if not found:
         raise InspectError(f"no message {text} in this channel")
@@ -205,7 +237,7 @@ def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
         else:
             text = "sent, naming no earlier message (the log was empty)"
     elif kind == "resent":
-        text = f"resent (#{d.get('resends', '?')}): not yet acknowledged"
+        text = f"resent (#{d.get('resends', '?')}): not yet acknowledged"  # its reason: _resend_reasons
     elif kind == "acked":
         how = "bloom filter" if d.get("by_bloom") else "causal history"
         frame = f" {d.get('via')} frame {_short(d.get('frame'))}" if d.get("frame") else " frame"
@@ -262,6 +294,61 @@ def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
     return Step(e.ts_ms, kind, text, detail)
 
 
+def _resend_reasons(steps: list[Step], name: _Names) -> None:
+    """Each resend's reason, from what the timeline tells before it: only possibly acknowledged (in the bloom
+    filters of how many members, and whose), or not acknowledged at all. A ``resent`` row records the engine's
+    possible-acknowledgement count when the resend went out (``possibly``); an older row without it is told
+    from the ``possibly_acked`` rows before it."""
+    by: list[str] = []
+    for i, s in enumerate(steps):
+        if s.kind == "possibly_acked" and s.detail.get("by") and s.detail["by"] not in by:
+            by.append(s.detail["by"])
+        elif s.kind == "resent":
+            count = s.detail.get("possibly")
+            count = count if isinstance(count, int) else len(by)
+            n = s.detail.get("resends", "?")
+            if count:
+                whose = f" ({', '.join(name(p) for p in by)})" if by and len(by) <= count else ""
+                text = (f"resent (#{n}): only possibly acknowledged: in the bloom filter of {count} member(s)"
+                        f"{whose}, in nobody's causal history yet")
+            else:
+                text = f"resent (#{n}): not yet acknowledged: no member has named it or shown it in a bloom filter"
+            steps[i] = dataclasses.replace(s, text=text, detail={**s.detail, "possibly": count})
+
+
+async def _history_authors(store: Store, channel_id: str, steps: list[Step], name: _Names) -> None:
+    """The ``sent`` step's causal history as ids (short) with their authors where this database knows them."""
+    for i, s in enumerate(steps):
+        hist = s.detail.get("history")
+        if s.kind != "sent" or not isinstance(hist, list) or not hist:
+            continue
+        authors: dict[str, str | None] = {}
+        for mid in hist[:32]:
+            if isinstance(mid, str):
+                row = await store.get_message(channel_id, mid)
+                authors[mid] = row.sender_id if row is not None else None
+        ids = ", ".join(f"{_short(m)} ({_printable(name(a))})" if a else _short(m) for m, a in authors.items())
+        steps[i] = dataclasses.replace(s, text=f"{s.text}: {ids}", detail={**s.detail, "authors": authors})
+
+
+def _asked(e: EventRow, name: _Names) -> list[Step]:
+    """Other members' repair requests for the row's message, which the node remembered until the row that ended
+    its story here (the first copy's ``received``, ``lost``, our ``repair_served`` or called-off answer) and
+    wrote into its ``asked`` detail: one step each, at the time it was seen (kind ``repair_request_seen``)."""
+    asked = _detail(e).get("asked")
+    out = []
+    for a in asked if isinstance(asked, list) else ():
+        if not isinstance(a, dict) or type(a.get("ts")) is not int:
+            continue
+        text = f"{name(a.get('by'))} asked for a repair (SDS-R request in their frame {_short(a.get('frame'))})"
+        if a.get("asking"):
+            text += "; your own request backs off afresh"
+        if type(a.get("answer_ms")) is int:
+            text += f"; you answer in {(a['answer_ms'] - a['ts']) / 1000:.2f} s unless someone answers first"
+        out.append(Step(a["ts"], "repair_request_seen", text, {k: v for k, v in a.items() if k != "ts"}))
+    return out
+
+
 def _pending(rows: Mapping[str, tuple], name: _Names) -> list[Step]:
     out = []
     if "outgoing" in rows:
@@ -301,9 +388,17 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
     if row is None and not events and not rows:
         return None
     app = decode_app(row.content) if row is not None else None
-    sender = row.sender_id if row is not None else next((e.sender_id for e in events if e.kind in (
-        "received", "delivered", "sent") and e.message_id == message_id), None) or ""
+    if row is not None:
+        sender = row.sender_id
+    else:  # never stored here: whoever its rows (or the engine's missing table: a gap still open) name
+        sender = next((e.sender_id for e in events if e.kind in ("received", "delivered", "sent", "lost")
+                       and e.message_id == message_id and e.sender_id), None) or rows.get("missing", ("",))[0] or ""
     steps = [s for s in (_step(e, message_id, name) for e in events) if s is not None]
+    asked = [s for e in events if e.message_id == message_id for s in _asked(e, name)]
+    if asked:
+        steps = sorted(steps + asked, key=lambda s: s.ts_ms)  # stable: rows of one time keep their order
+    _resend_reasons(steps, name)
+    await _history_authors(store, channel_id, steps, name)
     first = {s.kind: s.ts_ms for s in reversed(steps)}
     figures: dict[str, Any] = {}
     if "sent" in first and "acked" in first:
@@ -361,6 +456,9 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
             step = _step(e, gap.message_id, name)
             if step is not None:
                 gap.steps.append(step)
+        asked = _asked(e, name)
+        if asked:
+            gap.steps = sorted(gap.steps + asked, key=lambda s: s.ts_ms)
         if gap.closed_ms is not None and gap.how != "late":
             continue
         d = _detail(e)
@@ -401,25 +499,28 @@ class Rendered:
         return out + self.tail
 
 
-def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None) -> Rendered:
+def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None,
+                 tz: tzinfo | None = None) -> Rendered:
     """The inspection as text (``clock(ms)`` formats a wall-clock time; timers count down from ``now_ms``;
-    ``names``: participant id -> nick, for the per-member line)."""
+    ``names``: participant id -> nick, for the per-member line; ``tz``: the zone of ``clock``, for the date of a
+    Lamport time not of today)."""
 
     names = names or {}
 
     def member(pid: str) -> str:
         return _printable(names.get(pid) or pid[:8])
 
-    who = "you" if insp.own else _printable(insp.nick or insp.sender_id[:8])
-    head = [f"message {insp.message_id[:16]}… from {who}" + (f", Lamport time {insp.lamport_timestamp}"
-                                                               if insp.lamport_timestamp is not None else ""),
+    who = "you" if insp.own else _printable(insp.nick or insp.sender_id[:8] or "a member not known here")
+    lamport = insp.lamport_timestamp
+    head = [f"message {insp.message_id[:16]}… from {who}"
+            + (f", Lamport time {lamport_time(lamport, now_ms, clock, tz)}" if lamport is not None else ""),
             f"state: {insp.state or 'not stored here'}"]
     if insp.text is not None:
         head.append(f"text: {_printable(insp.text[:200])}")  # a peer's text: no escape sequences
     rows = []
     if insp.steps:
         t0 = insp.steps[0].ts_ms
-        rows = [(clock(s.ts_ms), f"+{(s.ts_ms - t0) / 1000:6.2f} s", s.text) for s in insp.steps]
+        rows = [(clock(s.ts_ms), f"+{(s.ts_ms - t0) / 1000:6.2f} s", _printable(s.text)) for s in insp.steps]
     tail: list[str] = []
     if insp.pending:
         tail.append("")
@@ -447,9 +548,10 @@ def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, st
     return Rendered(head, rows, tail)
 
 
-def render(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None) -> list[str]:
+def render(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None,
+           tz: tzinfo | None = None) -> list[str]:
     """:func:`render_parts` as plain lines (``sdschat inspect``)."""
-    return render_parts(insp, now_ms=now_ms, clock=clock, names=names).lines()
+    return render_parts(insp, now_ms=now_ms, clock=clock, names=names, tz=tz).lines()
 
 
 @dataclasses.dataclass

@@ -15,9 +15,13 @@ from collections import deque
 
 __all__ = ["WireFrame", "WireLog", "KINDS", "frame_of"]
 
-#: frame kinds as the view names them (the node frame's publish reason; ``store`` for a store node's reply)
-KINDS = ("content", "resend", "repair", "sync", "ephemeral", "store")
-_KIND = {"message": "content", "resend": "resend", "repair": "repair", "sync": "sync", "ephemeral": "ephemeral"}
+#: frame kinds as the view names them: the node frame's publish reason (a repair answer: ``repair ans``),
+#: ``repair req`` for a content or sync frame that carries repair requests, ``store`` for a store node's reply
+KINDS = ("content", "resend", "repair req", "repair ans", "sync", "ephemeral", "store")
+_KIND = {"message": "content", "resend": "resend", "repair": "repair ans", "sync": "sync", "ephemeral": "ephemeral"}
+#: the publish reasons whose frame is named ``repair req`` when it carries repair requests (a resend or a repair
+#: answer rebroadcasts a frame: the requests it carries are old, see DESIGN.md)
+_ASKING = frozenset({"message", "sync"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -43,13 +47,19 @@ def frame_of(ts_ms: int, direction: str, reason: str | None, source: str | None,
     if msg is None:
         return WireFrame(ts_ms, direction, kind_of(reason, source), "", publisher, "", None, 0, None, 0, size,
                          outcome)
-    return WireFrame(ts_ms, direction, kind_of(reason, source), msg.sender_id, publisher, msg.message_id,
-                     msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
-                     len(msg.repair_request), size, outcome)
+    repair = len(msg.repair_request)
+    return WireFrame(ts_ms, direction, kind_of(reason, source, repair), msg.sender_id, publisher, msg.message_id,
+                     msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter), repair, size,
+                     outcome)
 
 
-def kind_of(reason: str | None, source: str | None) -> str:
-    return "store" if source == "store" else _KIND.get(reason or "", reason or "?")
+def kind_of(reason: str | None, source: str | None, repair: int = 0) -> str:
+    """The view's kind of a frame (``repair``: how many repair request entries it carries)."""
+    if source == "store":
+        return "store"
+    if repair and reason in _ASKING:
+        return "repair req"
+    return _KIND.get(reason or "", reason or "?")
 
 
 #: the bytes of a bloom filter whose bits are counted (a uniform sample: a bloom filter's bits are spread evenly,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -189,9 +190,26 @@ class History:
         return out
 
     async def member_figures(self, channel_id: str) -> dict[str, dict[str, float]]:
-        """Per participant (by id): ``messages`` stored from them; in the events window, ``received`` first
-        copies of theirs and ``indirect`` ones (resent, repaired or from the store); ``acks`` of our messages
-        where they were the first to acknowledge and their mean ``ack_lag_ms``; ``repairs`` they served us."""
+        """Per participant (by id), what the database tells of the link between them and us.
+
+        ``messages``: stored from them. The rest reads the events window (the newest rows in full):
+
+        - ``copies_in``: first copies of theirs received here; ``indirect_in``: those that did not come
+          straight from them (resent, repaired or filled from the store);
+        - ``acks``: our messages they have acknowledged (their causal history named it: an ``ack_seen`` row
+          per member and message); ``ack_lag_ms``: the median time from our first send to their first
+          acknowledgement; ``tries_out``: our publishes of those messages up to that acknowledgement (the
+          first send, plus each ``resent`` row before it);
+        - ``repairs``: messages of others they rebroadcast to us (SDS-R answers);
+        - the loss estimate between us, both ways, as trials and failures (each publish a trial, the first
+          that arrived the success)::
+
+              losses   = (tries_out - acks) + indirect_in
+              received = tries_out + copies_in                 loss ≈ losses / received
+
+          (``received`` and ``indirect`` carry ``received`` and ``losses``: ``Member.loss_estimate`` reads
+          them). A resend raced by a slow acknowledgement counts as a loss: an upper bound when they are quiet.
+        """
         out: dict[str, dict[str, float]] = {}
 
         def put(pid, **figures):
@@ -205,16 +223,22 @@ class History:
         for pid, n, indirect in await self._fetchall(
                 f"SELECT sender_id, count(*), sum({via} IN ('resend', 'repair', 'store')) FROM events "
                 "WHERE kind = 'received' AND channel_id = ? GROUP BY sender_id", (channel_id,)):
-            put(pid, received=n, indirect=indirect or 0)
-        for pid, n, lag in await self._fetchall(
-                "SELECT json_extract(a.detail, '$.by'), count(*), avg(a.ts_ms - s.ts_ms) FROM events a "
-                "JOIN events s ON s.kind = 'sent' AND s.channel_id = a.channel_id AND s.message_id = a.message_id "
-                "WHERE a.kind = 'acked' AND a.channel_id = ? AND json_valid(a.detail) GROUP BY 1", (channel_id,)):
-            put(pid, acks=n, ack_lag_ms=lag)
+            put(pid, copies_in=n, indirect_in=indirect or 0)
+        # resent rows outlive the window: only those of messages somebody's acknowledgement is still held for
+        acked = "SELECT message_id FROM events WHERE kind = 'ack_seen' AND channel_id = ?"
+        for pid, figures in _ack_figures(await self._fetchall(
+                "SELECT kind, message_id, by_id, ts_ms FROM events WHERE kind IN ('sent', 'resent', 'ack_seen') "
+                f"AND channel_id = ? AND (kind = 'ack_seen' OR message_id IN ({acked})) ORDER BY ts_ms, seq",
+                (channel_id, channel_id))).items():
+            put(pid, **figures)
         for pid, n in await self._fetchall(
                 f"SELECT json_extract(detail, '$.publisher'), count(*) FROM events WHERE kind = 'received' "
                 f"AND channel_id = ? AND {via} = 'repair' GROUP BY 1", (channel_id,)):
             put(pid, repairs=n)
+        for f in out.values():
+            tries, acks = f.get("tries_out", 0), f.get("acks", 0)
+            f["received"] = tries + f.get("copies_in", 0)
+            f["indirect"] = (tries - acks) + f.get("indirect_in", 0)
         return out
 
     async def ids_with_prefix(self, channel_id: str, prefix: str, limit: int = 5) -> list[str]:
@@ -233,3 +257,30 @@ class History:
             "SELECT participant_id, nick, first_seen_ms, last_seen_ms FROM participants ORDER BY participant_id", ()
         )
         return [R.participant_row(t) for t in rows]
+
+
+def _ack_figures(rows: list[tuple]) -> dict[str, dict[str, float]]:
+    """Per member, from ``(kind, message_id, by, ts_ms)`` rows (``sent``, ``resent``, ``ack_seen``) in time
+    order: ``acks``, ``ack_lag_ms`` (median first send to first acknowledgement) and ``tries_out`` (our
+    publishes of the acknowledged messages up to their acknowledgement), as :meth:`History.member_figures`."""
+    sent: dict[str, int] = {}
+    publishes: dict[str, int] = {}
+    acked: dict[tuple[str, str], None] = {}
+    lags: dict[str, list[int]] = {}
+    figures: dict[str, dict[str, float]] = {}
+    for kind, mid, by, ts in rows:
+        if kind == "sent":
+            sent.setdefault(mid, ts)
+            publishes[mid] = publishes.get(mid, 0) + 1
+        elif kind == "resent":
+            publishes[mid] = publishes.get(mid, 0) + 1
+        elif by is not None and (by, mid) not in acked:  # ack_seen: the first time this member named it
+            acked[(by, mid)] = None
+            f = figures.setdefault(by, {"acks": 0, "tries_out": 0})
+            f["acks"] += 1
+            f["tries_out"] += max(1, publishes.get(mid, 0))  # its send row compacted away: at least one
+            if mid in sent:
+                lags.setdefault(by, []).append(ts - sent[mid])
+    for by, values in lags.items():
+        figures[by]["ack_lag_ms"] = statistics.median(values)
+    return figures

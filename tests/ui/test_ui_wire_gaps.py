@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ui_helpers import cluster, fast_config, line_with, lines_of, open_inspector, wait_until
 
+from sdschat.node.inspect import wall_clock
+from sdschat.node.wirelog import WireFrame
 from sdschat.ui.app import ChatApp
 from sdschat.ui.screens.gaps import GapsScreen
 from sdschat.ui.screens.members import MembersScreen
@@ -28,8 +30,33 @@ def test_the_wire_view_shows_frames_both_ways_with_filters_and_pause(tmp_path, r
                 await pilot.press(*"hello from alice", "enter")
                 await pilot.press("f5")
                 wire = app.screen
-                await wait_until(pilot, lambda: any("→ content   you" in r and "published" in r for r in wire.rows),
+                await wait_until(pilot, lambda: any("→ content    you" in r and "published" in r for r in wire.rows),
                                  what="alice's frame out")
+                # the Lamport column is a time (the frame's Lamport time is at least its wall clock in ms)
+                mine = next(f for f in reversed(alice.wire.frames) if f.direction == "out" and f.kind == "content")
+                row = next(r for r in wire.rows if "→ content    you" in r)
+                assert wall_clock(mine.lamport_timestamp, app.tz) in row and str(mine.lamport_timestamp) not in row
+                # a peer's absurd Lamport time: the number, no error
+                alice.wire.add(WireFrame(mine.ts_ms, "in", "content", bob.participant_id, bob.participant_id, "x" * 64,
+                                         2**63, 0, None, 0, 100, "delivered"))
+                await wait_until(pilot, lambda: any(str(2**63) in r for r in wire.rows), what="the absurd time")
+                # a frame bob sends twice: the second copy is a duplicate
+                alice.set_impairment(duplicate=1.0)
+                await bob.send_text("twice")
+                await wait_until(pilot, lambda: any("bob" in r and r.endswith("duplicate") for r in wire.rows),
+                                 what="the duplicate")
+                alice.set_impairment(duplicate=0.0)
+                # s: one sender at a time, in the order they were first seen; all of them again after the last
+                for _ in range(4):
+                    await pilot.press("s")
+                    if "sender bob" in wire.header:
+                        break
+                assert "sender bob" in wire.header and wire.rows
+                assert all(f.sender_id == bob.participant_id for f in wire._shown())
+                assert all(r[26:46].split()[0] == "bob" for r in wire.rows), wire.rows  # the sender column
+                while "sender all" not in wire.header:
+                    await pilot.press("s")
+                assert any(" you " in r for r in wire.rows)
                 alice.receiver.on_frame(b"\x00not an envelope")  # a frame nobody can open
                 await wait_until(pilot, lambda: any("rejected: undecryptable" in r for r in wire.rows),
                                  what="the rejected frame")
@@ -39,7 +66,7 @@ def test_the_wire_view_shows_frames_both_ways_with_filters_and_pause(tmp_path, r
                 assert "rejected only" in wire.header
                 await pilot.press("x", "k")  # kind: content only
                 await wait_until(pilot, lambda: wire.rows and all(" content " in r for r in wire.rows), what="k")
-                await pilot.press("k", "k", "k")  # sync frames
+                await pilot.press("k", "k", "k", "k")  # sync frames
                 await wait_until(pilot, lambda: wire.rows and all(" sync " in r for r in wire.rows), timeout=8,
                                  what="sync frames")
                 await pilot.press("k", "k", "k", "space")
@@ -82,13 +109,21 @@ def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
                 assert "from bob: noticed through bob's message" in line
                 assert "its author resent it" in line or "a late copy arrived" in line or "repaired" in line
                 await pilot.press("escape")
+                # the wire view: the frame that named the missed message waited for it
+                await pilot.press("f5")
+                wire = app.screen
+                assert isinstance(wire, WireScreen)
+                await wait_until(pilot, lambda: any("← content    bob" in r and r.endswith("buffered: waits for 1")
+                                                    for r in wire.rows), what="the buffered frame")
+                await pilot.press("escape")
                 app.pane.input.load_text("/members")
                 await pilot.press("enter")
                 members = app.screen
                 assert isinstance(members, MembersScreen)
                 await wait_until(pilot, lambda: members.lines and members.lines[0].startswith("bob "), what="bob")
                 row = members.lines[0].split()
-                assert row[0] == "bob" and row[-2:] == ["of", "3"] and row[-3] in ("~33%", "~67%"), row  # 3 copies
+                # bob's 3 first copies, 1 or 2 of them not straight from him; none of ours to acknowledge
+                assert row[0] == "bob" and row[-2:] in (["~33%", "1/3"], ["~67%", "2/3"]), row
                 assert row[4] == "3"  # messages from bob
                 await pilot.press("escape")
                 assert app.errors == []
@@ -127,6 +162,18 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 gaps = app.screen
                 await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
                 assert "repaired (SDS-R) by carol after" in next(line for line in gaps.lines if missed[:16] in line)
+                await pilot.press("escape", "f5")
+                wire = app.screen
+                assert isinstance(wire, WireScreen)
+                await pilot.press("k", "k", "k")  # all, content, resend: repair requests
+                assert "kind repair req" in wire.header
+                await wait_until(pilot, lambda: any("→ repair req you" in r for r in wire.rows), what="our request")
+                assert all(" repair req " in r for r in wire.rows) and all(int(r[75:78]) >= 1 for r in wire.rows)
+                await pilot.press("k")  # repair answers: carol's rebroadcast of bob's message
+                assert "kind repair ans" in wire.header
+                await wait_until(pilot, lambda: any("← repair ans bob via carol" in r and "delivered" in r
+                                                    for r in wire.rows), what="carol's answer")
+                await pilot.press("escape")
                 assert app.errors == []
 
     run(scenario())
@@ -240,6 +287,57 @@ def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, r
                 at = panel.lines.index("the gap it waited for:")
                 assert gone[:16] in panel.lines[at + 1] and "declared lost after" in panel.lines[at + 1]
                 assert any("you asked for a repair" in line for line in panel.lines[at + 2:])
+                assert app.errors == []
+
+    run(scenario())
+
+
+def test_i_on_a_gap_marker_raised_by_a_sync_frame_opens_that_gap(tmp_path, run) -> None:
+    """Pilot: alice misses bob's message and learns of it from bob's sync frame (no message of hers waits on it:
+    the marker floats at the bottom). The message cursor rests on the marker; ``i`` there opens the gap
+    inspector on that gap's ids only."""
+    from textual.strip import Strip
+
+    from sdschat.ui.theme import S
+
+    quiet = fast_config(resend_unacknowledged_ms=60_000, resend_possibly_acknowledged_ms=60_000)
+
+    async def scenario():
+        async with cluster(tmp_path, configs={"alice": quiet, "bob": quiet}) as (alice, bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await bob.send_text("first")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
+                await bob.send_text("second")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "second"), what="second")
+                alice.set_impairment(loss_in=1.0)
+                gone = await bob.send_text("alice never gets this")
+                await pilot.pause(0.2)
+                alice.set_impairment(loss_in=0.0)
+                await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="the marker")
+                bob.set_impairment(offline=True)  # nobody can answer: the gap stays open
+                view = app.pane.view
+                assert lines_of(app)[-1].strip().startswith("┈┈ 1 message possibly missing")  # below every message
+                await pilot.press("up")  # the message cursor, on the last message
+                assert view.cursor is not None and view.cursor.msg.text == "second"
+                await pilot.press("down")  # then the marker under it
+                marker = view.marker_cursor
+                assert marker is not None and view.cursor is None and marker.pending == {gone}
+                y = view.line_of(marker) - int(view.scroll_y)
+                line: Strip = view.render_line(y)
+                assert "possibly missing" in line.text and all(
+                    seg.style is not None and seg.style.bgcolor == S.cursor_bg.bgcolor for seg in line)
+                await pilot.press("up")  # and back to the message above
+                assert view.marker_cursor is None and view.cursor.msg.text == "second"
+                await pilot.press("down", "i")
+                screen = app.screen
+                assert isinstance(screen, GapsScreen) and screen.ids == (gone,)
+                await wait_until(pilot, lambda: any(gone[:16] in line for line in screen.lines), what="the gap")
+                heads = [line for line in screen.lines if not line.startswith(" ")]
+                assert len(heads) == 1 and gone[:16] in heads[0] and "still open" in heads[0], screen.lines
+                assert "from bob: noticed through" in heads[0]
+                await pilot.press("escape")
+                assert not isinstance(app.screen, GapsScreen)
                 assert app.errors == []
 
     run(scenario())

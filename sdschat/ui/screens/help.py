@@ -20,7 +20,8 @@ __all__ = ["HelpScreen", "legend"]
 KEYS = (
     ("Enter", "send"),
     ("Alt+Enter / Shift+Enter", "newline (Ctrl+J, or \\ then Enter, in any terminal)"),
-    ("Up (empty input) / Alt+Up", "message cursor: ↑↓ move, r reply, c copy, i inspect, Esc: back to typing"),
+    ("Up (empty input) / Alt+Up", "message cursor (↑↓: messages and gap markers; Esc: back)"),
+    ("  on the cursor", "r reply, c copy, i inspect (on a gap marker: that gap)"),
     ("Ctrl+Up / Ctrl+Down", "lines you sent (also Up/Down on a draft's first / last line)"),
     ("Tab", "complete a /command, or an @nick of this channel"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),

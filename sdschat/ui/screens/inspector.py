@@ -56,7 +56,7 @@ class InspectorScreen(LivePanel):
             return
         now = int(time.time() * 1000)
         clock = partial(wall_clock, tz=self.tz)
-        parts = render_parts(insp, now_ms=now, clock=clock, names=self.node.names())
+        parts = render_parts(insp, now_ms=now, clock=clock, names=self.node.names(), tz=self.tz)
         waited = {m for s in insp.steps if s.kind == "missing" and s.detail.get("waits")
                   for m in s.detail.get("missing", [])}
         if waited:  # the gaps under its marker

@@ -9,7 +9,7 @@ from rich.text import Text
 from ..layout import clean_text
 from .live import LivePanel
 
-__all__ = ["MembersScreen", "ago"]
+__all__ = ["FOOTER", "MembersScreen", "ago"]
 
 
 def ago(ms: int) -> str:
@@ -31,19 +31,28 @@ class MembersScreen(LivePanel):
         members = await self.node.members()
         now = int(time.time() * 1000)
         head = (f"{'member':<16} {'last heard':>12} {'messages':>8} {'acked ours':>10} {'ack lag':>8} "
-                f"{'repairs':>7} {'loss from them':>14}")
+                f"{'repairs':>7} {'loss between us':>16}")
         lines = []
         for m in members:
             lag = f"{m.ack_lag_ms / 1000:.2f} s" if m.ack_lag_ms is not None else "-"
-            loss = (f"~{m.loss_estimate:.0%} of {m.received}" if m.loss_estimate is not None else "-")
+            # Member.received / .indirect: the trials and failures of the link both ways (store member_figures)
+            loss = f"~{m.loss_estimate:.0%} {m.indirect}/{m.received}" if m.loss_estimate is not None else "-"
             name = clean_text(m.nick or m.participant_id[:8])[:16]
             lines.append(f"{name:<16} {ago(now - m.last_seen_ms):>12} {m.messages:>8} {m.acks:>10} {lag:>8} "
-                         f"{m.repairs:>7} {loss:>14}")
+                         f"{m.repairs:>7} {loss:>16}")
         self.lines = lines or ["nobody else seen in this channel yet"]
         body = Text(head + "\n", "grey62")
         for line in self.lines:
             body.append(line + "\n")
-        body.append("\nacked ours: our messages they were first to acknowledge; repairs: messages they rebroadcast "
-                    "to us (SDS-R); loss from them: their first copies (recent window) that came resent, repaired "
-                    "or from the store instead of straight from them", "grey50")
+        body.append("\n" + FOOTER, "grey50")
         self.show(body)
+
+
+#: what the columns mean (the figures: sdschat.store.queries.History.member_figures, over the events window)
+FOOTER = (
+    "acked ours: our messages whose id their causal history named · ack lag: median time from our send to that "
+    "acknowledgement · repairs: messages of others they rebroadcast to us (SDS-R)\n"
+    "loss between us ≈ lost / tries, both ways: tries = our publishes (send + resends) of each message they acked, "
+    "up to their ack, + their messages received; lost = those publishes beyond the first per acked message, + "
+    "their messages whose first copy came resent, repaired or from the store"
+)

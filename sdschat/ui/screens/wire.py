@@ -2,9 +2,10 @@
 
 It reads the node's ring buffer (:class:`sdschat.node.wirelog.WireLog`) four
 times a second, never per frame, so a thousand frames a second cost the chat
-almost nothing. Keys: ``k`` the kind shown (all, content, resend, repair, sync,
-ephemeral, store), ``s`` the sender (all, then everyone seen), ``x`` rejected
-frames only, ``space`` pause, ``Esc`` close.
+almost nothing. Keys: ``k`` the kind shown (all, content, resend, repair req,
+repair ans, sync, ephemeral, store), ``s`` the sender (all, then everyone seen),
+``x`` rejected frames only, ``space`` pause, ``Esc`` close. The Lamport column is
+a time (the engine keeps Lamport times at least the wall clock in ms).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from sdschat.node.inspect import wall_clock
+from sdschat.node.inspect import lamport_time, wall_clock
 from sdschat.node.wirelog import KINDS
 
 from ..layout import clean_text
@@ -29,6 +30,11 @@ __all__ = ["WireScreen"]
 # styles as objects, not strings: Textual parses a style string again for every line it renders (measured: most
 # of a repaint's time)
 _HEAD, _OUT, _REJECTED, _IN = Style(bold=True), Style(color="grey62"), Style(color="red"), Style()
+
+
+def _lamport(lamport: int | None, now_ms: int, tz: tzinfo | None) -> str:
+    """A frame's Lamport time as the column shows it (:func:`sdschat.node.inspect.lamport_time`)."""
+    return "-" if lamport is None else lamport_time(lamport, now_ms, lambda ms: wall_clock(ms, tz), tz)
 
 
 class WireScreen(LivePanel):
@@ -99,22 +105,23 @@ class WireScreen(LivePanel):
         if self.paused:
             return
         # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames
-        head = f"{'time':<12}   {'kind':<9} {'sender':<20} {'lamport':>7} {'hist':>4} {'bloom':>6} {'rep':>3} " \
+        head = f"{'time':<12}   {'kind':<10} {'sender':<20} {'lamport':<12} {'hist':>4} {'bloom':>6} {'rep':>3} " \
                f"{'bytes':>7}  what the node did"
         body = Text(no_wrap=True, overflow="ellipsis")
         body.append(head + "\n", _OUT)  # a span, not the text's base style: frames in stay bright
         rows = []
         height = max(1, self.size.height - 6)
+        now_ms = int(time.time() * 1000)
         for f in self._shown()[:height]:
             clock = wall_clock(f.ts_ms, self.tz)
             arrow = "←" if f.direction == "in" else "→"
-            # Lamport times are milliseconds-based and long: their last six digits tell frames apart
-            lam = f"…{f.lamport_timestamp % 1_000_000:06d}" if f.lamport_timestamp is not None else "-"
+            # a Lamport time is at least the wall clock in ms: shown as a time (another day's with its date)
+            lam = _lamport(f.lamport_timestamp, now_ms, self.tz)
             bloom = f"{f.bloom_fill:.2%}" if f.bloom_fill is not None else "-"
             who = self._who(f.sender_id)
             if f.direction == "in" and f.publisher and f.sender_id and f.publisher != f.sender_id:
                 who += f" via {self._who(f.publisher)}"  # a rebroadcast: the author, and who published it
-            line = (f"{clock:<12} {arrow} {f.kind:<9} {who[:20]:<20} {lam:>7} {f.history:>4} {bloom:>6} "
+            line = (f"{clock:<12} {arrow} {f.kind:<10} {who[:20]:<20} {lam:<12} {f.history:>4} {bloom:>6} "
                     f"{f.repair:>3} {f.size:>7,}  {f.outcome}")
             style = _REJECTED if f.outcome.startswith("rejected") else (_OUT if f.direction == "out" else _IN)
             body.append(line + "\n", style)

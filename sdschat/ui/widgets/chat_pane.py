@@ -324,6 +324,13 @@ class ChatPane(Vertical):
         if message.text:
             box.insert(message.text)
 
+    def on_message_view_gap_picked(self, message: MessageView.GapPicked) -> None:
+        """``i`` on a gap marker: the gap list, only that gap's ids (the gap inspector)."""
+        message.stop()
+        from ..screens.gaps import GapsScreen
+
+        self.app.push_screen(GapsScreen(self.node, tz=self.tz, ids=message.ids))
+
     def on_message_view_picked(self, message: MessageView.Picked) -> None:
         message.stop()
         m = message.message

@@ -34,7 +34,8 @@ from textual.strip import Strip
 from sdschat.node import events as ev
 
 from ..layout import Layout
-from ..timeline import MsgItem, Timeline
+from ..theme import S
+from ..timeline import MarkerItem, MsgItem, Timeline
 
 __all__ = ["MessageView"]
 
@@ -57,8 +58,10 @@ def _thumb(bar: ScrollBar) -> tuple:
 class MessageView(ScrollView, can_focus=True):
     """Virtualized chat history ordered by (lamport_timestamp, message_id).
 
-    Focused, it is the message cursor: Up/Down (or Alt+Up/Alt+Down) move it over the messages, ``r`` asks
-    to reply to the one under it, ``c`` to copy its text; Escape, or typing, goes back to the input.
+    Focused, it is the message cursor: Up/Down (or Alt+Up/Alt+Down) move it over the messages and the gap
+    markers ("N messages possibly missing", "N messages lost"), ``r`` asks to reply to the message under it,
+    ``c`` to copy its text, ``i`` to inspect it (on a marker: the gap list of the ids it counts); Escape, or
+    typing, goes back to the input.
     """
 
     BINDINGS = [
@@ -107,6 +110,14 @@ class MessageView(ScrollView, can_focus=True):
             self.action = action
             self.message = message
 
+    class GapPicked(Message):
+        """``i`` on the gap marker under the cursor: ``ids``, the messages it counts (missing or lost)."""
+
+        def __init__(self, view: MessageView, ids: tuple[str, ...]) -> None:
+            super().__init__()
+            self.view = view
+            self.ids = ids
+
     class Leave(Message):
         """The cursor is done: back to the input (``text``: what was typed to get there, to insert)."""
 
@@ -154,6 +165,10 @@ class MessageView(ScrollView, can_focus=True):
         self.painted_lines = 0
         self.partial_refreshes = 0
         self._thumb_before: tuple | None = None  # during a commit: the scrollbar's thumb before it
+        #: the gap marker under the cursor (the timeline's message cursor is then None), and the ids it counted
+        #: when the cursor came to it (a gap that closes empties its marker)
+        self._marker: MarkerItem | None = None
+        self._marker_ids: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------- public
 
@@ -324,15 +339,39 @@ class MessageView(ScrollView, can_focus=True):
 
     @property
     def cursor(self) -> MsgItem | None:
+        """The message under the cursor (None when there is no cursor, or it rests on a gap marker)."""
         return self.timeline.cursor
 
-    def select(self, item: MsgItem | None, *, center: bool = False) -> None:
-        """Put the cursor on ``item`` (None: remove it) and scroll it into view (``center``: mid-screen)."""
-        self.timeline.select(item)
+    @property
+    def marker_cursor(self) -> MarkerItem | None:
+        """The gap marker under the cursor, if it rests on one."""
+        return self._marker
+
+    def select(self, item: MsgItem | MarkerItem | None, *, center: bool = False) -> None:
+        """Put the cursor on ``item``, a message or a gap marker (None: remove it), and scroll it into view
+        (``center``: mid-screen)."""
+        marker = item if isinstance(item, MarkerItem) else None
+        self.timeline.select(item if isinstance(item, MsgItem) else None)
         self.commit()
+        self._set_marker(marker)
         if item is None or self._layout is None:
             return
-        top, height = self.line_of(item), item.height
+        self._into_view(item, center)
+
+    def _set_marker(self, marker: MarkerItem | None) -> None:
+        """The marker cursor (painted over the marker's line in :meth:`render_line`): only the two lines repaint."""
+        old, self._marker = self._marker, marker
+        if marker is not None:
+            self._marker_ids = frozenset(marker.pending | marker.lost)
+        if old is not marker:
+            self._refresh_items([m for m in (old, marker) if m is not None])
+
+    def _into_view(self, item, center: bool) -> None:
+        try:
+            top = self.line_of(item)
+        except KeyError:
+            return
+        height = item.height
         view = self.scrollable_content_region.height
         y = int(self.scroll_y)
         if center:
@@ -346,24 +385,37 @@ class MessageView(ScrollView, can_focus=True):
             self.scroll_to(y=y, animate=False, force=True)
             self._remember_anchor()
 
-    def _messages_from(self, start: int, step: int):
+    def _messages_from(self, start: int, step: int, markers: bool = False):
+        """The messages (and with ``markers``, the gap markers) from item ``start`` on, going ``step``."""
         items = self.timeline.items
         i = start
         while 0 <= i < len(items):
-            if type(items[i]) is MsgItem:
-                yield items[i]
+            item = items[i]
+            if type(item) is MsgItem or (markers and isinstance(item, MarkerItem) and item.kind is not None):
+                yield item
             i += step
 
+    def _cursor_index(self) -> int | None:
+        """Where the cursor is (a message, or a marker still shown), as an item index."""
+        for cur in (self.timeline.cursor, self._marker):
+            if cur is not None:
+                try:
+                    return self.timeline.index_of(cur)
+                except KeyError:  # a marker whose gap closed under the cursor
+                    pass
+        return None
+
     def action_cursor(self, step: int) -> None:
-        cur = self.timeline.cursor
-        if cur is None:  # start on the last message on screen
+        at = self._cursor_index()
+        if at is None:  # start on the last message on screen
             bottom = int(self.scroll_y) + self.scrollable_content_region.height - 1
             if not self.timeline.items or self._layout is None:
                 return
             start = self.item_at_line(max(0, min(bottom, self.line_count - 1)))[0]
             found = next(self._messages_from(self.timeline.index_of(start), -1), None)
         else:
-            found = next(self._messages_from(self.timeline.index_of(cur) + step, step), None)
+            found = next(self._messages_from(at + step, step, markers=True), None)
+        cur = self.timeline.cursor or self._marker
         if found is None and step > 0 and cur is not None and not self.more_below:
             self.action_leave()  # past the newest: back to typing
             return
@@ -376,6 +428,11 @@ class MessageView(ScrollView, can_focus=True):
             self.select(found)
 
     def action_picked(self, action: str) -> None:
+        if self._marker is not None:
+            if action == "inspect":
+                ids = self._marker_ids | self._marker.pending | self._marker.lost
+                self.post_message(self.GapPicked(self, tuple(sorted(ids))))
+            return
         cur = self.timeline.cursor
         if cur is not None:
             self.post_message(self.Picked(self, action, cur.msg))
@@ -389,7 +446,7 @@ class MessageView(ScrollView, can_focus=True):
             self.post_message(self.Leave(self, event.character))
 
     def on_blur(self) -> None:
-        if self.timeline.cursor is not None:
+        if self.timeline.cursor is not None or self._marker is not None:
             self.select(None)
 
     def visible_text(self) -> list[str]:
@@ -587,6 +644,8 @@ class MessageView(ScrollView, can_focus=True):
         i = bisect.bisect_right(self._starts, index) - 1
         item = self.timeline.items[i]
         strips = self._strips(i, item)
+        if item is self._marker and index - self._starts[i] == item.height - 1:  # its line, not a day separator
+            return strips[-1].apply_style(S.cursor_bg)
         return strips[index - self._starts[i]]
 
     # ------------------------------------------------------------- events

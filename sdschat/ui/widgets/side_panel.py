@@ -8,9 +8,11 @@ two-line form under each pane of the demo.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 
 from rich.text import Text
+
+from sdschat.node.inspect import lamport_time, wall_clock
 
 from ..theme import nick_style
 from .text_lines import TextLines
@@ -37,13 +39,8 @@ class PanelState:
 
 
 def lamport_text(lamport: int, now_ms: int, tz: tzinfo | None = None) -> str:
-    """A Lamport time as a person reads it: the engine keeps it at least the wall clock in ms, so a time."""
-    if lamport < 1_000_000_000_000:  # a plain counter (a peer that does not follow the clock)
-        return str(lamport)
-    at = datetime.fromtimestamp(lamport / 1000, tz)
-    now = datetime.fromtimestamp(now_ms / 1000, tz) if now_ms else at
-    text = at.strftime("%H:%M:%S.") + f"{lamport % 1000:03d}"
-    return text if at.date() == now.date() else f"{at.strftime('%d %b')} {text}"
+    """A Lamport time as a person reads it (:func:`sdschat.node.inspect.lamport_time`, in ``tz``)."""
+    return lamport_time(lamport, now_ms, lambda ms: wall_clock(ms, tz), tz)
 
 
 def ago(now_ms: int, then_ms: int) -> str:
