@@ -1,6 +1,6 @@
 """Bare ``sdschat`` with many channels (headless): open, switch, background traffic, memory, live latency.
 
-    .venv/bin/python bench/window_channels.py [--channels 10] [--messages 100000] [--seconds 30] [--smoke]
+    .venv/bin/python bench/window_channels.py [--channels 10] [--messages 100000] [--runs 5] [--seconds 30] [--smoke]
 
 1. One profile, ``--channels`` channels of ``--messages`` messages each in their
    databases (written by a separate process, so its memory is not counted),
@@ -14,6 +14,11 @@
    - background traffic: a peer sends into a channel not on screen: lines the
      active channel's view repainted (target 0);
    - memory: the process's peak resident set (ru_maxrss).
+   Before that, the whole process, as a person starts it: the real ``sdschat --home DIR`` command on
+   the same profile, in a pseudo-terminal of the same size, ``--runs`` times: from spawning it
+   (interpreter start and imports included) to the first output that shows the channel list and the
+   active channel's last message (and to its first output of any kind); median and max. Each run
+   quits with Ctrl+Q once it has painted.
 2. Two profiles on mosquitto, ``--channels`` channels each, the peer's bots
    sending ``--rate`` messages a second in all (round robin over the channels)
    from a process of their own: send-to-shown latency of the messages of the
@@ -27,12 +32,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import fcntl
 import multiprocessing
 import os
+import pty
+import re
 import resource
+import select
+import shutil
+import signal
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
 
@@ -71,6 +85,87 @@ def fill_profile(home: str, broker_url: str, channels: int, messages: int) -> li
     return asyncio.run(_fill_profile(Path(home), broker_url, channels, messages))
 
 
+#: escape sequences (CSI, OSC, two-byte) taken out of what the terminal receives, leaving the painted text
+ESCAPES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_=>]")
+
+
+def sdschat_command() -> str:
+    """The installed ``sdschat`` console script of this interpreter's environment (the venv's)."""
+    here = Path(sys.executable).with_name("sdschat")
+    found = str(here) if here.exists() else shutil.which("sdschat")
+    if found is None:
+        raise SystemExit("bench: no `sdschat` command next to this Python (pip install -e . first)")
+    return found
+
+
+def first_paint_markers(messages: int) -> list[bytes]:
+    """What the first useful frame of bare ``sdschat`` shows: the first channel's row in the channel list and the
+    start of that channel's last message (its nick, then its first words: the line the view ends on)."""
+    last = make_history(messages, seed=1)[-1]  # channel 0's history (see _fill_profile)
+    return [b"Channels", f"#{channel_names(1)[0]}".encode(), f"{last.nick} {' '.join(last.text.split()[:5])}".encode()]
+
+
+def process_first_paint(home: str, markers: list[bytes], timeout: float = 60.0) -> dict:
+    """Spawn ``sdschat --home HOME`` in a pseudo-terminal of :data:`SIZE`; seconds from the spawn to its first
+    output, and to the first output in which every marker is painted; then Ctrl+Q and wait for it to exit."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "xterm-256color"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sdschat_command(), "--home", home], stdin=slave, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True, close_fds=True)
+    os.close(slave)
+    out = {"first_output_s": None, "paint_s": None, "exit": None}
+    seen = b""
+    try:
+        while time.perf_counter() - t0 < timeout and out["paint_s"] is None:
+            if not select.select([master], [], [], 0.02)[0]:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the child closed the terminal
+                break
+            now = time.perf_counter()
+            if out["first_output_s"] is None:
+                out["first_output_s"] = now - t0
+            seen += chunk
+            text = ESCAPES.sub(b"", seen).replace("\u00a0".encode(), b" ")
+            if all(m in text for m in markers):
+                out["paint_s"] = now - t0
+        if out["paint_s"] is None:
+            tail = ESCAPES.sub(b"", seen)[-800:].decode(errors="replace")
+            raise SystemExit(f"bench: `sdschat` never painted {markers} within {timeout:.0f} s; it wrote: {tail!r}")
+        os.write(master, b"\x11")  # Ctrl+Q
+        deadline = time.perf_counter() + 60
+        while proc.poll() is None and time.perf_counter() < deadline:  # keep reading: a full pty blocks its writes
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    os.read(master, 1 << 16)
+                except OSError:
+                    break
+        out["exit"] = proc.wait(timeout=max(0.1, deadline - time.perf_counter()))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
+    return out
+
+
+def process_runs(home: str, messages: int, runs: int) -> list[dict]:
+    markers = first_paint_markers(messages)
+    results = []
+    for _ in range(runs):
+        r = process_first_paint(home, markers)
+        if r["exit"] != 0:
+            raise SystemExit(f"bench: `sdschat` exited with status {r['exit']} after Ctrl+Q")
+        results.append(r)
+    return results
+
+
 async def _until(pilot, predicate, timeout: float = 60.0) -> None:
     deadline = time.perf_counter() + timeout
     while not predicate():
@@ -79,7 +174,7 @@ async def _until(pilot, predicate, timeout: float = 60.0) -> None:
         await pilot.pause(0.005)
 
 
-async def open_and_switch(work: Path, channels: int, messages: int, background: int) -> dict:
+async def open_and_switch(work: Path, channels: int, messages: int, background: int, runs: int) -> dict:
     broker = await EmbeddedBroker.start()
     out: dict = {}
     try:
@@ -89,6 +184,9 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
             secrets = await asyncio.get_running_loop().run_in_executor(
                 pool, fill_profile, str(work / "alice"), broker.url, channels, messages)  # the broker answers meanwhile
             out["fill_s"] = time.perf_counter() - t
+        # the whole process first (its own connection to this broker, which keeps answering meanwhile)
+        out["process"] = await asyncio.get_running_loop().run_in_executor(
+            None, process_runs, str(work / "alice"), messages, runs)
         alice = Profile.load(resolve_paths(work / "alice"))
         bob = Profile.create(resolve_paths(work / "bob"), "bob", broker.url)
         bob.add_channel(channel_names(channels)[-1], secrets[-1])
@@ -231,6 +329,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--channels", type=int, default=10)
     ap.add_argument("--messages", type=int, default=100_000, help="history of each channel")
+    ap.add_argument("--runs", type=int, default=5, help="whole-process launches of `sdschat` timed to first paint")
     ap.add_argument("--background", type=int, default=20, help="messages sent into a background channel")
     ap.add_argument("--seconds", type=float, default=30.0, help="length of the live part")
     ap.add_argument("--rate", type=float, default=50.0, help="live messages a second, all channels together")
@@ -238,12 +337,18 @@ def main() -> int:
                     help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
     a = ap.parse_args()
     if a.smoke:
-        a.channels, a.messages, a.background, a.seconds, a.rate = 3, 300, 3, 2.0, 20.0
+        a.channels, a.messages, a.background, a.seconds, a.rate, a.runs = 3, 300, 3, 2.0, 20.0, 2
     with tempfile.TemporaryDirectory(prefix="sdschat-window-bench-") as tmp:
-        r = asyncio.run(open_and_switch(Path(tmp), a.channels, a.messages, a.background))
+        r = asyncio.run(open_and_switch(Path(tmp), a.channels, a.messages, a.background, a.runs))
         sw = r["switch_ms"]
         print(f"profile: {a.channels} channels x {a.messages:,} messages (written in {r['fill_s']:.1f} s); "
               f"window {SIZE[0]}x{SIZE[1]} (headless App.run_test)")
+        paint = [x["paint_s"] * 1000 for x in r["process"]]
+        first = [x["first_output_s"] * 1000 for x in r["process"]]
+        print(f"whole process, `sdschat --home DIR` in a {SIZE[0]}x{SIZE[1]} pty, spawn to first paint (channel list "
+              f"and the last message on screen): {statistics.median(paint):.0f} ms median, {max(paint):.0f} ms max "
+              f"over {len(paint)} runs [target < 1000 ms] (first output {statistics.median(first):.0f} ms median; "
+              f"runs: {', '.join(f'{x:.0f}' for x in paint)} ms)")
         print(f"first paint: {r['first_paint_s'] * 1000:.0f} ms from starting the client "
               f"(client up in {r['client_start_s'] * 1000:.0f} ms; {r['shown']:,} messages in the active view) "
               f"[target < 1000 ms]; all {a.channels} channels up after {r['all_up_s']:.1f} s")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 
 from ui_helpers import capture_writes, lines_of, profiles, received_while_away, wait_until, widget_text
 
@@ -218,5 +220,120 @@ def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run)
                 await wait_until(pilot, lambda: team.view.timeline.unread_line is None, what="line gone")
                 await pilot.press("ctrl+q")
             assert app.errors == []
+
+    run(scenario(), timeout=90)
+
+
+def test_each_channel_keeps_its_scroll_position(tmp_path, run) -> None:
+    """Scrolled up in #team, then elsewhere in #ops: switching away and back finds each channel where it was
+    (the same lines on screen), also when a message arrived in #team meanwhile."""
+    async def scenario():
+        async with profiles(tmp_path, alice=("team", "ops"), bob=("team", "ops")) as group:
+            bobs = await group.client(group["bob"])
+            client = await group.client(group["alice"])
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(100, 24)) as pilot:
+                team, ops = app.panes
+                for name, node in zip(("team", "ops"), bobs.nodes):
+                    for i in range(60):
+                        await node.send_text(f"{name} history {i}")
+                await wait_until(pilot, lambda: all(len([m for m in n.messages() if m.kind == "msg"]) == 60
+                                                    for n in client.nodes), timeout=15, what="the histories")
+                await wait_until(pilot, lambda: any("team history 59" in line for line in team.view.visible_text()),
+                                 what="team at its end")
+
+                async def scroll_up(pane, pages: int) -> tuple[float, list[str]]:
+                    await pilot.press("ctrl+end")  # (#ops opens at its "60 new messages" line)
+                    await wait_until(pilot, lambda: any(f"{pane.channel_name} history 59" in line
+                                                        for line in pane.view.visible_text()), what="at the end")
+                    for _ in range(pages):
+                        await pilot.press("pageup")
+                    await pilot.pause(0.2)
+                    assert not pane.view.at_bottom and 0 < pane.view.scroll_y < pane.view.max_scroll_y
+                    return pane.view.scroll_y, pane.view.visible_text()
+
+                team_at = await scroll_up(team, 1)
+                assert not any("team history 59" in line for line in team_at[1])
+                await pilot.press("alt+2")
+                assert active(app) == "ops"
+                ops_at = await scroll_up(ops, 2)
+                assert ops_at[0] != team_at[0] and not any("ops history 59" in line for line in ops_at[1])
+
+                await bobs.nodes[0].send_text("team, while you were in ops")
+                await wait_until(pilot, lambda: rows(app)[0] == ("team", 1), what="unread 1")
+                for _ in range(2):
+                    await pilot.press("alt+1")
+                    await pilot.pause(0.3)
+                    assert active(app) == "team" and (team.view.scroll_y, team.view.visible_text()) == team_at
+                    assert not team.view.at_bottom and rows(app)[0] == ("team", 1)  # not read to the end
+                    await pilot.press("alt+2")
+                    await pilot.pause(0.3)
+                    # the same lines on screen (the offset is one less: leaving took the "60 new" line away above)
+                    assert active(app) == "ops" and ops.view.visible_text() == ops_at[1] and not ops.view.at_bottom
+                await pilot.press("ctrl+q")
+            assert app.errors == []
+
+    run(scenario(), timeout=90)
+
+
+def test_store_node_catch_up_per_channel_over_the_one_connection(tmp_path, run) -> None:
+    """While alice's window is closed, bob talks in #team and #ops and leaves; only a store node has it. Bare
+    ``sdschat`` (first channel, window, then the others) catches each channel up from the store through the
+    window's one MQTT connection: each channel gets its own messages, from the store, and no other's."""
+    from sdschat.storenode import StoreNode
+
+    async def scenario():
+        async with profiles(tmp_path, alice=("team", "ops", "quiet"), bob=("team", "ops")) as group:
+            alice = group["alice"]
+            store = await StoreNode.start(group.broker.url, tmp_path / "store.db")
+            try:
+                client = await group.client(alice)  # once: each channel notes when it was last in sync
+                await client.stop()
+                bobs = await group.client(group["bob"])
+                before = store.counters["stored"]
+                for name, node, count in (("team", bobs.nodes[0], 3), ("ops", bobs.nodes[1], 2)):
+                    for i in range(count):
+                        await node.send_text(f"{name} missed {i}")
+                deadline = time.monotonic() + 10
+                while store.counters["stored"] < before + 5:
+                    assert time.monotonic() < deadline, f"the store node stored {store.counters}"
+                    await asyncio.sleep(0.05)
+                await bobs.stop()  # from here on only the store node has them
+
+                client = await group.client(alice, all_channels=False)  # as bare `sdschat` starts
+                app = ChannelWindow(client, blink=False)
+                async with app.run_test(size=(120, 30)) as pilot:
+                    await wait_until(pilot, lambda: len(app.panes) == 3, what="every channel")
+                    by_name = {n.key.channel_name: n for n in client.nodes}
+
+                    def chat(name: str) -> list[str]:
+                        return sorted(m.text for m in by_name[name].messages() if m.kind == "msg")
+
+                    await wait_until(pilot, lambda: len(chat("team")) == 3 and len(chat("ops")) == 2, timeout=15,
+                                     what=f"the catch-ups ({ {n: chat(n) for n in by_name} })")
+                    assert chat("team") == [f"team missed {i}" for i in range(3)]
+                    assert chat("ops") == [f"ops missed {i}" for i in range(2)] and chat("quiet") == []
+                    for name, count in (("team", 3), ("ops", 2)):
+                        counters = by_name[name].store_counters
+                        assert counters["catch_ups"] >= 1 and counters["delivered"] >= count, (name, counters)
+                    # one connection: every channel's topics and its own store reply topic ride the shared one
+                    assert all(n.transport.inner.shared is client.shared for n in client.nodes)
+                    replies = {n.store_client.reply_topic for n in client.nodes}
+                    assert len(replies) == 3 and replies <= set(client.shared.topics)
+                    assert store.counters["requests"] >= 3
+
+                    await wait_until(pilot, lambda: any("team missed 2" in line for line in lines_of(app)),
+                                     what="#team on screen")
+                    # #team on screen at its end: read; the others count what the store brought as unread
+                    await wait_until(pilot, lambda: rows(app) == [("team", 0), ("ops", 2), ("quiet", 0)],
+                                     what=f"unread counts ({rows(app)})")
+                    await pilot.press("alt+2")
+                    await wait_until(pilot, lambda: any("ops missed 1" in line for line in lines_of(app)),
+                                     what="#ops on screen")
+                    assert not any("team missed" in line for line in lines_of(app))
+                    await pilot.press("ctrl+q")
+                assert app.errors == []
+            finally:
+                await store.stop()
 
     run(scenario(), timeout=90)
