@@ -126,16 +126,20 @@ class Store:
         return store
 
     async def close(self) -> None:
+        """Close the connection. Its worker thread ends even if this is cancelled on the way (a window quit while
+        a channel was still starting): a connection left open keeps a thread that holds the process at exit."""
         if self._closed:
             return
-        if self.checkpointer is not None:
-            await self.checkpointer.close()
         try:
-            await self._run(lambda conn: conn.execute("PRAGMA optimize"))
-        except Exception:  # best effort
-            pass
-        self._closed = True
-        await self._db.close()
+            if self.checkpointer is not None:
+                await self.checkpointer.close()
+            try:
+                await self._run(lambda conn: conn.execute("PRAGMA optimize"))
+            except Exception:  # best effort
+                pass
+        finally:
+            self._closed = True
+            await self._db.close()
 
     async def __aenter__(self) -> Store:
         return self

@@ -237,3 +237,28 @@ def test_a_checkpoint_from_the_side_never_creates_a_database_and_takes_any_file_
 
     busy, frames, copied = run(go())
     assert busy == 0 and frames > 0 and copied == frames
+
+
+def test_a_close_cancelled_on_the_way_still_ends_the_connection_thread(tmp_path):
+    """A window quit while a channel was still starting cancels its store's close: the connection's worker thread
+    (not a daemon) must end anyway, or it holds the process at exit for good."""
+    import contextlib
+
+    async def go():
+        store = await Store.open(tmp_path / "node.db")
+        thread = store._db._thread
+        closing = asyncio.ensure_future(store.close())
+        await asyncio.sleep(0)  # close() is under way: waiting for its last statement on the worker thread
+        closing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await closing
+        for _ in range(200):
+            if not thread.is_alive():
+                break
+            await asyncio.sleep(0.01)
+        alive = thread.is_alive()
+        if alive:  # (the failure this test is for: end the thread here, so the test fails instead of hanging)
+            store._db.stop()
+        return alive
+
+    assert run(go()) is False
