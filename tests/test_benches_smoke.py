@@ -50,6 +50,7 @@ EXPECTED = {
     "sweep_example.py": [rf"sweep wall time +{NUMBER} s for 2 scenarios", rf"events written +{NUMBER}"],
     "ui_history.py": [rf"open: load \+ layout {NUMBER} ms", rf"app up with {NUMBER} messages from its database",
                       rf"a sent message on screen {NUMBER} ms after the node emits it"],
+    "wire_bytes.py": [rf"[1-9][\d,]* frames, {NUMBER} bytes on the broker for 20 messages", rf"{NUMBER} bytes a message"],
     "wire_view.py": [rf"recording a frame: {NUMBER} us per frame", rf"at 1,000 frames/s with the view open: {NUMBER}%"],
     "window_channels.py": [rf"whole process, `sdschat --home DIR` in a 140x40 pty, spawn to first paint .*: {NUMBER} ms "
                            rf"median, {NUMBER} ms max over 2 runs",

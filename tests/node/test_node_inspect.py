@@ -10,20 +10,12 @@ import subprocess
 import sys
 
 import pytest
-from node_helpers import run, start
+from node_helpers import run, start, until
 
 from sdschat.crypto import ChannelKey
 from sdschat.node.inspect import lamport_time, render, wall_clock
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def until(pred, timeout=20.0):
-    for _ in range(int(timeout / 0.02)):
-        if pred():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached")
 
 
 def has(node, mid):

@@ -11,21 +11,13 @@ import subprocess
 import sys
 
 import pytest
-from node_helpers import run, start
+from node_helpers import run, start, until
 
 from sdschat.cli.main import main
 from sdschat.profile import Profile, resolve_paths
 from sdschat.store import EventRow, Store
 
 pytestmark = pytest.mark.timeout(150)
-
-
-async def until(pred, timeout=20.0):
-    for _ in range(int(timeout / 0.02)):
-        if pred():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached")
 
 
 def inspect(capsys, home, *args):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from brokers import Mosquitto, mosquitto_binary
-from node_helpers import FAST, log_of, settle, shown_ids
+from node_helpers import FAST, log_of, missed_by, settle, shown_ids
 
 from sdschat.crypto import MIN_ENVELOPE_SIZE, ChannelKey, EnvelopeError, Identity, padded_size, signed_content
 from sdschat.crypto.keys import _hkdf
@@ -481,9 +481,7 @@ def test_a_member_cannot_forge_another_members_acknowledgement(mosq, tmp_path):
             try:
                 await a.send_text("hello bob")
                 await settle([a, b], 1)
-                b.set_impairment(loss_in=1.0)
-                missed = await a.send_text("bob misses this one")
-                await asyncio.sleep(0.2)
+                missed = await missed_by(b, a, "bob misses this one", restore=False)
                 genuine = next(m for _, _, m in (sds_of(key, p) for p in tap.on(key.topic)) if m.message_id == missed)
                 a.set_impairment(offline=True)  # alice is gone: she hears nothing and resends nothing
                 b.set_impairment(loss_in=0.0)
@@ -540,9 +538,7 @@ def test_a_relayed_repair_answers_bloom_filter_acknowledges_nothing(mosq, tmp_pa
             try:
                 await a.send_text("hello bob")
                 await settle([a, b], 1)
-                b.set_impairment(loss_in=1.0)
-                missed = await a.send_text("bob misses this one")
-                await asyncio.sleep(0.2)
+                missed = await missed_by(b, a, "bob misses this one", restore=False)
                 a.set_impairment(offline=True)  # alice is gone: she never gets X, never resends
                 b.set_impairment(loss_in=0.0)
                 x = await b.send_text("X: did alice get this?")

@@ -61,3 +61,24 @@ def run(coro, timeout: float = 90.0):
         raise AssertionError(f"test coroutine still running after {timeout} s; tasks:\n{out.getvalue()}")
 
     return asyncio.run(guarded())
+
+
+async def until(pred, timeout: float = 20.0) -> None:
+    """Wait until ``pred()`` holds (checked every 20 ms); AssertionError after ``timeout`` seconds."""
+    for _ in range(int(timeout / 0.02)):
+        if pred():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+async def missed_by(receiver: Node, sender: Node, text: str, *, pause: float = 0.2, pilot=None,
+                    restore: bool = True) -> str:
+    """``sender`` sends ``text`` while every copy to ``receiver`` is lost; its message id. After ``pause`` (on the
+    Pilot's clock with ``pilot``) the receiver's link comes back, unless ``restore`` is False."""
+    receiver.set_impairment(loss_in=1.0)
+    mid = await sender.send_text(text)
+    await (pilot.pause(pause) if pilot is not None else asyncio.sleep(pause))
+    if restore:
+        receiver.set_impairment(loss_in=0.0)
+    return mid

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from ui_helpers import cluster, line_with, lines_of, wait_until
+from ui_helpers import cluster, line_with, lines_of, repaired_by_third, slash, wait_until
 
 from sdschat.ui.app import ChatApp
 from sdschat.ui.screens.members import FOOTER, MembersScreen
@@ -62,18 +62,9 @@ def test_members_counts_acks_lag_repairs_and_loss_per_member(tmp_path, run) -> N
                     await pilot.pause(0.05)
                 assert await acks_seen() >= want
 
-                alice.set_impairment(loss_in=1.0)
-                missed = await bob.send_text("missed")
-                await wait_until(pilot, lambda: missed in carol.channel.log, what="carol has it")
-                bob.set_impairment(offline=True)  # only carol can repair it
-                alice.set_impairment(loss_in=0.0)
-                await carol.send_text("names it")
-                await wait_until(pilot, lambda: missed in alice.channel.log, timeout=20, what="the repair")
+                await repaired_by_third(pilot, alice, bob, carol, "missed")
 
-                app.pane.input.load_text("/members")
-                await pilot.press("enter")
-                members = app.screen
-                assert isinstance(members, MembersScreen)
+                members = await slash(pilot, app, "/members", MembersScreen)
                 await wait_until(pilot, lambda: len(members.lines) == 2 and all(
                     "/" in line for line in members.lines), what="both members")
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ui_helpers import cluster, fast_config, line_with, lines_of, open_inspector, wait_until
+from node_helpers import missed_by
+from ui_helpers import cluster, fast_config, line_with, lines_of, open_inspector, repaired_by_third, slash, wait_until
 
 from sdschat.node.inspect import wall_clock
 from sdschat.node.wirelog import WireFrame
@@ -94,16 +95,10 @@ def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await bob.send_text("one")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "one"), what="first")
-                alice.set_impairment(loss_in=1.0)
-                missed = await bob.send_text("alice misses this copy")
-                await pilot.pause(0.1)
-                alice.set_impairment(loss_in=0.0)
+                missed = await missed_by(alice, bob, "alice misses this copy", pause=0.1, pilot=pilot)
                 await bob.send_text("and this one names it")
                 await wait_until(pilot, lambda: missed in alice.channel.log, timeout=10, what="gap closed")
-                app.pane.input.load_text("/gaps")
-                await pilot.press("enter")
-                screen = app.screen
-                assert isinstance(screen, GapsScreen)
+                screen = await slash(pilot, app, "/gaps", GapsScreen)
                 await wait_until(pilot, lambda: any(missed[:16] in line for line in screen.lines), what="the gap")
                 line = next(line for line in screen.lines if missed[:16] in line)
                 assert "from bob: noticed through bob's message" in line
@@ -116,10 +111,7 @@ def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
                 await wait_until(pilot, lambda: any("← content    bob" in r and r.endswith("buffered: waits for 1")
                                                     for r in wire.rows), what="the buffered frame")
                 await pilot.press("escape")
-                app.pane.input.load_text("/members")
-                await pilot.press("enter")
-                members = app.screen
-                assert isinstance(members, MembersScreen)
+                members = await slash(pilot, app, "/members", MembersScreen)
                 await wait_until(pilot, lambda: members.lines and members.lines[0].startswith("bob "), what="bob")
                 row = members.lines[0].split()
                 # bob's 3 first copies, 1 or 2 of them not straight from him; none of ours to acknowledge
@@ -141,13 +133,7 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
             async with app.run_test(size=SIZE) as pilot:
                 await bob.send_text("first")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
-                alice.set_impairment(loss_in=1.0)
-                missed = await bob.send_text("alice misses this")
-                await wait_until(pilot, lambda: missed in carol.channel.log, what="carol has it")
-                bob.set_impairment(offline=True)  # only carol can repair it
-                alice.set_impairment(loss_in=0.0)
-                await carol.send_text("names it")
-                await wait_until(pilot, lambda: missed in alice.channel.log, timeout=20, what="the repair")
+                missed = await repaired_by_third(pilot, alice, bob, carol, "alice misses this")
                 panel = await open_inspector(pilot, app, missed)
                 await wait_until(pilot, lambda: any("delivered" in line for line in panel.lines), what="the panel")
                 steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
@@ -156,10 +142,7 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 assert steps[-2:] == ["first copy rebroadcast by carol (SDS-R answer)",
                                       "delivered in causal order, repaired through SDS-R repair by carol"]
                 await pilot.press("escape", "escape")  # the panel, then the cursor: back to typing
-                app.pane.input.load_text("/gaps")
-                await pilot.press("enter")
-                await wait_until(pilot, lambda: isinstance(app.screen, GapsScreen), what="/gaps")
-                gaps = app.screen
+                gaps = await slash(pilot, app, "/gaps", GapsScreen)
                 await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
                 assert "repaired (SDS-R) by carol after" in next(line for line in gaps.lines if missed[:16] in line)
                 await pilot.press("escape", "f5")
@@ -216,10 +199,7 @@ def test_the_inspector_and_gaps_tell_a_gap_filled_from_the_store(tmp_path, run) 
                                           "delivered in causal order, repaired through the store node",
                                           "the store node had it"]
                     await pilot.press("escape", "escape")
-                    app.pane.input.load_text("/gaps")
-                    await pilot.press("enter")
-                    await wait_until(pilot, lambda: isinstance(app.screen, GapsScreen), what="/gaps")
-                    gaps = app.screen
+                    gaps = await slash(pilot, app, "/gaps", GapsScreen)
                     await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
                     at = next(i for i, line in enumerate(gaps.lines) if missed[:16] in line)
                     assert "filled from the store node after" in gaps.lines[at]
@@ -254,18 +234,12 @@ def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, r
             async with app.run_test(size=SIZE) as pilot:
                 await bob.send_text("first")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
-                alice.set_impairment(loss_in=1.0)
-                gone = await bob.send_text("alice never gets this")
-                await pilot.pause(0.2)
-                alice.set_impairment(loss_in=0.0)
+                gone = await missed_by(alice, bob, "alice never gets this", pilot=pilot)
                 naming = await bob.send_text("names it")
                 await wait_until(pilot, lambda: naming in alice.channel.incoming_ids, what="the naming message")
                 bob.set_impairment(offline=True)  # the only copy is gone for good
                 await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="the marker")
-                app.pane.input.load_text("/gaps")
-                await pilot.press("enter")
-                await wait_until(pilot, lambda: isinstance(app.screen, GapsScreen), what="/gaps")
-                gaps = app.screen
+                gaps = await slash(pilot, app, "/gaps", GapsScreen)
                 await wait_until(pilot, lambda: any(gone[:16] in line and "still open" in line for line in gaps.lines),
                                  what="the open gap")
                 await wait_until(pilot, lambda: any("declared lost after" in line for line in gaps.lines), timeout=10,
@@ -310,10 +284,7 @@ def test_i_on_a_gap_marker_raised_by_a_sync_frame_opens_that_gap(tmp_path, run) 
                 await wait_until(pilot, lambda: line_with(lines_of(app), "first"), what="first")
                 await bob.send_text("second")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "second"), what="second")
-                alice.set_impairment(loss_in=1.0)
-                gone = await bob.send_text("alice never gets this")
-                await pilot.pause(0.2)
-                alice.set_impairment(loss_in=0.0)
+                gone = await missed_by(alice, bob, "alice never gets this", pilot=pilot)
                 await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="the marker")
                 bob.set_impairment(offline=True)  # nobody can answer: the gap stays open
                 view = app.pane.view

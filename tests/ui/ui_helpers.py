@@ -341,3 +341,25 @@ async def open_inspector(pilot, app, message_id: str):
     await pilot.press("i")
     assert isinstance(app.screen, InspectorScreen)
     return app.screen
+
+
+async def slash(pilot, app, command: str, screen_type):
+    """Type ``command`` (``/gaps``, ``/members``, ...) in the active pane and press Enter: the screen it opens,
+    checked to be a ``screen_type``."""
+    app.pane.input.load_text(command)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(app.screen, screen_type), what=command)
+    return app.screen
+
+
+async def repaired_by_third(pilot, receiver, author, third, text: str) -> str:
+    """``receiver`` misses ``author``'s ``text``; the author goes offline, so only ``third`` can answer the repair
+    that ``third``'s next message (naming it) sets off. The message id, once ``receiver`` has it."""
+    receiver.set_impairment(loss_in=1.0)
+    missed = await author.send_text(text)
+    await wait_until(pilot, lambda: missed in third.channel.log, what="the third member has it")
+    author.set_impairment(offline=True)  # only the third member can repair it
+    receiver.set_impairment(loss_in=0.0)
+    await third.send_text("names it")
+    await wait_until(pilot, lambda: missed in receiver.channel.log, timeout=20, what="the repair")
+    return missed

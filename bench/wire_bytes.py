@@ -1,0 +1,99 @@
+"""Bytes on the broker per chat message, everything included (envelope, signatures, padding, syncs).
+
+    .venv/bin/python bench/wire_bytes.py [--messages 300] [--smoke]
+
+Three nodes over the embedded broker (the node's default settings, no loss)
+send --messages messages round robin, 5 a second, of 10-800 characters (seeded:
+the same texts every run); a raw MQTT client subscribed to everything adds up
+each payload the broker relays, until 15 s after the last send. Printed: the
+frames, the bytes, the bytes per message and the median frame.
+
+It uses only what every sdschat since 0.1's node has (``Node``, ``NodeConfig``,
+``EmbeddedBroker``), so it compares versions: from another checkout,
+``PYTHONPATH=OTHER_TREE .venv/bin/python bench/wire_bytes.py`` (the issue 17
+before/after in the README was measured so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+
+import sdschat
+from sdschat.crypto import ChannelKey
+from sdschat.node import Node, NodeConfig
+from sdschat.transport import EmbeddedBroker
+
+WORDS = "the quick brown fox jumps over a lazy dog and then some more words follow here".split()
+
+
+def texts(n: int, seed: int = 1) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        want = rng.randint(10, 800)
+        text = ""
+        while len(text) < want:
+            text += rng.choice(WORDS) + " "
+        out.append(text[:want])
+    return out
+
+
+async def measure(messages: int, settle_s: float) -> dict:
+    broker = await EmbeddedBroker.start()
+    sizes: list[int] = []
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+    sub.on_message = lambda _c, _u, m: sizes.append(len(m.payload))
+    host, port = broker.url.split("//")[1].rsplit(":", 1)
+    sub.connect(host, int(port))
+    sub.subscribe("#")
+    sub.loop_start()
+    nodes = []
+    try:
+        key = ChannelKey.generate("wire-bytes")
+        with tempfile.TemporaryDirectory(prefix="sdschat-wire-bytes-") as tmp:
+            for i, nick in enumerate(("alice", "bob", "carol")):
+                nodes.append(await Node.start(NodeConfig(nick=nick, key=key, db_path=Path(tmp) / f"{nick}.db",
+                                                         broker_url=broker.url, seed=i)))
+            await asyncio.sleep(2)
+            sizes.clear()  # joins and greetings: not chat
+            lines = texts(messages)
+            for i, text in enumerate(lines):
+                await nodes[i % 3].send_text(text)
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(settle_s)
+            for node in nodes:
+                await node.stop()
+            nodes.clear()
+    finally:
+        for node in nodes:
+            await node.stop()
+        sub.loop_stop()
+        await broker.close()
+    chars = sum(map(len, lines))
+    return {"frames": len(sizes), "bytes": sum(sizes), "messages": messages, "chars": chars,
+            "median_frame": statistics.median(sizes) if sizes else 0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=300)
+    ap.add_argument("--smoke", action="store_true", help="20 messages, a short settle: runs end to end (the suite)")
+    a = ap.parse_args()
+    messages, settle = (20, 3.0) if a.smoke else (a.messages, 15.0)
+    r = asyncio.run(measure(messages, settle))
+    print(f"sdschat from {Path(sdschat.__file__).parent}")
+    print(f"{r['frames']} frames, {r['bytes']:,} bytes on the broker for {r['messages']} messages of "
+          f"{r['chars'] / r['messages']:.0f} characters on average: {r['bytes'] / r['messages']:,.0f} bytes a "
+          f"message; median frame {r['median_frame']:,.0f} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
