@@ -560,10 +560,13 @@ class Member:
     nick: str | None
     last_seen_ms: int
     messages: int
-    #: in the events window: their first copies received here, and how many of those came indirectly
-    received: int
-    indirect: int
-    #: our messages they were the first to acknowledge, and how long that took on average (ms)
+    #: the link both ways, in the events window (:meth:`sdschat.store.Store.member_figures`): tries (our
+    #: publishes of each message they acknowledged, up to their acknowledgement, + their messages received here)
+    #: and how many of those were lost (our publishes beyond the first that got through, + their messages whose
+    #: first copy came resent, repaired or from the store)
+    tries: int
+    lost: int
+    #: our messages they acknowledged (their causal history named them), and the median time to that (ms)
     acks: int
     ack_lag_ms: float | None
     #: messages of others they rebroadcast to us (SDS-R answers)
@@ -571,9 +574,8 @@ class Member:
 
     @property
     def loss_estimate(self) -> float | None:
-        """The share of their messages whose first copy did not come straight from them (lost on the way from
-        them to us, then resent, repaired or filled from the store): an estimate of the loss between us."""
-        return self.indirect / self.received if self.received else None
+        """The share of tries lost: an estimate of the loss between us, both ways."""
+        return self.lost / self.tries if self.tries else None
 
     def to_json(self) -> dict:
         return {**dataclasses.asdict(self), "loss_estimate": self.loss_estimate}
@@ -586,6 +588,6 @@ async def member_reports(store: Store, channel_id: str, participants) -> list[Me
     for p in participants:
         f = figures.get(p.participant_id, {})
         out.append(Member(p.participant_id, p.nick, p.last_seen_ms, int(f.get("messages", 0)),
-                          int(f.get("received", 0)), int(f.get("indirect", 0)), int(f.get("acks", 0)),
+                          int(f.get("tries", 0)), int(f.get("lost", 0)), int(f.get("acks", 0)),
                           f.get("ack_lag_ms"), int(f.get("repairs", 0))))
     return sorted(out, key=lambda m: -m.last_seen_ms)

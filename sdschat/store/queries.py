@@ -204,11 +204,10 @@ class History:
         - the loss estimate between us, both ways, as trials and failures (each publish a trial, the first
           that arrived the success)::
 
-              losses   = (tries_out - acks) + indirect_in
-              received = tries_out + copies_in                 loss ≈ losses / received
+              lost  = (tries_out - acks) + indirect_in
+              tries = tries_out + copies_in                    loss ≈ lost / tries
 
-          (``received`` and ``indirect`` carry ``received`` and ``losses``: ``Member.loss_estimate`` reads
-          them). A resend raced by a slow acknowledgement counts as a loss: an upper bound when they are quiet.
+          A resend raced by a slow acknowledgement counts as a loss: an upper bound when they are quiet.
         """
         out: dict[str, dict[str, float]] = {}
 
@@ -237,8 +236,8 @@ class History:
             put(pid, repairs=n)
         for f in out.values():
             tries, acks = f.get("tries_out", 0), f.get("acks", 0)
-            f["received"] = tries + f.get("copies_in", 0)
-            f["indirect"] = (tries - acks) + f.get("indirect_in", 0)
+            f["tries"] = tries + f.get("copies_in", 0)
+            f["lost"] = (tries - acks) + f.get("indirect_in", 0)
         return out
 
     async def ids_with_prefix(self, channel_id: str, prefix: str, limit: int = 5) -> list[str]:

@@ -85,7 +85,7 @@ def test_members_counts_acks_lag_repairs_and_loss_per_member(tmp_path, run) -> N
                     assert m.ack_lag_ms == statistics.median(lags)
                     assert lags[ours.index(hello)] >= 800  # acknowledged only after the resend
                     assert m.repairs == repairs, (who.nick, m)
-                    assert (m.received, m.indirect) == (received, lost), (who.nick, m)
+                    assert (m.tries, m.lost) == (received, lost), (who.nick, m)
                     line = next(row for row in members.lines if row.startswith(who.nick + " "))
                     cells = line.split()
                     assert cells[5] == "2" and cells[6] == f"{m.ack_lag_ms / 1000:.2f}"  # acked ours, lag

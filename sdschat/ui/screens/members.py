@@ -35,8 +35,7 @@ class MembersScreen(LivePanel):
         lines = []
         for m in members:
             lag = f"{m.ack_lag_ms / 1000:.2f} s" if m.ack_lag_ms is not None else "-"
-            # Member.received / .indirect: the trials and failures of the link both ways (store member_figures)
-            loss = f"~{m.loss_estimate:.0%} {m.indirect}/{m.received}" if m.loss_estimate is not None else "-"
+            loss = f"~{m.loss_estimate:.0%} {m.lost}/{m.tries}" if m.loss_estimate is not None else "-"
             name = clean_text(m.nick or m.participant_id[:8])[:16]
             lines.append(f"{name:<16} {ago(now - m.last_seen_ms):>12} {m.messages:>8} {m.acks:>10} {lag:>8} "
                          f"{m.repairs:>7} {loss:>16}")
