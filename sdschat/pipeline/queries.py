@@ -6,14 +6,15 @@ How the work is shaped
   by (source, kind, message, sender) -- a few rows per message, from which
   come the counts and bytes per kind, each source's span and ``msg``, one row
   per message with its sender and first send. ``pm``: the ``sent``,
-  ``received``, ``delivered`` and ``acked`` events, one row per *(source,
-  message, participant)* with the first time of each, whether a delivery came
-  through repair, and its log entry; joined with ``msg`` into the cached ``pmm``, from which every
-  per-message, per-participant, latency and log-hash table is derived.
-  Every aggregate over the bulk is a number (a string min/max makes Spark
-  sort instead of hash).
-* **Narrow passes for the rest.** The gaps (``missing``) and what closed
-  them, the repair traffic (rounds, load per member), the bloom evidence and
+  ``received``, ``delivered``, ``acked`` and ``lost`` events and each id a
+  ``missing`` event names, one row per *(source, message, participant)* with
+  the first time of each, whether a delivery came through repair, and its log
+  entry; joined with ``msg`` into the cached ``pmm``, from which every
+  per-message, per-participant, latency, gap, backlog and log-hash table is
+  derived (a gap is a row with ``detected_ts``: what closed it is on the same
+  row, no join). Every aggregate over the bulk is a number (a string min/max
+  makes Spark sort instead of hash).
+* **Narrow passes for the rest.** The repair traffic (rounds, load per member), the bloom evidence and
   the ``received`` events it names filter on ``kind``, which the simulator's shards are sorted by, so Parquet skips the
   row groups of every other kind.
 * **No JSON, no Python UDF**: the facts are typed columns
@@ -58,9 +59,9 @@ DERIVED_VIEWS = {
                min(CASE WHEN kind = 'sent' THEN first_ts END) AS sent_ts
         FROM km WHERE kind IN ('sent', 'received', 'delivered') AND message_id IS NOT NULL
         GROUP BY source, message_id""",
-    # one row per (source, message, participant) that sent, received, delivered or acked it: the one pass over
-    # the bulk of the rows. Every aggregate is a number, so Spark aggregates in a hash map (a string min/max
-    # would make it sort the rows instead).
+    # one row per (source, message, participant) that sent, received, delivered, acked, noted missing or declared
+    # lost it: the one pass over the bulk of the rows (a ``missing`` event counts once for each id it names). Every
+    # aggregate is a number, so Spark aggregates in a hash map (a string min/max would make it sort the rows).
     "pm": """
         SELECT source, message_id, participant_id,
                min(CASE WHEN kind = 'sent' THEN ts_ms END) AS sent_ts,
@@ -69,14 +70,20 @@ DERIVED_VIEWS = {
                max(CASE WHEN kind = 'delivered' THEN CASE WHEN repaired THEN 1 ELSE 0 END END) AS repaired,
                min(CASE WHEN kind = 'acked' THEN ts_ms END) AS acked_ts,
                min(CASE WHEN kind IN ('sent', 'delivered') THEN lamport_timestamp END) AS log_lamport,
-               max(CASE WHEN kind IN ('sent', 'delivered') THEN 1 ELSE 0 END) AS in_log
-        FROM events
-        WHERE kind IN ('sent', 'received', 'delivered', 'acked') AND message_id IS NOT NULL
+               max(CASE WHEN kind IN ('sent', 'delivered') THEN 1 ELSE 0 END) AS in_log,
+               min(CASE WHEN kind = 'missing' THEN ts_ms END) AS detected_ts,
+               min(CASE WHEN kind = 'lost' THEN ts_ms END) AS lost_ts
+        FROM (SELECT source, kind, message_id, participant_id, ts_ms, repaired, lamport_timestamp FROM events
+              WHERE kind IN ('sent', 'received', 'delivered', 'acked', 'lost') AND message_id IS NOT NULL
+            UNION ALL
+              SELECT source, kind, mid AS message_id, participant_id, ts_ms, NULL AS repaired,
+                     NULL AS lamport_timestamp
+              FROM events LATERAL VIEW explode(missing_ids) ids AS mid WHERE kind = 'missing')
         GROUP BY source, message_id, participant_id""",
-    # pm with its message's sender and first send
+    # pm with its message's sender and first send (none for an id only noted missing, acked or lost)
     "pmm": """
         SELECT p.*, m.sender_id, m.sent_ts AS msg_sent_ts, p.participant_id <=> m.sender_id AS is_sender
-        FROM pm p JOIN msg m ON m.source = p.source AND m.message_id = p.message_id""",
+        FROM pm p LEFT JOIN msg m ON m.source = p.source AND m.message_id = p.message_id""",
     # send-to-shown (first copy) and send-to-delivered latencies per sender, as histograms
     "sender_hist": """
         SELECT source, sender_id, metric, latency_ms, count(*) AS n FROM (
@@ -86,29 +93,15 @@ DERIVED_VIEWS = {
             SELECT source, sender_id, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms
             FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL)
         GROUP BY source, sender_id, metric, latency_ms""",
-    # the first time each participant noted each id missing
-    "detected": """
-        SELECT source, participant_id, mid AS message_id, min(ts_ms) AS detected_ts
-        FROM (SELECT source, participant_id, ts_ms, explode(missing_ids) AS mid FROM events WHERE kind = 'missing')
-        GROUP BY source, participant_id, mid""",
-    # each gap as a participant saw it: when it first noted the id missing, and when the id was first shown,
-    # delivered and declared lost there (the repair latency and the backlog read it)
-    "gaps": """
-        SELECT g.source, g.participant_id, g.message_id, g.detected_ts, p.received_ts, p.delivered_ts, l.lost_ts
-        FROM detected g
-        LEFT JOIN pmm p ON p.source = g.source AND p.participant_id = g.participant_id AND p.message_id = g.message_id
-        LEFT JOIN (SELECT source, participant_id, message_id, min(ts_ms) AS lost_ts
-                   FROM events WHERE kind = 'lost' AND message_id IS NOT NULL
-                   GROUP BY source, participant_id, message_id) l
-          ON l.source = g.source AND l.participant_id = g.participant_id AND l.message_id = g.message_id""",
     # the backlog's intervals (metrics.backlog_series): what 0, a message shown but not yet delivered in order;
     # what 1, a gap noted and not yet filled (received) or given up (lost); end_ts NULL: open to the end
     "backlog_iv": """
         SELECT source, 0 AS what, received_ts AS start_ts, delivered_ts AS end_ts FROM pmm
         WHERE received_ts IS NOT NULL AND (delivered_ts IS NULL OR delivered_ts > received_ts)
       UNION ALL
-        SELECT source, 1 AS what, detected_ts AS start_ts, least(received_ts, lost_ts) AS end_ts FROM gaps
-        WHERE least(received_ts, lost_ts) IS NULL OR least(received_ts, lost_ts) > detected_ts""",
+        SELECT source, 1 AS what, detected_ts AS start_ts, least(received_ts, lost_ts) AS end_ts FROM pmm
+        WHERE detected_ts IS NOT NULL
+          AND (least(received_ts, lost_ts) IS NULL OR least(received_ts, lost_ts) > detected_ts)""",
     # repair requests and answers numbered into rounds (a round starts at each request; see metrics.repair_rounds)
     "repair_rounds_v": """
         SELECT source, message_id, round, min(CASE WHEN k = 0 THEN ts_ms END) AS started_ts,
@@ -146,7 +139,7 @@ DERIVED_VIEWS = {
 }
 
 #: computed once and kept on the executors: pmm is read by most queries, the others by two each
-CACHED_VIEWS = ("km", "pmm", "sender_hist", "gaps", "evidence", "repair_rounds_v", "bloom_v")
+CACHED_VIEWS = ("km", "pmm", "sender_hist", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
     "kinds": """
@@ -168,7 +161,7 @@ QUERIES = {
         GROUP BY source, acked_ts - msg_sent_ts
       UNION ALL
         SELECT source, 'repair' AS metric, delivered_ts - detected_ts AS latency_ms, count(*) AS n
-        FROM gaps WHERE delivered_ts >= detected_ts
+        FROM pmm WHERE delivered_ts >= detected_ts
         GROUP BY source, delivered_ts - detected_ts""",
     # participants and their rebuilt logs, in one pass over pmm
     "per_participant": """

@@ -9,7 +9,15 @@
   log file instead of the terminal.
 * Embedded, the JVM collects garbage with the parallel (throughput)
   collector: a batch job on few cores, where G1's concurrent threads take
-  time from the tasks.
+  time from the tasks; and its optimizing JIT compiler waits for really hot
+  code (:data:`_LATE_C2`).
+* Spark's JVM starts from a class-data archive (:class:`ClassArchive`,
+  the JDK's dynamic CDS): the first session on a machine records the
+  classes it loaded into ``<user cache>/sdschat/spark-classes-<key>.jsa``
+  (0600, folder 0700) as its JVM exits; later sessions map it instead of
+  loading and verifying those classes again (the report's 2 million events:
+  Spark start 4.2 s -> 2.3 s, and its first queries faster).
+  ``SDSCHAT_SPARK_CLASS_ARCHIVE=off`` turns it off.
 * Spark failures become :class:`SparkJobError` with one line; the JVM log
   file holds the detail.
 """
@@ -17,13 +25,16 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY"]
+__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY", "ClassArchive"]
 
 #: the driver JVM's heap in local mode, where it runs the executors too: the report collects nothing per event,
 #: so its 50-million-event runs fit in this (bench/report_scale.py) as its 2-million ones do
@@ -55,17 +66,132 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return text[:limit]
 
 
+class ClassArchive:
+    """The Spark JVM's class-data archive (JDK dynamic CDS): where it is, and the JVM options that use or make it.
+
+    The archive's name carries a key of what it was made from (the pyspark
+    jars, the ``java`` found on PATH or in JAVA_HOME), so another Spark or JDK
+    makes its own; the JVM checks it again and runs without it (silently) if
+    it does not match. It is used only if it is a regular file owned by this
+    user and writable by no one else: the JVM maps it as code.
+
+    The session that makes it passes ``-XX:ArchiveClassesAtExit`` with a
+    temporary name, waits for its JVM to exit (the dump takes a few seconds,
+    once) and renames the file into place (:meth:`adopt`).
+    """
+
+    #: the environment variable that turns it off (``off``, ``0``, ``no``)
+    ENV = "SDSCHAT_SPARK_CLASS_ARCHIVE"
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder = folder
+        self.path = folder / f"spark-classes-{key}.jsa"
+        self._making = folder / f".spark-classes-{key}.{os.getpid()}.tmp"
+        self.making = False
+
+    @classmethod
+    def for_this_machine(cls, folder: Path | None = None) -> ClassArchive | None:
+        """The archive for this pyspark and JDK, or None when turned off or the JDK cannot be told."""
+        if os.environ.get(cls.ENV, "").strip().lower() in ("off", "0", "no", "false"):
+            return None
+        key = _runtime_key()
+        if key is None:
+            return None
+        if folder is None:
+            from platformdirs import user_cache_dir
+
+            folder = Path(user_cache_dir("sdschat"))
+        return cls(folder, key)
+
+    def usable(self) -> bool:
+        """The archive exists as a regular file of this user that no one else can write."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return False
+        return (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+                and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and st.st_size > 0)
+
+    def jvm_options(self) -> str:
+        """Options for the driver JVM: map the archive, or (when there is none yet) make it at exit."""
+        quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+        if self.usable():
+            self.making = False
+            return f"-XX:SharedArchiveFile={self.path} {quiet}"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.folder, 0o700)
+        except OSError:
+            return ""
+        self.making = True
+        return f"-XX:ArchiveClassesAtExit={self._making} {quiet}"
+
+    def adopt(self) -> bool:
+        """After the JVM that made it exited: the archive, private, under its final name (the archives of an
+        earlier Spark or JDK are removed). Returns whether it is."""
+        try:
+            if self._making.is_file() and self._making.stat().st_size > 0:
+                os.chmod(self._making, 0o600)
+                os.replace(self._making, self.path)
+                for old in self.folder.glob("spark-classes-*.jsa"):
+                    if old != self.path:
+                        with contextlib.suppress(OSError):
+                            old.unlink()
+                return True
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            self._making.unlink()
+        return False
+
+
+def _runtime_key() -> str | None:
+    """What a class archive depends on: the pyspark jars (names, sizes, times) and the java binary (path, time)."""
+    try:
+        import pyspark
+
+        jars = Path(pyspark.__file__).parent / "jars"
+        java_home = os.environ.get("JAVA_HOME")
+        java = Path(java_home) / "bin" / "java" if java_home else None
+        if java is None or not java.exists():
+            import shutil
+
+            found = shutil.which("java")
+            if found is None:
+                return None
+            java = Path(found)
+        java = java.resolve()
+        h = hashlib.sha256(f"{pyspark.__version__}\n{java}\n{java.stat().st_mtime_ns}\n".encode())
+        for jar in sorted(jars.iterdir()):
+            st = jar.stat()
+            h.update(f"{jar.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
+    return h.hexdigest()[:16]
+
+
+#: the JIT's optimizing compiler (C2) takes a method at ten times the calls and loops it does by default: in a
+#: report's first seconds C2 compiled Spark's parser, Janino, serialization and every query's generated code,
+#: ~26 s of CPU on a two-core machine for 18 s of queries; the quick compiler (C1) still takes them at once.
+#: Measured (bench/report_scale.py): 2.3 M events 21.7 s against 23.3 s, 12 M events 42.4 s against 43-44.5 s
+#: (C1 alone, ``-XX:TieredStopAtLevel=1``, is faster at 2 M but 50% slower at 12 M: its code runs hot loops slowly)
+_LATE_C2 = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=150000"
+            " -XX:Tier4BackEdgeThreshold=400000")
+
 #: settings whose value is a list of JVM options: a ``conf`` value is appended to the session's own
 _JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 @contextlib.contextmanager
 def spark_session(app: str, *, master: str | None = None, driver_memory: str | None = None,
-                  conf: dict[str, str] | None = None, log_dir: Path | None = None) -> Iterator:
+                  conf: dict[str, str] | None = None, log_dir: Path | None = None,
+                  class_archive: ClassArchive | None | bool = True) -> Iterator:
     """Start a SparkSession, yield it, stop it. The JVM output goes to ``log_dir/spark-jvm.log``.
 
     ``conf`` overrides the session's settings, except the JVM options (``spark.driver.extraJavaOptions``,
-    ``spark.executor.extraJavaOptions``), which are added after the session's own."""
+    ``spark.executor.extraJavaOptions``), which are added after the session's own.
+    ``class_archive``: True (default) the driver JVM uses this machine's :class:`ClassArchive` (made by
+    the first session), False none, or the one given."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if master is None:
@@ -82,10 +208,12 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
     cores = os.cpu_count() or 1
     sconf = SparkConf().setAppName(app).setMaster(master or "local[*]")
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
+    archive = ClassArchive.for_this_machine() if class_archive is True else class_archive or None
+    driver_opts = f"{java_opts} {archive.jvm_options()}".strip() if archive is not None else java_opts
     settings = {
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
-        "spark.driver.extraJavaOptions": java_opts,
+        "spark.driver.extraJavaOptions": driver_opts,
         "spark.executor.extraJavaOptions": java_opts,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -96,7 +224,7 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
         # the driver runs the executors: the throughput collector, not G1 (whose concurrent work competes with the
         # tasks for the cores) -- 10-13% less wall time for the report at 2 and 9.6 million events
         # (bench/report_scale.py, paired runs)
-        settings["spark.driver.extraJavaOptions"] = f"{java_opts} -XX:+UseParallelGC"
+        settings["spark.driver.extraJavaOptions"] = f"{driver_opts} -XX:+UseParallelGC {_LATE_C2}"
         settings["spark.driver.memory"] = driver_memory or DRIVER_MEMORY
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.default.parallelism"] = str(cores)
@@ -110,7 +238,7 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
         sconf.set(k, v)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logf = open(log_path, "ab")
-    spark = None
+    spark = gateway = None
     try:
         try:
             gateway = launch_gateway(sconf, popen_kwargs={"stdout": logf, "stderr": logf})
@@ -128,4 +256,24 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
             # a new session in this process needs a new gateway (we launched this one ourselves)
             SparkContext._gateway = None
             SparkContext._jvm = None
+        _end_jvm(gateway, archive)
         logf.close()
+
+
+def _end_jvm(gateway, archive: ClassArchive | None) -> None:
+    """Let the gateway JVM exit (it does at the end of its stdin); when it is making the class archive, wait for
+    it to write it, then put it in place."""
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    with contextlib.suppress(OSError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+    if archive is not None and archive.making:
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            return
+        archive.adopt()

@@ -210,6 +210,10 @@ def test_report_compare_sets_two_runs_side_by_side(spark_run):
 def test_the_embedded_spark_uses_the_parallel_collector_and_adds_a_callers_jvm_options(spark_run):
     # G1's concurrent threads compete with the tasks for two cores; the throughput collector's pauses do not
     assert spark_run["jvm_collectors"] == ["PS MarkSweep", "PS Scavenge"], spark_run["jvm_collectors"]
+    # the optimizing JIT compiler waits for really hot code (its compiling took a core in the report's first seconds)
+    args = spark_run["jvm_arguments"]
+    assert "-XX:Tier4InvocationThreshold=50000" in args and "-XX:Tier4BackEdgeThreshold=400000" in args, args
+    assert args.index("-XX:+UseParallelGC") < args.index("-Dsdschat.test.option=added")  # the caller's come last
     # the session was started with a JVM option of its caller's: added to the session's own, not in their place
     props = spark_run["jvm_properties"]
     assert props["sdschat.test.option"] == "added" and props["log4j2.configurationFile"].startswith("file:"), props

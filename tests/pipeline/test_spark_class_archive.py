@@ -1,0 +1,81 @@
+"""The Spark JVM's class-data archive (sdschat.pipeline.spark.ClassArchive): made once, private, then mapped."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from sdschat.pipeline.spark import ClassArchive, spark_session
+
+
+def _archive(folder) -> ClassArchive:
+    archive = ClassArchive.for_this_machine(folder)
+    assert archive is not None, "pyspark and java are installed: the archive has a key"
+    return archive
+
+
+def test_the_first_session_makes_the_archive_privately_and_the_next_one_maps_it(tmp_path):
+    folder = tmp_path / "cache" / "sdschat"
+    archive = _archive(folder)
+    folder.mkdir(parents=True, mode=0o755)
+    stale = folder / "spark-classes-0123456789abcdef.jsa"  # an earlier Spark's or JDK's
+    stale.write_bytes(b"old")
+    with spark_session("sdschat-cds-make", log_dir=tmp_path / "one", class_archive=archive) as spark:
+        assert spark.range(10).count() == 10
+        assert archive.making and not archive.path.exists()  # written when the JVM exits, not before
+    assert archive.path.is_file() and archive.path.stat().st_size > 1_000_000
+    assert stat.S_IMODE(archive.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert [p.name for p in folder.iterdir()] == [archive.path.name]  # no temporary file, no stale archive left
+
+    # the next session maps it: Spark's classes come from the archive ("shared objects file (top)": the dynamic
+    # archive, over the JDK's own), not from the jars
+    log = tmp_path / "classes.log"
+    again = _archive(folder)
+    conf = {"spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={log}"}
+    with spark_session("sdschat-cds-use", log_dir=tmp_path / "two", class_archive=again, conf=conf) as spark:
+        assert spark.range(10).count() == 10
+        assert not again.making
+        args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+        assert f"-XX:SharedArchiveFile={archive.path}" in args
+    loaded = [line for line in log.read_text().splitlines() if " org.apache.spark.SparkContext " in line]
+    assert loaded and "shared objects file (top)" in loaded[0], loaded
+
+
+def test_a_damaged_archive_is_ignored_by_the_jvm(tmp_path):
+    archive = _archive(tmp_path)
+    archive.path.write_bytes(b"not an archive" * 1000)
+    os.chmod(archive.path, 0o600)
+    with spark_session("sdschat-cds-damaged", log_dir=tmp_path / "log", class_archive=archive) as spark:
+        assert spark.range(10).count() == 10  # the JVM checks the archive's header and runs without it
+        assert not archive.making
+
+
+def test_an_archive_someone_else_could_write_is_not_mapped(tmp_path):
+    archive = _archive(tmp_path)
+    archive.path.write_bytes(b"x" * 100)
+    os.chmod(archive.path, 0o666)
+    assert not archive.usable()
+    options = archive.jvm_options()  # makes a new one instead
+    assert "SharedArchiveFile" not in options and "-XX:ArchiveClassesAtExit=" in options and archive.making
+    os.chmod(archive.path, 0o600)
+    assert archive.usable() and archive.jvm_options().startswith(f"-XX:SharedArchiveFile={archive.path} ")
+    archive.path.unlink()
+    archive.path.symlink_to(tmp_path / "elsewhere.jsa")  # a link is not the file itself
+    (tmp_path / "elsewhere.jsa").write_bytes(b"x" * 100)
+    assert not archive.usable()
+
+
+def test_a_failed_dump_leaves_nothing_behind(tmp_path):
+    archive = _archive(tmp_path)
+    assert "-XX:ArchiveClassesAtExit=" in archive.jvm_options()
+    assert not archive.adopt()  # the JVM wrote nothing
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["off", "0", "no"])
+def test_the_archive_can_be_turned_off(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(ClassArchive.ENV, value)
+    assert ClassArchive.for_this_machine(tmp_path) is None
