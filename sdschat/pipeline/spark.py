@@ -228,6 +228,9 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
         settings["spark.driver.memory"] = driver_memory or DRIVER_MEMORY
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.default.parallelism"] = str(cores)
+        # on one machine adaptive execution re-plans each query after every stage for little: the report's
+        # 2.3 M events 20.1-21.1 s against 21.6-22.1 s, 12 M and 52 M events unchanged (bench/report_scale.py)
+        settings["spark.sql.adaptive.enabled"] = "false"
     for key, value in (conf or {}).items():
         if key in _JVM_OPTIONS and key in settings:
             # the JVM options are added to ours (the log settings, the collector), not put in their place: a

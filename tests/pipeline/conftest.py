@@ -165,6 +165,7 @@ def spark_run(tmp_path_factory):
         result["jvm_properties"] = {k: system.getProperty(k) for k in ("sdschat.test.option", "log4j2.configurationFile")}
         runtime = session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
         result["jvm_arguments"] = [str(a) for a in runtime.getInputArguments()]
+        result["adaptive"] = session.conf.get("spark.sql.adaptive.enabled")
         # last: the spark-submit entry point, on the session spark-submit would provide (it stops it)
         from sdschat.cli import submit
 

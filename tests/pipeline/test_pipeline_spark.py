@@ -214,6 +214,7 @@ def test_the_embedded_spark_uses_the_parallel_collector_and_adds_a_callers_jvm_o
     args = spark_run["jvm_arguments"]
     assert "-XX:Tier4InvocationThreshold=50000" in args and "-XX:Tier4BackEdgeThreshold=400000" in args, args
     assert args.index("-XX:+UseParallelGC") < args.index("-Dsdschat.test.option=added")  # the caller's come last
+    assert spark_run["adaptive"] == "false"  # one machine: no re-planning after each stage
     # the session was started with a JVM option of its caller's: added to the session's own, not in their place
     props = spark_run["jvm_properties"]
     assert props["sdschat.test.option"] == "added" and props["log4j2.configurationFile"].startswith("file:"), props
