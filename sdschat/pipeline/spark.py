@@ -31,6 +31,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,10 @@ class ClassArchive:
         except OSError:
             return ""
         self.making = True
+        for left in self.folder.glob(".spark-classes-*.tmp"):  # a JVM that died or outlived its wait an hour ago
+            with contextlib.suppress(OSError):
+                if time.time() - left.stat().st_mtime > 3600:
+                    left.unlink()
         return f"-XX:ArchiveClassesAtExit={self._making} {quiet}"
 
     def adopt(self) -> bool:

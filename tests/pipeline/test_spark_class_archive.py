@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 import pytest
 
@@ -70,7 +71,13 @@ def test_an_archive_someone_else_could_write_is_not_mapped(tmp_path):
 
 def test_a_failed_dump_leaves_nothing_behind(tmp_path):
     archive = _archive(tmp_path)
+    old, recent = tmp_path / ".spark-classes-x.1.tmp", tmp_path / ".spark-classes-x.2.tmp"
+    old.write_bytes(b"dump of a JVM that died")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    recent.write_bytes(b"another JVM still writing")
     assert "-XX:ArchiveClassesAtExit=" in archive.jvm_options()
+    assert not old.exists() and recent.exists()  # an hour old: left behind; recent: maybe still being written
+    recent.unlink()
     assert not archive.adopt()  # the JVM wrote nothing
     assert list(tmp_path.iterdir()) == []
 
