@@ -9,7 +9,8 @@ from pathlib import Path
 import sdschat.pipeline
 import sdschat.sim
 
-THIRD_PARTY = {"numpy", "pyarrow", "pyspark", "matplotlib", "rich", "google"}
+#: platformdirs: the user cache folder of the Spark class archive (pipeline/spark.py)
+THIRD_PARTY = {"numpy", "pyarrow", "pyspark", "matplotlib", "rich", "google", "platformdirs"}
 
 
 def _imports(package_dir: Path):
