@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -159,8 +160,6 @@ def _runtime_key() -> str | None:
         java_home = os.environ.get("JAVA_HOME")
         java = Path(java_home) / "bin" / "java" if java_home else None
         if java is None or not java.exists():
-            import shutil
-
             found = shutil.which("java")
             if found is None:
                 return None

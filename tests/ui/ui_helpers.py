@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import timezone
 from pathlib import Path
 
+from node_helpers import missed_by
+
 from sdschat.node import events as ev
 
 T0_MS = 1_763_805_600_000  # 2025-11-22 10:00:00 UTC
@@ -355,8 +357,7 @@ async def slash(pilot, app, command: str, screen_type):
 async def repaired_by_third(pilot, receiver, author, third, text: str) -> str:
     """``receiver`` misses ``author``'s ``text``; the author goes offline, so only ``third`` can answer the repair
     that ``third``'s next message (naming it) sets off. The message id, once ``receiver`` has it."""
-    receiver.set_impairment(loss_in=1.0)
-    missed = await author.send_text(text)
+    missed = await missed_by(receiver, author, text, pause=0, pilot=pilot, restore=False)
     await wait_until(pilot, lambda: missed in third.channel.log, what="the third member has it")
     author.set_impairment(offline=True)  # only the third member can repair it
     receiver.set_impairment(loss_in=0.0)
