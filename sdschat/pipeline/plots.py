@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["latency_cdfs", "participant_delivery", "message_delivery", "backlog", "sweep_plot"]
+__all__ = ["load", "latency_cdfs", "participant_delivery", "message_delivery", "backlog", "sweep_plot"]
 
 
-def _plt():
+def load():
+    """matplotlib's pyplot on the Agg backend (the first import takes about half a second)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -32,7 +33,7 @@ def latency_cdfs(latency_hist: list[dict], path: Path) -> Path:
     """One panel per latency metric, one CDF curve per source (x: seconds, log scale)."""
     from .metrics import LATENCY_METRICS, cdf_points
 
-    plt = _plt()
+    plt = load()
     fig, axes = plt.subplots(1, len(LATENCY_METRICS), figsize=(5 * len(LATENCY_METRICS), 4), squeeze=False)
     by: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     for r in latency_hist:
@@ -63,7 +64,7 @@ def latency_cdfs(latency_hist: list[dict], path: Path) -> Path:
 
 def participant_delivery(participants: list[dict], path: Path) -> Path:
     """Per-participant delivery ratio, participants sorted from worst to best, one curve per source."""
-    plt = _plt()
+    plt = load()
     fig, ax = plt.subplots(figsize=(7, 4))
     by: dict[str, list[float]] = defaultdict(list)
     for r in participants:
@@ -87,7 +88,7 @@ def participant_delivery(participants: list[dict], path: Path) -> Path:
 
 def message_delivery(messages: list[dict], path: Path) -> Path:
     """Per-message delivery ratio in send order, one series per source."""
-    plt = _plt()
+    plt = load()
     fig, ax = plt.subplots(figsize=(7, 4))
     by: dict[str, list[float]] = defaultdict(list)
     for r in messages:
@@ -106,7 +107,7 @@ def message_delivery(messages: list[dict], path: Path) -> Path:
 
 def backlog(rows: list[dict], path: Path) -> Path:
     """Messages waiting and gaps open over time (seconds from each source's first event), one line per source."""
-    plt = _plt()
+    plt = load()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), squeeze=False)
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -133,7 +134,7 @@ def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool 
     ``rows``: aggregated sweep results with ``loss``, ``participants``, ``repair`` and ``y``
     (other grid dimensions are averaged over by the caller or shown as separate lines).
     """
-    plt = _plt()
+    plt = load()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     groups: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:

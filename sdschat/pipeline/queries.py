@@ -84,24 +84,37 @@ DERIVED_VIEWS = {
     "pmm": """
         SELECT p.*, m.sender_id, m.sent_ts AS msg_sent_ts, p.participant_id <=> m.sender_id AS is_sender
         FROM pm p LEFT JOIN msg m ON m.source = p.source AND m.message_id = p.message_id""",
-    # send-to-shown (first copy) and send-to-delivered latencies per sender, as histograms
-    "sender_hist": """
+    # every latency the report gives, as histograms per sender, from one pass over pmm (a row gives up to four):
+    # send to shown (first copy) and to delivered in order, at each receiver; send to ack, at the sender; gap
+    # noticed to repaired (delivered)
+    "hist": """
         SELECT source, sender_id, metric, latency_ms, count(*) AS n FROM (
-            SELECT source, sender_id, 'send_to_shown' AS metric, received_ts - msg_sent_ts AS latency_ms
-            FROM pmm WHERE received_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
-          UNION ALL
-            SELECT source, sender_id, 'send_to_deliver' AS metric, delivered_ts - msg_sent_ts AS latency_ms
-            FROM pmm WHERE delivered_ts IS NOT NULL AND msg_sent_ts IS NOT NULL)
+            SELECT source, sender_id, stack(4,
+                'send_to_shown', CASE WHEN msg_sent_ts IS NOT NULL THEN received_ts - msg_sent_ts END,
+                'send_to_deliver', CASE WHEN msg_sent_ts IS NOT NULL THEN delivered_ts - msg_sent_ts END,
+                'send_to_ack', CASE WHEN is_sender AND msg_sent_ts IS NOT NULL THEN acked_ts - msg_sent_ts END,
+                'repair', CASE WHEN delivered_ts >= detected_ts THEN delivered_ts - detected_ts END)
+                AS (metric, latency_ms)
+            FROM pmm)
+        WHERE latency_ms IS NOT NULL
         GROUP BY source, sender_id, metric, latency_ms""",
-    # the backlog's intervals (metrics.backlog_series): what 0, a message shown but not yet delivered in order;
-    # what 1, a gap noted and not yet filled (received) or given up (lost); end_ts NULL: open to the end
-    "backlog_iv": """
-        SELECT source, 0 AS what, received_ts AS start_ts, delivered_ts AS end_ts FROM pmm
-        WHERE received_ts IS NOT NULL AND (delivered_ts IS NULL OR delivered_ts > received_ts)
-      UNION ALL
-        SELECT source, 1 AS what, detected_ts AS start_ts, least(received_ts, lost_ts) AS end_ts FROM pmm
-        WHERE detected_ts IS NOT NULL
-          AND (least(received_ts, lost_ts) IS NULL OR least(received_ts, lost_ts) > detected_ts)""",
+    # the backlog's steps per bucket of its source's span (metrics.backlog_series), from one pass over pmm: waiting
+    # +1 when a message is shown, -1 when it is delivered in order (if later); gaps +1 when a gap is noted, -1 when
+    # it is filled (received) or given up (lost), if later; an interval open to the end has no -1
+    "backlog_steps": """
+        SELECT e.source, (e.ts - s.t0) div s.width AS bucket, sum(e.dw) AS waiting, sum(e.dg) AS gaps
+        FROM (SELECT source, stack(4, CASE WHEN w THEN received_ts END, 1, 0,
+                                      CASE WHEN w THEN delivered_ts END, -1, 0,
+                                      CASE WHEN g THEN detected_ts END, 0, 1,
+                                      CASE WHEN g THEN gap_end END, 0, -1) AS (ts, dw, dg)
+              FROM (SELECT source, received_ts, delivered_ts, detected_ts, least(received_ts, lost_ts) AS gap_end,
+                           received_ts IS NOT NULL AND (delivered_ts IS NULL OR delivered_ts > received_ts) AS w,
+                           detected_ts IS NOT NULL AND (least(received_ts, lost_ts) IS NULL
+                                                        OR least(received_ts, lost_ts) > detected_ts) AS g
+                    FROM pmm WHERE received_ts IS NOT NULL OR detected_ts IS NOT NULL)) e
+        JOIN span s ON s.source = e.source
+        WHERE e.ts IS NOT NULL
+        GROUP BY e.source, (e.ts - s.t0) div s.width""",
     # repair requests and answers numbered into rounds (a round starts at each request; see metrics.repair_rounds)
     "repair_rounds_v": """
         SELECT source, message_id, round, min(CASE WHEN k = 0 THEN ts_ms END) AS started_ts,
@@ -139,7 +152,7 @@ DERIVED_VIEWS = {
 }
 
 #: computed once and kept on the executors: pmm is read by most queries, the others by two each
-CACHED_VIEWS = ("km", "pmm", "sender_hist", "evidence", "repair_rounds_v", "bloom_v")
+CACHED_VIEWS = ("km", "pmm", "hist", "evidence", "repair_rounds_v", "bloom_v")
 
 QUERIES = {
     "kinds": """
@@ -154,15 +167,7 @@ QUERIES = {
             GROUP BY source, message_id) a
           ON a.source = m.source AND a.message_id = m.message_id""",
     "latency_hist": """
-        SELECT source, metric, latency_ms, sum(n) AS n FROM sender_hist GROUP BY source, metric, latency_ms
-      UNION ALL
-        SELECT source, 'send_to_ack' AS metric, acked_ts - msg_sent_ts AS latency_ms, count(*) AS n
-        FROM pmm WHERE is_sender AND acked_ts IS NOT NULL AND msg_sent_ts IS NOT NULL
-        GROUP BY source, acked_ts - msg_sent_ts
-      UNION ALL
-        SELECT source, 'repair' AS metric, delivered_ts - detected_ts AS latency_ms, count(*) AS n
-        FROM pmm WHERE delivered_ts >= detected_ts
-        GROUP BY source, delivered_ts - detected_ts""",
+        SELECT source, metric, latency_ms, sum(n) AS n FROM hist GROUP BY source, metric, latency_ms""",
     # participants and their rebuilt logs, in one pass over pmm
     "per_participant": """
         SELECT source, participant_id,
@@ -183,7 +188,7 @@ QUERIES = {
         FROM (SELECT *, sum(n) OVER (PARTITION BY source, sender_id, metric ORDER BY latency_ms
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum,
                         sum(n) OVER (PARTITION BY source, sender_id, metric) AS total
-              FROM sender_hist)
+              FROM hist WHERE metric IN ('send_to_shown', 'send_to_deliver'))
         GROUP BY source, sender_id, metric""",
     "repair_totals": """
         SELECT source, sum(requests) AS requests, sum(responses) AS responses,
@@ -203,14 +208,7 @@ QUERIES = {
         SELECT s.source, b.bucket, s.t0 + b.bucket * s.width AS bucket_start_ms,
                sum(coalesce(d.waiting, 0)) OVER w AS waiting, sum(coalesce(d.gaps, 0)) OVER w AS gaps_open
         FROM span s CROSS JOIN (SELECT explode(sequence(0, {BACKLOG_BUCKETS - 1})) AS bucket) b
-        LEFT JOIN (
-            SELECT source, bucket, sum(sign * (1 - what)) AS waiting, sum(sign * what) AS gaps FROM (
-                SELECT i.source, (i.start_ts - s.t0) div s.width AS bucket, 1 AS sign, what
-                FROM backlog_iv i JOIN span s ON s.source = i.source
-              UNION ALL
-                SELECT i.source, (i.end_ts - s.t0) div s.width AS bucket, -1 AS sign, what
-                FROM backlog_iv i JOIN span s ON s.source = i.source WHERE i.end_ts IS NOT NULL)
-            GROUP BY source, bucket) d
+        LEFT JOIN backlog_steps d
           ON d.source = s.source AND d.bucket = b.bucket
         WINDOW w AS (PARTITION BY s.source ORDER BY b.bucket ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)""",
     "bloom_totals": """

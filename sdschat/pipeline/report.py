@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,8 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
             build_events_view(spark, staged)
             reduced = reduce_with_spark(spark, on_table, detail_dir=tables)
         else:
+            # matplotlib loads while Spark's JVM starts (mostly on one core), not after the queries
+            threading.Thread(target=_load_plotting, name="sdschat-plots-import", daemon=True).start()
             t1 = time.perf_counter()
             with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
                                log_dir=out) as session:
@@ -186,6 +189,15 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
     written["report_obj"] = report
     return written
 
+
+def _load_plotting() -> None:
+    """Import the plotting library (the report's plots need it; a failure here is the plots' to report)."""
+    from . import plots
+
+    try:
+        plots.load()
+    except Exception:  # noqa: BLE001 -- write_report imports it again and raises there
+        pass
 
 # ------------------------------------------------------------------- output
 
