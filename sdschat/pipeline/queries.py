@@ -38,7 +38,8 @@ from pathlib import Path
 
 from .metrics import BACKLOG_BUCKETS, PUBLISH_KINDS
 
-__all__ = ["QUERIES", "DERIVED_VIEWS", "DETAIL_TABLES", "reduce_with_spark"]
+__all__ = ["QUERIES", "DERIVED_VIEWS", "DETAIL_TABLES", "LOG_ENTRIES_IN_MEMORY", "LOG_KEYS_CONF", "log_keys_in_memory",
+           "reduce_with_spark"]
 
 #: views the queries share, registered in this order (:data:`CACHED_VIEWS` are computed once and kept)
 DERIVED_VIEWS = {
@@ -262,12 +263,14 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
 
     timed("views", views)
     out = Reduced()
+    keys_before = spark.conf.get(LOG_KEYS_CONF, None)
 
     def query(name: str) -> None:
         rows = _collect(spark.sql(QUERIES[name]))
         if name == "kinds":
             out.kind_counts = [(s, k, n) for s, k, n, _b in rows]
             out.wire_bytes = [(s, k, n, b) for s, k, n, b in rows if k in PUBLISH_KINDS]
+            spark.conf.set(LOG_KEYS_CONF, str(log_keys_in_memory(rows)))
         elif name == "per_participant":
             out.participants = [(s, p, d, n) for s, p, d, n, _h, _l in rows if p is not None and (d > 0 or n > 0)]
             out.event_log_hashes = [(s, p, h, n) for s, p, _d, _n, h, n in rows if n > 0]
@@ -294,7 +297,28 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
     finally:
         for name in CACHED_VIEWS:
             spark.catalog.uncacheTable(name)
+        if keys_before is None:
+            spark.conf.unset(LOG_KEYS_CONF)
+        else:
+            spark.conf.set(LOG_KEYS_CONF, keys_before)
     return out
+
+
+#: the Spark setting that bounds the participants whose rebuilt logs (per_participant's collect_list) one task
+#: holds in a hash map before it sorts its rows instead (Spark's default, 128, makes a report of 2,000
+#: participants sort half a million log entries)
+LOG_KEYS_CONF = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
+
+#: the log entries (~100 bytes each) that may be held that way: every log of the report, or Spark's default
+LOG_ENTRIES_IN_MEMORY = 2_000_000
+
+
+def log_keys_in_memory(kinds: list[tuple]) -> int:
+    """The participants whose logs a task may hold at once, from the ``kinds`` rows (source, kind, n, bytes):
+    all of them (65,536) when every log entry of every source (its ``sent`` and ``delivered`` events) is at most
+    :data:`LOG_ENTRIES_IN_MEMORY`, else Spark's default (128: more would be held, then sorted all the same)."""
+    entries = sum(n or 0 for _s, kind, n, _b in kinds if kind in ("sent", "delivered"))
+    return 65_536 if entries <= LOG_ENTRIES_IN_MEMORY else 128
 
 
 def _collect(df) -> list[tuple]:

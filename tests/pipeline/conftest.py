@@ -148,7 +148,16 @@ def spark_run(tmp_path_factory):
                   write_all_kinds_db(kinds / "old.db", 3)]
         staged = stage_inputs(inputs, kinds / "staging")
         build_events_view(session, staged)
-        result["all_kinds"] = (staged, reduce_with_spark(session))
+        from sdschat.pipeline.queries import LOG_KEYS_CONF
+
+        seen = {}
+
+        def note(name, _secs):
+            if name == "per_participant":
+                seen["during"] = session.conf.get(LOG_KEYS_CONF, None)
+
+        result["all_kinds"] = (staged, reduce_with_spark(session, note))
+        result["log_keys_conf"] = (seen.get("during"), session.conf.get(LOG_KEYS_CONF, None))
         # the same database migrated to this version's schema
         from sdschat.store import migrate as store_migrate
 

@@ -166,6 +166,9 @@ def test_every_kind_and_typed_fact_reduces_alike_in_spark_and_python(spark_run):
     backlog = {b: (w, g) for _s, b, _t, w, g in python.backlog}
     assert len(backlog) == 120 and python.backlog[0][2] == 1000 and python.backlog[1][2] == 1041
     assert [backlog[b] for b in range(3, 9)] == [(0, 0), (1, 2), (1, 3), (1, 2), (0, 0), (0, 0)]
+    # the rebuilt logs were kept in a hash map while per_participant ran (short logs: up to 65,536 participants
+    # per task), and the session's own setting came back afterwards (it had none)
+    assert spark_run["log_keys_conf"] == ("65536", None)
 
 
 def test_a_database_migrated_from_the_previous_schema_reports_the_same_numbers(spark_run):
