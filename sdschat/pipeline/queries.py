@@ -270,7 +270,8 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
         if name == "kinds":
             out.kind_counts = [(s, k, n) for s, k, n, _b in rows]
             out.wire_bytes = [(s, k, n, b) for s, k, n, b in rows if k in PUBLISH_KINDS]
-            spark.conf.set(LOG_KEYS_CONF, str(log_keys_in_memory(rows)))
+            if keys_before is None:  # (a value the caller set stays)
+                spark.conf.set(LOG_KEYS_CONF, str(log_keys_in_memory(rows)))
         elif name == "per_participant":
             out.participants = [(s, p, d, n) for s, p, d, n, _h, _l in rows if p is not None and (d > 0 or n > 0)]
             out.event_log_hashes = [(s, p, h, n) for s, p, _d, _n, h, n in rows if n > 0]
@@ -299,8 +300,6 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
             spark.catalog.uncacheTable(name)
         if keys_before is None:
             spark.conf.unset(LOG_KEYS_CONF)
-        else:
-            spark.conf.set(LOG_KEYS_CONF, keys_before)
     return out
 
 

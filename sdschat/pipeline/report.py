@@ -199,6 +199,7 @@ def _load_plotting() -> None:
     except Exception:  # noqa: BLE001 -- write_report imports it again and raises there
         pass
 
+
 # ------------------------------------------------------------------- output
 
 

@@ -166,7 +166,11 @@ def spark_run(tmp_path_factory):
         conn.close()
         staged = stage_inputs([inputs[2]], kinds / "staging-migrated")
         build_events_view(session, staged)
-        result["migrated"] = (staged, reduce_with_spark(session))
+        session.conf.set(LOG_KEYS_CONF, "4096")  # a caller's own setting stays, during and after
+        seen.clear()
+        result["migrated"] = (staged, reduce_with_spark(session, note))
+        result["log_keys_conf_set"] = (seen.get("during"), session.conf.get(LOG_KEYS_CONF, None))
+        session.conf.unset(LOG_KEYS_CONF)
         # the embedded JVM's garbage collectors (spark.spark_session picks the parallel one)
         beans = session._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
         result["jvm_collectors"] = sorted(str(b.getName()) for b in beans)

@@ -169,6 +169,7 @@ def test_every_kind_and_typed_fact_reduces_alike_in_spark_and_python(spark_run):
     # the rebuilt logs were kept in a hash map while per_participant ran (short logs: up to 65,536 participants
     # per task), and the session's own setting came back afterwards (it had none)
     assert spark_run["log_keys_conf"] == ("65536", None)
+    assert spark_run["log_keys_conf_set"] == ("4096", "4096")  # a value the caller set is left alone
 
 
 def test_a_database_migrated_from_the_previous_schema_reports_the_same_numbers(spark_run):
