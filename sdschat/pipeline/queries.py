@@ -87,13 +87,13 @@ DERIVED_VIEWS = {
         FROM pm p LEFT JOIN msg m ON m.source = p.source AND m.message_id = p.message_id""",
     # every latency the report gives, as histograms per sender, from one pass over pmm (a row gives up to four):
     # send to shown (first copy) and to delivered in order, at each receiver; send to ack, at the sender; gap
-    # noticed to repaired (delivered)
+    # noticed to repaired (delivered). A time that is not there (NULL) makes the latency NULL: no row
     "hist": """
         SELECT source, sender_id, metric, latency_ms, count(*) AS n FROM (
             SELECT source, sender_id, stack(4,
-                'send_to_shown', CASE WHEN msg_sent_ts IS NOT NULL THEN received_ts - msg_sent_ts END,
-                'send_to_deliver', CASE WHEN msg_sent_ts IS NOT NULL THEN delivered_ts - msg_sent_ts END,
-                'send_to_ack', CASE WHEN is_sender AND msg_sent_ts IS NOT NULL THEN acked_ts - msg_sent_ts END,
+                'send_to_shown', received_ts - msg_sent_ts,
+                'send_to_deliver', delivered_ts - msg_sent_ts,
+                'send_to_ack', CASE WHEN is_sender THEN acked_ts - msg_sent_ts END,
                 'repair', CASE WHEN delivered_ts >= detected_ts THEN delivered_ts - detected_ts END)
                 AS (metric, latency_ms)
             FROM pmm)
@@ -110,8 +110,7 @@ DERIVED_VIEWS = {
                                       CASE WHEN g THEN gap_end END, 0, -1) AS (ts, dw, dg)
               FROM (SELECT source, received_ts, delivered_ts, detected_ts, least(received_ts, lost_ts) AS gap_end,
                            received_ts IS NOT NULL AND (delivered_ts IS NULL OR delivered_ts > received_ts) AS w,
-                           detected_ts IS NOT NULL AND (least(received_ts, lost_ts) IS NULL
-                                                        OR least(received_ts, lost_ts) > detected_ts) AS g
+                           detected_ts IS NOT NULL AND (gap_end IS NULL OR gap_end > detected_ts) AS g
                     FROM pmm WHERE received_ts IS NOT NULL OR detected_ts IS NOT NULL)) e
         JOIN span s ON s.source = e.source
         WHERE e.ts IS NOT NULL
@@ -270,8 +269,9 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
         if name == "kinds":
             out.kind_counts = [(s, k, n) for s, k, n, _b in rows]
             out.wire_bytes = [(s, k, n, b) for s, k, n, b in rows if k in PUBLISH_KINDS]
-            if keys_before is None:  # (a value the caller set stays)
-                spark.conf.set(LOG_KEYS_CONF, str(log_keys_in_memory(rows)))
+            keys = log_keys_in_memory(rows)
+            if keys is not None and keys_before is None:  # (a value the caller set stays)
+                spark.conf.set(LOG_KEYS_CONF, str(keys))
         elif name == "per_participant":
             out.participants = [(s, p, d, n) for s, p, d, n, _h, _l in rows if p is not None and (d > 0 or n > 0)]
             out.event_log_hashes = [(s, p, h, n) for s, p, _d, _n, h, n in rows if n > 0]
@@ -308,16 +308,16 @@ def reduce_with_spark(spark, on_table=None, detail_dir: Path | None = None, para
 #: participants sort half a million log entries)
 LOG_KEYS_CONF = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
 
-#: the log entries (~100 bytes each) that may be held that way: every log of the report, or Spark's default
+#: the log entries (~100 bytes each) that may be held that way: every log of the report, or as Spark bounds them
 LOG_ENTRIES_IN_MEMORY = 2_000_000
 
 
-def log_keys_in_memory(kinds: list[tuple]) -> int:
+def log_keys_in_memory(kinds: list[tuple]) -> int | None:
     """The participants whose logs a task may hold at once, from the ``kinds`` rows (source, kind, n, bytes):
     all of them (65,536) when every log entry of every source (its ``sent`` and ``delivered`` events) is at most
-    :data:`LOG_ENTRIES_IN_MEMORY`, else Spark's default (128: more would be held, then sorted all the same)."""
+    :data:`LOG_ENTRIES_IN_MEMORY`; else None, Spark's own bound (more would be held, then sorted all the same)."""
     entries = sum(n or 0 for _s, kind, n, _b in kinds if kind in ("sent", "delivered"))
-    return 65_536 if entries <= LOG_ENTRIES_IN_MEMORY else 128
+    return 65_536 if entries <= LOG_ENTRIES_IN_MEMORY else None
 
 
 def _collect(df) -> list[tuple]:

@@ -240,10 +240,10 @@ def test_log_keys_in_memory_holds_every_log_or_keeps_sparks_default():
     # (source, kind, events, bytes): 2,000 x 250 -- 500,000 log entries, every participant's log in a hash map
     small = [("s", "sent", 250, 27_500), ("s", "delivered", 499_750, None), ("s", "received", 499_750, None)]
     assert log_keys_in_memory(small) == 65_536
-    # 5,000 x 500: 2.5 million entries -- Spark's default (it holds 128 logs, then sorts)
+    # 5,000 x 500: 2.5 million entries -- no setting: Spark's own bound (it holds 128 logs, then sorts)
     big = [("b", "sent", 500, 0), ("b", "delivered", 2_499_500, None)]
-    assert log_keys_in_memory(big) == 128
+    assert log_keys_in_memory(big) is None
     # every source counts: two that fit alone may not fit together
-    assert log_keys_in_memory([("x", "delivered", 1_500_000, None), ("y", "delivered", 600_000, None)]) == 128
+    assert log_keys_in_memory([("x", "delivered", 1_500_000, None), ("y", "delivered", 600_000, None)]) is None
     assert log_keys_in_memory([("x", "delivered", LOG_ENTRIES_IN_MEMORY, None)]) == 65_536
     assert log_keys_in_memory([]) == 65_536
