@@ -40,13 +40,15 @@ Runner = Callable[..., tuple]
 def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: int = 1,
              progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
              shard_rows: int = 1_000_000, row_group_rows: int = 262_144, frame_view: bool = True,
-             runner: Runner | None = None) -> SimResult:
+             skip_held: bool = True, runner: Runner | None = None) -> SimResult:
     """Run one scenario; write its output to ``out_dir`` (None: write nothing, just return the results).
 
     ``workers > 1`` runs the members in that many processes (same events as
     one worker); it needs a minimum latency of at least 1 ms (the lookahead)
     and falls back to one worker otherwise. ``runner`` runs them elsewhere
-    than in forked processes (:data:`Runner`).
+    than in forked processes (:data:`Runner`). ``skip_held=False`` hands every copy of a frame to its
+    receiver's engine, even one that would only count a duplicate there (the events are the same: see
+    :meth:`~sdschat.sim.delivery.Delivery._skip_held_copies`).
     """
     wall0 = time.perf_counter()
     p = params
@@ -57,7 +59,7 @@ def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: i
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         _clear(out)
-    kw = {"shard_rows": shard_rows, "row_group_rows": row_group_rows, "frame_view": frame_view}
+    kw = {"shard_rows": shard_rows, "row_group_rows": row_group_rows, "frame_view": frame_view, "skip_held": skip_held}
     settle = plan.settle_ms
     end = settle + p.horizon_ms
     last = 0.0

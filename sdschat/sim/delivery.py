@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from sdschat.sds import Delivered, SyncReceived
+from sdschat.sds.repair import hash64
 
 from .network import Cursor
 from .schedule import ARRIVALS, INF, TICK
@@ -39,6 +42,70 @@ class Delivery:
             self.dl[r] = d
             heapq.heappush(self.heap, (d, TICK, r, 0, None))
 
+    def _hold(self, mid: str, r: int) -> None:
+        """Member ``r`` received ``mid`` (its ``received`` row): it holds it from now on (see ``_arrivals``)."""
+        held = self.held.get(mid)
+        if held is None:
+            held = self.held[mid] = bytearray(len(self.owned))
+        held[r // self.workers] = 1
+
+    def _skip_held_copies(self, key: tuple[int, int], pb, mid: str, recv, times, t: int) -> tuple:
+        """A content frame's copies, less those that reach a member already holding ``mid`` that can never answer
+        a repair request for it (not in its response group): those would only count a duplicate in the engine.
+        They count as received now (``held_skipped``; in flight still, at the end, if due after it).
+
+        Only called with no churn left (every member online to the end) and without delayed acks; the engine's
+        own frame checks, and its clock-skew check for the earliest copy, must pass (the frame is refused alike
+        by every receiver otherwise). ``recv``/``times``: this shard's receivers and their latencies (numpy).
+        """
+        held = self.held.get(mid)
+        cfg = self.config
+        if held is None or pb.static_problem(cfg, self.p.channel_id) is not None or not pb.has_lamport \
+                or pb.lamport > t + int(times.min()) + cfg.max_clock_skew_ms:
+            return recv, times
+        loc = recv // self.workers
+        skip = np.frombuffer(held, dtype=np.uint8)[loc].astype(bool)
+        answers = self._answerers(mid, pb.sender_id)
+        if len(answers):
+            skip &= ~np.isin(loc, answers)
+        k = int(np.count_nonzero(skip))
+        if k == 0:
+            return recv, times
+        due = times[skip] + t
+        last = int(due.max())
+        self.held_skipped += k
+        self.counts["receives"] += k
+        self.frame_recv[key][1] += k
+        if last > self.skipped_until:
+            self.skipped_until = last
+        skips = self._skips
+        while skips and skips[0][0] < t:
+            skips.popleft()  # (in the past: not in flight at any later end)
+        skips.append((last, key, due))
+        keep = ~skip
+        return recv[keep], times[keep]
+
+    def _answerers(self, mid: str, sender: str):
+        """Local indices of this shard's members in ``mid``'s response group (who may answer a repair request
+        for it: :func:`~sdschat.sds.repair.in_response_group`), once per message."""
+        got = self._answer_group.get(mid)
+        if got is None:
+            rc = self.config.repair
+            if not rc.enabled:
+                got = np.zeros(0, dtype=np.int64)
+            else:
+                g = rc.response_groups
+                pids = self.pids
+                owned = self.owned
+                if g <= 1:
+                    got = np.arange(len(owned))
+                else:
+                    want = hash64(sender + mid) % g if sender else -1
+                    got = np.fromiter((j for j, r in enumerate(owned) if hash64(pids[r] + mid) % g == want),
+                                      dtype=np.int64)
+            self._answer_group[mid] = got
+        return got
+
     def _arrivals(self, cur: Cursor, t_end: int) -> None:
         times, recv, i, pb, pos = cur.times, cur.receivers, cur.i, cur.pb, cur.positions
         n = len(times)
@@ -50,9 +117,19 @@ class Delivery:
         top = heap[0] if heap else _EMPTY
         if top[0] <= lim:
             lim = top[0] if (ARRIVALS, pr, pc) < (top[1], top[2], top[3]) else top[0] - 1
-        first, offline = i, 0
+        first, offline, skipped = i, 0, 0
         content = cur.ctx[0] != "sync"  # only a message's own copies call off repair work for it
         mid = cur.ctx[4]
+        held = marks = self.held.get(mid) if content else None  # (held None: every copy goes to the engine)
+        w = self.workers
+        if held is not None:
+            # a copy of a message its member holds only counts a duplicate in the engine, unless the member has a
+            # repair answer for it pending (the copy calls it off), delayed acks are on (it owes an ack), or the
+            # engine would refuse the frame first: a bad frame, or one too far ahead of every copy's time here
+            if always or not self.skip_held or pb.static_problem(self.config, self.p.channel_id) is not None \
+                    or not pb.has_lamport or pb.lamport > times[i] + self.config.max_clock_skew_ms:
+                held = None
+        answering = self.answering.get(mid, ())
         while i < n:
             t = times[i]
             if t > lim:
@@ -61,6 +138,9 @@ class Delivery:
             i += 1
             if not online[r]:
                 offline += 1
+                continue
+            if held is not None and held[r // w] and r not in answering:
+                skipped += 1
                 continue
             ch = chans[r]
             pending = ch.repair_pending(mid) if content else _NOTHING_PENDING
@@ -75,10 +155,14 @@ class Delivery:
                 if tp is Delivered:
                     dm = e.message_id  # the frame's own message (``mid`` stays the frame's id, for repair_pending)
                     if not e.repaired and not e.after_lost:
-                        w = waiting.get(r)
-                        if w is None or dm not in w:
+                        wt = waiting.get(r)
+                        if wt is None or dm not in wt:
                             s, lam = e.sender_id, e.lamport_timestamp
                             add((t, "received", dm, s, r, lam, None, t, "delivered", dm, s, r, lam, None))
+                            if marks is not None and dm == mid:
+                                marks[r // w] = 1  # (self._hold, inline)
+                            else:
+                                self._hold(dm, r)
                             continue
                 elif tp is SyncReceived:
                     add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
@@ -93,6 +177,7 @@ class Delivery:
                     if d < lim:
                         lim = d  # a tick at d sorts after arrivals at d
         delivered = i - first - offline
+        self.held_skipped += skipped
         self.frame_recv[cur.key][1] += delivered
         if offline:
             self.counts["copies_to_offline"] += offline

@@ -111,18 +111,23 @@ class Network:
         if reason != "sync" and mid not in self.sent_at:  # (its content names it: "sim message K from ...")
             pb, positions = self._parsed(data, reason, mid)
             self.sent_at[mid] = self.plan.send_times[int(bytes(pb.content).split(b" ", 3)[2])]
+            self.held[mid] = bytearray(len(self.owned))
         if self.n_stores:
             if pb is None:
                 pb, positions = self._parsed(data, reason, mid)
             self._store_ingest(r, c, t, reason, mid, pb, positions, len(data))
         if copies == 0:
             return
+        if pb is None:
+            pb, positions = self._parsed(data, reason, mid)
+        if reason != "sync" and self.skip_held and not self.churning and not self._always:
+            recv, times = self._skip_held_copies((r, c), pb, mid, recv, times, t)
+            if len(recv) == 0:
+                return
         order = np.argsort(times, kind="stable")
         # C arrays, not lists: 12 bytes a copy rather than ~80 (a list slot and an int object each), and a
         # frame in flight holds one per receiver of the shard
         times_l = array("q", (times[order] + t).astype(np.int64, copy=False).tobytes())
-        if pb is None:
-            pb, positions = self._parsed(data, reason, mid)
         # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time,
         # message id)
         ctx = (reason, self.pids[r], pb.sender_id, t, mid)

@@ -46,6 +46,8 @@ class EventRows:
         frame's message that its arrival called off."""
         for what, was, now in (("request", before[0], after[0]), ("answer", before[1], after[1])):
             if was and not now:
+                if what == "answer":
+                    self.answering.get(ctx[4], set()).discard(r)
                 self.sink.rows.extend((t, "repair_cancelled", ctx[4], ctx[2], r, None,
                                        dumps({"what": what, "via": ctx[0], "publisher": ctx[1]})))
 
@@ -71,6 +73,7 @@ class EventRows:
                         del self.waiting[r]
                 else:
                     add((t, "received", mid, e.sender_id, r, e.lamport_timestamp, first))
+                    self._hold(mid, r)
                 facts = None  # see output.FACTS
                 if e.repaired or e.after_lost:
                     facts = (e.repaired, ctx[0] if ctx else None, ctx[1] if ctx else None, e.after_lost)
@@ -95,6 +98,7 @@ class EventRows:
                 add((t, "received", mid, s, r, lam, first,
                      t, "missing", mid, s, r, lam,
                      ([h.message_id for h in e.missing], '{"waiting_on":' + _ids(e.waiting_on) + "}")))
+                self._hold(mid, r)
                 if self.n_stores and e.missing:
                     self._store_want(r, e.missing, t)
                 earlier = True
@@ -132,11 +136,17 @@ class EventRows:
             return True
         if tp is RepairScheduled:
             self.counts["repair_scheduled"] += 1
+            answering = self.answering.get(e.message_id)
+            if answering is None:
+                self.answering[e.message_id] = {r}
+            else:
+                answering.add(r)
             return True
         if tp is RepairRequested:
             for mid in e.message_ids:
                 add((t, "repair_requested", mid, None, r, None, e.carrier_id))
         elif tp is RepairServed:
+            self.answering.get(e.message_id, set()).discard(r)
             size = self._repair_bytes.pop(r, None)
             add((t, "repair_served", e.message_id, e.sender_id, r, None, size))
         elif tp is Lost:

@@ -25,7 +25,7 @@ import gc
 import heapq
 import resource
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
 
     def __init__(self, params: SimParams, plan: Plan, wid: int = 0, workers: int = 1,
                  out_dir: str | Path | None = None, *, shard_rows: int = 1_000_000, row_group_rows: int = 262_144,
-                 frame_view: bool = True):
+                 frame_view: bool = True, skip_held: bool = True):
         p = self.p = params
         #: hand receivers the engine's :class:`~sdschat.sds.channel.Frame` (read once) instead of the protobuf message
         self.frame_view = frame_view
@@ -103,6 +103,23 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         self._stores_init()
         #: every message's send time, learnt from the first frame of it this shard sees (each shard sees all)
         self.sent_at: dict[str, int] = {}
+        #: a copy of a message reaching a member that already holds it, with no repair answer of its own pending,
+        #: skips the engine (which would only count a duplicate; see Delivery._arrivals). ``held``: message id ->
+        #: one byte per owned member (index ``r // workers``), set with the member's ``received`` row (a message
+        #: once received stays logged); ``answering``: message id -> members that scheduled an answer to a repair
+        #: request for it (never fewer than the engines' own: an entry is only dropped when the answer went out
+        #: or was called off)
+        self.skip_held = skip_held and frame_view
+        self.held: dict[str, bytearray] = {}
+        self.answering: dict[str, set[int]] = {}
+        self.held_skipped = 0  # engine receives skipped: added to the engines' "duplicates" in finish()
+        #: copies dropped when their frame was scheduled (Delivery._skip_held_copies): the latest one's time (the
+        #: frame is in flight until then, as far as quiescence goes), and (last time, frame key, times) of those
+        #: that may still be due at the end of the run
+        self.skipped_until = -1
+        self._skips: deque[tuple[int, tuple[int, int], np.ndarray]] = deque()
+        self._answer_group: dict[str, np.ndarray] = {}
+        self.until = p.start_ms  # the end (exclusive) of the last run()
         #: send-to-shown (first copy) and send-to-delivered (causal order) latencies of this shard's rows: ms -> n
         self.latency = {"send_to_shown": Counter(), "send_to_deliver": Counter()}
         self.sink.observe = self._observe
@@ -210,6 +227,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
 
     def run(self, t_end: int) -> None:
         """Process every event before ``t_end`` (exclusive)."""
+        self.until = t_end
         heap = self.heap
         pop = heapq.heappop
         dl = self.dl
@@ -264,7 +282,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         (The simulation stops once this holds at every check for a quiet period: see
         :func:`~sdschat.sim.clock.quiet_period_ms`.)
         """
-        if self.busy_cursors or self.st_outstanding:
+        if self.busy_cursors or self.st_outstanding or self.skipped_until >= self.until:
             return False
         owned = self.owned
         chans = self.chans
@@ -293,6 +311,16 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         for item in self.heap:
             if item[1] == ARRIVALS:
                 in_flight[item[4].key] = len(item[4].times) - item[4].i
+        for last, key, due in self._skips:  # skipped copies due after the end are still in flight
+            if last >= self.until:
+                k = int(np.count_nonzero(due >= self.until))
+                in_flight[key] = in_flight.get(key, 0) + k
+                self.frame_recv[key][1] -= k
+                self.counts["receives"] -= k
+                self.held_skipped -= k
+        if self.held_skipped:
+            stats["duplicates"] += self.held_skipped
+            self.counts["receives_skipped_held"] += self.held_skipped
         return {
             "logs": logs,
             "frames_published": self.frames_published,

@@ -245,6 +245,76 @@ def test_frame_view_gives_the_same_events_as_the_protobuf_message(tmp_path):
     assert view.log_hashes == plain.log_hashes
 
 
+@pytest.mark.parametrize("case", ["lossy", "churn", "horizon"])
+def test_copies_of_a_held_message_skipping_the_engine_change_nothing(tmp_path, case):
+    """A copy of a message its member already holds (and cannot answer a repair request for) skips the engine:
+    the events, logs, frames, engine statistics and the rest of the results are the same as when every copy goes
+    to the engine -- with workers, with churn (no copy is dropped before it is due), and when the run ends at the
+    horizon with such copies still in flight."""
+    p = {
+        "lossy": SimParams(participants=30, messages=25, rate=2.0, loss=0.2, duplicate=0.1, seed=5,
+                           overrides=FAST_REPAIR, latency_ms=(5, 150), horizon_ms=120_000, response_groups=4),
+        "churn": SimParams(participants=20, messages=25, rate=1.0, loss=0.1, churn=(0.2, 5_000), settle="clean",
+                           seed=4, overrides=FAST_REPAIR, latency_ms=(5, 150), horizon_ms=200_000,
+                           response_groups=4),
+        "horizon": SimParams(participants=30, messages=30, rate=4.0, loss=0.3, seed=6, overrides=FAST_REPAIR,
+                             latency_ms=(5, 400), horizon_ms=1_500, response_groups=4),
+    }[case]
+    on = simulate(p, tmp_path / "on", workers=2)
+    off = simulate(p, tmp_path / "off", workers=2, skip_held=False)
+    assert rows_without_seq(events_of(tmp_path / "on")) == rows_without_seq(events_of(tmp_path / "off"))
+    assert on.log_hashes == off.log_hashes
+    assert pq.read_table(tmp_path / "on" / "frames.parquet").equals(pq.read_table(tmp_path / "off" / "frames.parquet"))
+    skipped = on.meta["counts"].pop("receives_skipped_held")
+    assert skipped > 100 and "receives_skipped_held" not in off.meta["counts"]
+    drop = ("wall_time_s", "peak_rss_mb", "peak_rss_mb_total", "events_per_s", "worker_busy_s", "worker_cpu_s",
+            "worker_wait_s", "windows")
+    assert {k: v for k, v in on.meta.items() if k not in drop} == {k: v for k, v in off.meta.items() if k not in drop}
+    assert on.meta["engine_stats"]["duplicates"] >= skipped
+    if case == "horizon":
+        assert on.meta["stop_reason"] == "horizon" and on.meta["counts"]["copies_in_flight_at_end"] > 0
+
+
+def test_a_frame_whose_copies_all_skip_the_engine_is_in_flight_until_they_are_due():
+    """Quiescence and the end-of-run count see a frame whose every copy was dropped as held (an author's
+    rebroadcast of a message everyone has) as in flight until its last copy is due, as they would its cursor."""
+    from sdschat.sim.plan import make_plan
+    from sdschat.sim.shard import Shard
+
+    p = SimParams(participants=6, messages=2, rate=2.0, seed=1, latency_ms=(50, 90), response_groups=64)
+    t = p.start_ms + 60_000
+
+    def rebroadcast() -> tuple[Shard, tuple, int]:
+        shard = Shard(p, make_plan(p), 0, 1, None)
+        published = []
+        ingest = shard.ingest_one
+        shard.ingest_one = lambda fm: (published.append(fm), ingest(fm))
+        shard.start()
+        shard.run(t)
+        assert shard.quiescent()
+        # an author's message whose response group holds no other member: no receiver can answer for it
+        fm = next(fm for fm in published if fm[4] == "message"
+                  and len(shard._answerers(fm[5], shard.pids[fm[0]])) == 1)
+        receives = shard.counts["receives"]
+        shard.ingest_one((fm[0], 99, t, fm[3], "resend", fm[5], 0.0, 0.0))
+        assert shard.busy_cursors == 0 and shard.counts["receives"] == receives + 5  # every copy skipped
+        assert not shard.quiescent()
+        return shard, fm, receives
+
+    shard, fm, receives = rebroadcast()
+    shard.run(t + 70)  # some copies due (50-90 ms), some not
+    assert not shard.quiescent()
+    part = shard.finish()
+    assert 0 < part["copies_in_flight"] < 5
+    assert part["counts"]["receives"] + part["copies_in_flight"] == receives + 5
+    assert part["frame_recv"][(fm[0], 99)] == [5, 5 - part["copies_in_flight"]]
+    shard, fm, receives = rebroadcast()
+    shard.run(t + 91)
+    assert shard.quiescent()
+    part = shard.finish()
+    assert part["copies_in_flight"] == 0 and part["counts"]["receives"] == receives + 5
+
+
 def test_frame_view_reads_like_the_message():
     from sdschat.sds import ChannelConfig, MessageChannel
     from sdschat.sds.wire import parse_pb
