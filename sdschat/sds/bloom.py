@@ -187,6 +187,10 @@ class BloomFilter:
         return self.fill_ratio() ** self.k
 
 
+#: additions whose bits :class:`RollingBloomFilter` may leave unset (8 bytes each; their positions are shared)
+_PENDING_MAX = 4096
+
+
 class RollingBloomFilter:
     """A :class:`BloomFilter` that rolls over before it passes its capacity.
 
@@ -198,7 +202,7 @@ class RollingBloomFilter:
     ``keep`` ids is set in both bit arrays), so a roll is a swap, not a rehash.
     """
 
-    __slots__ = ("filter", "_ids", "keep", "rolls", "rolling", "_next")
+    __slots__ = ("filter", "_ids", "keep", "rolls", "rolling", "_next", "_pending")
 
     def __init__(
         self, capacity: int = 10_000, error_rate: float = 0.001, keep: int | None = None, rolling: bool = True
@@ -212,6 +216,11 @@ class RollingBloomFilter:
         #: the next filter, built from the newest ``keep`` ids; allocated when they start (a filter that never
         #: nears its capacity -- a simulated member's, a quiet channel's -- never holds a second bit array)
         self._next: bytearray | None = None
+        #: positions given to :meth:`add` whose bits are not set yet: they are set when the bits are read
+        #: (:meth:`to_bytes`, a lookup), so a member that never sends never sets them -- a simulated member
+        #: that only receives, say (its receivers share one positions tuple per message). Only while no roll
+        #: is near (no next generation is being built), and at most ``_PENDING_MAX`` of them.
+        self._pending: list[tuple[tuple[int, int], ...]] = []
 
     @property
     def capacity(self) -> int:
@@ -227,10 +236,18 @@ class RollingBloomFilter:
     def add(self, item: str, positions: tuple[tuple[int, int], ...] | None = None) -> bool:
         """Insert ``item`` (``positions`` if already computed). Returns True if the filter rolled first."""
         f = self.filter
+        ids = self._ids
+        pending = self._pending
+        if positions is not None and len(pending) < _PENDING_MAX and (
+                not self.rolling or len(ids) < f.capacity - self.keep):
+            ids.append(item)
+            pending.append(positions)  # (set when the bits are read: see _pending)
+            return False
+        if pending:
+            self._settle()
         if positions is None:
             positions = positions_in(item, f.m, f.k)
         rolled = False
-        ids = self._ids
         if self.rolling:
             cap = f.capacity
             if len(ids) >= cap:
@@ -252,7 +269,17 @@ class RollingBloomFilter:
             bits[idx] |= mask
         return rolled
 
+    def _settle(self) -> None:
+        """Set the bits of the pending additions."""
+        bits = self.filter._bits
+        for positions in self._pending:
+            for idx, mask in positions:
+                bits[idx] |= mask
+        self._pending = []
+
     def __contains__(self, item: str) -> bool:
+        if self._pending:
+            self._settle()
         return item in self.filter
 
     def __len__(self) -> int:
@@ -267,11 +294,16 @@ class RollingBloomFilter:
         self._ids = deque()
         self.filter.clear()
         self._next = None
+        self._pending = []
         for item in ids:
             self.add(item)
 
     def to_bytes(self) -> bytes:
+        if self._pending:
+            self._settle()
         return self.filter.to_bytes()
 
     def false_positive_rate(self) -> float:
+        if self._pending:
+            self._settle()
         return self.filter.false_positive_rate()
