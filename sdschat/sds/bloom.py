@@ -207,7 +207,10 @@ class RollingBloomFilter:
     def __init__(
         self, capacity: int = 10_000, error_rate: float = 0.001, keep: int | None = None, rolling: bool = True
     ) -> None:
+        #: its bits are read through this class (:meth:`to_bytes`, ``in``): they are allocated when first set
+        #: (empty until then: all zero), and may lag behind pending additions (``_pending``)
         self.filter = BloomFilter(capacity, error_rate)
+        self.filter._bits = bytearray()
         self._ids: deque[str] = deque()
         self.keep = max(1, min(capacity, capacity // 2 if keep is None else keep))
         self.rolls = 0
@@ -243,8 +246,7 @@ class RollingBloomFilter:
             ids.append(item)
             pending.append(positions)  # (set when the bits are read: see _pending)
             return False
-        if pending:
-            self._settle()
+        self._ready()
         if positions is None:
             positions = positions_in(item, f.m, f.k)
         rolled = False
@@ -269,17 +271,20 @@ class RollingBloomFilter:
             bits[idx] |= mask
         return rolled
 
-    def _settle(self) -> None:
-        """Set the bits of the pending additions."""
-        bits = self.filter._bits
-        for positions in self._pending:
-            for idx, mask in positions:
-                bits[idx] |= mask
-        self._pending = []
+    def _ready(self) -> None:
+        """The filter's bits allocated, and the pending additions' set."""
+        f = self.filter
+        bits = f._bits
+        if not bits:
+            bits = f._bits = bytearray(f.n_bytes)
+        if self._pending:
+            for positions in self._pending:
+                for idx, mask in positions:
+                    bits[idx] |= mask
+            self._pending = []
 
     def __contains__(self, item: str) -> bool:
-        if self._pending:
-            self._settle()
+        self._ready()
         return item in self.filter
 
     def __len__(self) -> int:
@@ -299,11 +304,9 @@ class RollingBloomFilter:
             self.add(item)
 
     def to_bytes(self) -> bytes:
-        if self._pending:
-            self._settle()
+        self._ready()
         return self.filter.to_bytes()
 
     def false_positive_rate(self) -> float:
-        if self._pending:
-            self._settle()
+        self._ready()
         return self.filter.false_positive_rate()
