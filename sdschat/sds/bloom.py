@@ -221,8 +221,8 @@ class RollingBloomFilter:
         self._next: bytearray | None = None
         #: positions given to :meth:`add` whose bits are not set yet: they are set when the bits are read
         #: (:meth:`to_bytes`, a lookup), so a member that never sends never sets them -- a simulated member
-        #: that only receives, say (its receivers share one positions tuple per message). Only while no roll
-        #: is near (no next generation is being built), and at most ``_PENDING_MAX`` of them.
+        #: that only receives, say (the simulator computes a message's positions once for all its receivers).
+        #: Only while no roll is near (no next generation is being built), and at most ``_PENDING_MAX`` of them.
         self._pending: list[tuple[tuple[int, int], ...]] = []
 
     @property
@@ -272,7 +272,7 @@ class RollingBloomFilter:
         return rolled
 
     def _ready(self) -> None:
-        """The filter's bits allocated, and the pending additions' set."""
+        """Allocate the filter's bits if they are not yet, and set the pending additions' bits."""
         f = self.filter
         bits = f._bits
         if not bits:
