@@ -59,9 +59,7 @@ class Delivery:
         by every receiver otherwise). ``recv``/``times``: this shard's receivers and their latencies (numpy).
         """
         held = self.held.get(mid)
-        cfg = self.config
-        if held is None or pb.static_problem(cfg, self.p.channel_id) is not None or not pb.has_lamport \
-                or pb.lamport > t + int(times.min()) + cfg.max_clock_skew_ms:
+        if held is None or not self._passes_checks(pb, t + int(times.min())):
             return recv, times
         loc = recv // self.workers
         skip = np.frombuffer(held, dtype=np.uint8)[loc].astype(bool)
@@ -84,6 +82,14 @@ class Delivery:
         skips.append((last, key, due))
         keep = ~skip
         return recv[keep], times[keep]
+
+    def _passes_checks(self, pb, earliest: int) -> bool:
+        """Whether every receiver's engine gets past its checks of the frame ``pb`` for copies due from
+        ``earliest`` on: the static ones, and the Lamport clock's skew (only then does a held copy do nothing but
+        count a duplicate)."""
+        cfg = self.config
+        return pb.static_problem(cfg, self.p.channel_id) is None and pb.has_lamport \
+            and pb.lamport <= earliest + cfg.max_clock_skew_ms
 
     def _answerers(self, mid: str, sender: str):
         """Local indices of this shard's members in ``mid``'s response group (who may answer a repair request
@@ -126,8 +132,7 @@ class Delivery:
             # a copy of a message its member holds only counts a duplicate in the engine, unless the member has a
             # repair answer for it pending (the copy calls it off), delayed acks are on (it owes an ack), or the
             # engine would refuse the frame first: a bad frame, or one too far ahead of every copy's time here
-            if always or not self.skip_held or pb.static_problem(self.config, self.p.channel_id) is not None \
-                    or not pb.has_lamport or pb.lamport > times[i] + self.config.max_clock_skew_ms:
+            if always or not self.skip_held or not self._passes_checks(pb, times[i]):
                 held = None
         answering = self.answering.get(mid, ())
         while i < n:
