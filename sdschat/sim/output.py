@@ -46,16 +46,18 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from hashlib import sha256
+from itertools import compress, repeat
+from operator import is_not
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = [
     "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "BASE_COLUMNS", "TYPED_COLUMNS", "FORMAT",
-    "FACTS", "ROW_WIDTH", "DETAIL_KEYS", "EventSink", "log_hash",
+    "FACTS", "ROW_WIDTH", "DETAIL_KEYS", "EventBatch", "EventSink", "log_hash",
     "write_table", "write_meta", "SHARD_GLOB", "META_FILE", "FRAMES_FILE", "LOGS_FILE",
 ]
 
@@ -141,8 +143,12 @@ def log_hash(message_ids) -> str:
 
 
 def write_table(path: Path, table: pa.Table, row_group_rows: int = 262_144) -> None:
+    """Write ``table`` as zstd Parquet, its string columns dictionary-encoded (not its numbers: unique or
+    nearly so, a dictionary only costs time)."""
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, row_group_size=row_group_rows, compression="zstd")
+    strings = [f.name for f in table.schema
+               if pa.types.is_string(f.type) or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))]
+    pq.write_table(table, tmp, row_group_size=row_group_rows, compression="zstd", use_dictionary=strings)
     os.replace(tmp, path)
 
 
@@ -183,8 +189,8 @@ class EventSink:
         self.shards: list[str] = []
         self.written = 0
         self.kind_counts: Counter = Counter()
-        #: called with a shard's columns (``rows[j::ROW_WIDTH]``) before they are written
-        self.observe: Callable[[list[list]], None] | None = None
+        #: called with each flush's rows (an :class:`EventBatch`) before they are written
+        self.observe: Callable[[EventBatch], None] | None = None
 
     def add(self, *row) -> None:
         """Append one row (convenience; the simulator extends :attr:`rows` directly)."""
@@ -207,34 +213,38 @@ class EventSink:
         n = len(rows) // ROW_WIDTH
         cols = [rows[j::ROW_WIDTH] for j in range(ROW_WIDTH)]
         rows.clear()  # in place: bound methods of the list stay valid
-        self.kind_counts.update(Counter(cols[1]))
+        kinds = pa.array(cols[1], pa.string()).dictionary_encode()
+        names = kinds.dictionary.to_pylist()
+        codes = kinds.indices.to_numpy()
+        self.kind_counts.update(dict(zip(names, np.bincount(codes, minlength=len(names)).tolist())))
+        ts = pa.array(cols[0], pa.int64())
+        mids = pa.array(cols[2], pa.string())
+        batch = EventBatch(names, codes, ts.to_numpy(), mids)
         if self.observe is not None:
-            self.observe(cols)
+            self.observe(batch)
         if self.out_dir is not None:
-            detail, typed = _facts_columns(cols[1], cols[6])
+            # by kind (stable: time order within a kind), so a filter on kind skips row groups: a stable sort of
+            # each row's kind rank (a radix sort of small integers); every column is put in that order as it is
+            # made, the sparse ones (detail, the typed facts) straight into their sorted places
+            rank = {name: k for k, name in enumerate(sorted(names))}
+            order = np.argsort(np.array([rank[name] for name in names], np.int16)[codes], kind="stable")
+            place = np.empty(n, np.int64)
+            place[order] = np.arange(n)
+            facts = _facts_columns(batch, cols[6], place)
+            take = pa.array(order)
             first = self.written * self.seq_stride + self.seq_offset + 1
-            kinds = pa.array(cols[1], pa.string())
-            # by kind (stable: time order within a kind), so a filter on kind skips row groups; each column is
-            # put in that order as it is made (never two copies of the whole shard)
-            order = pc.sort_indices(kinds)
-
-            def column(values, kind) -> pa.Array:
-                return pa.array(values, kind).take(order)
-
             if self.participant_names is not None:
                 participants = pa.DictionaryArray.from_arrays(
-                    pa.array(cols[4], pa.int32()).take(order), self.participant_names).cast(pa.string())
+                    pa.array(cols[4], pa.int32()).take(take), self.participant_names).cast(pa.string())
             else:
-                participants = column(cols[4], pa.string())
-            arrays = [column(range(first, first + n * self.seq_stride, self.seq_stride), pa.int64()),
-                      column(cols[0], pa.int64()), kinds.take(order), pa.array([self.channel_id] * n, pa.string()),
-                      column(cols[2], pa.string()), column(cols[3], pa.string()), participants,
-                      column(cols[5], pa.int64())]
-            del cols, kinds
-            arrays.append(column(detail, pa.string()))
-            del detail
-            for name in TYPED_COLUMNS:
-                arrays.append(column(typed.pop(0), EVENT_SCHEMA.field(name).type))
+                participants = pa.array(cols[4], pa.string()).take(take)
+            arrays = [pa.array(order * self.seq_stride + first), ts.take(take),
+                      pa.DictionaryArray.from_arrays(pa.array(codes[order]), kinds.dictionary).cast(pa.string()),
+                      pa.repeat(self.channel_id, n), mids.take(take), pa.array(cols[3], pa.string()).take(take),
+                      participants, pa.array(cols[5], pa.int64()).take(take)]
+            del cols, kinds, ts, mids, batch
+            for name in ("detail",) + TYPED_COLUMNS:
+                arrays.append(_sparse(n, facts.pop(name, []), EVENT_SCHEMA.field(name).type))
             table = pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
             del arrays
             name = f"{self.prefix}{len(self.shards):05d}.parquet"
@@ -246,43 +256,57 @@ class EventSink:
         self.flush()
 
 
-def _dumps(d: dict) -> str:
-    return json.dumps(d, separators=(",", ":"))
+class EventBatch(NamedTuple):
+    """One flush's rows as :attr:`EventSink.observe` sees them (in the order they were added)."""
+
+    kinds: list[str]  #: the kinds present
+    codes: np.ndarray  #: each row's kind, as an index into ``kinds``
+    ts: np.ndarray  #: each row's ``ts_ms`` (int64)
+    message_ids: pa.Array  #: each row's ``message_id`` (strings)
+
+    def of_kind(self, kind: str) -> np.ndarray:
+        """A mask of the rows of ``kind``."""
+        if kind not in self.kinds:
+            return np.zeros(len(self.codes), bool)
+        return self.codes == self.kinds.index(kind)
 
 
-def _bytes(x, i, t, d):
-    t[2][i] = x
+#: compact JSON (one encoder: ``json.dumps`` with separators makes one a call)
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def _resent(x, i, t, d):
-    t[2][i] = x[0]
-    d[i] = '{"resends":' + ("null" if x[1] is None else str(x[1])) + "}"
+def _bytes(xs):
+    return {"bytes": xs}
 
 
-def _acked(x, i, t, d):
-    t[1][i], t[3][i], t[4][i] = x
+def _resent(xs):
+    return {"bytes": [x[0] for x in xs],
+            "detail": ['{"resends":' + ("null" if x[1] is None else str(x[1])) + "}" for x in xs]}
 
 
-def _possibly_acked(x, i, t, d):
-    t[3][i], t[4][i] = x[1], x[2]
-    d[i] = '{"count":' + str(x[0]) + "}"
+def _acked(xs):
+    return {"by_bloom": [x[0] for x in xs], "by_id": [x[1] for x in xs], "frame_ts": [x[2] for x in xs]}
 
 
-def _delivered(x, i, t, d):
-    t[0][i] = x[0]
-    d[i] = _dumps({"via": x[1], "publisher": x[2], "after_lost": list(x[3])})
+def _possibly_acked(xs):
+    return {"by_id": [x[1] for x in xs], "frame_ts": [x[2] for x in xs],
+            "detail": ['{"count":' + str(x[0]) + "}" for x in xs]}
 
 
-def _missing(x, i, t, d):
-    t[5][i] = x[0]
-    d[i] = x[1]
+def _delivered(xs):
+    return {"repaired": [x[0] for x in xs],
+            "detail": [_dumps({"via": x[1], "publisher": x[2], "after_lost": list(x[3])}) for x in xs]}
 
 
-def _carrier(x, i, t, d):
-    t[6][i] = x
+def _missing(xs):
+    return {"missing_ids": [x[0] for x in xs], "detail": [x[1] for x in xs]}
 
 
-#: kind -> how a row's facts value fills the typed columns (indices into :data:`TYPED_COLUMNS`) and detail
+def _carrier(xs):
+    return {"carrier": xs}
+
+
+#: kind -> how its rows' facts values (a list of them) become typed columns and detail (column -> values)
 FACTS = {
     "sent": _bytes, "sync_sent": _bytes, "repair_served": _bytes,  # the frame's size (int)
     "resent": _resent,  # (size, resends)
@@ -294,21 +318,34 @@ FACTS = {
 }
 
 
-def _facts_columns(kinds: list, facts: list) -> tuple[list, list[list]]:
-    """The ``detail`` column and the :data:`TYPED_COLUMNS` of a shard, from its rows' facts (see :data:`FACTS`)."""
-    n = len(kinds)
-    detail: list = [None] * n
-    typed = [[None] * n for _ in TYPED_COLUMNS]
-    get = FACTS.get
-    for i, x in enumerate(facts):
-        if x is None:
+def _facts_columns(batch: EventBatch, facts: list, place: np.ndarray) -> dict[str, list]:
+    """``detail`` and the :data:`TYPED_COLUMNS` of a shard, from its rows' facts (see :data:`FACTS`): for each
+    column, its non-null values as ``(places, values)`` pieces, one a kind (row ``i`` goes to ``place[i]``)."""
+    out: dict[str, list] = {}
+    has = np.fromiter(compress(range(len(facts)), map(is_not, facts, repeat(None))), np.int64)  # (most: None)
+    codes = batch.codes[has]
+    for k, kind in enumerate(batch.kinds):
+        rows = has[codes == k]
+        if not len(rows):
             continue
-        fill = get(kinds[i])
-        if fill is None:
-            detail[i] = x
-        else:
-            fill(x, i, typed, detail)
-    return detail, typed
+        xs = [facts[i] for i in rows.tolist()]
+        fill = FACTS.get(kind)
+        for name, values in (fill(xs) if fill is not None else {"detail": xs}).items():
+            out.setdefault(name, []).append((place[rows], values))
+    return out
+
+
+def _sparse(n: int, pieces: list, kind: pa.DataType) -> pa.Array:
+    """A column of ``n`` nulls but for its ``(places, values)`` pieces."""
+    if not pieces:
+        return pa.nulls(n, kind)
+    places = np.concatenate([p for p, _ in pieces])
+    values = [v for _, vs in pieces for v in vs]
+    pick = np.zeros(n, np.int64)
+    pick[places] = np.arange(len(places))
+    null = np.ones(n, bool)
+    null[places] = False
+    return pa.array(values, kind).take(pa.array(pick, mask=null))
 
 
 def write_meta(path: Path, meta: dict[str, Any]) -> None:

@@ -118,7 +118,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         #: that may still be due at the end of the run
         self.skipped_until = -1
         self._skips: deque[tuple[int, tuple[int, int], np.ndarray]] = deque()
-        self._answer_group: dict[str, np.ndarray] = {}
+        self._answer_group: dict[str, tuple] = {}  # see Delivery._response_group
         self.until = p.start_ms  # the end (exclusive) of the last run()
         #: send-to-shown (first copy) and send-to-delivered (causal order) latencies of this shard's rows: ms -> n
         self.latency = {"send_to_shown": Counter(), "send_to_deliver": Counter()}
@@ -138,16 +138,18 @@ class Shard(Network, Delivery, EventRows, StoreClients):
 
     # -------------------------------------------------------------- setup
 
-    def _observe(self, cols: list[list]) -> None:
-        """Add a shard's received and delivered rows to the latency histograms (rows of one flush)."""
-        sent_at = self.sent_at
-        shown = self.latency["send_to_shown"]
-        deliver = self.latency["send_to_deliver"]
-        for kind, t, mid in zip(cols[1], cols[0], cols[2]):
-            if kind == "delivered":
-                deliver[t - sent_at[mid]] += 1
-            elif kind == "received":
-                shown[t - sent_at[mid]] += 1
+    def _observe(self, batch: output.EventBatch) -> None:
+        """Add a flush's received and delivered rows to the latency histograms (send time from ``sent_at``)."""
+        for kind, hist in (("received", self.latency["send_to_shown"]),
+                           ("delivered", self.latency["send_to_deliver"])):
+            rows = batch.of_kind(kind)
+            if not rows.any():
+                continue
+            ids = batch.message_ids.filter(rows).dictionary_encode()
+            sent_at = self.sent_at
+            sent = np.array([sent_at[m] for m in ids.dictionary.to_pylist()], np.int64)
+            ms, n = np.unique(batch.ts[rows] - sent[ids.indices.to_numpy()], return_counts=True)
+            hist.update(dict(zip(ms.tolist(), n.tolist())))
 
     def start(self) -> None:
         p = self.p
