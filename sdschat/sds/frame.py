@@ -25,7 +25,7 @@ class Frame:
     checks run once per engine configuration, the causal history becomes
     :class:`HistoryEntry` values once (after the checks pass; immutable,
     shared by every receiver's state), and the sender's half of the SDS-R
-    response-group test is hashed once. ``receive_parsed`` given a protobuf
+    response-group test is hashed once (or the whole group is given: ``responders``). ``receive_parsed`` given a protobuf
     message builds a ``Frame`` itself, so both give the same events and the
     same state. Any other attribute (``HasField``, ``causal_history``...) reads through to the
     parsed message: a ``Frame`` reads like the message it wraps.
@@ -33,7 +33,7 @@ class Frame:
 
     __slots__ = ("pb", "message_id", "sender_id", "channel_id", "has_lamport", "lamport", "content", "has_content",
                  "history", "history_ids", "repair", "bloom", "_lists_read", "_vcfg", "_vchan", "_problem",
-                 "_sender_hash", "_sync_event", "_delivery")
+                 "_sender_hash", "_sync_event", "_delivery", "responders")
 
     def __init__(self, pb: sds_pb2.Message) -> None:
         self.pb = pb
@@ -59,6 +59,11 @@ class Frame:
         # delivery
         self._sync_event: SyncReceived | None = None
         self._delivery: tuple | None = None  # (LogRow, Delivered, (lamport, id)); see LocalLog.keys
+        #: the ids of the receivers in the message's SDS-R response group, for the response-group count of the
+        #: receivers' configuration, when whoever shares the frame knows them for every receiver it hands the
+        #: frame to (a simulator does: it hashes each member's side once per message, not once per frame);
+        #: None: each receiver hashes its own side (:meth:`RepairScheduler.in_sender_group`)
+        self.responders: frozenset[str] | None = None
 
     def static_problem(self, config: ChannelConfig, channel_id: str) -> tuple[str, str] | None:
         """The checks of a frame that do not depend on the receiver's state (all but the Lamport skew)."""

@@ -224,12 +224,16 @@ class RepairScheduler:
     # ------------------------------------------------------------------ cache
 
     def in_sender_group(self, f) -> bool:
-        """``in_response_group(self, f.sender_id, f.message_id, groups)``, the sender's hash read once per frame."""
+        """``in_response_group(self, f.sender_id, f.message_id, groups)``, the sender's hash read once per frame
+        (the whole group, when the frame knows it: ``Frame.responders``)."""
         groups = self.groups
         if not f.sender_id:
             return False
         if groups <= 1:
             return True
+        known = f.responders
+        if known is not None:
+            return self.participant_id in known
         return hash64(self.participant_id + f.message_id) % groups == f.sender_hash() % groups
 
     def cache_put(self, row: CacheRow) -> None:

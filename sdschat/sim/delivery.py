@@ -63,7 +63,7 @@ class Delivery:
             return recv, times
         loc = recv // self.workers
         skip = np.frombuffer(held, dtype=np.uint8)[loc].astype(bool)
-        answers = self._answerers(mid, pb.sender_id)
+        answers = self._response_group(mid, pb.sender_id)[0]
         if len(answers):
             skip &= ~np.isin(loc, answers)
         k = int(np.count_nonzero(skip))
@@ -91,24 +91,25 @@ class Delivery:
         return pb.static_problem(cfg, self.p.channel_id) is None and pb.has_lamport \
             and pb.lamport <= earliest + cfg.max_clock_skew_ms
 
-    def _answerers(self, mid: str, sender: str):
-        """Local indices of this shard's members in ``mid``'s response group (who may answer a repair request
-        for it: :func:`~sdschat.sds.repair.in_response_group`), once per message."""
+    def _response_group(self, mid: str, sender: str) -> tuple[np.ndarray, frozenset[str] | None]:
+        """This shard's members in ``mid``'s response group (who may answer a repair request for it:
+        :func:`~sdschat.sds.repair.in_response_group`), once per message: their local indices, and their ids
+        for the engines (``Frame.responders``; None where an engine decides without hashing: SDS-R off, or one
+        group)."""
         got = self._answer_group.get(mid)
         if got is None:
             rc = self.config.repair
+            g = rc.response_groups
+            owned = self.owned
             if not rc.enabled:
-                got = np.zeros(0, dtype=np.int64)
+                got = (np.zeros(0, dtype=np.int64), None)
+            elif g <= 1:
+                got = (np.arange(len(owned)), None)
             else:
-                g = rc.response_groups
                 pids = self.pids
-                owned = self.owned
-                if g <= 1:
-                    got = np.arange(len(owned))
-                else:
-                    want = hash64(sender + mid) % g if sender else -1
-                    got = np.fromiter((j for j, r in enumerate(owned) if hash64(pids[r] + mid) % g == want),
-                                      dtype=np.int64)
+                want = hash64(sender + mid) % g if sender else -1
+                local = [j for j, r in enumerate(owned) if hash64(pids[r] + mid) % g == want]
+                got = (np.array(local, dtype=np.int64), frozenset(pids[owned[j]] for j in local))
             self._answer_group[mid] = got
         return got
 

@@ -7,8 +7,9 @@ generator per frame, keyed by publisher and frame counter: see
 arrival time into one :class:`Cursor`. The frame is parsed once
 (:func:`sdschat.sds.wire.parse_pb`) and read once into the engine's
 :class:`~sdschat.sds.channel.Frame` (fields, causal history, validity checks,
-the sender's half of the response-group hash), and the bloom positions of its
-id are computed once; every receiver gets the same ``Frame`` (see
+the sender's half of the response-group hash, and which of the shard's members
+are in the message's response group), and the bloom positions of its id are
+computed once; every receiver gets the same ``Frame`` (see
 :mod:`sdschat.sim.delivery`). An offline publisher's frames go nowhere.
 """
 
@@ -77,9 +78,12 @@ class Network:
     def _parsed(self, data: bytes, reason: str, mid: str) -> tuple:
         """The frame read once for every receiver, and its id's bloom positions (not for a sync)."""
         pb = parse_pb(data)
+        if reason == "sync":
+            return (Frame(pb) if self.frame_view else pb), None
         if self.frame_view:
             pb = Frame(pb)
-        return pb, (self.bloom.positions(mid) if reason != "sync" else None)
+            pb.responders = self._response_group(mid, pb.sender_id)[1]  # (each receiver's hash, made once)
+        return pb, self.bloom.positions(mid)
 
     def ingest_one(self, fm: FrameMsg) -> None:
         """Schedule this shard's copies of a broadcast frame."""

@@ -169,6 +169,36 @@ def test_only_response_group_members_answer():
     assert sorted(r.message_id for r in c.snapshot().cache) == sorted(eligible)
 
 
+def test_a_frame_that_names_its_responders_caches_as_each_receiver_would_hash():
+    """``Frame.responders`` (the receivers in the message's response group, given by whoever shares the frame)
+    decides what each receiver caches exactly as its own hash would; without it, each receiver hashes."""
+    from sdschat.sds.channel import Frame
+    from sdschat.sds.wire import parse_pb
+
+    groups = 4
+    names = [f"r{i}" for i in range(12)]
+    a = channel("alice", cfg({"num_response_groups": groups}))
+    sent = [a.send(f"m{i}".encode(), i) for i in range(30)]
+    hashed = {n: channel(n, cfg({"num_response_groups": groups})) for n in names}
+    told = {n: channel(n, cfg({"num_response_groups": groups})) for n in names}
+    for o in sent:
+        for c in hashed.values():
+            c.receive(o.data, 100)
+        f = Frame(parse_pb(o.data))
+        f.responders = frozenset(n for n in names if repair.in_response_group(n, "alice", o.message_id, groups))
+        for c in told.values():
+            c.receive_parsed(f, 100)
+    cached = {n: sorted(r.message_id for r in hashed[n].snapshot().cache) for n in names}
+    assert {n: sorted(r.message_id for r in told[n].snapshot().cache) for n in names} == cached
+    assert 0 < sum(map(len, cached.values())) < len(names) * len(sent)  # some of each
+    # a frame naming nobody: nobody caches (the named set is trusted, not re-hashed)
+    f = Frame(parse_pb(a.send(b"late", 50).data))
+    f.responders = frozenset()
+    c = channel("r0", cfg({"num_response_groups": groups}))
+    c.receive_parsed(f, 100)
+    assert not c.snapshot().cache
+
+
 # ------------------------------------------------------------------ requests
 
 

@@ -237,8 +237,10 @@ def test_text_forms():
 
 
 def test_frame_view_gives_the_same_events_as_the_protobuf_message(tmp_path):
+    # (four response groups: the frame names each message's responders, where every receiver hashes for itself
+    # when given the protobuf message)
     p = SimParams(participants=20, messages=15, rate=2.0, loss=0.2, duplicate=0.1, seed=12, overrides=FAST_REPAIR,
-                  horizon_ms=120_000)
+                  horizon_ms=120_000, response_groups=4)
     view = simulate(p, tmp_path / "view")
     plain = simulate(p, tmp_path / "plain", frame_view=False)
     assert events_of(tmp_path / "view").equals(events_of(tmp_path / "plain"))
@@ -294,7 +296,7 @@ def test_a_frame_whose_copies_all_skip_the_engine_is_in_flight_until_they_are_du
         assert shard.quiescent()
         # an author's message whose response group holds no other member: no receiver can answer for it
         fm = next(fm for fm in published if fm[4] == "message"
-                  and len(shard._answerers(fm[5], shard.pids[fm[0]])) == 1)
+                  and len(shard._response_group(fm[5], shard.pids[fm[0]])[0]) == 1)
         receives = shard.counts["receives"]
         shard.ingest_one((fm[0], 99, t, fm[3], "resend", fm[5], 0.0, 0.0))
         assert shard.busy_cursors == 0 and shard.counts["receives"] == receives + 5  # every copy skipped
