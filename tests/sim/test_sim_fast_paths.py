@@ -121,6 +121,44 @@ def test_event_sink_writes_flat_rows_as_shards(tmp_path):
     assert sink.kind_counts == {"sent": 3, "received": 4}
 
 
+def test_event_sink_puts_every_kind_of_facts_in_its_typed_columns_and_detail(tmp_path):
+    """Each kind's facts value (output.FACTS) lands in the typed columns and detail of its own row, whatever the
+    order of kinds in the shard, the rows without facts null in every typed column."""
+    from sdschat.sim.output import TYPED_COLUMNS
+
+    ids = ["a" * 64, "b" * 64]
+    cases = [  # (kind, facts, typed values the row must have, detail)
+        ("sent", 120, {"bytes": 120}, None),
+        ("sync_sent", 80, {"bytes": 80}, None),
+        ("repair_served", 95, {"bytes": 95}, None),
+        ("resent", (130, 2), {"bytes": 130}, '{"resends":2}'),
+        ("resent", (131, None), {"bytes": 131}, '{"resends":null}'),
+        ("acked", (True, "p7", 40), {"by_bloom": True, "by_id": "p7", "frame_ts": 40}, None),
+        ("acked", (False, None, None), {"by_bloom": False}, None),
+        ("possibly_acked", (3, "p8", 41), {"by_id": "p8", "frame_ts": 41}, '{"count":3}'),
+        ("delivered", (True, "repair", "p9", ("x",)), {"repaired": True},
+         '{"via":"repair","publisher":"p9","after_lost":["x"]}'),
+        ("delivered", None, {}, None),
+        ("missing", (ids, '{"waiting_on":[]}'), {"missing_ids": ids}, '{"waiting_on":[]}'),
+        ("repair_requested", "sync-1", {"carrier": "sync-1"}, None),
+        ("lost", '{"dependants":[]}', {}, '{"dependants":[]}'),
+        ("received", None, {}, None),
+        ("sync_received", None, {}, None),
+    ]
+    sink = EventSink(tmp_path, "chan", participant_names=["p0", "p1"])
+    for i, (kind, facts, _, _) in enumerate(reversed(cases * 3)):  # kinds interleaved, not in sorted order
+        sink.add(i, kind, f"m{i}", "p1", i % 2, i, facts)
+    sink.close()
+    got = {g["ts_ms"]: g for g in pq.read_table(tmp_path / sink.shards[0]).to_pylist()}
+    assert len(got) == 3 * len(cases)
+    for i, (kind, facts, typed, detail) in enumerate(reversed(cases * 3)):
+        g = got[i]
+        assert (g["kind"], g["message_id"], g["participant_id"], g["lamport_timestamp"]) == (kind, f"m{i}",
+                                                                                          f"p{i % 2}", i)
+        assert {c: g[c] for c in TYPED_COLUMNS if g[c] is not None} == typed, (kind, facts)
+        assert g["detail"] == detail
+
+
 def test_worker_links_do_not_deadlock_when_both_sides_send_a_lot():
     a_sock, b_sock = socket.socketpair()
     a, b = Links({1: a_sock}), Links({0: b_sock})
