@@ -25,9 +25,10 @@ class Frame:
     checks run once per engine configuration, the causal history becomes
     :class:`HistoryEntry` values once (after the checks pass; immutable,
     shared by every receiver's state), and the sender's half of the SDS-R
-    response-group test is hashed once (or the whole group is given: ``responders``). ``receive_parsed`` given a protobuf
-    message builds a ``Frame`` itself, so both give the same events and the
-    same state. Any other attribute (``HasField``, ``causal_history``...) reads through to the
+    response-group test is hashed once (or the whole group is named:
+    ``responders``). ``receive_parsed`` given a protobuf message builds a
+    ``Frame`` itself, so both give the same events and the same state. Any
+    other attribute (``HasField``, ``causal_history``...) reads through to the
     parsed message: a ``Frame`` reads like the message it wraps.
     """
 
