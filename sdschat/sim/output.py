@@ -216,7 +216,8 @@ class EventSink:
         kinds = pa.array(cols[1], pa.string()).dictionary_encode()
         names = kinds.dictionary.to_pylist()
         codes = kinds.indices.to_numpy()
-        self.kind_counts.update(dict(zip(names, np.bincount(codes, minlength=len(names)).tolist())))
+        sizes = np.bincount(codes, minlength=len(names)).tolist()
+        self.kind_counts.update(dict(zip(names, sizes)))
         ts = pa.array(cols[0], pa.int64())
         mids = pa.array(cols[2], pa.string())
         batch = EventBatch(names, codes, ts.to_numpy(), mids)
@@ -225,12 +226,18 @@ class EventSink:
         if self.out_dir is not None:
             # by kind (stable: time order within a kind), so a filter on kind skips row groups: a stable sort of
             # each row's kind rank (a radix sort of small integers); every column is put in that order as it is
-            # made, the sparse ones (detail, the typed facts) straight into their sorted places
-            rank = {name: k for k, name in enumerate(sorted(names))}
-            order = np.argsort(np.array([rank[name] for name in names], np.int16)[codes], kind="stable")
-            place = np.empty(n, np.int64)
-            place[order] = np.arange(n)
-            facts = _facts_columns(batch, cols[6], place)
+            # made, the sparse ones (detail, the typed facts) from the kinds that have them, each kind's rows
+            # being contiguous once sorted (from ``start[k]``)
+            by_name = sorted(range(len(names)), key=names.__getitem__)
+            rank = np.empty(len(names), np.int16)
+            rank[by_name] = np.arange(len(names))
+            order = np.argsort(rank[codes], kind="stable")
+            start = [0] * len(names)
+            at = 0
+            for k in by_name:
+                start[k] = at
+                at += sizes[k]
+            facts = _facts_columns(batch, cols[6], order, start, sizes)
             take = pa.array(order)
             first = self.written * self.seq_stride + self.seq_offset + 1
             if self.participant_names is not None:
@@ -318,9 +325,12 @@ FACTS = {
 }
 
 
-def _facts_columns(batch: EventBatch, facts: list, place: np.ndarray) -> dict[str, list]:
+def _facts_columns(batch: EventBatch, facts: list, order: np.ndarray, start: list[int],
+                   sizes: list[int]) -> dict[str, list]:
     """``detail`` and the :data:`TYPED_COLUMNS` of a shard, from its rows' facts (see :data:`FACTS`): for each
-    column, its non-null values as ``(places, values)`` pieces, one a kind (row ``i`` goes to ``place[i]``)."""
+    column, its values as pieces, one a kind: ``(first, size, within, values)``, the kind's rows being the
+    ``size`` places from ``first`` once sorted by ``order``, ``within`` None when every one of them has a value,
+    else the places (from ``first``) of those that do."""
     out: dict[str, list] = {}
     has = np.fromiter(compress(range(len(facts)), map(is_not, facts, repeat(None))), np.int64)  # (most: None)
     codes = batch.codes[has]
@@ -328,24 +338,35 @@ def _facts_columns(batch: EventBatch, facts: list, place: np.ndarray) -> dict[st
         rows = has[codes == k]
         if not len(rows):
             continue
+        first, size = start[k], sizes[k]
+        # (the kind's rows, sorted, are order[first:first + size]: in their original order, so searchable)
+        within = None if len(rows) == size else np.searchsorted(order[first:first + size], rows)
         xs = [facts[i] for i in rows.tolist()]
         fill = FACTS.get(kind)
         for name, values in (fill(xs) if fill is not None else {"detail": xs}).items():
-            out.setdefault(name, []).append((place[rows], values))
+            out.setdefault(name, []).append((first, size, within, values))
     return out
 
 
 def _sparse(n: int, pieces: list, kind: pa.DataType) -> pa.Array:
-    """A column of ``n`` nulls but for its ``(places, values)`` pieces."""
-    if not pieces:
-        return pa.nulls(n, kind)
-    places = np.concatenate([p for p, _ in pieces])
-    values = [v for _, vs in pieces for v in vs]
-    pick = np.zeros(n, np.int64)
-    pick[places] = np.arange(len(places))
-    null = np.ones(n, bool)
-    null[places] = False
-    return pa.array(values, kind).take(pa.array(pick, mask=null))
+    """A column of ``n`` values, null but for its pieces (see :func:`_facts_columns`)."""
+    parts = []
+    at = 0
+    for first, size, within, values in sorted(pieces, key=lambda piece: piece[0]):
+        if first > at:
+            parts.append(pa.nulls(first - at, kind))
+        part = pa.array(values, kind)
+        if within is not None:
+            pick = np.zeros(size, np.int64)
+            pick[within] = np.arange(len(within))
+            null = np.ones(size, bool)
+            null[within] = False
+            part = part.take(pa.array(pick, mask=null))
+        parts.append(part)
+        at = first + size
+    if at < n:
+        parts.append(pa.nulls(n - at, kind))
+    return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
 
 
 def write_meta(path: Path, meta: dict[str, Any]) -> None:
