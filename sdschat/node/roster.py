@@ -246,8 +246,10 @@ class Roster:
         for mid, frame in self.state.epoch_frames_after(epoch):
             self.node.outbox.put_nowait((frame, "repair", mid))
         key = next((self.state.key_of(e) for e in self.state.epochs if e.number == epoch), None)
+        if key is None:
+            return  # its key is no longer kept here: nothing of ours it could open
         for mid, (number, frame) in self.admin_frames.items():
-            if number >= epoch and key is not None:  # named since: under the straggler's own key, which it opens
+            if number >= epoch:  # named since: under the straggler's own key, which it opens
                 self.node.outbox.put_nowait((frame, "repair", mid, [key]))
 
     def tick(self, now: int) -> None:

@@ -139,11 +139,13 @@ class BloomFilter:
 
     __slots__ = ("capacity", "error_rate", "m", "k", "n_bytes", "_bits")
 
-    def __init__(self, capacity: int = 10_000, error_rate: float = 0.001) -> None:
+    def __init__(self, capacity: int = 10_000, error_rate: float = 0.001, *, allocate: bool = True) -> None:
+        """``allocate=False``: no bit array yet (``_bits`` empty), for an owner that reads the bits through itself
+        and allocates them when it first sets one (:class:`RollingBloomFilter`)."""
         self.capacity = capacity
         self.error_rate = error_rate
         self.m, self.k, self.n_bytes = bloom_parameters(capacity, error_rate)
-        self._bits = bytearray(self.n_bytes)
+        self._bits = bytearray(self.n_bytes) if allocate else bytearray()
 
     def positions(self, item: str) -> tuple[tuple[int, int], ...]:
         return positions_in(item, self.m, self.k)
@@ -209,8 +211,7 @@ class RollingBloomFilter:
     ) -> None:
         #: its bits are read through this class (:meth:`to_bytes`, ``in``): they are allocated when first set
         #: (empty until then: all zero), and may lag behind pending additions (``_pending``)
-        self.filter = BloomFilter(capacity, error_rate)
-        self.filter._bits = bytearray()
+        self.filter = BloomFilter(capacity, error_rate, allocate=False)
         self._ids: deque[str] = deque()
         self.keep = max(1, min(capacity, capacity // 2 if keep is None else keep))
         self.rolls = 0
