@@ -25,6 +25,8 @@ EXPECTED = {
     "db_size.py": [rf"events compaction off \(every event row kept\): file {NUMBER} B/message",
                    rf"bounded parts scaled down to 40: file {NUMBER} B/message, beyond the bounded parts {NUMBER}",
                    r"[1-9][\d,]* messages with compacted events"],
+    "engine_fanout.py": [rf"sync frame with a repair request +{NUMBER} us a copy median",
+                         r"^engine +(compiled|python) \("],
     "engine_throughput.py": [rf"sdschat +200 +{NUMBER} +{NUMBER}", rf"ratio sdschat 1,000 / 200 messages rate: {NUMBER}",
                              r"^engine: (compiled|python) \("],
     "fuzz_frames.py": [rf"fuzzed {NUMBER} inputs", r"BUGS: 0 inputs raised"],

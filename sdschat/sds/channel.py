@@ -144,8 +144,13 @@ class MessageChannel:
     # Slots (a simulator touches thousands of channels in turn, cold in the CPU caches), those of the receive
     # path first; it reads the collaborators' shared dicts through direct references (``_requests`` is the
     # repair scheduler's ``requests``, ``_logged`` the log's ``rows``...), not through a second lookup.
+    # The counters a frame's every copy moves (received, syncs received, duplicates, own echoes; delivered and
+    # repair requests received in their collaborators) are native ints, not entries of the shared ``_stats``
+    # dict: incrementing a dict entry past 256 allocates an int and frees the old one, in memory as cold as the
+    # member (bench/engine_fanout.py); :attr:`stats` merges them back in.
     __slots__ = (
-        "config", "channel_id", "participant_id", "stats", "_requests", "_responses", "_logged", "_incoming",
+        "config", "channel_id", "participant_id", "_stats", "_received", "_syncs_received", "_duplicates",
+        "_own_echoes", "_peers_full", "_requests", "_responses", "_logged", "_incoming",
         "_archive", "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out",
         "_in", "_deferred", "_timers", "_journal", "max_content_bytes",
     )
@@ -167,7 +172,8 @@ class MessageChannel:
         self.channel_id = channel_id
         self.participant_id = participant_id
         self.config = config = config or ChannelConfig()
-        self.stats: dict[str, int] = dict.fromkeys(_STATS, 0)
+        self._stats: dict[str, int] = dict.fromkeys(_STATS, 0)
+        self._received = self._syncs_received = self._duplicates = self._own_echoes = 0
         self._wire(int(now_ms))
         #: largest content :meth:`send` accepts: the frame must stay under the wire limit
         self.max_content_bytes = MAX_FRAME_BYTES - self._clog.bloom.n_bytes - 64 * 1024
@@ -176,7 +182,7 @@ class MessageChannel:
 
     def _wire(self, now_ms: int) -> None:
         """Build the collaborators and keep direct references to what the receive path reads."""
-        cfg, cid, pid, stats = self.config, self.channel_id, self.participant_id, self.stats
+        cfg, cid, pid, stats = self.config, self.channel_id, self.participant_id, self._stats
         self._clog = log = LocalLog(cfg, now_ms)
         self._repair = repair = RepairScheduler(cfg, cid, pid, stats)
         self._hints = hints = GapHints(cfg, pid, log.rows, log.bloom)
@@ -188,6 +194,7 @@ class MessageChannel:
         self._incoming = incoming.entries
         self._outgoing = out.entries
         self._peers = out.peers
+        self._peers_full = False  # once ``_peers`` holds ``possible_acks_threshold`` senders (all that is used)
         self._requests = repair.requests
         self._responses = repair.responses
         self._ack_owed = sync.ack_owed
@@ -195,6 +202,18 @@ class MessageChannel:
         self._timers = Timers((out.heap, out.live), (repair.req_heap, repair.request_live),
                               (repair.resp_heap, repair.response_live), (incoming.wait_heap, incoming.wait_live),
                               (incoming.missing_heap, incoming.missing_live))
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since this channel was made (``sent``, ``received``, ``delivered``...): a new dict each call."""
+        s = self._stats.copy()
+        s["received"] = self._received
+        s["delivered"] = self._in.delivered
+        s["duplicates"] = self._duplicates
+        s["own_echoes"] = self._own_echoes
+        s["syncs_received"] = self._syncs_received
+        s["repair_requests_received"] = self._repair.requests_received
+        return s
 
     @property
     def journal(self) -> list[tuple] | None:
@@ -356,7 +375,7 @@ class MessageChannel:
             self._repair.cache_put(CacheRow(mid, pid, lamport, tuple(causal), content))
         self._out.evict(self._deferred)
         self._sync.activity(now_ms)
-        self.stats["sent"] += 1
+        self._stats["sent"] += 1
         return Outgoing(data, mid, "message", lamport, tuple(e.message_id for e in repair))
 
     def send_ephemeral(self, content: bytes, now_ms: int, *,
@@ -368,7 +387,7 @@ class MessageChannel:
         content = bytes(content) if sign is None else bytes(sign(bytes(content), None, []))
         mid = sha256(content).hexdigest()
         data = encode_frame(self.channel_id, self.participant_id, mid, None, (), content)
-        self.stats["ephemeral_sent"] += 1
+        self._stats["ephemeral_sent"] += 1
         return Outgoing(data, mid, "ephemeral")
 
     def sync(self, now_ms: int) -> Outgoing | None:
@@ -409,7 +428,7 @@ class MessageChannel:
         try:
             pb = parse_pb(data)
         except WireError as exc:
-            self.stats["rejected"] += 1
+            self._stats["rejected"] += 1
             return [Rejected("malformed", str(exc))]
         return self.receive_parsed(pb, now_ms, retrieval_hint, acks=acks)
 
@@ -432,32 +451,33 @@ class MessageChannel:
         if problem is not None or not f.has_lamport:
             return self._unsequenced(f, problem)
         mid, sender = f.message_id, f.sender_id
-        if mid in self._requests:  # cancel before dedup
-            self._repair.drop_request(mid)
-        if mid in self._responses:
-            self._repair.drop_response(mid)
-        stats = self.stats
-        if sender == self.participant_id:
-            stats["own_echoes"] += 1
-            return []
         has_content = f.has_content
+        if has_content:  # (a frame without content delivers nothing: it calls off no repair work)
+            if mid in self._requests:  # cancel before dedup
+                self._repair.drop_request(mid)
+            if mid in self._responses:
+                self._repair.drop_response(mid)
+        if sender == self.participant_id:
+            self._own_echoes += 1
+            return []
         if has_content:
             if mid in self._logged or mid in self._incoming or mid in self._archive:
-                stats["duplicates"] += 1
+                self._duplicates += 1
                 if cfg.ack_delay_ms is not None and mid not in self._ack_owed:
                     self._sync.owe_ack(mid, sender, now_ms)  # a resend: the sender lacks our acknowledgement
                 return []
             self._sync.activity(now_ms)
         elif mid in self._recent_syncs:  # (Syncer.on_sync remembers it)
-            stats["duplicates"] += 1
+            self._duplicates += 1
             return []
-        stats["received"] += 1
-        peers = self._peers
-        if len(peers) < cfg.possible_acks_threshold:  # only the count up to the threshold is ever used
+        self._received += 1
+        if not self._peers_full:  # only the count up to the threshold is ever used
+            peers = self._peers
             peers.add(sender)
+            self._peers_full = len(peers) >= cfg.possible_acks_threshold
         events: list[Event] = []
         if acks:
-            if self._ack_owed:
+            if cfg.ack_delay_ms is not None and self._ack_owed:  # (acks are owed only with a delay)
                 self._sync.forget_acked(f.history_ids, sender)
             if self._outgoing:
                 self._out.review_acks(f, sender, events)
@@ -470,6 +490,7 @@ class MessageChannel:
                 self._sync.owe_ack(mid, sender, now_ms)
             self._in.accept(f, mid, sender, f.lamport, now_ms, retrieval_hint, events, positions)
         else:
+            self._syncs_received += 1
             self._sync.on_sync(f, mid, sender, now_ms, events)
         return events
 
@@ -481,7 +502,7 @@ class MessageChannel:
 
     def _unsequenced(self, f: Frame, problem: tuple[str, str] | None) -> list[Event]:
         """A frame that failed a check, or has no Lamport timestamp (ephemeral, or else empty)."""
-        stats = self.stats
+        stats = self._stats
         if problem is not None:
             stats["rejected"] += 1
             return [Rejected(problem[0], problem[1], f.message_id or None, f.sender_id or None)]
@@ -554,6 +575,7 @@ class MessageChannel:
         sync.next_at = state.next_sync_at if state.next_sync_at is not None else sync.due_after(state.last_activity)
         ch._clog.load(state.log, state.recent_log, state.bloom_ids, state.log_archive)
         ch._out.note_peers(ch._clog.iter_entries())
+        ch._peers_full = len(ch._peers) >= ch.config.possible_acks_threshold
         ch._out.load(state.outgoing)
         ch._in.load(state.incoming, state.missing, state.lost)
         ch._repair.load(state)

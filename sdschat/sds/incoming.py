@@ -53,7 +53,7 @@ class IncomingBuffer:
     """
 
     __slots__ = ("entries", "waiters", "wait_heap", "missing", "missing_heap", "lost", "hint_map", "log", "logged",
-                 "archive", "repair", "hints", "config", "stats", "journal")
+                 "archive", "repair", "hints", "config", "stats", "journal", "delivered")
 
     def __init__(self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler,
                  hints: GapHints) -> None:
@@ -72,6 +72,7 @@ class IncomingBuffer:
         self.config = config
         self.stats = stats
         self.journal: list[tuple] | None = None
+        self.delivered = 0  # (a native int, not a ``stats`` entry: see MessageChannel.stats)
 
     # ----------------------------------------------------------------- arrival
 
@@ -180,7 +181,6 @@ class IncomingBuffer:
         incoming = self.entries
         waiters = self.waiters
         journal = self.journal
-        stats = self.stats
         log = self.log
         note = self.hints.note if self.config.gap_hints > 0 else None  # (GapHints.note does nothing else)
         emit = events.append
@@ -199,7 +199,7 @@ class IncomingBuffer:
             log.insert(row, key)
             if note is not None:
                 note(row, now_ms)
-            stats["delivered"] += 1
+            self.delivered += 1
             emit(delivered)
             dependants = waiters.pop(mid, None)
             if not dependants:

@@ -77,7 +77,7 @@ class RepairScheduler:
     """
 
     __slots__ = ("requests", "req_heap", "responses", "resp_heap", "cache", "groups", "config", "stats",
-                 "journal", "channel_id", "participant_id")
+                 "journal", "channel_id", "participant_id", "requests_received")
 
     def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int]) -> None:
         self.requests: dict[str, list] = {}  # id -> [t_req, entry, attempts]
@@ -91,6 +91,7 @@ class RepairScheduler:
         self.journal: list[tuple] | None = None
         self.channel_id = channel_id
         self.participant_id = participant_id
+        self.requests_received = 0  # entries of others' requests (a native int: see MessageChannel.stats)
 
     # --------------------------------------------------------------- requests
 
@@ -171,7 +172,7 @@ class RepairScheduler:
         cfg = self.config
         if not cfg.enabled:
             return
-        self.stats["repair_requests_received"] += len(f.repair)  # one count per entry
+        self.requests_received += len(f.repair)  # one count per entry
         requests = self.requests
         cache = self.cache
         responses = self.responses

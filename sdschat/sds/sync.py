@@ -116,7 +116,7 @@ class Syncer:
 
     def on_sync(self, f: Frame, mid: str, sender: str, now_ms: int, events: list[Event]) -> None:
         """A sync frame not seen before (``mid`` not in ``recent``): remember it, count it as activity, and
-        note as missing (``GapDetected``) the ids it names that nobody here has."""
+        note as missing (``GapDetected``) the ids it names that nobody here has (the channel counts it)."""
         recent = self.recent
         recent[mid] = None
         order = self.order
@@ -129,7 +129,6 @@ class Syncer:
                 self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
             else:
                 self.next_at = self.due_after(now_ms)
-        self.stats["syncs_received"] += 1
         ev = f._sync_event
         if ev is None:
             ev = f._sync_event = SyncReceived(sender, mid, f.lamport)

@@ -250,6 +250,24 @@ def test_arrival_cancels_pending_request():
     assert b.send(b"later", t + 1).repair_request == ()
 
 
+def test_a_frame_without_content_calls_off_no_repair_work():
+    """Only the message itself (a copy with content) calls off a request or an answer for it: a sync frame
+    that carries the same id (a foreign or buggy peer's) delivers nothing, so both stay pending."""
+    a, b, lost, last = gap(1)
+    mid = lost[0].message_id
+    b.receive(last.data, 0)
+    assert b.repair_request_ids == [mid]
+    b.receive(frame("carol", mid, lamport=2, content=None), 10)
+    assert b.repair_request_ids == [mid] and b.missing_ids == [mid]
+    c = channel("carol", cfg())
+    m = a.send(b"hello", 1)
+    c.receive(m.data, 2)
+    (sched,) = of(c.receive(request_frame("bob", "req", [m.message_id]), 100), RepairScheduled)
+    c.receive(frame("dave", m.message_id, lamport=3, content=None), 101)
+    assert c.repair_response_ids == [m.message_id]
+    assert [o.message_id for o in outgoing(c.tick(sched.t_resp))] == [m.message_id]
+
+
 def test_request_repeated_until_the_message_arrives():
     a, b, lost, last = gap(1)
     mid = lost[0].message_id

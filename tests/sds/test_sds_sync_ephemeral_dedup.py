@@ -240,6 +240,26 @@ def test_sync_dedup_remembers_that_many_sync_ids_and_a_restore_keeps_no_more():
     assert of(restored.receive(syncs[2].data, 41), SyncReceived)
 
 
+def test_stats_count_every_copy_and_are_a_copy():
+    """``stats`` counts received frames, syncs, deliveries, duplicates and own echoes (kept apart from the
+    dict for speed, merged back in), and is a snapshot: changing it changes nothing in the channel."""
+    a, b = channel("alice", sync_config()), channel("bob", sync_config())
+    m1, m2 = a.send(b"one", 0), a.send(b"two", 1)
+    b.receive(m2.data, 2)  # waits for m1
+    b.receive(m1.data, 3)
+    b.receive(m1.data, 4)  # duplicate
+    sync = a.sync(5)
+    b.receive(sync.data, 6)
+    b.receive(sync.data, 7)  # duplicate sync
+    a.receive(m1.data, 8)  # own echo
+    s = b.stats
+    assert (s["received"], s["delivered"], s["syncs_received"], s["duplicates"]) == (3, 2, 1, 2)
+    assert a.stats["own_echoes"] == 1 and a.stats["sent"] == 2 and a.stats["syncs_sent"] == 1
+    assert list(s) == list(a.stats)  # every counter, in one order
+    s["received"] = 99
+    assert b.stats["received"] == 3
+
+
 def test_own_frames_are_ignored():
     a = channel("alice", sync_config())
     m = a.send(b"hello", 0)
