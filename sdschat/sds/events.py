@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .frozen import COMPILED, init
 from .wire import HistoryEntry
 
 __all__ = [
@@ -52,6 +53,17 @@ class Outgoing(Event):
     lamport_timestamp: int | None = None
     repair_request: tuple[str, ...] = ()
 
+    def __init__(self, data: bytes, message_id: str, reason: str, lamport_timestamp: int | None = None,
+                 repair_request: tuple[str, ...] = ()) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.data = data  # type: ignore[misc]
+            self.message_id = message_id  # type: ignore[misc]
+            self.reason = reason  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.repair_request = repair_request  # type: ignore[misc]
+        else:
+            init(self, data, message_id, reason, lamport_timestamp, repair_request)
+
 
 @dataclass(frozen=True, slots=True)
 class Delivered(Event):
@@ -70,6 +82,18 @@ class Delivered(Event):
     repaired: bool = False
     after_lost: tuple[str, ...] = ()
 
+    def __init__(self, message_id: str, sender_id: str, content: bytes, lamport_timestamp: int, repaired: bool = False,
+                 after_lost: tuple[str, ...] = ()) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.content = content  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.repaired = repaired  # type: ignore[misc]
+            self.after_lost = after_lost  # type: ignore[misc]
+        else:
+            init(self, message_id, sender_id, content, lamport_timestamp, repaired, after_lost)
+
 
 @dataclass(frozen=True, slots=True)
 class Missing(Event):
@@ -87,6 +111,18 @@ class Missing(Event):
     lamport_timestamp: int = 0
     waiting_on: tuple[str, ...] = ()
 
+    def __init__(self, message_id: str, missing: list[HistoryEntry], sender_id: str = "", content: bytes = b"",
+                 lamport_timestamp: int = 0, waiting_on: tuple[str, ...] = ()) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.missing = missing  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.content = content  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.waiting_on = waiting_on  # type: ignore[misc]
+        else:
+            init(self, message_id, missing, sender_id, content, lamport_timestamp, waiting_on)
+
 
 @dataclass(frozen=True, slots=True)
 class GapDetected(Event):
@@ -96,17 +132,39 @@ class GapDetected(Event):
     sender_id: str
     carrier_id: str = ""
 
+    def __init__(self, missing: list[HistoryEntry], sender_id: str, carrier_id: str = "") -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.missing = missing  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.carrier_id = carrier_id  # type: ignore[misc]
+        else:
+            init(self, missing, sender_id, carrier_id)
+
 
 @dataclass(frozen=True, slots=True)
 class Acknowledged(Event):
     message_id: str
     by_bloom: bool = False
 
+    def __init__(self, message_id: str, by_bloom: bool = False) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.by_bloom = by_bloom  # type: ignore[misc]
+        else:
+            init(self, message_id, by_bloom)
+
 
 @dataclass(frozen=True, slots=True)
 class PossiblyAcknowledged(Event):
     message_id: str
     count: int
+
+    def __init__(self, message_id: str, count: int) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.count = count  # type: ignore[misc]
+        else:
+            init(self, message_id, count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +179,28 @@ class Lost(Event):
     sender_id: str | None = None
     dependants: tuple[str, ...] = ()
 
+    def __init__(self, message_id: str, sender_id: str | None = None, dependants: tuple[str, ...] = ()) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.dependants = dependants  # type: ignore[misc]
+        else:
+            init(self, message_id, sender_id, dependants)
+
 
 @dataclass(frozen=True, slots=True)
 class EphemeralReceived(Event):
     sender_id: str
     content: bytes
     message_id: str = ""
+
+    def __init__(self, sender_id: str, content: bytes, message_id: str = "") -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.content = content  # type: ignore[misc]
+            self.message_id = message_id  # type: ignore[misc]
+        else:
+            init(self, sender_id, content, message_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +209,14 @@ class SyncReceived(Event):
     message_id: str
     lamport_timestamp: int
 
+    def __init__(self, sender_id: str, message_id: str, lamport_timestamp: int) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.message_id = message_id  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+        else:
+            init(self, sender_id, message_id, lamport_timestamp)
+
 
 @dataclass(frozen=True, slots=True)
 class RepairRequested(Event):
@@ -142,6 +224,13 @@ class RepairRequested(Event):
 
     message_ids: tuple[str, ...]
     carrier_id: str
+
+    def __init__(self, message_ids: tuple[str, ...], carrier_id: str) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_ids = message_ids  # type: ignore[misc]
+            self.carrier_id = carrier_id  # type: ignore[misc]
+        else:
+            init(self, message_ids, carrier_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +241,14 @@ class RepairScheduled(Event):
     requester_id: str
     t_resp: int
 
+    def __init__(self, message_id: str, requester_id: str, t_resp: int) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.requester_id = requester_id  # type: ignore[misc]
+            self.t_resp = t_resp  # type: ignore[misc]
+        else:
+            init(self, message_id, requester_id, t_resp)
+
 
 @dataclass(frozen=True, slots=True)
 class RepairServed(Event):
@@ -159,6 +256,13 @@ class RepairServed(Event):
 
     message_id: str
     sender_id: str
+
+    def __init__(self, message_id: str, sender_id: str) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+        else:
+            init(self, message_id, sender_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +273,16 @@ class Rejected(Event):
     detail: str = ""
     message_id: str | None = None
     sender_id: str | None = None
+
+    def __init__(self, reason: str, detail: str = "", message_id: str | None = None,
+                 sender_id: str | None = None) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.reason = reason  # type: ignore[misc]
+            self.detail = detail  # type: ignore[misc]
+            self.message_id = message_id  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+        else:
+            init(self, reason, detail, message_id, sender_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ __all__ = ["BUILD", "COMPILED_DIR", "MODULES", "PURE_ENV", "STAMP", "Build", "cu
 #: the engine modules compiled to C: all but the package itself, the protobuf code generated for the wire format,
 #: its generator, this file, and ``config`` (validates settings people and the simulator's ``--set`` pass in: it
 #: keeps Python's own type errors and messages)
-MODULES = ("archive", "bloom", "channel", "events", "frame", "hints", "incoming", "log", "outgoing", "repair",
+MODULES = ("archive", "bloom", "channel", "events", "frame", "frozen", "hints", "incoming", "log", "outgoing", "repair",
            "state", "sync", "timers", "wire")
 #: where the compiled modules are written (not in git)
 COMPILED_DIR = Path(__file__).resolve().with_name("_compiled")

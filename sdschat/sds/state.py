@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .archive import LogArchive
+from .frozen import COMPILED, init
 from .wire import HistoryEntry
 
 __all__ = ["LogArchive", "LogRow", "OutRow", "InRow", "MissingRow", "RequestRow", "CacheRow", "ChannelState"]
@@ -55,6 +56,16 @@ class LogRow:
     sender_id: str
     retrieval_hint: bytes | None = None
 
+    def __init__(self, message_id: str, lamport_timestamp: int, sender_id: str,
+                 retrieval_hint: bytes | None = None) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.retrieval_hint = retrieval_hint  # type: ignore[misc]
+        else:
+            init(self, message_id, lamport_timestamp, sender_id, retrieval_hint)
+
 
 @dataclass(frozen=True, slots=True)
 class OutRow:
@@ -66,6 +77,22 @@ class OutRow:
     resends: int
     next_resend: int
     ack_senders: tuple[str, ...] = ()
+
+    def __init__(self, message_id: str, lamport_timestamp: int, causal_history: tuple[HistoryEntry, ...],
+                 content: bytes, sent_at: int, resends: int, next_resend: int,
+                 ack_senders: tuple[str, ...] = ()) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.causal_history = causal_history  # type: ignore[misc]
+            self.content = content  # type: ignore[misc]
+            self.sent_at = sent_at  # type: ignore[misc]
+            self.resends = resends  # type: ignore[misc]
+            self.next_resend = next_resend  # type: ignore[misc]
+            self.ack_senders = ack_senders  # type: ignore[misc]
+        else:
+            init(self, message_id, lamport_timestamp, causal_history, content, sent_at, resends, next_resend,
+                 ack_senders)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +108,25 @@ class InRow:
     after_lost: tuple[str, ...] = ()
     retrieval_hint: bytes | None = None
 
+    def __init__(self, message_id: str, sender_id: str, lamport_timestamp: int,
+                 causal_history: tuple[HistoryEntry, ...], content: bytes, received_at: int, unmet: tuple[str, ...],
+                 repaired: bool = False, after_lost: tuple[str, ...] = (),
+                 retrieval_hint: bytes | None = None) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.causal_history = causal_history  # type: ignore[misc]
+            self.content = content  # type: ignore[misc]
+            self.received_at = received_at  # type: ignore[misc]
+            self.unmet = unmet  # type: ignore[misc]
+            self.repaired = repaired  # type: ignore[misc]
+            self.after_lost = after_lost  # type: ignore[misc]
+            self.retrieval_hint = retrieval_hint  # type: ignore[misc]
+        else:
+            init(self, message_id, sender_id, lamport_timestamp, causal_history, content, received_at, unmet,
+                 repaired, after_lost, retrieval_hint)
+
 
 @dataclass(frozen=True, slots=True)
 class MissingRow:
@@ -89,12 +135,27 @@ class MissingRow:
     entry: HistoryEntry
     detected_at: int
 
+    def __init__(self, entry: HistoryEntry, detected_at: int) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.entry = entry  # type: ignore[misc]
+            self.detected_at = detected_at  # type: ignore[misc]
+        else:
+            init(self, entry, detected_at)
+
 
 @dataclass(frozen=True, slots=True)
 class RequestRow:
     entry: HistoryEntry
     t_req: int
     attempts: int = 0
+
+    def __init__(self, entry: HistoryEntry, t_req: int, attempts: int = 0) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.entry = entry  # type: ignore[misc]
+            self.t_req = t_req  # type: ignore[misc]
+            self.attempts = attempts  # type: ignore[misc]
+        else:
+            init(self, entry, t_req, attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +165,17 @@ class CacheRow:
     lamport_timestamp: int
     causal_history: tuple[HistoryEntry, ...]
     content: bytes
+
+    def __init__(self, message_id: str, sender_id: str, lamport_timestamp: int,
+                 causal_history: tuple[HistoryEntry, ...], content: bytes) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+            self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
+            self.causal_history = causal_history  # type: ignore[misc]
+            self.content = content  # type: ignore[misc]
+        else:
+            init(self, message_id, sender_id, lamport_timestamp, causal_history, content)
 
 
 @dataclass(slots=True)

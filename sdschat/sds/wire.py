@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError
 
 from . import sds_pb2
+from .frozen import COMPILED, init
 
 __all__ = ["HistoryEntry", "Message", "WireError", "encode", "encode_frame", "decode", "MAX_FRAME_BYTES"]
 
@@ -37,6 +38,14 @@ class HistoryEntry:
     message_id: str
     retrieval_hint: bytes | None = None
     sender_id: str | None = None
+
+    def __init__(self, message_id: str, retrieval_hint: bytes | None = None, sender_id: str | None = None) -> None:
+        if COMPILED:  # (see sdschat.sds.frozen)
+            self.message_id = message_id  # type: ignore[misc]
+            self.retrieval_hint = retrieval_hint  # type: ignore[misc]
+            self.sender_id = sender_id  # type: ignore[misc]
+        else:
+            init(self, message_id, retrieval_hint, sender_id)
 
 
 @dataclass(slots=True)
