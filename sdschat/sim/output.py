@@ -41,6 +41,7 @@ Output directory layout (all Parquet files are readable by pyarrow, Spark, DuckD
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import Counter
@@ -301,8 +302,14 @@ def _possibly_acked(xs):
 
 
 def _delivered(xs):
-    return {"repaired": [x[0] for x in xs],
-            "detail": [_dumps({"via": x[1], "publisher": x[2], "after_lost": list(x[3])}) for x in xs]}
+    return {"repaired": [x[0] for x in xs], "detail": [_delivered_detail(x[1], x[2], tuple(x[3])) for x in xs]}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _delivered_detail(via: str | None, publisher: str | None, after_lost: tuple) -> str:
+    """A ``delivered`` row's detail: how and from whom it came, after which lost ids (few distinct ones in a run,
+    each made once)."""
+    return _dumps({"via": via, "publisher": publisher, "after_lost": list(after_lost)})
 
 
 def _missing(xs):

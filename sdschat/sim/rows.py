@@ -10,6 +10,7 @@ is delivered.
 
 from __future__ import annotations
 
+import functools
 import json
 
 from sdschat.sds import (
@@ -38,6 +39,12 @@ def _ids(ids) -> str:
     return '["' + '","'.join(ids) + '"]' if ids else "[]"
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _cancelled(what: str, via: str | None, publisher: str | None) -> str:
+    """A ``repair_cancelled`` row's detail (few distinct ones in a run: each made once)."""
+    return dumps({"what": what, "via": via, "publisher": publisher})
+
+
 class EventRows:
     """The row-writing side of :class:`~sdschat.sim.shard.Shard` (its state is set up there)."""
 
@@ -49,7 +56,7 @@ class EventRows:
                 if what == "answer":
                     self.answering.get(ctx[4], set()).discard(r)
                 self.sink.rows.extend((t, "repair_cancelled", ctx[4], ctx[2], r, None,
-                                       dumps({"what": what, "via": ctx[0], "publisher": ctx[1]})))
+                                       _cancelled(what, ctx[0], ctx[1])))
 
     def _handle(self, r: int, evs: list, t: int, ctx: tuple | None) -> bool:
         """Engine events of member ``r`` -> rows (and frames). True if its deadline may have moved earlier.
