@@ -12,7 +12,10 @@ import sdschat
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(sdschat.__file__).parent
-ENGINE_STATE_TYPES = {"sdschat.sds.state", "sdschat.sds.wire", "sdschat.sds.archive", "sdschat.sds.sds_pb2", "sdschat.sds"}
+#: what the store may import of the engine: its state types and what they are made of (``frozen``: how the rows
+#: set their fields)
+ENGINE_STATE_TYPES = {"sdschat.sds.state", "sdschat.sds.wire", "sdschat.sds.archive", "sdschat.sds.sds_pb2",
+                      "sdschat.sds.frozen", "sdschat.sds"}
 
 
 def _module(path: Path) -> str:
