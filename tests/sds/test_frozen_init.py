@@ -15,7 +15,6 @@ from sdschat.sds import events, frozen, native, state, wire
 from sdschat.sds.wire import HistoryEntry
 
 
-
 def _own_init(cls) -> bool:
     """``cls.__init__`` is written in its class (compiled: a builtin), not by the dataclasses module."""
     code = getattr(cls.__dict__.get("__init__"), "__code__", None)
