@@ -1,7 +1,8 @@
 """``python -m sdschat.cli.build_engine``: compile the SDS engine to C with mypyc.
 
 Compiles :data:`sdschat.sds.native.MODULES` (mypyc, then the C compiler, on
-every core) in a temporary folder and puts the extension modules in
+every core) and, on Linux, the C helpers (:data:`sdschat.sds.native.C_HELPERS`)
+in a temporary folder and puts the extension modules in
 ``sdschat/sds/_compiled/`` with a stamp of the sources they came from; the
 package loads them from there only while the stamp matches (see
 :mod:`sdschat.sds.native`). Nothing is written next to the sources. Does
@@ -45,7 +46,7 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
     try:
         import mypy.version
         from mypyc.build import mypycify
-        from setuptools import Distribution
+        from setuptools import Distribution, Extension
         from setuptools.command.build_ext import build_ext
     except ImportError as exc:
         raise BuildError(f"mypyc is not installed ({exc.name}): pip install -e '.[dev]'") from None
@@ -65,6 +66,9 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
             except SystemExit as exc:  # mypy's type errors end in sys.exit
                 raise BuildError(f"mypyc refused the engine's sources (exit {exc.code}); run mypy on "
                                  "sdschat/sds for the errors") from None
+            if sys.platform.startswith("linux"):  # the C helpers (mmap, madvise)
+                exts += [Extension(f"sdschat.sds._{c}", [str(src / f"{c}.c")], extra_compile_args=["-O2"])
+                         for c in native.C_HELPERS]
             dist = Distribution({"name": "sdschat-engine", "ext_modules": exts})
             cmd = build_ext(dist)
             cmd.build_lib = str(work / "lib")
@@ -88,7 +92,7 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
         for p in built:
             shutil.copy2(p, stage / p.name)
         stamp = {"sources": digest, "cache_tag": sys.implementation.cache_tag, "mypy": mypy.version.__version__,
-                 "modules": list(native.MODULES)}
+                 "modules": list(native.MODULES), "helpers": [f"_{c}" for c in native.C_HELPERS if f"_{c}" in names]}
         (stage / native.STAMP).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
         old = out_dir.with_name(out_dir.name + ".old")
         shutil.rmtree(old, ignore_errors=True)

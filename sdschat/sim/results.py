@@ -105,6 +105,8 @@ def _run_meta(p: SimParams, plan: Plan, parts: list[dict], workers: int, stop_re
         "windows": windows,
         "worker_busy_s": [part["busy_s"] for part in parts],
         "worker_cpu_s": [part["cpu_s"] for part in parts],
+        # whether a worker's Python arenas were on huge pages (one worker runs in the caller's process: never)
+        "worker_huge_pages": [part.get("huge_pages", "off (in the calling process)") for part in parts],
         "worker_wait_s": [part["wait_s"] for part in parts],
         "wall_time_s": round(wall, 3),
         "peak_rss_mb": round(max(part["peak_rss_kb"] for part in parts) / 1024, 1),

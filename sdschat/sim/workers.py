@@ -25,6 +25,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from sdschat.sds import native
+
 from .clock import FLUSH_GRID_MS, Clock, no_gc
 from .links import Links
 from .params import SimParams
@@ -151,12 +153,15 @@ def run_task(p: SimParams, plan: Plan, wid: int, workers: int, out: Path | None,
              report: Callable[[int], None] | None = None) -> dict:
     """Run shard ``wid`` of ``workers`` as one peer, connected to the others by ``conns`` (peer -> a connected
     socket or pipe end); returns its part of the result (:meth:`~sdschat.sim.shard.Shard.finish`, with when
-    and why the run stopped). A worker process runs this, and so does a Spark barrier task."""
+    and why the run stopped). A worker process runs this, and so does a Spark barrier task: a process that runs
+    nothing else, whose Python arenas go on huge pages first (:func:`~sdschat.sds.native.huge_page_arenas`; the
+    part says whether they did)."""
+    huge_pages = native.huge_page_arenas()
     shard = Shard(p, plan, wid, workers, out, **kw)
     clock = Clock(p, plan, p.latency_ms[0])
     run_peer(shard, clock, Links(conns), report)
     result = shard.finish()
-    result.update(stop_reason=clock.stop_reason, stop_t=clock.stop_t, windows=clock.windows)
+    result.update(stop_reason=clock.stop_reason, stop_t=clock.stop_t, windows=clock.windows, huge_pages=huge_pages)
     return result
 
 

@@ -81,20 +81,31 @@ def test_a_build_is_used_only_while_its_stamp_matches_the_sources_and_the_interp
     assert "not compiled" in native.select(path).reason and path == ["/the/package"]
 
 
-def test_the_digest_covers_every_compiled_module(tmp_path):
+def test_the_digest_covers_every_compiled_module_and_c_helper(tmp_path):
     src = tmp_path / "sds"
     src.mkdir()
-    for name in native.MODULES:
-        shutil.copy2(native.COMPILED_DIR.parent / f"{name}.py", src / f"{name}.py")
+    files = [f"{name}.py" for name in native.MODULES] + [f"{name}.c" for name in native.C_HELPERS]
+    for name in files:
+        shutil.copy2(native.COMPILED_DIR.parent / name, src / name)
     assert native.sources_digest(src) == native.sources_digest()
     seen = {native.sources_digest()}
-    for name in native.MODULES:
-        f = src / f"{name}.py"
+    for name in files:
+        f = src / name
         before = f.read_bytes()
-        f.write_bytes(before + b"\n# edited\n")
+        f.write_bytes(before + b"\n/* edited */\n")
         seen.add(native.sources_digest(src))
         f.write_bytes(before)
-    assert len(seen) == len(native.MODULES) + 1
+    assert len(seen) == len(files) + 1
+
+
+def test_the_build_has_the_c_helpers_on_linux():
+    """``build.json`` names what was built besides the engine: the C helpers, on Linux."""
+    stamp, why_not = native.current_stamp()
+    assert stamp is not None or not REQUIRED, why_not
+    if stamp is not None:
+        want = [f"_{c}" for c in native.C_HELPERS] if sys.platform.startswith("linux") else []
+        assert stamp["helpers"] == want
+        assert all(list(native.COMPILED_DIR.glob(f"{h}.*")) for h in want)
 
 
 def test_an_edited_engine_source_runs_as_python_not_the_stale_build(tmp_path):

@@ -8,6 +8,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
+from sdschat.sds import native
 from sdschat.sim import EVENT_SCHEMA, SimParams, log_hash, parse_churn, parse_latency, parse_overrides, simulate
 from sdschat.sim.output import FRAME_SCHEMA, LOG_SCHEMA
 from sdschat.store import EVENT_KINDS
@@ -151,6 +152,9 @@ def test_workers_write_their_shards_at_the_same_virtual_times(tmp_path):
     two = simulate(p, tmp_path / "two", workers=2, shard_rows=shard_rows)
     assert rows_without_seq(events_of(tmp_path / "one")) == rows_without_seq(events_of(tmp_path / "two"))
     assert one.log_hashes == two.log_hashes
+    # the same events whether a shard's Python arenas are on huge pages (forked workers) or not (in-process)
+    assert one.meta["worker_huge_pages"] == ["off (in the calling process)"]
+    assert two.meta["worker_huge_pages"] == [native.huge_page_arenas(dry_run=True)] * 2
     ends = {}
     for w in (0, 1):
         shards = sorted((tmp_path / "two").glob(f"events-w{w}-*.parquet"))
