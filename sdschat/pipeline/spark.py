@@ -71,10 +71,14 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
 class ClassArchive:
     """The Spark JVM's class-data archive (JDK dynamic CDS): where it is, and the JVM options that use or make it.
 
-    The archive's name carries a key of what it was made from (the pyspark
-    jars, the ``java`` found on PATH or in JAVA_HOME), so another Spark or JDK
-    makes its own; the JVM checks it again and runs without it (silently) if
-    it does not match. It is used only if it is a regular file owned by this
+    The archive's name carries where the pyspark jars are (each install,
+    e.g. each virtualenv, has its own: the JVM checks the class path it was
+    made with) and a key of what it was made from (those jars, the ``java``
+    found on PATH or in JAVA_HOME), so another Spark or JDK makes its own; the
+    JVM checks it again and runs without it (silently) if it does not match.
+    Making one removes the earlier archives of the same install and those of
+    installs that are gone (``spark-classes-WHERE.path`` names each one's
+    jars), never another live install's. It is used only if it is a regular file owned by this
     user and writable by no one else: the JVM maps it as code.
 
     The session that makes it passes ``-XX:ArchiveClassesAtExit`` with a
@@ -85,10 +89,12 @@ class ClassArchive:
     #: the environment variable that turns it off (``off``, ``0``, ``no``)
     ENV = "SDSCHAT_SPARK_CLASS_ARCHIVE"
 
-    def __init__(self, folder: Path, key: str) -> None:
+    def __init__(self, folder: Path, key: str, jars: Path) -> None:
         self.folder = folder
-        self.path = folder / f"spark-classes-{key}.jsa"
-        self._making = folder / f".spark-classes-{key}.{os.getpid()}.tmp"
+        self.jars = jars
+        self.where = hashlib.sha256(str(jars).encode()).hexdigest()[:8]
+        self.path = folder / f"spark-classes-{self.where}-{key}.jsa"
+        self._making = folder / f".spark-classes-{self.where}-{key}.{os.getpid()}.tmp"
         self.making = False
 
     @classmethod
@@ -96,14 +102,15 @@ class ClassArchive:
         """The archive for this pyspark and JDK, or None when turned off or the JDK cannot be told."""
         if os.environ.get(cls.ENV, "").strip().lower() in ("off", "0", "no", "false"):
             return None
-        key = _runtime_key()
-        if key is None:
+        found = _runtime_key()
+        if found is None:
             return None
+        jars, key = found
         if folder is None:
             from platformdirs import user_cache_dir
 
             folder = Path(user_cache_dir("sdschat"))
-        return cls(folder, key)
+        return cls(folder, key, jars)
 
     def usable(self) -> bool:
         """The archive exists as a regular file of this user that no one else can write."""
@@ -133,16 +140,16 @@ class ClassArchive:
         return f"-XX:ArchiveClassesAtExit={self._making} {quiet}"
 
     def adopt(self) -> bool:
-        """After the JVM that made it exited: the archive, private, under its final name (the archives of an
-        earlier Spark or JDK are removed). Returns whether it is."""
+        """After the JVM that made it exited: the archive, private, under its final name (see the class for what
+        it removes). Returns whether it is."""
         try:
             if self._making.is_file() and self._making.stat().st_size > 0:
+                mine = self.folder / f"spark-classes-{self.where}.path"  # (before the archive: it is live)
+                mine.write_text(str(self.jars), encoding="utf-8")
+                os.chmod(mine, 0o600)
                 os.chmod(self._making, 0o600)
                 os.replace(self._making, self.path)
-                for old in self.folder.glob("spark-classes-*.jsa"):
-                    if old != self.path:
-                        with contextlib.suppress(OSError):
-                            old.unlink()
+                self._remove_others()
                 return True
         except OSError:
             pass
@@ -150,13 +157,38 @@ class ClassArchive:
             self._making.unlink()
         return False
 
+    def _remove_others(self) -> None:
+        """The earlier archives of this install, those of installs whose jars are gone, and those named the way
+        earlier versions of sdschat named them (no install in the name)."""
+        live: dict[str, bool] = {self.where: True}
+        for old in self.folder.glob("spark-classes-*.jsa"):
+            if old == self.path:
+                continue
+            parts = old.name[len("spark-classes-"):-len(".jsa")].split("-")
+            where = parts[0] if len(parts) == 2 else None
+            if where is not None and where not in live:
+                try:
+                    named = Path((self.folder / f"spark-classes-{where}.path").read_text(encoding="utf-8"))
+                    live[where] = named.is_dir()
+                except (OSError, ValueError):
+                    live[where] = False
+            if where == self.where or not live.get(where, False):
+                with contextlib.suppress(OSError):
+                    old.unlink()
+        for note in self.folder.glob("spark-classes-*.path"):  # (what names the jars of an archive left)
+            where = note.name[len("spark-classes-"):-len(".path")]
+            if where != self.where and not any(self.folder.glob(f"spark-classes-{where}-*.jsa")):
+                with contextlib.suppress(OSError):
+                    note.unlink()
 
-def _runtime_key() -> str | None:
-    """What a class archive depends on: the pyspark jars (names, sizes, times) and the java binary (path, time)."""
+
+def _runtime_key() -> tuple[Path, str] | None:
+    """Where the pyspark jars are, and a key of what a class archive depends on: those jars (names, sizes,
+    times) and the java binary (path, time)."""
     try:
         import pyspark
 
-        jars = Path(pyspark.__file__).parent / "jars"
+        jars = (Path(pyspark.__file__).parent / "jars").resolve()
         java_home = os.environ.get("JAVA_HOME")
         java = Path(java_home) / "bin" / "java" if java_home else None
         if java is None or not java.exists():
@@ -171,7 +203,7 @@ def _runtime_key() -> str | None:
             h.update(f"{jar.name} {st.st_size} {st.st_mtime_ns}\n".encode())
     except OSError:
         return None
-    return h.hexdigest()[:16]
+    return jars, h.hexdigest()[:16]
 
 
 #: the JIT's optimizing compiler (C2) takes a method at ten times the calls and loops it does by default: in a

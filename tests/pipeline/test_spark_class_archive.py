@@ -21,7 +21,7 @@ def test_the_first_session_makes_the_archive_privately_and_the_next_one_maps_it(
     folder = tmp_path / "cache" / "sdschat"
     archive = _archive(folder)
     folder.mkdir(parents=True, mode=0o755)
-    stale = folder / "spark-classes-0123456789abcdef.jsa"  # an earlier Spark's or JDK's
+    stale = folder / f"spark-classes-{archive.where}-0123456789abcdef.jsa"  # an earlier Spark's or JDK's
     stale.write_bytes(b"old")
     with spark_session("sdschat-cds-make", log_dir=tmp_path / "one", class_archive=archive) as spark:
         assert spark.range(10).count() == 10
@@ -29,7 +29,10 @@ def test_the_first_session_makes_the_archive_privately_and_the_next_one_maps_it(
     assert archive.path.is_file() and archive.path.stat().st_size > 1_000_000
     assert stat.S_IMODE(archive.path.stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    assert [p.name for p in folder.iterdir()] == [archive.path.name]  # no temporary file, no stale archive left
+    # no temporary file, no stale archive left; the note of where its jars are
+    note = f"spark-classes-{archive.where}.path"
+    assert sorted(p.name for p in folder.iterdir()) == sorted([archive.path.name, note])
+    assert (folder / f"spark-classes-{archive.where}.path").read_text() == str(archive.jars)
 
     # the next session maps it: Spark's classes come from the archive ("shared objects file (top)": the dynamic
     # archive, over the JDK's own), not from the jars
@@ -80,6 +83,30 @@ def test_a_failed_dump_leaves_nothing_behind(tmp_path):
     recent.unlink()
     assert not archive.adopt()  # the JVM wrote nothing
     assert list(tmp_path.iterdir()) == []
+
+
+def test_making_one_keeps_the_archives_of_other_live_installs_and_removes_the_rest(tmp_path):
+    """Two checkouts (two virtualenvs, two pyspark installs) keep one archive each instead of removing each
+    other's, which made every switch remake one (~10 s, 190 MB); archives of installs that are gone go."""
+    archive = _archive(tmp_path)
+    other_jars = tmp_path / "other-venv" / "jars"
+    other_jars.mkdir(parents=True)
+    other = ClassArchive(tmp_path, "1111111111111111", other_jars)
+    gone = ClassArchive(tmp_path, "2222222222222222", tmp_path / "deleted-venv" / "jars")
+    for a in (other, gone):
+        a.path.write_bytes(b"archive")
+        (tmp_path / f"spark-classes-{a.where}.path").write_text(str(a.jars))
+    unnamed = tmp_path / "spark-classes-33333333-4444444444444444.jsa"  # no note of where its jars are
+    earlier = tmp_path / f"spark-classes-{archive.where}-5555555555555555.jsa"  # this install, an earlier Spark
+    legacy = tmp_path / "spark-classes-0123456789abcdef.jsa"  # named as before installs were told apart
+    for f in (unnamed, earlier, legacy):
+        f.write_bytes(b"archive")
+    assert "-XX:ArchiveClassesAtExit=" in archive.jvm_options()
+    archive._making.write_bytes(b"the JVM's dump")  # (what the JVM writes as it exits)
+    assert archive.adopt()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted([
+        archive.path.name, f"spark-classes-{archive.where}.path", other.path.name, f"spark-classes-{other.where}.path"])
+    assert other.where != archive.where != gone.where
 
 
 @pytest.mark.parametrize("value", ["off", "0", "no"])

@@ -1,4 +1,4 @@
-"""A simulation worker's Python arenas on transparent huge pages (``sdschat/sds/hugearena.c``, ``native.huge_page_arenas``).
+"""A simulation worker's Python arenas on transparent huge pages (``hugearena.c``, ``native.huge_page_arenas``).
 
 Each case runs in a child process: installing the arena allocator is for the whole of a process that does
 nothing else, never for the test runner's.
