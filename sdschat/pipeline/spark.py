@@ -78,8 +78,9 @@ class ClassArchive:
     JVM checks it again and runs without it (silently) if it does not match.
     Making one removes the earlier archives of the same install and those of
     installs that are gone (``spark-classes-WHERE.path`` names each one's
-    jars), never another live install's. It is used only if it is a regular file owned by this
-    user and writable by no one else: the JVM maps it as code.
+    jars), never another live install's. It is used only if it is a regular
+    file owned by this user and writable by no one else: the JVM maps it as
+    code.
 
     The session that makes it passes ``-XX:ArchiveClassesAtExit`` with a
     temporary name, waits for its JVM to exit (the dump takes a few seconds,
