@@ -293,3 +293,18 @@ def write_all_kinds_db(path: Path, version: int) -> Path:
     finally:
         conn.close()
     return path
+
+
+#: fixtures that start something costly once (a Spark run, a standalone cluster) for several tests
+SHARED_FIXTURES = ("spark_run", "two_workers")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``, as .ci/run runs the suite) the tests that share one of
+    :data:`SHARED_FIXTURES` run on one worker, so it is made once, not once per worker that gets one of them."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        for name in SHARED_FIXTURES:
+            if name in names:
+                item.add_marker(pytest.mark.xdist_group(name))
+                break

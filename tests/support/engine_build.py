@@ -23,7 +23,8 @@ def on_python_engine(test):
     def run(*args, **kwargs):
         if not native.BUILD.compiled:
             return test(*args, **kwargs)
-        nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+        # (under pytest-xdist's loadgroup a grouped test's id ends in "@group": not a node id)
+        nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0].split("@", 1)[0]
         env = {**os.environ, native.PURE_ENV: "1"}
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid], env=env,
                            capture_output=True, text=True, timeout=600)
