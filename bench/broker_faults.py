@@ -195,15 +195,11 @@ def slow_subscriber(workdir: Path, *, max_queued: int = 10, burst: int = 150, fr
         # in the socket's buffers), at most 30 s
         slow.wait_connected(30)
         slow.proc.send_signal(signal.SIGSTOP)
-        frozen = time.monotonic()
+        unfreeze_by = time.monotonic() + 30
         time.sleep(freeze_s)
-        bursts_out = None
-        while watch.dropped == 0 and time.monotonic() - frozen < 30:
-            if bursts_out is None and all(len(H.own_accepted(b.db)) >= burst for b in burst_bots):
-                bursts_out = time.monotonic()
-            if bursts_out is not None and time.monotonic() - bursts_out > 2.5:
-                break
-            time.sleep(0.1)
+        H.wait_until(lambda: watch.dropped > 0 or all(len(H.own_accepted(b.db)) >= burst for b in burst_bots),
+                     unfreeze_by - time.monotonic(), 0.1)
+        H.wait_until(lambda: watch.dropped > 0, min(2.5, unfreeze_by - time.monotonic()), 0.1)
         dropped_frozen = watch.dropped
         slow.proc.send_signal(signal.SIGCONT)
         codes = H.wait_all([slow, *fast, *burst_bots], 200)
