@@ -145,7 +145,7 @@ class ClassArchive:
         it removes). Returns whether it is."""
         try:
             if self._making.is_file() and self._making.stat().st_size > 0:
-                mine = self.folder / f"spark-classes-{self.where}.path"  # (before the archive: it is live)
+                mine = self._note(self.where)  # (before the archive: it is live)
                 mine.write_text(str(self.jars), encoding="utf-8")
                 os.chmod(mine, 0o600)
                 os.chmod(self._making, 0o600)
@@ -158,6 +158,10 @@ class ClassArchive:
             self._making.unlink()
         return False
 
+    def _note(self, where: str) -> Path:
+        """The file that names the pyspark jars of install ``where``'s archives."""
+        return self.folder / f"spark-classes-{where}.path"
+
     def _remove_others(self) -> None:
         """The earlier archives of this install, those of installs whose jars are gone, and those named the way
         earlier versions of sdschat named them (no install in the name)."""
@@ -169,7 +173,7 @@ class ClassArchive:
             where = parts[0] if len(parts) == 2 else None
             if where is not None and where not in live:
                 try:
-                    named = Path((self.folder / f"spark-classes-{where}.path").read_text(encoding="utf-8"))
+                    named = Path(self._note(where).read_text(encoding="utf-8"))
                     live[where] = named.is_dir()
                 except (OSError, ValueError):
                     live[where] = False

@@ -32,7 +32,7 @@ def test_the_first_session_makes_the_archive_privately_and_the_next_one_maps_it(
     # no temporary file, no stale archive left; the note of where its jars are
     note = f"spark-classes-{archive.where}.path"
     assert sorted(p.name for p in folder.iterdir()) == sorted([archive.path.name, note])
-    assert (folder / f"spark-classes-{archive.where}.path").read_text() == str(archive.jars)
+    assert (folder / note).read_text() == str(archive.jars)
 
     # the next session maps it: Spark's classes come from the archive ("shared objects file (top)": the dynamic
     # archive, over the JDK's own), not from the jars
