@@ -138,7 +138,8 @@ def main() -> int:
         other = ("stage_s", "spark_start_s", "spark_stop_s", "metrics_s", "write_s", "total_s", "reduce_s")
         sql = {k[:-2]: v for k, v in t.items() if k not in other}
         print(f"  staging          {t.get('stage_s', 0):.1f} s")
-        print(f"  Spark start      {t.get('spark_start_s', 0):.1f} s")
+        jit = {True: "C1 alone, a short job", False: "C1 then C2 for hot code", None: "?"}[written.get("quick_jit")]
+        print(f"  Spark start      {t.get('spark_start_s', 0):.1f} s  (JIT: {jit})")
         print(f"  SQL reduction    {t.get('reduce_s', 0):.1f} s  (queries, some at once: "
               + ", ".join(f"{k} {v:.1f}" for k, v in sql.items()) + ")")
         print(f"  Spark stop       {t.get('spark_stop_s', 0):.1f} s")

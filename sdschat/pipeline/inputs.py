@@ -60,6 +60,11 @@ class Staged:
     def name(self) -> str:
         return self.info.name
 
+    @property
+    def events(self) -> int:
+        """The events in its files (read from their Parquet footers)."""
+        return sum(pq.read_metadata(f).num_rows for f in self.event_files)
+
 
 def _is_sqlite(path: Path) -> bool:
     try:

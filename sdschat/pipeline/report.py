@@ -60,9 +60,9 @@ from sdschat.sim.output import BASE_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
 
 from .inputs import InputError, Staged, stage_inputs
 from .metrics import BACKLOG_BUCKETS, Report, comparison, compute
-from .spark import SparkJobError, one_line, spark_session
+from .spark import QUICK_JIT_EVENTS, SparkJobError, one_line, spark_session
 
-__all__ = ["ReportError", "run_report", "write_report", "build_events_view"]
+__all__ = ["ReportError", "run_report", "write_report", "build_events_view", "short_job"]
 
 
 class ReportError(Exception):
@@ -118,7 +118,8 @@ def build_events_view(spark, staged: list[Staged]) -> None:
 def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str | None = None,
                spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None,
                compare: bool = False) -> dict[str, Any]:
-    """Make the report; returns the paths written. ``spark``: use this session instead of starting one.
+    """Make the report; returns the paths written, its ``timings`` and whether its JVM compiled with C1 alone
+    (``quick_jit``: :func:`short_job`; None with a session given). ``spark``: use this session instead of starting one.
 
     ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
     adds every summary metric of the second against the first (``tables/comparison.parquet``).
@@ -152,6 +153,7 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
         timings[f"{name}_s"] = round(secs, 2)
         say(f"report: reduced {name} ({secs:.1f} s)")
 
+    quick_jit: bool | None = None  # (a session given: its JVM is the caller's)
     try:
         if spark is not None:
             build_events_view(spark, staged)
@@ -159,11 +161,13 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
         else:
             # matplotlib loads while Spark's JVM starts (mostly on one core), not after the queries
             threading.Thread(target=_load_plotting, name="sdschat-plots-import", daemon=True).start()
+            quick_jit = short_job(staged, master)
             t1 = time.perf_counter()
             with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
-                               log_dir=out) as session:
+                               log_dir=out, quick_jit=quick_jit) as session:
                 timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
-                say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s)")
+                say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s"
+                    + ("; JIT: C1 alone, a short job)" if quick_jit else ")"))
                 t2 = time.perf_counter()
                 build_events_view(session, staged)
                 reduced = reduce_with_spark(session, on_table, detail_dir=tables)
@@ -186,8 +190,16 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
     timings["write_s"] = round(time.perf_counter() - t0 - timings["total_s"], 2)
     shutil.rmtree(staging, ignore_errors=True)
     written["timings"] = timings
+    written["quick_jit"] = quick_jit
     written["report_obj"] = report
     return written
+
+
+def short_job(staged: list[Staged], master: str | None) -> bool:
+    """Whether the report's embedded JVM should compile with C1 alone (``spark_session(quick_jit=True)``): at most
+    :data:`~sdschat.pipeline.spark.QUICK_JIT_EVENTS` events, where C2 would take most of its CPU compiling. Not for
+    a cluster, whose executors are JVMs of their own."""
+    return (master is None or master.startswith("local")) and sum(s.events for s in staged) <= QUICK_JIT_EVENTS
 
 
 def _load_plotting() -> None:

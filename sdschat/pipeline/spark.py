@@ -10,7 +10,9 @@
 * Embedded, the JVM collects garbage with the parallel (throughput)
   collector: a batch job on few cores, where G1's concurrent threads take
   time from the tasks; and its optimizing JIT compiler waits for really hot
-  code (:data:`_LATE_C2`).
+  code (:data:`_LATE_C2`), or, for a short job (``quick_jit``: a report of
+  at most :data:`QUICK_JIT_EVENTS` events), is not used at all
+  (:data:`_QUICK_JIT`).
 * Spark's JVM starts from a class-data archive (:class:`ClassArchive`,
   the JDK's dynamic CDS): the first session on a machine records the
   classes it loaded into ``<user cache>/sdschat/spark-classes-<key>.jsa``
@@ -36,7 +38,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY", "ClassArchive"]
+__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY", "ClassArchive", "QUICK_JIT_EVENTS"]
 
 #: the driver JVM's heap in local mode, where it runs the executors too: the report collects nothing per event,
 #: so its 50-million-event runs fit in this (bench/report_scale.py) as its 2-million ones do
@@ -219,6 +221,17 @@ def _runtime_key() -> tuple[Path, str] | None:
 _LATE_C2 = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=150000"
             " -XX:Tier4BackEdgeThreshold=400000")
 
+#: C1 alone: a short job's JVM spends most of its CPU compiling -- a report of 1,672 events, cold: 768 C2 compilations
+#: took 12.4 s and 9,915 profiled C1 ones 5.7 s, of ~30 s of CPU in 19-21 s of wall time (Spark's SQL parser, Janino,
+#: the Java serialization of tasks); with C1 alone the report takes 13-14 s. C1's code runs hot loops slower, so only
+#: up to QUICK_JIT_EVENTS (bench/report_scale.py, paired runs on 2 cores, C1 alone against _LATE_C2: 1,672 events
+#: x0.735, 2.26 M x0.89-0.94, 4.05 M x1.065, 10.4 M x1.62)
+_QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+#: the events up to which a report's embedded JVM runs with C1 alone (:data:`_QUICK_JIT`): below the measured crossing
+#: (between 2.26 and 4.05 million events, nearer the latter)
+QUICK_JIT_EVENTS = 2_500_000
+
 #: settings whose value is a list of JVM options: a ``conf`` value is appended to the session's own
 _JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
@@ -226,13 +239,14 @@ _JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOption
 @contextlib.contextmanager
 def spark_session(app: str, *, master: str | None = None, driver_memory: str | None = None,
                   conf: dict[str, str] | None = None, log_dir: Path | None = None,
-                  class_archive: ClassArchive | None | bool = True) -> Iterator:
+                  class_archive: ClassArchive | None | bool = True, quick_jit: bool = False) -> Iterator:
     """Start a SparkSession, yield it, stop it. The JVM output goes to ``log_dir/spark-jvm.log``.
 
     ``conf`` overrides the session's settings, except the JVM options (``spark.driver.extraJavaOptions``,
     ``spark.executor.extraJavaOptions``), which are added after the session's own.
     ``class_archive``: True (default) the driver JVM uses this machine's :class:`ClassArchive` (made by
-    the first session), False none, or the one given."""
+    the first session), False none, or the one given. ``quick_jit``: an embedded JVM compiles with C1 alone
+    (:data:`_QUICK_JIT`, for a short job); else its C2 waits for really hot code (:data:`_LATE_C2`)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if master is None:
@@ -265,7 +279,8 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
         # the driver runs the executors: the throughput collector, not G1 (whose concurrent work competes with the
         # tasks for the cores) -- 10-13% less wall time for the report at 2 and 9.6 million events
         # (bench/report_scale.py, paired runs)
-        settings["spark.driver.extraJavaOptions"] = f"{driver_opts} -XX:+UseParallelGC {_LATE_C2}"
+        jit = _QUICK_JIT if quick_jit else _LATE_C2
+        settings["spark.driver.extraJavaOptions"] = f"{driver_opts} -XX:+UseParallelGC {jit}"
         settings["spark.driver.memory"] = driver_memory or DRIVER_MEMORY
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.default.parallelism"] = str(cores)

@@ -111,8 +111,11 @@ def spark_run(tmp_path_factory):
     conf = {"spark.driver.extraJavaOptions": "-Dsdschat.test.option=added"}
     with spark_mod.spark_session("sdschat-tests", log_dir=base, conf=conf) as session:
 
+        asked = result["sessions_asked"] = []  # what the CLI asked spark_session for, each time
+
         @contextlib.contextmanager
-        def reuse(*_a, **_k):
+        def reuse(*_a, **kwargs):
+            asked.append(kwargs)
             yield session
 
         with pytest.MonkeyPatch.context() as mp:

@@ -48,6 +48,24 @@ def test_simulation_directory_is_used_as_is(tmp_path, sim_dir):
     assert s.info.bytes_received > 0 and len(s.info.engine_log_hashes) == 5
 
 
+def test_a_source_counts_its_events_and_a_short_report_compiles_with_c1_alone(tmp_path, sim_dir, databases,
+                                                                             monkeypatch):
+    from sdschat.pipeline import report as report_mod
+
+    sim, db = stage_inputs([sim_dir, *databases[:2]], tmp_path / "staging")
+    meta = json.loads((sim_dir / "meta.json").read_text())
+    assert sim.events == meta["events"] > 0
+    assert db.events == pq.read_table(db.event_files).num_rows > 0
+    both = sim.events + db.events
+    # embedded Spark, at most QUICK_JIT_EVENTS events: C1 alone; one more event, or a cluster: C1 then C2
+    assert report_mod.short_job([sim, db], None) and report_mod.short_job([sim, db], "local[2]")
+    assert not report_mod.short_job([sim, db], "spark://127.0.0.1:7077")
+    monkeypatch.setattr(report_mod, "QUICK_JIT_EVENTS", both)
+    assert report_mod.short_job([sim, db], None)
+    monkeypatch.setattr(report_mod, "QUICK_JIT_EVENTS", both - 1)
+    assert not report_mod.short_job([sim, db], None) and report_mod.short_job([sim], None)
+
+
 def _newer_schema_db(path):
     conn = sqlite3.connect(path)
     conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (99, 0)")

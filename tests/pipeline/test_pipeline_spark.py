@@ -211,6 +211,13 @@ def test_report_compare_sets_two_runs_side_by_side(spark_run):
     assert "Per sender" in md
 
 
+def test_the_reports_of_a_few_events_ask_for_a_jvm_compiling_with_c1_alone(spark_run):
+    # the report and the comparison, of a few thousand events each; the sweep's session runs many reports: not asked
+    reports = [k for k in spark_run["sessions_asked"] if "quick_jit" in k]
+    assert len(reports) == 2 and all(k["quick_jit"] is True for k in reports), spark_run["sessions_asked"]
+    assert len(spark_run["sessions_asked"]) == 3  # and the sweep's
+
+
 def test_the_embedded_spark_uses_the_parallel_collector_and_adds_a_callers_jvm_options(spark_run):
     # G1's concurrent threads compete with the tasks for two cores; the throughput collector's pauses do not
     assert spark_run["jvm_collectors"] == ["PS MarkSweep", "PS Scavenge"], spark_run["jvm_collectors"]
