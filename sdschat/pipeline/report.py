@@ -62,7 +62,7 @@ from .inputs import InputError, Staged, stage_inputs
 from .metrics import BACKLOG_BUCKETS, Report, comparison, compute
 from .spark import QUICK_JIT_EVENTS, SparkJobError, one_line, spark_session
 
-__all__ = ["ReportError", "run_report", "write_report", "build_events_view", "short_job"]
+__all__ = ["ReportError", "run_report", "write_report", "build_events_view", "short_job", "cluster_partitions"]
 
 
 class ReportError(Exception):
@@ -118,8 +118,9 @@ def build_events_view(spark, staged: list[Staged]) -> None:
 def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str | None = None,
                spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None,
                compare: bool = False) -> dict[str, Any]:
-    """Make the report; returns the paths written, its ``timings`` and whether its JVM compiled with C1 alone
-    (``quick_jit``: :func:`short_job`; None with a session given). ``spark``: use this session instead of starting one.
+    """Make the report; returns the paths written, its ``timings`` and whether its JVMs compiled with C1 alone
+    (``quick_jit``: :func:`short_job`; None with a session given). ``spark``: use this session instead of starting one. On a
+    cluster, the shuffle partitions follow the events (:func:`cluster_partitions`) unless ``spark_conf`` sets them.
 
     ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
     adds every summary metric of the second against the first (``tables/comparison.parquet``).
@@ -161,13 +162,19 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
         else:
             # matplotlib loads while Spark's JVM starts (mostly on one core), not after the queries
             threading.Thread(target=_load_plotting, name="sdschat-plots-import", daemon=True).start()
-            quick_jit = short_job(staged, master)
+            quick_jit = short_job(staged)
             t1 = time.perf_counter()
             with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
                                log_dir=out, quick_jit=quick_jit) as session:
                 timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
+                notes = ["JIT: C1 alone, a short job"] if quick_jit else []
+                if not (master is None or master.startswith("local")) and \
+                        "spark.sql.shuffle.partitions" not in (spark_conf or {}):
+                    n = cluster_partitions(sum(s.events for s in staged), session.sparkContext.defaultParallelism)
+                    session.conf.set("spark.sql.shuffle.partitions", str(n))
+                    notes.append(f"{n} shuffle partitions")
                 say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s"
-                    + ("; JIT: C1 alone, a short job)" if quick_jit else ")"))
+                    + "".join(f"; {x}" for x in notes) + ")")
                 t2 = time.perf_counter()
                 build_events_view(session, staged)
                 reduced = reduce_with_spark(session, on_table, detail_dir=tables)
@@ -195,11 +202,21 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
     return written
 
 
-def short_job(staged: list[Staged], master: str | None) -> bool:
-    """Whether the report's embedded JVM should compile with C1 alone (``spark_session(quick_jit=True)``): at most
-    :data:`~sdschat.pipeline.spark.QUICK_JIT_EVENTS` events, where C2 would take most of its CPU compiling. Not for
-    a cluster, whose executors are JVMs of their own."""
-    return (master is None or master.startswith("local")) and sum(s.events for s in staged) <= QUICK_JIT_EVENTS
+def short_job(staged: list[Staged]) -> bool:
+    """Whether the report's JVMs should compile with C1 alone (``spark_session(quick_jit=True)``): at most
+    :data:`~sdschat.pipeline.spark.QUICK_JIT_EVENTS` events, where C2 would take most of their CPU compiling."""
+    return sum(s.events for s in staged) <= QUICK_JIT_EVENTS
+
+
+#: a cluster report's events per shuffle partition: Spark's default of 200 partitions made a report of 2.26 M events
+#: on a two-core worker take 152 s, 54 s with 8 (4 to 16 alike; bench/report_scale.py --master)
+CLUSTER_EVENTS_PER_PARTITION = 1_000_000
+
+
+def cluster_partitions(events: int, cores: int) -> int:
+    """The shuffle partitions of a report on a cluster: a partition per :data:`CLUSTER_EVENTS_PER_PARTITION` events,
+    at least two per core the cluster has given the job, and at least 8."""
+    return max(8, 2 * cores, -(-events // CLUSTER_EVENTS_PER_PARTITION))
 
 
 def _load_plotting() -> None:

@@ -57,13 +57,20 @@ def test_a_source_counts_its_events_and_a_short_report_compiles_with_c1_alone(tm
     assert sim.events == meta["events"] > 0
     assert db.events == pq.read_table(db.event_files).num_rows > 0
     both = sim.events + db.events
-    # embedded Spark, at most QUICK_JIT_EVENTS events: C1 alone; one more event, or a cluster: C1 then C2
-    assert report_mod.short_job([sim, db], None) and report_mod.short_job([sim, db], "local[2]")
-    assert not report_mod.short_job([sim, db], "spark://127.0.0.1:7077")
+    # at most QUICK_JIT_EVENTS events: C1 alone; one more event: C1 then C2
+    assert report_mod.short_job([sim, db])
     monkeypatch.setattr(report_mod, "QUICK_JIT_EVENTS", both)
-    assert report_mod.short_job([sim, db], None)
+    assert report_mod.short_job([sim, db])
     monkeypatch.setattr(report_mod, "QUICK_JIT_EVENTS", both - 1)
-    assert not report_mod.short_job([sim, db], None) and report_mod.short_job([sim], None)
+    assert not report_mod.short_job([sim, db]) and report_mod.short_job([sim])
+
+
+def test_a_cluster_report_has_a_shuffle_partition_per_million_events_two_per_core_and_at_least_8():
+    from sdschat.pipeline.report import cluster_partitions
+
+    assert cluster_partitions(1_672, 2) == 8 and cluster_partitions(2_261_228, 2) == 8
+    assert cluster_partitions(8_000_000, 2) == 8 and cluster_partitions(8_000_001, 2) == 9
+    assert cluster_partitions(51_863_179, 2) == 52 and cluster_partitions(1_672, 32) == 64
 
 
 def _newer_schema_db(path):
