@@ -119,8 +119,9 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
                spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None,
                compare: bool = False) -> dict[str, Any]:
     """Make the report; returns the paths written, its ``timings`` and whether its JVMs compiled with C1 alone
-    (``quick_jit``: :func:`short_job`; None with a session given). ``spark``: use this session instead of starting one. On a
-    cluster, the shuffle partitions follow the events (:func:`cluster_partitions`) unless ``spark_conf`` sets them.
+    (``quick_jit``: :func:`short_job`; None with a session given). ``spark``: use this session instead of starting
+    one. On a cluster, the shuffle partitions follow the events (:func:`cluster_partitions`) unless ``spark_conf``
+    sets them.
 
     ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
     adds every summary metric of the second against the first (``tables/comparison.parquet``).
