@@ -60,7 +60,7 @@ from sdschat.sim.output import BASE_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
 
 from .inputs import InputError, Staged, stage_inputs
 from .metrics import BACKLOG_BUCKETS, Report, comparison, compute
-from .spark import QUICK_JIT_EVENTS, SparkJobError, one_line, spark_session
+from .spark import QUICK_JIT_EVENTS, SparkJobError, embedded, one_line, spark_session
 
 __all__ = ["ReportError", "run_report", "write_report", "build_events_view", "short_job", "cluster_partitions"]
 
@@ -163,15 +163,15 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
         else:
             # matplotlib loads while Spark's JVM starts (mostly on one core), not after the queries
             threading.Thread(target=_load_plotting, name="sdschat-plots-import", daemon=True).start()
-            quick_jit = short_job(staged)
+            events = sum(s.events for s in staged)
+            quick_jit = short_job(events)
             t1 = time.perf_counter()
             with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
                                log_dir=out, quick_jit=quick_jit) as session:
                 timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
                 notes = ["JIT: C1 alone, a short job"] if quick_jit else []
-                if not (master is None or master.startswith("local")) and \
-                        "spark.sql.shuffle.partitions" not in (spark_conf or {}):
-                    n = cluster_partitions(sum(s.events for s in staged), session.sparkContext.defaultParallelism)
+                if not embedded(master) and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
+                    n = cluster_partitions(events, session.sparkContext.defaultParallelism)
                     session.conf.set("spark.sql.shuffle.partitions", str(n))
                     notes.append(f"{n} shuffle partitions")
                 say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s"
@@ -203,10 +203,11 @@ def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driv
     return written
 
 
-def short_job(staged: list[Staged]) -> bool:
-    """Whether the report's JVMs should compile with C1 alone (``spark_session(quick_jit=True)``): at most
-    :data:`~sdschat.pipeline.spark.QUICK_JIT_EVENTS` events, where C2 would take most of their CPU compiling."""
-    return sum(s.events for s in staged) <= QUICK_JIT_EVENTS
+def short_job(events: int) -> bool:
+    """Whether the JVMs of a report of ``events`` (its sources' :attr:`~sdschat.pipeline.inputs.Staged.events`)
+    should compile with C1 alone (``spark_session(quick_jit=True)``): at most
+    :data:`~sdschat.pipeline.spark.QUICK_JIT_EVENTS`, where C2 would take most of their CPU compiling."""
+    return events <= QUICK_JIT_EVENTS
 
 
 #: a cluster report's events per shuffle partition: Spark's default of 200 partitions made a report of 2.26 M events

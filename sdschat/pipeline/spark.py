@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY", "ClassArchive", "QUICK_JIT_EVENTS"]
+__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY", "ClassArchive", "QUICK_JIT_EVENTS", "embedded"]
 
 #: the driver JVM's heap in local mode, where it runs the executors too: the report collects nothing per event,
 #: so its 50-million-event runs fit in this (bench/report_scale.py) as its 2-million ones do
@@ -236,6 +236,11 @@ QUICK_JIT_EVENTS = 2_500_000
 _JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
+def embedded(master: str | None) -> bool:
+    """Whether a session with this master runs Spark in this machine's one JVM (``local[...]``, or no master)."""
+    return master is None or master.startswith("local")
+
+
 @contextlib.contextmanager
 def spark_session(app: str, *, master: str | None = None, driver_memory: str | None = None,
                   conf: dict[str, str] | None = None, log_dir: Path | None = None,
@@ -260,7 +265,7 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
     log4j = tmp / "log4j2.properties"
     log4j.write_text(_LOG4J)
     log_path = (log_dir or tmp) / "spark-jvm.log"
-    local = master is None or master.startswith("local")
+    local = embedded(master)
     cores = os.cpu_count() or 1
     sconf = SparkConf().setAppName(app).setMaster(master or "local[*]")
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"

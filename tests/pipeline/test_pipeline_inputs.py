@@ -58,11 +58,11 @@ def test_a_source_counts_its_events_and_a_short_report_compiles_with_c1_alone(tm
     assert db.events == pq.read_table(db.event_files).num_rows > 0
     both = sim.events + db.events
     # at most QUICK_JIT_EVENTS events: C1 alone; one more event: C1 then C2
-    assert report_mod.short_job([sim, db])
+    assert report_mod.short_job(both)
     monkeypatch.setattr(report_mod, "QUICK_JIT_EVENTS", both)
-    assert report_mod.short_job([sim, db])
+    assert report_mod.short_job(both)
     monkeypatch.setattr(report_mod, "QUICK_JIT_EVENTS", both - 1)
-    assert not report_mod.short_job([sim, db]) and report_mod.short_job([sim])
+    assert not report_mod.short_job(both) and report_mod.short_job(sim.events)
 
 
 def test_a_cluster_report_has_a_shuffle_partition_per_million_events_two_per_core_and_at_least_8():
