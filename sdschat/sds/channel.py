@@ -402,6 +402,16 @@ class MessageChannel:
         was there. For content that must not outlive a retention window (an application's choice)."""
         return self._repair.cache_drop(message_id)
 
+    def drop_peer(self, participant_id: str) -> list[Event]:
+        """An application removed ``participant_id`` from the group: it no longer counts toward the possible-ack
+        threshold or the peers it is capped by, and its possible acknowledgements are forgotten; own messages the
+        remaining peers' filters already acknowledge enough are acknowledged now (the returned ``Acknowledged``
+        events, as :meth:`tick`'s). Not persisted: the application says it again after a restore."""
+        events: list[Event] = []
+        self._out.drop(participant_id, events)
+        self._peers_full = len(self._peers) >= self.config.possible_acks_threshold
+        return events
+
     def give_up(self, message_id: str, now_ms: int) -> list[Event]:
         """Declare a missing message lost now rather than ``lost_after_ms`` after it was noticed: for an
         application that refused a copy of it and knows no acceptable copy will come (content signed by an
@@ -471,7 +481,7 @@ class MessageChannel:
             self._duplicates += 1
             return []
         self._received += 1
-        if not self._peers_full:  # only the count up to the threshold is ever used
+        if not self._peers_full and sender not in self._out.dropped:  # only the count up to the threshold is used
             peers = self._peers
             peers.add(sender)
             self._peers_full = len(peers) >= cfg.possible_acks_threshold

@@ -42,13 +42,15 @@ class OutgoingBuffer:
     """
 
     __slots__ = ("entries", "heap", "peers", "config", "stats", "journal", "channel_id", "participant_id", "bloom",
-                 "bloom_len")
+                 "bloom_len", "dropped")
 
     def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int],
                  bloom: RollingBloomFilter) -> None:
         self.entries: dict[str, _Out] = {}
         self.heap: list[tuple[int, str]] = []  # (next resend, id); stale entries are skipped
         self.peers: set[str] = set()
+        #: participants that no longer count as peers nor acknowledge (:meth:`drop`)
+        self.dropped: set[str] = set()
         self.config = config
         self.stats = stats
         self.journal: list[tuple] | None = None
@@ -81,11 +83,38 @@ class OutgoingBuffer:
         peers = self.peers
         limit = self.config.possible_acks_threshold
         me = self.participant_id
+        dropped = self.dropped
         for row in rows:
             if len(peers) >= limit:
                 break  # a restored log of a million rows stops here, not at its end
-            if row.sender_id != me:
+            if row.sender_id != me and row.sender_id not in dropped:
                 peers.add(row.sender_id)
+
+    def drop(self, participant_id: str, events: list[Event]) -> None:
+        """``participant_id`` left the group (an application removed it): it no longer counts as a peer, its
+        earlier possible acknowledgements are forgotten, and what the remaining peers' filters already hold
+        enough of is acknowledged now (``Acknowledged`` into ``events``)."""
+        self.dropped.add(participant_id)
+        self.peers.discard(participant_id)
+        cfg = self.config
+        threshold = cfg.possible_acks_threshold
+        if cfg.possible_acks_group_cap:
+            threshold = min(threshold, max(1, len(self.peers)))
+        done = []
+        for mid, out in self.entries.items():
+            if participant_id in out.ack_senders:
+                out.ack_senders.discard(participant_id)
+                if self.journal is not None:
+                    self.journal.append(("out", mid, self.row(mid, out)))
+            if out.ack_senders and len(out.ack_senders) >= threshold:
+                done.append(mid)
+        for mid in done:
+            del self.entries[mid]
+            if self.journal is not None:
+                self.journal.append(("out-", mid, None))
+            self.stats["acked"] += 1
+            self.stats["acked_by_bloom"] += 1
+            events.append(Acknowledged(mid, by_bloom=True))
 
     # ------------------------------------------------------------------ acks
 
@@ -103,6 +132,8 @@ class OutgoingBuffer:
                 events.append(Acknowledged(mid))
         bloom = f.bloom
         if not outgoing or bloom is None or len(bloom) != self.bloom_len:
+            return
+        if sender in self.dropped:
             return
         done = self._bloom_acks(bloom, sender, events)
         for mid in done:

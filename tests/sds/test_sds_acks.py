@@ -139,3 +139,49 @@ def test_frame_without_bloom_only_acks_by_history():
     assert of(events, Acknowledged) == [Acknowledged(m2.message_id)]
     assert of(events, PossiblyAcknowledged) == []
     assert a.outgoing_ids == [m1.message_id]
+
+
+def test_a_dropped_peer_no_longer_counts_and_what_the_rest_hold_is_acknowledged():
+    """An application removed a participant (sdschat's kick): with the threshold capped by the group, the one
+    remaining peer's filter is enough, its earlier evidence is forgotten, and its relayed frames add no peer."""
+    cfg = quiet_config(possible_acks_threshold=2, possible_acks_group_cap=True)
+    a, b, m = channel("alice", cfg), channel("bob", cfg), channel("mallory", cfg)
+    hello = a.send(b"hello", 1)
+    for ch in (b, m):
+        ch.receive(hello.data, 2)
+    a.receive(m.send(b"mallory was here", 3).data, 4)
+    a.receive(b.send(b"bob was here", 5).data, 6)
+    sent = a.send(b"after the kick", 10)
+    filler = [a.send(f"f{i}".encode(), 11 + i) for i in range(10)]  # out of causal histories
+    for o in [sent, *filler]:
+        b.receive(o.data, 30)
+        m.receive(o.data, 30)
+    events = a.receive(m.send(b"mallory acks", 40).data, 41)
+    assert PossiblyAcknowledged(sent.message_id, 1) in of(events, PossiblyAcknowledged)
+    events = a.drop_peer("mallory")
+    assert events == [] and sent.message_id in a.outgoing_ids  # her evidence is gone: nothing acknowledged
+    assert a.possible_ack_count(sent.message_id) == 0
+    # bob alone is the group now: his filter acknowledges
+    events = a.receive(b.send(b"bob acks", 50).data, 51)
+    assert Acknowledged(sent.message_id, by_bloom=True) in events
+    # mallory's frames, even relayed as someone's repair answer, count for nothing
+    later = a.send(b"later", 60)
+    m.receive(later.data, 61)
+    before = a.outgoing_ids
+    a.receive(m.send(b"still acking", 70).data, 71)
+    assert a.outgoing_ids == before and "mallory" not in a._peers
+
+
+def test_dropping_a_peer_acknowledges_what_the_remaining_evidence_already_covers():
+    cfg = quiet_config(possible_acks_threshold=2, possible_acks_group_cap=True)
+    a, b, m = channel("alice", cfg), channel("bob", cfg), channel("mallory", cfg)
+    a.receive(m.send(b"m", 1).data, 2)
+    a.receive(b.send(b"b", 3).data, 4)
+    sent = a.send(b"x", 10)
+    filler = [a.send(f"f{i}".encode(), 11 + i) for i in range(10)]
+    for o in [sent, *filler]:
+        b.receive(o.data, 30)
+    a.receive(b.send(b"bob acks", 40).data, 41)
+    assert a.possible_ack_count(sent.message_id) == 1 and sent.message_id in a.outgoing_ids
+    assert Acknowledged(sent.message_id, by_bloom=True) in a.drop_peer("mallory")
+    assert sent.message_id not in a.outgoing_ids
