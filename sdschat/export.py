@@ -4,6 +4,9 @@ The log is every delivered message (own ones included) in local-log order
 ``(lamport_timestamp, message_id)``, one JSON object per line with at least
 ``message_id``, ``sender_id``, ``lamport_timestamp``, ``nick`` and ``text``.
 Messages still waiting for dependencies are not in the log and are left out.
+
+The output file holds decrypted history: it is created 0600 (and an existing
+regular file is narrowed to 0600 before a byte is written), whatever the umask.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ import json
 import sys
 from pathlib import Path
 
+from .node.files import open_private
 from .node.payload import AppPayload, PayloadError
 from .store import Store, StoreError
 
-__all__ = ["export", "ExportError", "log_records", "event_records"]
+__all__ = ["export", "ExportError", "log_records", "event_records", "open_private"]
 
 _NOT_IN_LOG = {"waiting"}
 
@@ -30,17 +34,18 @@ async def log_records(store: Store):
             continue
         try:
             app = AppPayload.decode(row.content)
-        except PayloadError:
-            app = None
+        except PayloadError as exc:  # sdschat stores only payloads it read (or wrote): the row was changed since
+            raise ExportError(f"database {store.path}: the messages table is damaged (message {row.message_id[:16]}: "
+                              f"{exc})") from None
         yield {
             "message_id": row.message_id,
             "sender_id": row.sender_id,
             "lamport_timestamp": row.lamport_timestamp,
-            "nick": app.nick if app else None,
-            "text": app.text if app else None,
-            "kind": app.kind if app else None,
-            "sent_at_ms": app.sent_at_ms if app else None,
-            "reply_to": (app.reply_to or None) if app else None,
+            "nick": app.nick,
+            "text": app.text,
+            "kind": app.kind,
+            "sent_at_ms": app.sent_at_ms,
+            "reply_to": app.reply_to or None,
             "state": row.state,
             "repaired": row.repaired,
             "after_lost": list(row.after_lost),
@@ -72,6 +77,8 @@ async def export(db: Path, *, events: bool = False, fmt: str = "jsonl", out: Pat
     try:
         source = event_records(store) if events else log_records(store)
         records = [r async for r in source]
+    except StoreError as exc:  # a row that does not hold what sdschat wrote (CorruptRowError, and the like)
+        raise ExportError(str(exc)) from None
     finally:
         await store.close()
     if fmt == "parquet":
@@ -83,12 +90,13 @@ async def export(db: Path, *, events: bool = False, fmt: str = "jsonl", out: Pat
         else:
             table = pa.table({})
         try:
-            pq.write_table(table, out)
+            with open_private(out, "wb") as f:
+                pq.write_table(table, f)
         except OSError as exc:
-            raise ExportError(f"cannot write {out}: {exc}") from None
+            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
         return len(records)
     try:
-        stream = open(out, "w", encoding="utf-8") if out is not None else sys.stdout
+        stream = open_private(out) if out is not None else sys.stdout
     except OSError as exc:
         raise ExportError(f"cannot write {out}: {exc.strerror}") from None
     try:

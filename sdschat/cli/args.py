@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import CliError
 
 __all__ = [
-    "Parser", "number", "probability", "non_negative", "positive_int", "at_least", "positive_float", "parsed_by",
+    "Parser", "home_dir", "broker_url", "ca_file",
+    "number", "probability", "non_negative", "positive_int", "at_least", "positive_float", "parsed_by",
     "add_channel_args", "add_home_arg", "add_impairment_args", "tune_setting", "impairment_of", "add_spark_args", "spark_conf",
     "HOSTILE_MOVES",
 ]
@@ -25,6 +27,53 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:
         raise CliError(f"{self.prog}: {message} (see --help)")
+
+    def parse_args(self, args=None, namespace=None):
+        """Parse, then refuse an empty ``$SDSCHAT_HOME`` when no ``--home`` overrides it (it would put the profile
+        in the current folder, or silently in the platform's)."""
+        parsed = super().parse_args(args, namespace)
+        if getattr(parsed, "home", None) is None and "SDSCHAT_HOME" in os.environ \
+                and not os.environ["SDSCHAT_HOME"].strip():
+            raise CliError("SDSCHAT_HOME is set but empty: name a folder, or unset it")
+        return parsed
+
+
+def home_dir(text: str) -> Path:
+    """``--home DIR``: a folder's name, never empty (``Path("")`` is the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a folder, not an empty string")
+    return Path(text)
+
+
+def broker_url(text: str) -> str:
+    """``--broker URL``: a broker URL as ``sdschat init`` takes it (``mqtt://`` or ``mqtts://``), never empty."""
+    from sdschat.transport.errors import TransportError
+    from sdschat.transport.url import parse_broker_url
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a broker URL (mqtt://host[:port] or mqtts://host[:port]), "
+                                         "not an empty string")
+    try:
+        parse_broker_url(text)
+    except TransportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
+
+
+def ca_file(text: str) -> Path:
+    """``--ca FILE``: a CA certificate file of this machine that exists and can be read (stored as an absolute
+    path: the profile is read from any folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a CA file, not an empty string")
+    path = Path(text).expanduser()
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except IsADirectoryError:
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a CA file") from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {exc.strerror or exc}") from None
+    return path.resolve()
 
 
 def number(kind: type = float, lo: float | None = None, hi: float | None = None):
@@ -89,7 +138,8 @@ def add_channel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-file", type=Path, help="channel key file (from `sdschat keygen`); without it, the "
                    "profile's key of --channel, else a passphrase (SDSCHAT_PASSPHRASE or a prompt)")
     add_home_arg(p)
-    p.add_argument("--broker", help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, else an embedded broker)")
+    p.add_argument("--broker", type=broker_url,
+                   help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, else an embedded broker)")
     p.add_argument("--db", type=Path, help="database file (default: under the user data directory)")
     p.add_argument("--qos", type=int, choices=(0, 1), default=0, help="MQTT QoS for publish and subscribe (default 0)")
     add_impairment_args(p)
@@ -97,7 +147,7 @@ def add_channel_args(p: argparse.ArgumentParser) -> None:
 
 def add_home_arg(p: argparse.ArgumentParser) -> None:
     """``--home DIR``: the profile's folder (accepted before or after the command)."""
-    p.add_argument("--home", type=Path, default=argparse.SUPPRESS,
+    p.add_argument("--home", type=home_dir, default=argparse.SUPPRESS,
                    help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
 
 

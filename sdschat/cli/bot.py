@@ -26,7 +26,8 @@ def bot_configure(p: argparse.ArgumentParser) -> None:
                         "for a repair, for this many seconds (keep it above the repair backoff T_max and the longest "
                         "resend interval, both 10 s by default)")
     p.add_argument("--max-runtime", type=non_negative, default=0.0,
-                   help="give up (exit 3) after this many seconds (0: never)")
+                   help="give up (exit 3) after this many seconds (0: never); a member removed from the channel "
+                        "exits 1, one locked out of its newest key 4")
     p.add_argument("--text", default="{name} #{i}", help="message template ({name}, {i})")
     p.add_argument("--start-after", type=non_negative, default=0.0,
                    help="wait this many seconds after connecting before sending (lets peers subscribe first)")
@@ -67,6 +68,8 @@ async def _linger(node, args: argparse.Namespace, stop: asyncio.Event, started: 
     quiet_since = time.monotonic()
     linger_ms = int(args.linger * 1000)
     while not stop.is_set() and node.failure is None:
+        if node.removed_me or node.locked_out:
+            return 0  # nothing it sends reaches the members any more: bot_run says so
         if not node.settled(linger_ms):
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= args.linger:
@@ -95,13 +98,28 @@ async def bot_run(args: argparse.Namespace) -> int:
         if not args.quiet:
             h = node.health()
             print(f"{node.nick}: log {h['log']} messages, sent {h['sent']}, resends {h['resends']}, "
-                  f"repairs requested {h['repairs_requested']}, served {h['repairs_served']}, lost {h['lost']}",
-                  flush=True)
+                  f"repairs requested {h['repairs_requested']}, served {h['repairs_served']}, lost {h['lost']}"
+                  + (f", LOCKED OUT of key epoch {node.locked_out}" if node.locked_out else ""), flush=True)
     finally:
         await node.stop()
     if node.failure:
         raise CliError(node.failure, code=1)
-    return code
+    return _membership_status(node) or code
+
+
+def _membership_status(node) -> int:
+    """1 (removed) or 4 (locked out of the newest key) with one line on stderr; 0 if still a member."""
+    name = node.key.channel_name
+    if node.removed_me:
+        print(f"{node.nick}: removed from #{name} by an admin: nothing sent since reached the members",
+              file=sys.stderr)
+        return 1
+    if node.locked_out:
+        print(f"{node.nick}: locked out of #{name}: key epoch {node.locked_out} began without a key for this member, "
+              "so what it sent and received since was on a key the others left; ask an admin for a new invite",
+              file=sys.stderr)
+        return 4
+    return 0
 
 
 async def _hostile_run(args: argparse.Namespace) -> int:

@@ -13,12 +13,12 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from .args import add_home_arg
+from .args import add_home_arg, broker_url, ca_file
 from .errors import CliError, profile_call
 
 __all__ = [
-    "load_profile", "init_configure", "init_run", "new_configure", "new_run", "invite_configure",
-    "invite_run", "join_configure", "join_run", "channels_configure", "channels_run", "part_configure", "part_run",
+    "load_profile", "broker_failure", "read_invite", "init_configure", "init_run", "new_configure", "new_run",
+    "invite_configure", "invite_run", "join_configure", "join_run", "channels_configure", "channels_run", "part_configure", "part_run",
 ]
 
 
@@ -34,8 +34,10 @@ IDENTITY_PASSPHRASE_ENV = "SDSCHAT_IDENTITY_PASSPHRASE"
 
 def init_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True, help="your display name in every channel")
-    p.add_argument("--broker", default="", help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, "
-                   "else an embedded broker)")
+    p.add_argument("--broker", type=broker_url, help="mqtt://[USER:PASSWORD@]host:port, or mqtts://... "
+                   "(default: 127.0.0.1:1883 if it answers, else an embedded broker)")
+    p.add_argument("--ca", type=ca_file, metavar="FILE",
+                   help="the CA certificate to check an mqtts:// broker with (default: the system's)")
     p.add_argument("--protect", action="store_true",
                    help="seal your identity key under a passphrase (SDSCHAT_IDENTITY_PASSPHRASE, else asked twice); "
                         "every later start asks for it, and no channel database holds the key")
@@ -45,23 +47,60 @@ def init_configure(p: argparse.ArgumentParser) -> None:
 def init_run(args: argparse.Namespace) -> int:
     from sdschat.profile import Profile, resolve_paths
 
-    if args.broker:
-        _check_broker(args.broker)
+    if args.ca is not None and args.broker is None:
+        raise CliError("--ca needs --broker mqtts://host[:port]")
+    broker = _with_ca(args.broker, args.ca, "--broker") if args.broker is not None else ""
+    paths = profile_call(resolve_paths, getattr(args, "home", None))
     passphrase = new_identity_passphrase() if args.protect else None
-    profile = profile_call(Profile.create, resolve_paths(getattr(args, "home", None)), args.name, args.broker,
-                           passphrase=passphrase)
+    profile = profile_call(Profile.create, paths, args.name, broker, passphrase=passphrase)
     print(profile.paths.profile_file)
     print(f"sdschat: created the profile of {profile.name}; `sdschat new CHANNEL` starts a channel", file=sys.stderr)
     return 0
 
 
-def _check_broker(url: str) -> None:
+def _broker(url: str, what: str):
+    """The parsed broker URL (the parser ``init --broker`` uses); a bad one is one line naming ``what``."""
     from sdschat.transport import TransportError, parse_broker_url
 
     try:
-        parse_broker_url(url)
+        return parse_broker_url(url)
     except (TransportError, ValueError) as exc:
-        raise CliError(f"--broker: {exc}") from None
+        raise CliError(f"{what}: {exc}") from None
+
+
+def _with_ca(url: str, ca: Path | None, what: str) -> str:
+    """``url`` checked, with the CA file ``ca`` (replacing any it names) when given; a CA file it names must be
+    readable here."""
+    import dataclasses
+
+    address = _broker(url, what)
+    if ca is not None:
+        if not address.tls:
+            raise CliError(f"--ca needs an mqtts:// broker; {what} is {address.url}")
+        return dataclasses.replace(address, ca_file=str(ca)).full_url
+    if address.ca_file is not None and not os.access(address.ca_file, os.R_OK):
+        raise CliError(f"{what} names the CA file {address.ca_file}, which cannot be read here: "
+                       "pass --ca FILE, a CA file of this machine")
+    return url
+
+
+def broker_failure(exc: Exception, url: str | None) -> CliError:
+    """A broker's refusal as one line; a refusal for want of a login tells how to give one (``--broker`` with
+    your user name and password, kept in the profile by ``sdschat join TOKEN --broker URL``)."""
+    text = str(exc)
+    low = text.lower()
+    if "refused the connection" not in low or not ("not authori" in low or "bad user name or password" in low):
+        return CliError(text)
+    try:
+        address = _broker(url, "broker") if url else None
+    except CliError:
+        address = None
+    where = address.public_url.replace("://", "://USER:PASSWORD@", 1) if address else "mqtt://USER:PASSWORD@host"
+    if address is not None and address.username is not None:
+        return CliError(f"{text}: check the user name and password of {address.url}; pass --broker {where}, "
+                        "or keep it in your profile: sdschat join TOKEN --broker URL")
+    return CliError(f"{text}: the broker needs a login: pass --broker {where} with yours, "
+                    "or keep it in your profile: sdschat join TOKEN --broker URL")
 
 
 def new_configure(p: argparse.ArgumentParser) -> None:
@@ -81,6 +120,9 @@ def new_run(args: argparse.Namespace) -> int:
 def invite_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("channel", help="a joined channel")
     p.add_argument("--qr", action="store_true", help="also print the token as a QR code for the terminal")
+    p.add_argument("--with-credentials", action="store_true",
+                   help="also put your broker login (user, password) and CA file path in the token (by default it "
+                        "names the broker's host and port only: each member logs in as themselves)")
     add_home_arg(p)
 
 
@@ -90,8 +132,9 @@ def invite_run(args: argparse.Namespace) -> int:
     profile = load_profile(args)
     entry = profile_call(profile.channel, args.channel)
     admins, epoch, removed = asyncio.run(_channel_keys(profile.db_path(entry)))
-    invite = profile_call(profile.invite, args.channel, admins=admins, epoch=epoch, removed=removed)
-    token = encode_invite(invite)
+    invite = profile_call(profile.invite, args.channel, admins=admins, epoch=epoch, removed=removed,
+                          with_credentials=args.with_credentials)
+    token = profile_call(encode_invite, invite)
     print(token)
     if args.qr:
         import segno
@@ -99,13 +142,30 @@ def invite_run(args: argparse.Namespace) -> int:
         segno.make(token, error="m").terminal(out=sys.stdout, compact=True)
     print(f"sdschat: this token is #{invite.channel}'s key: whoever holds it reads and writes the channel; "
           "send it only to the people you invite, over a private channel", file=sys.stderr)
+    _broker_note(profile.broker, args.with_credentials)
     return 0
+
+
+def _broker_note(url: str, with_credentials: bool) -> None:
+    """One line on stderr when the profile's broker has a login or a CA file: the token carries them (asked for:
+    a warning), or not (how a joiner gives their own)."""
+    address = _broker(url, "the profile's broker") if url else None
+    if address is None or not address.private:
+        return
+    if with_credentials:
+        print(f"sdschat: warning: this token also carries your broker login and CA file path ({address.url}): "
+              "whoever holds it logs in as you", file=sys.stderr)
+    else:
+        where = address.public_url.replace("://", "://USER:PASSWORD@", 1) if address.username else address.public_url
+        print(f"sdschat: the token names {address.public_url} without your login or CA file; whoever joins gives "
+              f"their own: sdschat join TOKEN --broker {where}" + (" --ca FILE" if address.ca_file else ""),
+              file=sys.stderr)
 
 
 async def _channel_keys(db: Path):
     """The admins, current key epoch and removed members the channel's database knows (Nones: none yet)."""
     from sdschat.node import MEMBERSHIP_KEY
-    from sdschat.node.membership import Membership
+    from sdschat.node.membership import Membership, invite_refusal
     from sdschat.store import Store, StoreError
 
     if not db.exists():
@@ -118,13 +178,21 @@ async def _channel_keys(db: Path):
     if raw is None:
         return None, None, None
     try:
-        return Membership.read_keys(raw)
+        refused, keys = invite_refusal(raw), Membership.read_keys(raw)
     except (ValueError, KeyError, TypeError) as exc:
         raise CliError(f"{db}: the membership state is damaged ({exc})") from None
+    if refused is not None:
+        raise CliError(f"no invite: {refused}")
+    return keys
 
 
 def join_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("token", nargs="?", help="an invite token (from `sdschat invite`)")
+    p.add_argument("--broker", type=broker_url, help="your own broker URL, with your login if it needs one: "
+                   "mqtt://USER:PASSWORD@host:port (kept in your profile; default: the one the invite names); "
+                   "with a channel joined already, only the profile's broker changes")
+    p.add_argument("--ca", type=ca_file, metavar="FILE",
+                   help="the CA certificate to check an mqtts:// broker with, a file of this machine")
     g = p.add_argument_group("importing a channel of sdschat 0.1")
     g.add_argument("--key-file", type=Path, help="its key file (with --channel)")
     g.add_argument("--channel", help="its channel name")
@@ -133,24 +201,30 @@ def join_configure(p: argparse.ArgumentParser) -> None:
 
 
 def join_run(args: argparse.Namespace) -> int:
-    from sdschat.profile import decode_invite
-
     profile = load_profile(args)
     if args.token is not None:
         if args.key_file or args.channel or args.db:
             raise CliError("join takes a token, or --key-file and --channel, not both")
-        invite = profile_call(decode_invite, args.token)
+        invite = read_invite(args.token)
         name, secret, db = invite.channel, invite.secret, None
         admins, epoch, removed = invite.admins, (invite.epoch, invite.epoch_secret), invite.removed
-        if invite.broker and not profile.broker:
-            profile.broker = invite.broker  # the first invite says where the group meets
-            profile_call(profile.save)
-        elif invite.broker and invite.broker != profile.broker:
-            print(f"sdschat: note: the invite names the broker {invite.broker}; your profile uses {profile.broker}",
-                  file=sys.stderr)
+        offered = invite.broker
     else:
         name, secret, db = _imported(profile, args)
+        if db is not None:
+            _check_import(args.db)  # a damaged database is refused before anything is written
         admins, epoch, removed = (), None, ()  # a channel of sdschat 0.1 has no admins: nobody removes anyone
+        offered = ""
+    broker = _joined_broker(profile.broker, offered, args)  # checked before anything is written
+    existing = profile.channels.get(name)
+    if existing is not None and args.token is not None and (args.broker is not None or args.ca is not None) \
+            and _same_key(profile, existing, secret):
+        # joined before, without the login (or CA file) the broker asks for: only the broker changes
+        _save_broker(profile, broker)
+        print(existing.name)
+        print(f"sdschat: already in #{existing.name}; your profile's broker is now {_broker(broker, 'broker').url}",
+              file=sys.stderr)
+        return 0
     entry = profile_call(profile.add_channel, name, secret, db=db, admins=admins, epoch=epoch, removed=removed)
     if db is not None:
         try:
@@ -158,8 +232,54 @@ def join_run(args: argparse.Namespace) -> int:
         except BaseException:
             profile.remove_channel(entry.name, forget=True)
             raise
+    _save_broker(profile, broker)
     print(entry.name)
     return 0
+
+
+def _same_key(profile, entry, secret: bytes) -> bool:
+    """Whether ``entry`` (a joined channel) has the key ``secret`` (an invite to the channel we are in)."""
+    from sdschat.crypto import ChannelKey
+
+    return profile_call(profile.key, entry).topic == ChannelKey(secret, entry.name).topic
+
+
+def read_invite(text: str):
+    """The invite in ``text``, every field checked as ``init`` and ``new`` check them (its broker by the same
+    parser as ``init --broker``); one line for a bad one."""
+    from sdschat.profile import decode_invite
+
+    invite = profile_call(decode_invite, text)
+    if invite.broker:
+        _broker(invite.broker, "invite token's broker")
+    return invite
+
+
+def _joined_broker(current: str, offered: str, args: argparse.Namespace) -> str:
+    """The profile's broker after a join: ``--broker`` (the joiner's own, login and all), else the invite's when
+    the profile has none, else the profile's; with ``--ca`` applied. A note when the invite names another."""
+    if args.broker is not None:
+        chosen, what = args.broker, "--broker"
+    elif offered and not current:
+        chosen, what = offered, "invite token's broker"  # the first invite says where the group meets
+    else:
+        chosen, what = current, "the profile's broker"
+    if args.ca is not None and not chosen:
+        raise CliError("--ca needs an mqtts:// broker: pass --broker mqtts://host[:port]")
+    if chosen and (args.ca is not None or chosen != current):
+        chosen = _with_ca(chosen, args.ca, what)
+    if offered and chosen:
+        mine, theirs = _broker(chosen, what), _broker(offered, "invite token's broker")
+        if (mine.scheme, mine.host, mine.port) != (theirs.scheme, theirs.host, theirs.port):
+            print(f"sdschat: note: the invite names the broker {theirs.url}; your profile uses {mine.url}",
+                  file=sys.stderr)
+    return chosen
+
+
+def _save_broker(profile, broker: str) -> None:
+    if broker != profile.broker:
+        profile.broker = broker
+        profile_call(profile.save)
 
 
 def _imported(profile, args: argparse.Namespace) -> tuple[str, bytes, Path | None]:
@@ -178,6 +298,17 @@ def _imported(profile, args: argparse.Namespace) -> tuple[str, bytes, Path | Non
             raise CliError(f"no database at {args.db}")
         db = Path("db") / f"imported-{os.urandom(6).hex()}.db"
     return args.channel, secret, db
+
+
+def _check_import(source: Path) -> None:
+    """Every check of an open on a database to import (read-only); one line for a damaged one."""
+    from sdschat.store import StoreError
+    from sdschat.store.integrity import check_database
+
+    try:
+        check_database(source)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _copy_database(source: Path, target: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sdschat.transport import EmbeddedBroker
 from sdschat.ui.app import ChatApp, DemoApp
+from sdschat.ui.files import write_private_text
 from sdschat.ui.timeline import MarkerItem
 from sdschat.ui.window import ChannelWindow
 
@@ -62,7 +63,7 @@ def _save(app, path: Path) -> None:
     svg = app.export_screenshot(title=path.stem)
     svg = re.sub(r"[ \t]+\n", "\n", svg)  # a few KB of trailing blanks
     svg = leading_blanks_as_offsets(svg)
-    path.write_text(svg, encoding="utf-8")
+    write_private_text(path, svg)  # 0600: what a screenshot shows is a chat's decrypted text
     print(f"wrote {path} ({len(svg) // 1024} KB)")
 
 

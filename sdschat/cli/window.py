@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from .errors import CliError, profile_call
-from .profiles import load_profile
+from .profiles import broker_failure, load_profile
 from .profiles import profile_identity
 from .wiring import profile_node_config, stop_all
 
@@ -165,8 +165,13 @@ class ProfileClient:
         self.profile.remove_channel(node.key.channel_name)
 
     def invite(self, node) -> str:
+        """A token for ``node``'s channel; ValueError (one line) if an invite of ours would admit nobody."""
+        from sdschat.node.membership import invite_refusal
         from sdschat.profile import encode_invite
 
+        refused = invite_refusal(node.membership.to_json())
+        if refused is not None:
+            raise ValueError(f"no invite: {refused}")
         current = node.membership.current
         return encode_invite(self.profile.invite(node.key.channel_name, admins=node.membership.admins,
                                                  epoch=(current.number, current.secret),
@@ -222,7 +227,7 @@ async def window_run(args: argparse.Namespace) -> int:
     try:
         client = await ProfileClient.start(profile, all_channels=False)  # the rest start once the window is up
     except (TransportError, StoreError) as exc:
-        raise CliError(str(exc)) from None
+        raise broker_failure(exc, profile.broker) from None  # a refusal for want of a login says how to give one
     try:
         app = ChannelWindow(client)
         await app.run_async()

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .args import impairment_of
 from .errors import CliError, profile_call
-from .profiles import profile_identity
+from .profiles import broker_failure, profile_identity
 
 __all__ = [
     "DEMO_NICKS", "Choice", "data_dir", "load_key", "default_db", "resolve_channel", "profile_node_config", "start_node",
@@ -173,7 +173,7 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     try:
         return await Node.start(config)
     except (TransportError, StoreError) as exc:
-        raise CliError(str(exc)) from None
+        raise broker_failure(exc, broker) from None  # a refusal for want of a login says how to give one
     except OSError as exc:
         raise CliError(f"cannot open {db}: {exc.strerror or exc}") from None
 

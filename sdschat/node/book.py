@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ..crypto import SignatureError, read_signed_content
-from ..store import MessageRow, MessageUpdate, ParticipantRow
+from ..store import CorruptRowError, MessageRow, MessageUpdate, ParticipantRow
 from . import events as ev
 from .membership import describe
 from .payload import CONTROL_KINDS, AppPayload, PayloadError
@@ -35,10 +35,13 @@ class MessageBook:
                               sender == self._pid(), state, acks, resends, bool(repaired), None, received_at,
                               app.reply_to or None)
 
-    def chat_of_row(self, row: MessageRow) -> ev.ChatMessage | None:
-        app = decode_app(row.content)
-        if app is None:
-            return None
+    def chat_of_row(self, row: MessageRow) -> ev.ChatMessage:
+        """The message a database row holds; :class:`~sdschat.store.CorruptRowError` if its payload does not read
+        (the node stores only payloads it read or wrote: the file was changed since)."""
+        try:
+            app = AppPayload.decode(row.content)
+        except PayloadError as exc:
+            raise CorruptRowError(f"the messages table is damaged (message {row.message_id[:16]}: {exc})") from None
         return self.chat(row.message_id, row.sender_id, app, row.lamport_timestamp, row.state,
                          row.received_at_ms or 0, row.possible_ack_count, row.resends, row.repaired)
 

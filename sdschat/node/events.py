@@ -137,7 +137,9 @@ class FrameRejected(NodeEvent):
 class MembershipChanged(NodeEvent):
     """The channel's members or keys changed. ``what``: ``join`` (``by`` joined), ``admin`` (``by`` named
     ``who`` admins), ``epoch`` (``by`` started key epoch ``epoch``, removing ``who``; ``mine``: we hold its key),
-    ``removed`` (``by`` removed us, in ``epoch``), ``expired`` (the keys up to ``epoch`` were deleted here)."""
+    ``removed`` (``by`` removed us, in ``epoch``), ``expired`` (the keys up to ``epoch`` were deleted here),
+    ``refused`` (``by``, holding only the key of ``epoch``, from before a removal, and not admitted since, tried to
+    take part: an invite made before a kick, or re-made by a removed member; told once per participant))."""
 
     what: str
     by: str

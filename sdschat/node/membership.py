@@ -18,6 +18,15 @@ next epoch if a member it removed holds the winner's key.
 An epoch message is sealed under its predecessor's key (so the members who have not switched yet can read it),
 then its readers switch. A key superseded here is kept ``retention_ms`` (traffic of members who had not switched
 still opens) and then deleted.
+
+A removal is final (:meth:`Membership.refusal`). The newest epoch that removed someone is the *cut*; the members
+*admitted* since are that epoch's recipients, those of every later epoch or grant, and the authors of joins written
+under the cut's key or a later one. Every application payload names the epoch its author wrote it under (``e``,
+signed with it). A message written under a key from before the cut by anyone not admitted is refused
+(``stale_key``): an invite made before a kick, or re-made from a removed member's profile, admits nobody, however
+its join is relayed, and no admin grants it a key. A message published by its own author that names a later epoch
+than the key it came under is a lie (``bad_epoch``). A member that learns of an epoch sealed to others but not to it
+(and that did not remove it) is *locked out* (:attr:`Membership.locked_out`) until it holds that epoch's key.
 """
 
 from __future__ import annotations
@@ -26,11 +35,18 @@ import dataclasses
 import json
 
 from ..crypto import ChannelKey, CryptoError, Identity
-from ..crypto.epochs import EXCHANGE_KEY_SIZE, epoch_key, exchange_public, new_epoch_secret, open_for_member, \
-    seal_to_members
+from ..crypto.epochs import (
+    EXCHANGE_KEY_SIZE,
+    epoch_key,
+    exchange_public,
+    new_epoch_secret,
+    open_for_member,
+    seal_to_members,
+)
+from .payload import MAX_EPOCH
 
 __all__ = ["ControlError", "Epoch", "Membership", "EpochApplied", "parse_control",
-           "redacted_body"]
+           "redacted_body", "invite_refusal", "MAX_EPOCH"]
 
 #: at most this many members in one epoch message (its boxes are ~100 bytes each)
 MAX_RECIPIENTS = 5_000
@@ -70,8 +86,8 @@ def parse_control(kind: str, data) -> dict:
         return {"add": [_pid(p) for p in add]}
     if kind == "epoch":
         n = data.get("epoch")
-        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 2**62:
-            raise ControlError("epoch: a number above 0")
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < MAX_EPOCH:
+            raise ControlError(f"epoch: a number from 1 to {MAX_EPOCH - 1}")
         removed, keys = data.get("removed", []), data.get("keys")
         if not isinstance(removed, list) or len(removed) > MAX_RECIPIENTS:
             raise ControlError("epoch: removed is a list")
@@ -113,7 +129,8 @@ class Epoch:
     recipients: frozenset[str] = frozenset()
     #: when a later epoch took over here (its deletion clock starts then); None: current
     retired_ms: int | None = None
-    #: the SDS frame of its epoch message, to hand to a member still on an older key (in memory only: ~20 KB)
+    #: the SDS frame of its epoch message, to hand to a member still on an older key (~20 KB: kept in its own kv
+    #: row by sdschat.node.roster, not in this state's JSON, and deleted with the key)
     frame: bytes = b""
     #: when it became current here (wall-clock ms; 0: unknown)
     started_ms: int = 0
@@ -167,6 +184,13 @@ class Membership:
         self.joined = False
         #: epoch message id -> its epoch number (a new epoch or a grant): it goes out under the key before it
         self.sealed_under: dict[str, int] = {}
+        #: the newest epoch that removed someone (0: none yet) and the members admitted since (module docstring)
+        self.cut = 0
+        self.admitted: set[str] = set()
+        #: the key epoch each member's join was written under
+        self.joined_under: dict[str, int] = {}
+        #: an epoch that began without a key for us (and did not remove us); 0 while we hold the newest key we know
+        self.locked_out = 0
         self._keys: dict[str, tuple[Epoch, ChannelKey]] = {}
         self._reindex()
 
@@ -258,6 +282,8 @@ class Membership:
             epoch.retired_ms = now
         elif after is not before:
             epoch.started_ms = now
+        if self.locked_out and after.number >= self.locked_out:
+            self.locked_out = 0
         self._reindex()
         return after is not before
 
@@ -271,10 +297,14 @@ class Membership:
         """Members other than us and not removed, with their X25519 keys."""
         return {p: x for p, x in self.members.items() if p != self.me and p not in self.removed}
 
-    def apply_join(self, sender: str, xpub: bytes) -> bool:
-        """A member's join; False if ignored (a removed member)."""
-        if sender in self.removed:
+    def apply_join(self, sender: str, xpub: bytes, epoch: int = 0) -> bool:
+        """A member's join (written under key epoch ``epoch``); False if ignored (a removed member, or one written
+        under a key from before the cut by someone not admitted since)."""
+        if sender in self.removed or self.refusal(sender, epoch, epoch) is not None:
             return False
+        if epoch >= self.cut:
+            self.admitted.add(sender)
+        self.joined_under[sender] = epoch
         self.members[sender] = bytes(xpub)
         if sender == self.me:
             self.joined = True
@@ -286,6 +316,30 @@ class Membership:
         new = [p for p in add if p not in self.admins]
         self.admins.update(new)
         return new
+
+    def refusal(self, author: str, claim: int, envelope: int, *, direct: bool = True, kind: str = "msg") -> str | None:
+        """Why a message of ``author``, written under key epoch ``claim`` (its payload's ``e``) and opened with the
+        key of epoch ``envelope``, is refused here (None: it is not). ``direct``: published by its author, not
+        relayed. See the module docstring."""
+        if author == self.me:
+            return None
+        gone = self.removed.get(author)
+        if gone is not None:
+            # written after its removal (what it wrote before may still reach a member through a repair)
+            return "removed" if direct or claim >= gone > 0 else None
+        if claim < self.cut and author not in self.admitted:
+            return "stale_key"
+        if direct and claim > envelope and kind not in ("epoch", "admin"):
+            # (an admin hands epoch and admin messages on under a straggler's older key)
+            return "bad_epoch"
+        return None
+
+    def entitled(self, pid: str, number: int) -> bool:
+        """Whether ``pid`` should be handed the epochs after ``number``: a member admitted since the cut, or one
+        of a later epoch's recipients."""
+        if pid in self.removed:
+            return False
+        return pid in self.admitted or any(pid in e.recipients for e in self.epochs if e.number > number)
 
     def needs_grant(self, pid: str) -> bool:
         """Whether an admin should send ``pid`` (a member) the current key: it joined after the epoch began."""
@@ -302,6 +356,15 @@ class Membership:
         if len(self.sealed_under) > 1_000:
             self.sealed_under.pop(next(iter(self.sealed_under)))
         out = EpochApplied(n, sender, tuple(data["removed"]))
+        ahead = n > self.current.number
+        if data["removed"] and n > self.cut:
+            # admitted: its recipients, and who joined with its key or a later one; any other member we knew
+            # (a join under an older key we took before we knew of the cut) is no member any more
+            self.cut = n
+            self.admitted = set(data["keys"]) | {p for p, e in self.joined_under.items() if e >= n}
+            self.members = {p: x for p, x in self.members.items() if p in self.admitted or p == self.me}
+        elif n >= self.cut:
+            self.admitted |= set(data["keys"])
         for pid in data["removed"]:
             self.removed.setdefault(pid, n)
             self.members.pop(pid, None)
@@ -334,6 +397,8 @@ class Membership:
             for e in self.epochs:  # a grant to someone else of a key we hold: they have it now
                 if e.number == n and e.author == sender and e.message_id:
                     e.recipients = e.recipients | frozenset(data["keys"])
+        if ahead and not out.mine and not out.removed_me:
+            self.locked_out = max(self.locked_out, n)
         # a tie we lost: the winner's key reached members one of our epochs removed
         cur = self.current
         for e in self.epochs:
@@ -371,7 +436,9 @@ class Membership:
                            "removed": self.removed, "joined": self.joined, "sealed": self.sealed_under,
                            "base": None if base is None else base.retired_ms, "base_gone": base is None,
                            "base_started": None if base is None else base.started_ms,
-                           "epochs": [e.to_json() for e in self.epochs if e.secret]}, sort_keys=True)
+                           "cut": self.cut, "admitted": sorted(self.admitted), "locked": self.locked_out,
+                           "joined_under": self.joined_under,
+                           "me": self.me, "epochs": [e.to_json() for e in self.epochs if e.secret]}, sort_keys=True)
 
     def load_json(self, text: str) -> None:
         obj = json.loads(text)
@@ -380,6 +447,10 @@ class Membership:
         self.removed = {p: int(n) for p, n in obj.get("removed", {}).items()}
         self.joined = bool(obj.get("joined"))
         self.sealed_under = {m: int(n) for m, n in obj.get("sealed", {}).items()}
+        self.cut = int(obj.get("cut", 0))
+        self.admitted = {_pid(p) for p in obj.get("admitted", ())}
+        self.joined_under = {_pid(p): int(n) for p, n in obj.get("joined_under", {}).items()}
+        self.locked_out = int(obj.get("locked", 0))
         if obj.get("base_gone"):
             self.epochs = []
         elif self.epochs:
@@ -401,6 +472,22 @@ class Membership:
             return admins, None, removed
         e = max((Epoch.from_json(o) for o in current), key=Epoch.rank)
         return admins, (e.number, e.secret), removed
+
+
+def invite_refusal(text: str) -> str | None:
+    """Why a member whose saved membership state is ``text`` cannot make an invite (None: it can): removed from the
+    channel, or locked out of its newest key. An invite of theirs would admit nobody (:meth:`Membership.refusal`)."""
+    obj = json.loads(text)
+    me, removed = obj.get("me"), obj.get("removed", {})
+    if isinstance(me, str) and isinstance(removed, dict) and me in removed:
+        n = removed[me]
+        return "you were removed from this channel" + (f" (key epoch {n})" if n else "") + \
+            ": an invite from you would admit nobody; ask a member for one"
+    locked = obj.get("locked", 0)
+    if isinstance(locked, int) and locked > 0:
+        return (f"a newer key (epoch {locked}) was not given to you: an invite from you would admit nobody; ask an "
+                "admin for a new invite")
+    return None
 
 
 def describe(kind: str, data, name_of) -> str:

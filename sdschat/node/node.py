@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection
 
 from ..crypto import CryptoError, Identity, envelope_hash
 from ..sds import MessageChannel, wire
-from ..store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
+from ..store import CorruptRowError, EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
 from ..transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, StateChange, resolve_broker
 from . import events as ev
 from .authored import signer
@@ -156,6 +156,7 @@ class Node:
     async def _run(self, *, own_reader: bool = False) -> None:
         """The engine's state, then the connection and the node's tasks."""
         await self._load_channel(own_reader=own_reader)
+        self.roster.channel_ready()
         await self._connect()
         await self.store_client.start()
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
@@ -199,10 +200,11 @@ class Node:
         rows = await self.store.page_messages(cid, None, self.config.memory_messages)
         rows += await self.store.messages_not_in(cid, sorted(FINAL_STATES))
         rows.sort(key=lambda r: (r.lamport_timestamp, r.message_id))
-        for row in rows:
-            chat = self.book.chat_of_row(row)
-            if chat is not None:
-                self.book.messages[row.message_id] = chat
+        try:
+            for row in rows:
+                self.book.messages[row.message_id] = self.book.chat_of_row(row)
+        except CorruptRowError as exc:
+            raise CorruptRowError(f"database {self.config.db_path}: {exc}") from None
 
     async def _load_identity(self) -> Identity:
         """The database's identity; a new database takes the configured one (or a fresh one)."""
@@ -434,6 +436,7 @@ class Node:
         out.update({k: v for k, v in self.channel.stats.items()})
         out.update(self.counters)
         out["connection"] = str(self.transport.state) if self.transport else "stopped"
+        out["locked_out"] = self.locked_out
         return out
 
     def pending(self) -> bool:
@@ -490,7 +493,7 @@ class Node:
         if kind != "join" and self.config.membership and not self.membership.joined:
             await self.roster.join()
         now = self.now()
-        app = AppPayload.new(kind, self.nick, text, now, reply_to, data)
+        app = AppPayload.new(kind, self.nick, text, now, reply_to, data, epoch=self.membership.current.number)
         body = app.encode()
         out = self.channel.send(body, now, sign=self.sign)
         mid = out.message_id
@@ -529,6 +532,12 @@ class Node:
     def removed_me(self) -> bool:
         """Whether an admin removed us from the channel."""
         return self.roster.removed_me
+
+    @property
+    def locked_out(self) -> int:
+        """A key epoch that began without a key for us (and did not remove us): what we send and hear is on an
+        older key the others have left. 0 while we hold the newest key we know of."""
+        return self.roster.state.locked_out if self.roster.state is not None else 0
 
     def member_of(self, name: str) -> str:
         """The participant id of the member called ``name``; ValueError (one line) if none or several."""
@@ -571,7 +580,7 @@ class Node:
         if not self.ready:  # a typing notice is not worth waiting for
             return
         now = self.now()
-        app = AppPayload.new("typing", self.nick, "", now)
+        app = AppPayload.new("typing", self.nick, "", now, epoch=self.membership.current.number)
         out = self.channel.send_ephemeral(app.encode(), now, sign=self.sign)
         self.outbox.put_nowait((out.data, "ephemeral", None))
 

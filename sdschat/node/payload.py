@@ -4,6 +4,10 @@ A small versioned JSON object::
 
     {"v": 1, "k": "msg", "nick": "alice", "text": "hello", "ts": 1763769600000, "n": "9f2c01ab"}
 
+``e`` (optional, absent for 0) is the key epoch its author sends under when it writes the message (signed with
+the rest): after an epoch that removed someone, a member refuses what was written under an older key by anyone who
+was not among that epoch's members (sdschat.node.membership ``Membership.refusal``), however it is relayed.
+
 ``re`` (optional) makes a chat line a reply: the message id (64 hex digits) of
 the message it answers, inside the sealed payload like everything else;
 peers that do not know ``re`` ignore it and show the text.
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 
 from .events import MEMBERSHIP_KINDS
 
-__all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "CONTROL_PREFIXES", "VERSION", "MAX_TEXT"]
+__all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "CONTROL_PREFIXES", "VERSION", "MAX_TEXT",
+           "MAX_EPOCH"]
 
 VERSION = 1
 KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch")
@@ -36,6 +41,8 @@ CONTROL_KINDS = MEMBERSHIP_KINDS
 CONTROL_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS))
 MAX_TEXT = 16_384
 MAX_NICK = 64
+#: key epochs are numbered below this (a token's, an epoch message's and a payload's ``e``)
+MAX_EPOCH = 2**31
 
 
 class PayloadError(ValueError):
@@ -53,10 +60,12 @@ class AppPayload:
     reply_to: str = ""
     #: a membership change's data (CONTROL_KINDS), else None
     data: dict | None = None
+    #: the key epoch the author sent under when it wrote this
+    epoch: int = 0
 
     @classmethod
     def new(cls, kind: str, nick: str, text: str, sent_at_ms: int, reply_to: str = "",
-            data: dict | None = None) -> AppPayload:
+            data: dict | None = None, epoch: int = 0) -> AppPayload:
         if kind not in KINDS:
             raise ValueError(f"unknown payload kind {kind!r}")
         if len(text) > MAX_TEXT:
@@ -65,7 +74,9 @@ class AppPayload:
             raise ValueError("a reply names a message id (64 hex digits)")
         if (kind in CONTROL_KINDS) != isinstance(data, dict):
             raise ValueError("membership kinds carry a data object, and only they do")
-        return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to, data)
+        if not 0 <= epoch < MAX_EPOCH:
+            raise ValueError(f"a key epoch is a number from 0 to {MAX_EPOCH - 1}")
+        return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to, data, int(epoch))
 
     def encode(self) -> bytes:
         obj = {"v": VERSION, "k": self.kind, "nick": self.nick, "text": self.text, "ts": self.sent_at_ms, "n": self.nonce}
@@ -73,6 +84,8 @@ class AppPayload:
             obj["re"] = self.reply_to
         if self.data is not None:
             obj["d"] = self.data
+        if self.epoch:
+            obj["e"] = self.epoch
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -107,7 +120,10 @@ class AppPayload:
         data = obj.get("d")
         if kind in CONTROL_KINDS and not isinstance(data, dict):
             raise PayloadError(f"a {kind} payload carries no data")
-        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, data if kind in CONTROL_KINDS else None)
+        epoch = obj.get("e", 0)
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or not 0 <= epoch < MAX_EPOCH:
+            raise PayloadError("payload key epoch is invalid")
+        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, data if kind in CONTROL_KINDS else None, epoch)
 
 
 def _is_message_id(text: str) -> bool:

@@ -52,6 +52,16 @@ UNOPENED_EVERY_S = 1.0
 
 log = logging.getLogger("sdschat.node")
 
+#: refusals after which no acceptable copy of a message can come (its dependants stop waiting for it)
+_FINAL = frozenset({"removed", "stale_key", "bad_epoch"})
+#: the detail of a message the membership refuses (:meth:`~sdschat.node.membership.Membership.refusal`)
+_REFUSALS = {
+    "removed": "{kind} of {sender}, written after its removal",
+    "stale_key": "{kind} of {sender} written under key epoch {claim}, from before a removal, by someone not admitted "
+                 "since",
+    "bad_epoch": "{kind} of {sender} names key epoch {claim} but came under epoch {envelope}",
+}
+
 
 @dataclasses.dataclass
 class Turn:
@@ -87,6 +97,8 @@ class Receiver:
         self._seen_by: OrderedDict[str, set[str]] = OrderedDict()
         #: message id -> other members' repair requests seen for it while missing here or ours to answer
         self._asked: OrderedDict[str, list[dict]] = OrderedDict()
+        #: participants refused as outsiders (a key from before a removal), told once each
+        self._outsiders: set[str] = set()
         self._steps = {
             Outgoing: self._outgoing, Delivered: self._delivered, Missing: self._missing, GapDetected: self._gap,
             Acknowledged: self._acknowledged, PossiblyAcknowledged: self._possibly, Lost: self._lost,
@@ -128,13 +140,27 @@ class Receiver:
         except WireError as exc:
             self.reject("malformed", str(exc)[:120], now, size=len(payload), source=source)
             return
-        if epoch.number < node.membership.current.number and source is None and publisher != node.participant_id:
-            # a member still on an older key: hand it the later epoch messages (a removed one learns it was)
-            node.roster.help_straggler(epoch.number, now)
-        if publisher in node.membership.removed and publisher != node.participant_id:
+        members = node.membership
+        if epoch.number < members.current.number and source is None and publisher != node.participant_id:
+            if members.entitled(publisher, epoch.number):
+                # a member still on an older key: hand it the later epoch messages and the admin messages since
+                node.roster.help_straggler(epoch.number, now)
+            else:
+                # a removed member, or a newcomer with a key from before a removal: the epoch messages after its
+                # key (sealed under that key already; their boxes open for members only) tell it it is out
+                node.roster.tell_outsider(publisher, epoch.number, now)
+        if publisher in members.removed and publisher != node.participant_id:
             # a removed member still holds the keys it had: nothing it publishes counts any more
             self.reject("removed", f"frame published by {publisher[:8]}, removed from the channel", now,
                         size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
+            return
+        if epoch.number < members.cut and publisher not in members.admitted and publisher != node.participant_id:
+            # someone with a key from before a removal who was not admitted since: nothing it publishes counts
+            # (its syncs' filters acknowledge nothing, their repair requests are not answered)
+            self.reject("stale_key", f"frame published by {publisher[:8]} under key epoch {epoch.number}, from "
+                        "before a removal, by someone not admitted since", now,
+                        size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
+            self._outsider_seen(publisher, epoch.number)
             return
         relayed = msg.sender_id != publisher
         if relayed and (reason != "repair" or msg.content is None or msg.lamport_timestamp is None):
@@ -143,11 +169,13 @@ class Receiver:
             self.reject("impersonation", f"frame of {msg.sender_id[:8]} published by {publisher[:8]}", now,
                         size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
             return
-        if msg.content and not self._verified(msg, now, len(payload), publisher, reason, source):
-            if msg.message_id in node.channel.missing_ids and is_unordered(msg.content):
-                # history from an earlier sdschat (an imported 0.1 channel): its ordering is not signed, so it is
-                # never shown, and no acceptable copy will come: stop waiting for it (the messages that name it
-                # are delivered after it, marked lost) instead of holding them back until lost_after_ms
+        refused = self._refusal(msg, now, len(payload), publisher, reason, source, epoch.number) if msg.content else None
+        if refused is not None:
+            if msg.message_id in node.channel.missing_ids and (refused in _FINAL or is_unordered(msg.content)):
+                # history from an earlier sdschat (an imported 0.1 channel: its ordering is not signed, so it is
+                # never shown), or a message the membership refuses: no acceptable copy will come, so stop
+                # waiting for it (the messages that name it are delivered after it, marked lost) instead of
+                # holding them back until lost_after_ms
                 turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id, epoch=epoch.number)
                 self.handle(node.channel.give_up(msg.message_id, now), turn)
                 node.wake()
@@ -244,40 +272,56 @@ class Receiver:
                                     detail={"by": sender, "frame": msg.message_id}))
         return out
 
-    def _verified(self, msg, now: int, size: int, publisher: str, reason: str, source: str | None) -> bool:
-        """Content must be its id's preimage, signed by its ``sender_id`` over it and the frame's Lamport time
-        and causal history (sdschat.node.authored), and a readable payload."""
+    def _refusal(self, msg, now: int, size: int, publisher: str, reason: str, source: str | None,
+                 envelope_epoch: int) -> str | None:
+        """Why a frame's content is refused (None: accepted). Content must be its id's preimage, signed by its
+        ``sender_id`` over it and the frame's Lamport time and causal history (sdschat.node.authored), a readable
+        payload, and written by a member under a key the membership admits
+        (:meth:`~sdschat.node.membership.Membership.refusal`)."""
         node = self.node
         seen = dict(size=size, source=source, msg=msg, publisher=publisher, frame_reason=reason)
         if msg.message_id != hashlib.sha256(msg.content).hexdigest():
             # ids are content hashes: another id for the same signed content would be a replay
             self.reject("bad_message_id", "message id is not the hash of its content", now, **seen)
-            return False
+            return "bad_message_id"
         try:
             signed = open_authored(msg, node.key.channel_binding)
         except SignatureError as exc:
             if is_unordered(msg.content):
                 self.reject("unsigned_ordering", "content signed without its Lamport time and history "
                             "(an earlier sdschat)", now, **seen)
-            elif exc.reason == "invalid":
-                self.reject("bad_signature", "the author's signature does not cover this content, Lamport time "
-                            "and causal history", now, **seen)
-            else:
-                self.reject("bad_signature", exc.reason, now, **seen)
-            return False
+                return "unsigned_ordering"
+            self.reject("bad_signature", "the author's signature does not cover this content, Lamport time "
+                        "and causal history" if exc.reason == "invalid" else exc.reason, now, **seen)
+            return "bad_signature"
         if signed.participant_id != msg.sender_id:
             self.reject("impersonation", f"content signed by {signed.participant_id[:8]}, sent as {msg.sender_id[:8]}",
                         now, **seen)
-            return False
+            return "impersonation"
         app = decode_app(signed.message)
         if app is None:
             self.reject("bad_payload", "unreadable application payload", now, **seen)
-            return False
+            return "bad_payload"
+        refused = node.membership.refusal(msg.sender_id, app.epoch, envelope_epoch, direct=publisher == msg.sender_id,
+                                          kind=app.kind)
+        if refused is not None:
+            self.reject(refused, _REFUSALS[refused].format(sender=msg.sender_id[:8], claim=app.epoch,
+                                                           envelope=envelope_epoch, kind=app.kind), now, **seen)
+            if refused == "stale_key":
+                self._outsider_seen(msg.sender_id, app.epoch)
+            return refused
         if msg.message_id:
             node.book.remember_app(msg.message_id, app, signed.message)
             if app.kind in ("epoch", "admin") and msg.lamport_timestamp is not None:
                 node.roster.epoch_frames[msg.message_id] = wire.encode(msg)  # to hand on to members still on an older key
-        return True
+        return None
+
+    def _outsider_seen(self, pid: str, epoch: int) -> None:
+        """Tell (once per participant and run) that someone holding only a key from before a removal, and not
+        admitted since, tried to take part: an invite made before a kick, or re-made by a removed member."""
+        if pid not in self._outsiders:
+            self._outsiders.add(pid)
+            self.node.emit(ev.MembershipChanged("refused", pid, (), epoch, False))
 
     def reject(self, reason: str, detail: str, now: int, *, size: int = 0, source: str | None = None, msg=None,
                publisher: str | None = None, frame_reason: str | None = None) -> None:

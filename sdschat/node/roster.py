@@ -6,11 +6,17 @@ says hello and joins once another member is here, hands its join to a newcomer a
 a member still on an older key, grants the current key to a late joiner (admins), starts epochs for
 ``/kick`` and ``/rekey``, deletes superseded keys after the retention window and rotates on the profile's
 schedule.
+
+The SDS frames of the epoch messages whose keys are kept here, and of the admin messages, are kept in the database
+too (``kv`` rows, written with the message that brought them): a member still on an older key gets them from any
+member that has them, whatever restarted, with or without a store node. An epoch message's frame holds its key
+boxes, so it is deleted with its key (and the file scrubbed) at the end of the retention window.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 
 from ..crypto.epochs import exchange_public
@@ -18,8 +24,10 @@ from ..store import StoreError
 from . import events as ev
 from .membership import ControlError, EpochApplied, Membership, parse_control
 from .payload import AppPayload
+from .receive import Turn
 
-__all__ = ["Roster", "MEMBERSHIP_KEY", "JOIN_FRAME_KEY", "STRAGGLER_EVERY_MS"]
+__all__ = ["Roster", "MEMBERSHIP_KEY", "JOIN_FRAME_KEY", "ADMIN_FRAMES_KEY", "EPOCH_FRAME_PREFIX",
+           "STRAGGLER_EVERY_MS", "OUTSIDER_MAX_EVERY_MS"]
 
 log = logging.getLogger("sdschat.node")
 
@@ -27,9 +35,16 @@ log = logging.getLogger("sdschat.node")
 MEMBERSHIP_KEY = "membership"
 #: kv key: our join's SDS frame (to hand to a member who arrives after it was published)
 JOIN_FRAME_KEY = "join_frame"
+#: kv key: the admin messages applied here, ``{message id: [epoch current then, base64 SDS frame]}`` (JSON)
+ADMIN_FRAMES_KEY = "admin_frames"
+#: kv key prefix (+ message id): the base64 SDS frame of a kept epoch's epoch message
+EPOCH_FRAME_PREFIX = "epoch_frame:"
 #: a member seen still on an older key gets the later epoch messages again at most this often (a newcomer our
 #: join at most five times as often)
 STRAGGLER_EVERY_MS = 5_000
+#: an outsider (removed, or holding only a key from before a removal) is told after its first frame, then at
+#: doubling intervals up to this (a locked-out member resends forever: telling it each time would never end)
+OUTSIDER_MAX_EVERY_MS = 600_000
 
 
 class Roster:
@@ -45,6 +60,8 @@ class Roster:
         #: (an epoch message of a new admin is refused by whoever lacks the message that named it)
         self.admin_frames: dict[str, tuple[int, bytes]] = {}
         self._straggler_sent: dict[int, int] = {}
+        #: outsider participant id -> (when it may be told again, the interval after that)
+        self._outsider_next: dict[str, tuple[int, int]] = {}
         #: our join (message id, SDS frame), once sent; when we last handed it to a newcomer
         self._join_frame: tuple[str, bytes] | None = None
         self._greeted_ms = -STRAGGLER_EVERY_MS
@@ -68,15 +85,37 @@ class Roster:
         if raw is None or adopted:
             await node.store.kv_set(MEMBERSHIP_KEY, state.to_json())
         join = await node.store.kv_get(JOIN_FRAME_KEY)
-        if join is not None and ":" in join:
-            mid, _, frame = join.partition(":")
-            self._join_frame = (mid, base64.b64decode(frame))
+        try:
+            if join is not None and ":" in join:
+                mid, _, frame = join.partition(":")
+                self._join_frame = (mid, base64.b64decode(frame, validate=True))
+            for e in state.epochs:
+                raw_frame = await node.store.kv_get(EPOCH_FRAME_PREFIX + e.message_id) if e.message_id else None
+                if raw_frame is not None:
+                    e.frame = base64.b64decode(raw_frame, validate=True)
+            admins = json.loads(await node.store.kv_get(ADMIN_FRAMES_KEY) or "{}")
+            self.admin_frames = {mid: (int(n), base64.b64decode(f, validate=True)) for mid, (n, f) in admins.items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise StoreError(f"database {cfg.db_path}: the membership messages kept for stragglers are damaged "
+                             f"({exc.__class__.__name__})") from None
         return state
+
+    def _admin_frames_json(self) -> str:
+        return json.dumps({mid: [n, base64.b64encode(f).decode("ascii")] for mid, (n, f) in self.admin_frames.items()},
+                          sort_keys=True)
 
     @property
     def removed_me(self) -> bool:
         """Whether an admin removed us from the channel."""
         return self.state is not None and self.state.me in self.state.removed
+
+    def channel_ready(self) -> None:
+        """The engine is up: the removed members no longer count as its peers (it is told again each start)."""
+        node, events = self.node, []
+        for pid in self.state.removed:
+            events.extend(node.channel.drop_peer(pid))
+        if events:
+            node.receiver.handle(events, Turn(node.now()))
 
     # ------------------------------------------------------------ joining
 
@@ -85,7 +124,7 @@ class Roster:
         whoever is here answers with its join, and ours follows once we see another member."""
         node = self.node
         if node.config.membership and not self.state.joined and not self.removed_me:
-            app = AppPayload.new("hello", node.nick, "", node.now())
+            app = AppPayload.new("hello", node.nick, "", node.now(), epoch=self.state.current.number)
             out = node.channel.send_ephemeral(app.encode(), node.now(), sign=node.sign)
             node.outbox.put_nowait((out.data, "ephemeral", None))
 
@@ -131,31 +170,38 @@ class Roster:
         dependencies is only put off (:attr:`deferred`), to be applied again when it is delivered."""
         node, m = self.node, self.state
         frame = frame if frame is not None else self.epoch_frames.get(mid, b"")
+        kv = {}
         try:
             data = parse_control(app.kind, app.data)
             if app.kind == "join":
-                if not m.apply_join(sender, data["x"]):
-                    node.receiver.reject("removed", f"join of removed member {sender[:8]} ignored", now)
+                if not m.apply_join(sender, data["x"], app.epoch):
+                    why = "removed" if sender in m.removed else "stale_key"
+                    node.receiver.reject(why, f"join of {sender[:8]} under key epoch {app.epoch} ignored", now)
                     return None
                 node.emit(ev.MembershipChanged("join", sender, ()))
-                if m.needs_grant(sender) and (via_epoch is None or via_epoch < m.current.number):
-                    # (a join sealed under the current key shows its author has that key: nothing to give)
+                if m.needs_grant(sender) and (via_epoch is None or min(via_epoch, app.epoch) < m.current.number):
+                    # (a join written and sealed under the current key shows its author has it: nothing to give)
                     node.spawn(self._grant([sender]), "sdschat-grant")
             elif app.kind == "admin":
                 added = m.apply_admin(sender, data["add"])
                 frame = self.epoch_frames.pop(mid, None) or frame
                 if frame:
                     self.admin_frames[mid] = (m.current.number, frame)
+                    kv[ADMIN_FRAMES_KEY] = self._admin_frames_json()
                 node.emit(ev.MembershipChanged("admin", sender, tuple(added)))
             else:
                 self._epoch_applied(m.apply_epoch(sender, mid, data, node.identity, now, frame), mid)
+                kept = next((e for e in m.epochs if e.message_id == mid and e.frame), None)
+                if kept is not None:
+                    kv[EPOCH_FRAME_PREFIX + mid] = base64.b64encode(kept.frame).decode("ascii")
         except ControlError as exc:
             if waiting:
                 self.deferred.add(mid)
                 return None
             node.receiver.reject("bad_control", f"{app.kind} from {sender[:8]}: {exc}", now)
             return None
-        return {MEMBERSHIP_KEY: m.to_json()}
+        kv[MEMBERSHIP_KEY] = m.to_json()
+        return kv
 
     def _epoch_applied(self, out: EpochApplied, mid: str) -> None:
         node = self.node
@@ -163,6 +209,10 @@ class Roster:
         if out.switched and node.transport is not None:
             node.spawn(self._subscribe(self.state.send_key.topic), "sdschat-subscribe")
             node.store_client.start_catch_up()  # what was sent under the new key before we had it
+        if out.removed and node.channel is not None:
+            events = [e for pid in out.removed for e in node.channel.drop_peer(pid)]
+            if events:  # (its acknowledgements no longer count, nor it as a peer)
+                node.receiver.handle(events, Turn(node.now()))
         if out.removed_me:
             node.emit(ev.MembershipChanged("removed", out.author, out.removed, out.number))
         elif not out.grant:
@@ -252,6 +302,21 @@ class Roster:
             if number >= epoch:  # named since: under the straggler's own key, which it opens
                 self.node.outbox.put_nowait((frame, "repair", mid, [key]))
 
+    def tell_outsider(self, pid: str, epoch: int, now: int) -> None:
+        """A frame came under key epoch ``epoch`` from ``pid``, who is not entitled to later keys (removed, or a
+        newcomer with a key from before a removal): publish the later epoch messages again under the keys they
+        were sealed with, so its node learns it is out (its window and bot say so) instead of talking to nobody.
+        They hold key boxes for members only, and went out under those keys already. At once, then at doubling
+        intervals (5 s, 10 s, ... 10 min) per outsider."""
+        due, every = self._outsider_next.get(pid, (now, STRAGGLER_EVERY_MS))
+        if now < due:
+            return
+        if len(self._outsider_next) >= 1_000 and pid not in self._outsider_next:
+            self._outsider_next.pop(next(iter(self._outsider_next)))
+        self._outsider_next[pid] = (now + every, min(2 * every, OUTSIDER_MAX_EVERY_MS))
+        for mid, frame in self.state.epoch_frames_after(epoch):
+            self.node.outbox.put_nowait((frame, "repair", mid))
+
     def tick(self, now: int) -> None:
         """Once a second: delete the keys superseded more than the retention window ago; rotate if the profile
         asks."""
@@ -269,7 +334,8 @@ class Roster:
                 topic = m.key_of(e).topic
                 if node.transport is not None and topic not in m.topics():
                     node.transport.unsubscribe(topic)
-            node.persist(now, kv={MEMBERSHIP_KEY: m.to_json()})
+            frames = {EPOCH_FRAME_PREFIX + e.message_id: None for e in gone if e.message_id}
+            node.persist(now, kv={MEMBERSHIP_KEY: m.to_json(), **frames})
             node.spawn(self._scrub(), "sdschat-scrub")
             node.emit(ev.MembershipChanged("expired", "", (), last))
         every = node.config.rekey_every_ms

@@ -4,10 +4,11 @@ Imports :mod:`sdschat.crypto` only.
 """
 
 from .errors import ProfileError, TokenError
-from .profile import ChannelEntry, Notifications, Profile, ProfilePaths, resolve_paths, valid_name
-from .token import TOKEN_PREFIX, Invite, decode_invite, encode_invite
+from .names import public_broker, valid_name
+from .profile import ChannelEntry, Notifications, Profile, ProfilePaths, resolve_paths
+from .token import MAX_EPOCH, TOKEN_PREFIX, Invite, decode_invite, encode_invite
 
 __all__ = [
-    "ChannelEntry", "Invite", "Notifications", "Profile", "ProfileError", "ProfilePaths", "TOKEN_PREFIX",
-    "TokenError", "decode_invite", "encode_invite", "resolve_paths", "valid_name",
+    "ChannelEntry", "Invite", "MAX_EPOCH", "Notifications", "Profile", "ProfileError", "ProfilePaths", "TOKEN_PREFIX",
+    "TokenError", "decode_invite", "encode_invite", "public_broker", "resolve_paths", "valid_name",
 ]

@@ -29,6 +29,7 @@ from sdschat.crypto.sealed import is_sealed, open_private_key, seal_private_key,
 
 from .errors import ProfileError
 from .files import private_dir, remove_quietly, write_private
+from .names import public_broker, valid_name
 from .token import Invite
 
 __all__ = ["ProfilePaths", "Profile", "ChannelEntry", "Notifications", "resolve_paths", "valid_name"]
@@ -37,7 +38,6 @@ PROFILE_VERSION = 1
 #: the default window of full event rows ([storage] events_keep; NodeConfig.events_keep's default too)
 EVENTS_KEEP = 10_000
 IDENTITY_HEADER = "sdschat-identity v1"
-MAX_NAME = 40
 
 
 @dataclass(frozen=True)
@@ -51,24 +51,17 @@ class ProfilePaths:
 
 
 def resolve_paths(home: Path | None = None) -> ProfilePaths:
-    """``home`` (``--home``), else ``$SDSCHAT_HOME``, else the platform's config and data folders."""
-    if home is None and os.environ.get("SDSCHAT_HOME"):
+    """``home`` (``--home``), else ``$SDSCHAT_HOME``, else the platform's config and data folders. An empty
+    ``$SDSCHAT_HOME`` is refused (it would put the profile in the current folder, or silently elsewhere)."""
+    if home is None and "SDSCHAT_HOME" in os.environ:
+        if not os.environ["SDSCHAT_HOME"].strip():
+            raise ProfileError("SDSCHAT_HOME is set but empty: name a folder, or unset it")
         home = Path(os.environ["SDSCHAT_HOME"])
     if home is not None:
         return ProfilePaths(home, home)
     from platformdirs import user_config_dir, user_data_dir
 
     return ProfilePaths(Path(user_config_dir("sdschat")), Path(user_data_dir("sdschat")))
-
-
-def valid_name(name: str, what: str = "name") -> str:
-    """A display or channel name: 1-40 printable characters, no leading/trailing space (NFC)."""
-    name = unicodedata.normalize("NFC", name)
-    if not name or name != name.strip() or len(name) > MAX_NAME:
-        raise ProfileError(f"a {what} is 1 to {MAX_NAME} characters, without leading or trailing spaces")
-    if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in name):
-        raise ProfileError(f"a {what} cannot hold control or separator characters")
-    return name
 
 
 @dataclass
@@ -316,12 +309,15 @@ class Profile:
         path = Path(entry.db_file)
         return path if path.is_absolute() else self.paths.data / path
 
-    def invite(self, name: str, *, admins=None, epoch: tuple[int, bytes] | None = None, removed=None) -> Invite:
+    def invite(self, name: str, *, admins=None, epoch: tuple[int, bytes] | None = None, removed=None,
+               with_credentials: bool = False) -> Invite:
         """An invite to ``name``: its admins, current key epoch and removed members as the channel's node knows
-        them (else the profile's: the first admins, the invite's epoch and removed members)."""
+        them (else the profile's: the first admins, the invite's epoch and removed members). Its broker is the
+        profile's without the login and the CA file (:func:`public_broker`), unless ``with_credentials``."""
         entry = self.channel(name)
         number, secret = epoch if epoch is not None and epoch[0] > 0 else (entry.epoch or (0, b""))
-        return Invite(entry.name, self._secret(entry), self.broker,
+        broker = self.broker if with_credentials else public_broker(self.broker)
+        return Invite(entry.name, self._secret(entry), broker,
                       tuple(sorted(admins if admins is not None else entry.admins)), number, secret,
                       tuple(sorted(removed if removed is not None else entry.removed)))
 

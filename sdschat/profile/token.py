@@ -15,6 +15,13 @@ are the channel's current key when it is no longer the first one (after a
 removal or rotation); the removed members are those whose frames the new
 member must refuse from the start. Version 1 tokens (no admins, epoch 0) still decode.
 
+Every field is checked on the way in as on the way out: the channel name as a
+name of ``sdschat new`` (:func:`~sdschat.profile.names.valid_name`, already NFC),
+the epoch below 2^31 (:data:`MAX_EPOCH`), no control characters in the broker.
+The broker URL's syntax is the transport's to check (``sdschat join`` does, with
+the parser ``sdschat init`` uses). An invite's broker carries no login and no
+CA file path unless its maker asked for them (:meth:`Profile.invite`).
+
 A CRC-32 detects every change confined to 32 consecutive bits, so any single
 character changed, dropped or added is refused; decoding is strict (the text
 must be exactly the encoding of what it decodes to). A token is a secret: it
@@ -30,9 +37,10 @@ import unicodedata
 import zlib
 from dataclasses import dataclass
 
-from .errors import TokenError
+from .errors import ProfileError, TokenError
+from .names import valid_name
 
-__all__ = ["Invite", "TOKEN_PREFIX", "TOKEN_VERSION", "encode_invite", "decode_invite"]
+__all__ = ["Invite", "MAX_EPOCH", "TOKEN_PREFIX", "TOKEN_VERSION", "encode_invite", "decode_invite"]
 
 TOKEN_PREFIX = "sdschat:"
 TOKEN_VERSION = 2
@@ -41,6 +49,8 @@ MAX_REMOVED = 1_000
 SECRET_SIZE = 32
 MAX_NAME_BYTES = 255
 MAX_BROKER_BYTES = 1024
+#: the highest key epoch a token carries (epochs count up by one per key change; the field is 4 bytes)
+MAX_EPOCH = 2**31 - 1
 MAX_TOKEN_CHARS = (4 * (1 + 1 + MAX_NAME_BYTES + SECRET_SIZE + 2 + MAX_BROKER_BYTES + 1 + 16 * MAX_ADMINS
                         + 2 + 16 * MAX_REMOVED + 4 + SECRET_SIZE + 4) // 3 + len(TOKEN_PREFIX) + 4)
 
@@ -65,7 +75,7 @@ class Invite:
 
 
 def encode_invite(invite: Invite) -> str:
-    name = unicodedata.normalize("NFC", invite.channel).encode("utf-8")
+    name = _channel_name(unicodedata.normalize("NFC", invite.channel)).encode("utf-8")
     broker = invite.broker.encode("utf-8")
     if not name or len(name) > MAX_NAME_BYTES:
         raise TokenError(f"a channel name must be 1 to {MAX_NAME_BYTES} bytes")
@@ -78,14 +88,33 @@ def encode_invite(invite: Invite) -> str:
     if len(invite.removed) > MAX_REMOVED:
         raise TokenError(f"at most {MAX_REMOVED} removed members in an invite")
     admins, removed = _ids(invite.admins), _ids(invite.removed)
-    if not 0 <= invite.epoch < 2**32 or (invite.epoch > 0) != (len(invite.epoch_secret) == SECRET_SIZE):
+    _epoch(invite.epoch)
+    if (invite.epoch > 0) != (len(invite.epoch_secret) == SECRET_SIZE):
         raise TokenError("an epoch above 0 comes with its 32-byte secret")
+    if any(unicodedata.category(c) == "Cc" for c in invite.broker):
+        raise TokenError("a broker URL cannot hold control characters")
     body = (bytes([TOKEN_VERSION, len(name)]) + name + bytes(invite.secret) + struct.pack(">H", len(broker))
             + broker + bytes([len(invite.admins)]) + admins + struct.pack(">H", len(invite.removed)) + removed
             + struct.pack(">I", invite.epoch)
             + bytes(invite.epoch_secret))
     body += struct.pack(">I", zlib.crc32(body))
     return TOKEN_PREFIX + base64.urlsafe_b64encode(body).rstrip(b"=").decode("ascii")
+
+
+def _channel_name(name: str) -> str:
+    """``name`` if ``sdschat new`` would take it as a channel's name (and it is NFC), else :class:`TokenError`."""
+    try:
+        if valid_name(name, "channel name") != name:
+            raise ProfileError("a channel name must be NFC-normalized")
+    except ProfileError as exc:
+        raise TokenError(f"invite token: {exc}") from None
+    return name
+
+
+def _epoch(number: int) -> int:
+    if type(number) is not int or not 0 <= number <= MAX_EPOCH:
+        raise TokenError(f"invite token: a key epoch is a number from 0 to {MAX_EPOCH}, not {number}")
+    return number
 
 
 def _ids(ids) -> bytes:
@@ -166,4 +195,5 @@ def _parse(raw: bytes) -> Invite:
         raise TokenError("invite token is malformed (not UTF-8)") from None
     if any(unicodedata.category(c) == "Cc" for c in name + broker):
         raise TokenError("invite token is malformed (control characters)")
-    return Invite(name, raw[end_name:end_secret], broker, admins, epoch, bytes(epoch_secret), removed)
+    return Invite(_channel_name(name), raw[end_name:end_secret], broker, admins, _epoch(epoch), bytes(epoch_secret),
+                  removed)

@@ -11,17 +11,27 @@
   :mod:`.queries` (history, events) and :mod:`.sql` (the statements).
 * :mod:`sdschat.store.search` -- what a typed search means to the FTS5 index.
 * :mod:`sdschat.store.migrate` -- the migration runner for ``migrations/*.sql``.
+* :mod:`sdschat.store.integrity` -- the checks at open: an existing file is a
+  whole sdschat database, or :class:`DamagedDatabaseError` (never a new one).
 
 Layering (DESIGN.md): imports only the state types of :mod:`sdschat.sds`.
 """
 
-from .errors import MigrationError, SchemaTooNewError, StoreError, WriterFailedError
+from .errors import (
+    CorruptRowError,
+    DamagedDatabaseError,
+    MigrationError,
+    SchemaTooNewError,
+    StoreError,
+    WriterFailedError,
+)
 from .rows import EVENT_KINDS, EventRow, MessageRow, MessageUpdate, ParticipantRow
 from .search import SEARCH_HINT, SearchQueryError, fts_query, query_terms
 from .store import Store
 from .writer import StoreWriter
 
 __all__ = [
-    "EVENT_KINDS", "EventRow", "MessageRow", "MessageUpdate", "MigrationError", "ParticipantRow",
+    "CorruptRowError", "DamagedDatabaseError", "EVENT_KINDS", "EventRow", "MessageRow", "MessageUpdate",
+    "MigrationError", "ParticipantRow",
     "SchemaTooNewError", "SEARCH_HINT", "SearchQueryError", "Store", "StoreError", "StoreWriter", "WriterFailedError", "fts_query", "query_terms",
 ]

@@ -3,9 +3,13 @@
 * The file is created with mode ``0600`` before SQLite sees it, and the
   database with its ``-wal``/``-shm``/``-journal`` files is tightened to 0600
   after opening (it holds the identity key).
+* :func:`create_database` makes a new database whole or not at all: migrated in
+  a file of its own beside the path, then linked into place. So a file at the
+  path is always one sdschat finished making, and an empty, cut or overwritten
+  one is damage, never a new channel (:mod:`.integrity`).
 * :func:`setup` applies the settings at open (``busy_timeout``, WAL,
   ``synchronous``, ``foreign_keys``) and the schema migrations, refusing a newer
-  schema before changing anything.
+  schema, or a damaged one, before changing anything.
 * :func:`in_transaction` runs one function inside ``BEGIN IMMEDIATE ... COMMIT``.
 """
 
@@ -18,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import migrate
+from . import integrity, migrate
 from .errors import StoreError
 
-__all__ = ["SYNC_MODES", "create_private_file", "in_transaction", "setup", "sync_mode", "tighten"]
+__all__ = ["SYNC_MODES", "create_database", "create_private_file", "in_transaction", "setup", "sync_mode", "tighten"]
 
 log = logging.getLogger("sdschat.store")
 
@@ -60,11 +64,55 @@ def tighten(path: Path) -> None:
             pass
 
 
-def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory: bool) -> None:
-    """The settings at open, then the pending migrations (on the connection's thread)."""
+def create_database(path: Path, busy_ms: int, sync: str, migrations) -> bool:
+    """A new database at ``path`` (which does not exist), whole or not at all: made and migrated in a file of
+    its own beside it (mode 0600), closed (its write-ahead log folded in), then linked into place, never over
+    a file that is there. False if another process made one there meanwhile (it is then opened as it is)."""
+    tmp = path.with_name(f".{path.name}.new-{os.urandom(6).hex()}")
+    create_private_file(tmp)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            setup(conn, busy_ms, sync, migrations, memory=False, check=None)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links
+            if path.exists():
+                return False
+            os.rename(tmp, path)
+        _sync_dir(path.parent)
+        return True
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def _sync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory: bool, check: Path | None) -> None:
+    """The settings at open, then the pending migrations (on the connection's thread). ``check``: the file
+    of an existing database, checked (:mod:`.integrity`) before anything in it changes."""
     conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
-    # refuse a newer schema before changing anything in the file
+    # refuse a newer schema, then a damaged one, before changing anything in the file
     migrate.check_not_too_new(conn, migrations)
+    if check is not None:
+        integrity.check_schema(conn, migrations, check)
+        integrity.check_tables(conn, check)
     if not memory:
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode.lower() != "wal":

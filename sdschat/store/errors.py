@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["StoreError", "SchemaTooNewError", "MigrationError", "WriterFailedError", "CorruptRowError"]
+__all__ = ["StoreError", "SchemaTooNewError", "MigrationError", "WriterFailedError", "DamagedDatabaseError",
+           "CorruptRowError"]
 
 
 class StoreError(Exception):
@@ -20,7 +21,13 @@ class SchemaTooNewError(StoreError):
         )
 
 
-class CorruptRowError(StoreError):
+class DamagedDatabaseError(StoreError):
+    """The file is not a sound sdschat database: empty, cut short, overwritten, its schema or a page damaged
+    (:mod:`sdschat.store.integrity`). Never taken as a new database: the remedy is the person's (set the file
+    aside, rejoin the channel: README, "If a database is damaged")."""
+
+
+class CorruptRowError(DamagedDatabaseError):
     """A stored row does not hold what sdschat wrote there (damaged file or edited by hand)."""
 
 

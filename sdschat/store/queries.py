@@ -255,7 +255,7 @@ class History:
         rows = await self._fetchall(
             "SELECT participant_id, nick, first_seen_ms, last_seen_ms FROM participants ORDER BY participant_id", ()
         )
-        return [R.participant_row(t) for t in rows]
+        return self.parsed("participants", R.participant_row, rows)
 
 
 def _ack_figures(rows: list[tuple]) -> dict[str, dict[str, float]]:

@@ -268,6 +268,28 @@ def _id(v) -> str:
     return v
 
 
+#: the length of a message id in hex: SHA-256 of its content (sdschat's, and @waku/sds's)
+MESSAGE_ID_HEX = 64
+
+
+def _message_id(v) -> str:
+    """The id of an application message: :data:`MESSAGE_ID_HEX` lowercase hex digits (the node stores only
+    messages whose id it checked is the hash of their content)."""
+    if type(v) is not str or len(v) != MESSAGE_ID_HEX or not _HEX.issuperset(v):
+        raise CorruptRowError(f"a message id is not {MESSAGE_ID_HEX} hex digits")
+    return v
+
+
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyz_")
+
+
+def _word(v, what: str) -> str:
+    """A state or kind: a short lowercase word (``possibly_acknowledged``)."""
+    if type(v) is not str or not v or len(v) > 32 or not _WORD.issuperset(v):
+        raise CorruptRowError(f"a {what} is not a lowercase word")
+    return v
+
+
 def _opt_id(v) -> str | None:
     return None if v is None else _id(v)
 
@@ -293,9 +315,21 @@ def _opt_int(v) -> int | None:
     return None if v is None else _int(v)
 
 
+def _opt_text(v) -> str | None:
+    if v is not None and (type(v) is not str or len(v) > _ID_MAX):
+        raise CorruptRowError("a text column holds no text")
+    return v
+
+
 def _blob(v) -> bytes:
     if not isinstance(v, bytes):
         raise CorruptRowError("a binary column holds no bytes")
+    return v
+
+
+def _content(v) -> bytes:
+    if type(v) is not bytes or not v:
+        raise CorruptRowError("a message has no content")
     return v
 
 
@@ -448,10 +482,11 @@ def message_params(channel_id: str, m: MessageRow) -> tuple:
 
 
 def message_row(t) -> MessageRow:
-    if not isinstance(t[4], str):
-        raise CorruptRowError("a message row has no state")
-    return MessageRow(_id(t[0]), _sender(t[1]), _int(t[2]), _blob(t[3]), t[4], _int(t[5], 0, _COUNT_MAX),
-                      _int(t[6], 0, _COUNT_MAX), _flag(t[7]), ids_from_json(t[8]), _opt_int(t[9]))
+    """A ``messages`` row (``MESSAGE_COLS``): every column typed and in range, the id hex of its length, the
+    content present, the state a word; else :class:`CorruptRowError`."""
+    return MessageRow(_message_id(t[0]), _sender(t[1]), _int(t[2]), _content(t[3]), _word(t[4], "message state"),
+                      _int(t[5], 0, _COUNT_MAX), _int(t[6], 0, _COUNT_MAX), _flag(t[7]), ids_from_json(t[8]),
+                      _opt_int(t[9]))
 
 
 def message_update_params(channel_id: str, u: MessageUpdate) -> tuple:
@@ -471,8 +506,13 @@ def event_params(channel_id: str, participant_id: str, e: EventRow) -> tuple:
 
 
 def event_row(t) -> EventRow:
-    return EventRow(kind=t[2], ts_ms=t[1], message_id=t[4], sender_id=t[5], participant_id=t[6],
-                    lamport_timestamp=t[7], detail=detail_from_json(t[8]), seq=t[0], channel_id=t[3])
+    """An ``events`` (or ``event_history``) row: a known kind, typed columns (ids are whatever the frame said:
+    text, possibly empty, of bounded length; a compacted row's ``seq`` is negative)."""
+    if t[2] not in EVENT_KINDS:
+        raise CorruptRowError("an event's kind is not one sdschat records")
+    return EventRow(kind=t[2], ts_ms=_int(t[1]), message_id=_opt_text(t[4]), sender_id=_opt_text(t[5]),
+                    participant_id=_opt_text(t[6]), lamport_timestamp=_opt_int(t[7]), detail=detail_from_json(t[8]),
+                    seq=_int(t[0], -_INT_MAX, _INT_MAX), channel_id=_opt_text(t[3]))
 
 
 def participant_params(p: ParticipantRow) -> tuple:
@@ -480,4 +520,10 @@ def participant_params(p: ParticipantRow) -> tuple:
 
 
 def participant_row(t) -> ParticipantRow:
-    return ParticipantRow(t[0], t[1], t[2], t[3])
+    return ParticipantRow(_sender(t[0]), _opt_text(t[1]), _int(t[2]), _int(t[3]))
+
+
+def kv_value(v) -> str:
+    if type(v) is not str:
+        raise CorruptRowError("a setting holds no text")
+    return v

@@ -59,6 +59,7 @@ def load_state(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> Chann
             (cid,),
         ).fetchone()
         if head is None:
+            _no_orphans(conn, cid)
             return None
         try:
             head = R.channel_head(head)
@@ -76,6 +77,14 @@ def load_state(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> Chann
         next_sync_at=head[4],
         **lists,
     )
+
+
+def _no_orphans(conn: sqlite3.Connection, cid: str) -> None:
+    """A channel without its ``channels`` row has nothing stored either (a new one); messages or log rows
+    without it mean the row was lost: :class:`CorruptRowError`, never a fresh start over its history."""
+    for table in ("messages", "sds_log"):
+        if conn.execute(f"SELECT 1 FROM {table} WHERE channel_id = ? LIMIT 1", (cid,)).fetchone() is not None:
+            raise CorruptRowError(f"damaged table channels: the channel's row is missing, yet {table} holds rows of it")
 
 
 def _load_lists(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> dict[str, Any]:

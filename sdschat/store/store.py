@@ -40,6 +40,7 @@ uses ``Connection._execute``; aiosqlite is pinned to 0.22.x.)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sqlite3
@@ -52,7 +53,7 @@ import aiosqlite
 
 from sdschat.sds.state import ChannelState
 
-from . import compaction, connection, migrate, snapshot
+from . import compaction, connection, integrity, migrate, snapshot
 from .checkpoint import Checkpointer, checkpoint_on
 from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
@@ -63,6 +64,16 @@ from .sql import EVENT_COLS
 from .search import fts_query, run_error
 
 __all__ = ["Store", "Batch"]
+
+
+async def _create(path: Path, busy_ms: int, sync: str, migrations) -> None:
+    """:func:`.connection.create_database` off the event loop; its failures (a full disk...) as one line."""
+    try:
+        await asyncio.to_thread(connection.create_database, path, busy_ms, sync, migrations)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot create {path}: {exc}") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from None
 
 
 class Store:
@@ -93,24 +104,29 @@ class Store:
     ) -> Store:
         """Open (creating if needed, mode 0600) and migrate the database at ``path``.
 
-        ``create=False`` refuses a path where no file exists (for readers such as
-        export) instead of creating an empty database. ``path=":memory:"`` gives a
-        private in-memory database (no WAL, for tests). Raises
-        :class:`SchemaTooNewError` for a database written by a newer sdschat and
-        :class:`StoreError` for a file that is not an sdschat database.
+        A new database is made only where no file exists, whole or not at all
+        (:func:`.connection.create_database`); a file that is there must be a sound sdschat database
+        (:mod:`.integrity`: its header against its size, its schema against ``migrations/``, its small tables
+        page by page), or the open raises :class:`DamagedDatabaseError` before anything in it changes: an
+        empty or damaged file is never taken as a new channel. ``create=False`` refuses a path where no file
+        exists (for readers such as export). ``path=":memory:"`` gives a private in-memory database (no WAL,
+        for tests). Raises :class:`SchemaTooNewError` for a database written by a newer sdschat and
+        :class:`StoreError` for a file that cannot be opened.
         """
         sync = connection.sync_mode(synchronous)
         migrations = migrate.load_migrations(migrations_folder)
         memory = str(path) == ":memory:"
         p = None if memory else Path(path)
         if p is not None:
-            if not create and not p.exists():
-                raise StoreError(f"no database at {p}")
-            connection.create_private_file(p)
+            if not p.exists():
+                if not create:
+                    raise StoreError(f"no database at {p}")
+                await _create(p, int(busy_timeout_ms), sync, migrations)
+            integrity.check_file(p)
         db = await aiosqlite.connect(":memory:" if memory else str(p), isolation_level=None)
         store = cls(db, p, sync)
         try:
-            await store._run(connection.setup, int(busy_timeout_ms), sync, migrations, memory)
+            await store._run(connection.setup, int(busy_timeout_ms), sync, migrations, memory, p)
         except StoreError as exc:
             await db.close()
             cause = exc.__cause__
@@ -157,7 +173,11 @@ class Store:
         try:
             return await db._execute(lambda: fn(db._conn, *args))
         except sqlite3.Error as exc:  # disk full, read-only file system, a damaged page ...: one clear error
+            if integrity.is_damage(exc):
+                raise integrity.damaged_on_read(self.path or ":memory:", exc) from exc
             raise StoreError(f"database {self.path or ':memory:'}: {exc}") from exc
+        except UnicodeDecodeError as exc:  # a damaged text value, or SQLite's message quoting one
+            raise integrity.damaged_on_read(self.path or ":memory:", exc) from None
 
     async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(conn, *args)`` inside one ``BEGIN IMMEDIATE ... COMMIT`` transaction."""
@@ -208,7 +228,7 @@ class Store:
 
     async def kv_get(self, key: str, default: str | None = None) -> str | None:
         rows = await self._fetchall("SELECT value FROM kv WHERE key = ?", (key,))
-        return rows[0][0] if rows else default
+        return self._history.parsed("kv", lambda t: R.kv_value(t[0]), rows)[0] if rows else default
 
     async def kv_set(self, key: str, value: str | None) -> None:
         """Set a small text setting (``None`` deletes it)."""
@@ -232,17 +252,18 @@ class Store:
     # -------------------------------------------------------- channel state
 
     async def channel_ids(self) -> list[str]:
-        return [r[0] for r in await self._fetchall("SELECT channel_id FROM channels ORDER BY channel_id")]
+        rows = await self._fetchall("SELECT channel_id FROM channels ORDER BY channel_id")
+        return self._history.parsed("channels", R.id_row, rows)
 
     async def participant_of(self, channel_id: str) -> str:
         """The channel's participant id as the engine state holds it ("" for an unknown channel)."""
         rows = await self._fetchall("SELECT participant_id FROM channels WHERE channel_id = ?", (channel_id,))
-        return rows[0][0] if rows else ""
+        return self._history.parsed("channels", R.id_row, rows)[0] if rows else ""
 
     async def get_channel_config(self, channel_id: str) -> str | None:
         """The config JSON given to :meth:`save_state`, or None for an unknown channel."""
         rows = await self._fetchall("SELECT config FROM channels WHERE channel_id = ?", (channel_id,))
-        return rows[0][0] if rows else None
+        return self._history.parsed("channels", lambda t: R.kv_value(t[0]), rows)[0] if rows else None
 
     async def save_state(self, state: ChannelState, config_json: str) -> None:
         """Write ``state`` in full, replacing whatever the store had for that channel (one transaction)."""

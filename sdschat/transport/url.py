@@ -18,7 +18,8 @@ class BrokerAddress:
     """A parsed broker URL.
 
     ``str(address)`` is ``host:port`` (what error messages show); ``url`` is the
-    full URL with the password masked, safe to show or log; ``full_url`` keeps it.
+    full URL with the password masked, safe to show or log; ``full_url`` keeps it;
+    ``public_url`` has neither login nor CA file (what an invite may carry).
     """
 
     host: str
@@ -47,6 +48,16 @@ class BrokerAddress:
     def url(self) -> str:
         """The URL with any password replaced by ``***``."""
         return self._url("***" if self.password is not None else None)
+
+    @property
+    def public_url(self) -> str:
+        """The URL without the login (user, password) and the CA file: what another machine can be told."""
+        return dataclasses.replace(self, username=None, password=None, ca_file=None)._url(None)
+
+    @property
+    def private(self) -> bool:
+        """Whether the URL holds what belongs to this user or machine only: a login, or a CA file's path."""
+        return self.username is not None or self.password is not None or self.ca_file is not None
 
     @property
     def full_url(self) -> str:

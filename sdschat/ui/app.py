@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from .collector import FREEZE_EVERY_S, Collector
+from .files import write_private_text
 from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
@@ -173,6 +175,34 @@ class BaseChatApp(App):
         if pane is not None:
             pane.cancel_reply()
             pane.input.focus()
+
+    # ----------------------------------------------------- screenshots
+
+    def save_screenshot(self, filename: str | None = None, path: str | None = None,
+                        time_format: str | None = None) -> str:
+        """Textual's, but the file shows decrypted chat: it is written 0600, whatever the umask."""
+        from datetime import datetime
+
+        stamp = datetime.now().strftime(time_format or "%Y-%m-%dT%H_%M_%S_%f")
+        name = filename or f"{self.title.replace(' ', '_')}_{stamp}.svg"
+        target = os.path.expanduser(os.path.join(path or "./", name))
+        write_private_text(target, self.export_screenshot())
+        return target
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The command palette's Screenshot: saved 0600 (Textual's delivery would write it with the umask's
+        mode) in ``path``, else the downloads folder."""
+        from platformdirs import user_downloads_path
+
+        try:
+            saved = self.save_screenshot(filename, path or str(user_downloads_path()), time_format)
+        except OSError as exc:
+            self.notify(f"Failed to save screenshot: {exc.strerror or exc}", title="Screenshot", severity="error",
+                        markup=False)
+            return None
+        self.notify(f"Saved screenshot to {saved!r}", title="Screenshot", markup=False)
+        return saved
 
     # ---------------------------------------------------------- search
 

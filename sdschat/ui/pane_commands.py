@@ -11,6 +11,7 @@ from pathlib import Path
 from sdschat.node.events import ACTION_KINDS
 
 from . import slash
+from .files import open_private
 from .messages import UiError
 
 __all__ = ["run_slash", "export_log"]
@@ -97,7 +98,7 @@ def export_log(pane, path: Path) -> None:
     messages: list = []
 
     def write() -> int:
-        with open(path, "w", encoding="utf-8") as f:
+        with open_private(path) as f:  # decrypted history: 0600 whatever the umask
             for m in messages:
                 if path.suffix in (".jsonl", ".json"):
                     f.write(json.dumps(asdict(m), ensure_ascii=False) + "\n")

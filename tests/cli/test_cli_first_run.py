@@ -67,3 +67,45 @@ def test_first_run_asks_for_a_name_then_ctrl_q_exits_0(tmp_path) -> None:
     profile = Profile.load(resolve_paths(home))
     assert profile.name == "alice" and list(profile.channels) == ["general"]
     assert profile.channel("general").read_ms > 0  # it was on screen
+
+
+def _on_a_pty(argv: list[str], env: dict[str, str], cwd) -> tuple[int, bytes]:
+    """``sdschat ARGV`` on a terminal: its exit status and everything it wrote."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "sdschat", *argv], {**env, "TERM": "xterm-256color"})
+    seen = b""
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:
+                    pass
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status), seen
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError(f"sdschat {argv} neither asked nor quit: {seen[-500:]!r}")
+    finally:
+        os.close(fd)
+
+
+def test_first_run_with_an_empty_home_is_one_line_and_writes_nothing(tmp_path) -> None:
+    """An empty ``--home`` or ``$SDSCHAT_HOME`` would put the profile in the current folder (or, silently, in the
+    platform's): refused before anything is asked or written."""
+    user = tmp_path / "user"  # the platform's folders live under $HOME
+    user.mkdir()
+    env = {**os.environ, "HOME": str(user), "XDG_CONFIG_HOME": str(user / ".config"),
+           "XDG_DATA_HOME": str(user / ".local")}
+    env.pop("SDSCHAT_HOME", None)
+    for argv, extra in ((["--home", ""], {}), ([], {"SDSCHAT_HOME": ""}), ([], {"SDSCHAT_HOME": "  "})):
+        code, seen = _on_a_pty(argv, {**env, **extra}, tmp_path)
+        lines = [line for line in seen.decode(errors="replace").splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and "empty" in lines[0], (argv, extra, seen)
+        assert b"your name" not in seen and b"Traceback" not in seen
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["user"] and list(user.iterdir()) == []

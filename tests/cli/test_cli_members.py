@@ -172,3 +172,46 @@ def test_admin_names_a_member_whose_rekey_the_others_then_accept(members_broker,
         assert bob in state["admins"], name
         secrets[name] = {e["n"]: e["s"] for e in state["epochs"]}.get(1)
     assert secrets["alice"] and secrets["alice"] == secrets["bob"] == secrets["carol"]  # everyone took bob's key
+
+
+def test_an_invite_made_before_a_kick_lets_nobody_back_in(members_broker, tmp_path, capsys) -> None:
+    """The commands as a person runs them: eve joins with the token alice handed out before she kicked mallory.
+    Her bot is refused by alice's and bob's, is never handed the new key, and ends saying she is locked out
+    (exit 4), not "lost 0"; the removed mallory cannot make an invite."""
+    url = members_broker.url
+    homes = {n: tmp_path / n for n in ("alice", "bob", "mallory", "eve")}
+    for name, home in homes.items():
+        assert cli(capsys, "init", "--name", name, "--broker", url, "--home", home)[0] == 0
+    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
+    code, old_token, _ = cli(capsys, "invite", "team", "--home", homes["alice"])
+    for name in ("bob", "mallory"):
+        assert cli(capsys, "join", old_token.strip(), "--home", homes[name])[0] == 0
+    runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["mallory"], 1), linger=3)
+    assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
+    assert len(membership(homes["alice"])["members"]) == 3
+    bob_online = subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home",
+                                   str(homes["bob"]), "--count", "0", "--linger", "6", "--max-runtime", "30", "--quiet"])
+    try:
+        code, out, _ = cli(capsys, "kick", "team", "mallory", "--home", homes["alice"], "--wait", "5")
+    finally:
+        assert bob_online.wait(60) == 0
+    assert code == 0 and "new key (epoch 1) for 2 members" in out
+    # mallory, away through it, speaks: alice's node tells her (her bot: one line, exit 1); then no invite
+    runs = bots((homes["alice"], 0), (homes["mallory"], 3), linger=3, tag="back")
+    assert runs[1].returncode == 1 and b"removed from #team" in runs[1].stderr, runs[1].stderr
+    code, out, err = cli(capsys, "invite", "team", "--home", homes["mallory"])
+    assert code == 2 and not out and err.count("\n") == 1 and "you were removed from this channel" in err, err
+
+    # eve joins with the old token: the token is well-formed, so join takes it; the channel does not
+    assert cli(capsys, "join", old_token.strip(), "--home", homes["eve"])[0] == 0
+    runs = bots((homes["alice"], 2), (homes["bob"], 2), (homes["eve"], 2), linger=4, tag="after")
+    alice, bob, eve = runs
+    assert alice.returncode == 0 and bob.returncode == 0, (alice.stderr, bob.stderr)
+    assert eve.returncode == 4, (eve.returncode, eve.stderr)
+    assert b"locked out of #team" in eve.stderr and eve.stderr.count(b"\n") == 1, eve.stderr
+    eve_sees, bob_sees = set(texts(homes["eve"])), set(texts(homes["bob"]))
+    assert not {"alice after 0", "alice after 1", "bob after 0", "bob after 1"} & eve_sees, eve_sees
+    assert not {"eve after 0", "eve after 1"} & (bob_sees | set(texts(homes["alice"])))
+    state = membership(homes["eve"])
+    assert state["locked"] == 1 and not any(e["n"] >= 1 for e in state["epochs"])  # no key of epoch 1
+    assert len(membership(homes["alice"])["members"]) == 2  # alice and bob: eve is no member

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import segno
+from brokers import Mosquitto, mosquitto_binary
 
 from sdschat.cli import main
 from sdschat.profile import Profile, decode_invite, resolve_paths
@@ -217,3 +222,69 @@ def test_a_member_invited_into_an_imported_0_1_channel_gets_the_new_messages(tmp
     history, _, theirs, shown = _chat_in_the_imported_channel(tmp_path, capsys, delivered=True)
     assert theirs.state != ev.WAITING and theirs.text == "alice after the import"
     assert not {mid for mid, _ in history} & set(shown)
+
+
+@pytest.fixture(scope="module")
+def login_broker(tmp_path_factory):
+    """mosquitto that lets in alice and bob with their passwords, and nobody without a login."""
+    workdir = tmp_path_factory.mktemp("login-mosquitto")
+    passwords = workdir / "passwords"
+    for i, (user, password) in enumerate((("alice", "alice-pw"), ("bob", "bob-pw"))):
+        subprocess.run(["mosquitto_passwd", "-b", *(["-c"] if i == 0 else []), str(passwords), user, password],
+                       check=True, capture_output=True)
+    broker = Mosquitto(mosquitto_binary(), workdir)
+    broker.config.write_text(f"listener {broker.port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\n"
+                             "persistence false\nlog_dest stderr\n" + ("user root\n" if os.geteuid() == 0 else ""))
+    broker.start()
+    yield broker
+    broker.close()
+
+
+def _bots(*homes, linger: float = 3.0) -> list[subprocess.CompletedProcess]:
+    """One ``sdschat bot`` per home at once (each says two lines), as processes, until each has settled."""
+    procs = [subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home", str(home),
+                               "--count", "2", "--interval", "0.2", "--linger", str(linger), "--max-runtime", "40",
+                               "--tune", "repair_t_min_ms=300", "--tune", "repair_t_max_ms=1500", "--quiet",
+                               "--text", f"{home.name} says {{i}}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"}) for home in homes]
+    return [subprocess.CompletedProcess(p.args, p.wait(90), *p.communicate()) for p in procs]
+
+
+@pytest.mark.timeout(150)
+def test_an_invite_on_a_broker_with_logins_holds_none_and_the_joiner_logs_in_as_themselves(
+        login_broker, tmp_path, capsys) -> None:
+    port = login_broker.port
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    assert sdschat(capsys, "init", "--name", "alice", "--broker", f"mqtt://alice:alice-pw@127.0.0.1:{port}",
+                   "--home", alice)[0] == 0
+    assert sdschat(capsys, "new", "team", "--home", alice)[0] == 0
+    code, token, err = sdschat(capsys, "invite", "team", "--home", alice)
+    assert code == 0 and decode_invite(token).broker == f"mqtt://127.0.0.1:{port}"
+    raw = base64.urlsafe_b64decode(token.strip()[len("sdschat:"):] + "==")
+    assert b"alice-pw" not in raw and b"alice@" not in raw and "alice-pw" not in err
+
+    # bob joins by the token alone: the broker turns him away, and he is told in one line how to log in
+    assert sdschat(capsys, "init", "--name", "bob", "--home", bob)[0] == 0
+    assert sdschat(capsys, "join", token.strip(), "--home", bob)[:2] == (0, "team\n")
+    (refused,) = _bots(bob, linger=0)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "not authorized" in lines[0] and f"--broker mqtt://USER:PASSWORD@127.0.0.1:{port}" in lines[0], lines
+    # a wrong password: told to check it
+    code, out, _ = sdschat(capsys, "join", token.strip(), "--broker", f"mqtt://bob:wrong@127.0.0.1:{port}",
+                           "--home", bob)
+    assert (code, out) == (0, "team\n")
+    (wrong,) = _bots(bob, linger=0)
+    assert wrong.returncode == 2 and "check the user name and password" in wrong.stderr and "wrong" not in wrong.stderr
+
+    # with his own login he joins and reads what alice writes
+    assert sdschat(capsys, "join", token.strip(), "--broker", f"mqtt://bob:bob-pw@127.0.0.1:{port}",
+                   "--home", bob)[0] == 0
+    assert Profile.load(resolve_paths(bob)).broker == f"mqtt://bob:bob-pw@127.0.0.1:{port}"
+    runs = _bots(alice, bob)
+    assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
+    profile = Profile.load(resolve_paths(bob))
+    with sqlite3.connect(profile.db_path(profile.channel("team"))) as conn:
+        texts = {json.loads(c).get("text", "") for (c,) in conn.execute("SELECT content FROM messages")}
+    assert {"alice says 0", "alice says 1"} <= texts, texts

@@ -8,72 +8,17 @@ import json
 import time
 
 import pytest
-from node_helpers import FAST, log_of, run, settle
+from membership_helpers import Tap, all_joined, knows_all, member, opens, rejected_reasons, rejections, stop_all, \
+    wait_for
+from node_helpers import log_of, run, settle
 
-from sdschat.crypto import ChannelKey, EnvelopeError, Identity
-from sdschat.node import MEMBERSHIP_KEY, Node, NodeConfig, node_channel_config
+from sdschat.crypto import ChannelKey, Identity
+from sdschat.node import MEMBERSHIP_KEY, Node
 from sdschat.node import events as ev
 from sdschat.node.membership import Membership
 from sdschat.storenode import StoreNode
-from sdschat.transport import MqttTransport
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def member(nick: str, key: ChannelKey, folder, url: str, admin: Identity, *, identity=None, impairment=None,
-                 seed: int = 0, **cfg) -> Node:
-    ident = identity or (admin if nick == "alice" else Identity.generate())
-    config = NodeConfig(nick, key, folder / f"{nick}.db", url, channel_config=node_channel_config(**FAST),
-                        impairment=impairment or {}, seed=seed, identity=ident, membership=True,
-                        admins=(admin.participant_id,), **cfg)
-    return await Node.start(config)
-
-
-async def wait_for(cond, timeout=15.0, what="condition"):
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"{what} not met in {timeout} s")
-        await asyncio.sleep(0.02)
-
-
-def knows_all(admin: Node, others) -> bool:
-    return all(o.participant_id in admin.membership.members for o in others)
-
-
-async def all_joined(nodes, timeout: float = 15.0) -> None:
-    """Until every node has every other's join."""
-    await wait_for(lambda: all(knows_all(x, [y for y in nodes if y is not x]) for x in nodes), timeout, "joins")
-
-
-async def stop_all(nodes) -> None:
-    for x in nodes:
-        await x.stop()
-
-
-class Tap:
-    """Every envelope published on the channel's topics, as a raw subscriber to ``sdschat/#`` sees it."""
-
-    def __init__(self, url: str) -> None:
-        self.t = MqttTransport(url)
-        self.frames: list[tuple[float, str, bytes]] = []
-
-    async def start(self) -> Tap:
-        self.t.set_message_handler(lambda topic, payload, *a: self.frames.append((time.monotonic(), topic, payload)))
-        await self.t.start()
-        await self.t.subscribe("sdschat/#")
-        return self
-
-    async def stop(self) -> None:
-        await self.t.stop()
-
-
-def opens(key: ChannelKey, envelope: bytes) -> bool:
-    try:
-        key.open(envelope)
-        return True
-    except EnvelopeError:
-        return False
 
 
 def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosquitto, tmp_path):
@@ -145,21 +90,6 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
         assert state.current.number == 1 and m.participant_id in state.removed
 
     run(main(), 110)
-
-
-def rejections(node: Node) -> list[str]:
-    """A list that fills with the reason of every frame or message the node refuses (``FrameRejected``)."""
-    reasons: list[str] = []
-    node.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
-    return reasons
-
-
-def rejected_reasons(db) -> list[str]:
-    """The reasons of the ``rejected`` rows in a node's database (its events table)."""
-    import sqlite3
-
-    with sqlite3.connect(db) as conn:
-        return [json.loads(d)["reason"] for (d,) in conn.execute("SELECT detail FROM events WHERE kind = 'rejected'")]
 
 
 def _kv(db, key: str) -> str:

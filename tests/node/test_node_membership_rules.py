@@ -8,7 +8,8 @@ import pytest
 
 from sdschat.crypto import ChannelKey, Identity
 from sdschat.crypto.epochs import exchange_public
-from sdschat.node.membership import ControlError, Membership, describe, parse_control, redacted_body
+from sdschat.node.membership import MAX_EPOCH, ControlError, Membership, describe, invite_refusal, parse_control, \
+    redacted_body
 from sdschat.node.payload import CONTROL_KINDS, CONTROL_PREFIXES, KINDS, AppPayload
 
 
@@ -119,3 +120,74 @@ def test_the_prefixes_that_keep_membership_lines_out_of_unread_counts_match_thei
         encoded = AppPayload.new(kind, "alice", "text", 1_000, data=data).encode()
         assert encoded.startswith(CONTROL_PREFIXES) == (kind in CONTROL_KINDS), kind
     assert len(CONTROL_PREFIXES) == len(CONTROL_KINDS) == 3
+
+
+def test_after_a_removal_only_members_admitted_since_are_accepted_and_nobody_else_gets_a_key() -> None:
+    """The cut (Membership.refusal): alice kicks carol in epoch 1; eve holds only the key from before."""
+    key, ids, states = group(3)
+    alice, bob, carol = (i.participant_id for i in ids)
+    eve = Identity.generate()
+    cut = states[0].new_epoch(ids[0], remove=[carol])
+    deliver(states, ids, 0, cut, "m1")
+    a = states[0]
+    assert (a.cut, a.admitted) == (1, {alice, bob})
+    # bob, who had not switched yet, is still heard under the old key; eve is not, however her join travels
+    assert a.refusal(bob, 0, 0) is None
+    assert a.refusal(eve.participant_id, 0, 0) == "stale_key"
+    assert a.refusal(eve.participant_id, 0, 1, direct=False) == "stale_key"  # relayed under the new key
+    assert not a.apply_join(eve.participant_id, exchange_public(eve), 0)
+    assert eve.participant_id not in a.members and not a.needs_grant(eve.participant_id)
+    assert eve.participant_id not in a.new_epoch(ids[0])["keys"]  # the next epoch is not sealed to her
+    # claiming the new epoch while holding only the old key is a lie when she publishes it herself
+    assert a.refusal(eve.participant_id, 1, 0) == "bad_epoch"
+    assert a.refusal(alice, 2, 1, kind="epoch") is None  # (an admin hands epoch messages on under old keys)
+    # the removed: what they publish, and what they wrote after their removal, however it travels
+    assert a.refusal(carol, 0, 0) == "removed"
+    assert a.refusal(carol, 1, 1, direct=False) == "removed"
+    assert a.refusal(carol, 0, 1, direct=False) is None  # written before: history a repair may bring
+    # a newcomer with an invite made since (the new key) is admitted, and entitled to later epochs
+    assert a.apply_join(eve.participant_id, exchange_public(eve), 1) and eve.participant_id in a.admitted
+    assert a.entitled(eve.participant_id, 0) and not a.entitled(carol, 0)
+    # a member that took eve's old-key join before it knew of the cut forgets her once it learns of it
+    unaware = Membership(bob, key, [alice])
+    for i in ids:
+        unaware.apply_join(i.participant_id, exchange_public(i))
+    assert unaware.apply_join(eve.participant_id, exchange_public(eve), 0) and eve.participant_id in unaware.members
+    unaware.apply_epoch(alice, "m1", parse_control("epoch", json.loads(json.dumps(cut))), ids[1], 1_000)
+    assert eve.participant_id not in unaware.members and eve.participant_id not in unaware.admitted
+    # the state round-trips
+    again = Membership(alice, key)
+    again.load_json(a.to_json())
+    assert (again.cut, again.admitted, again.locked_out) == (a.cut, a.admitted, 0)
+
+
+def test_a_member_without_a_box_in_a_newer_epoch_is_locked_out_until_it_gets_the_key() -> None:
+    key, ids, states = group(3)
+    late = Identity.generate()
+    newcomer = Membership(late.participant_id, key, [ids[0].participant_id])
+    data = states[0].new_epoch(ids[0])  # a rekey before the newcomer's join reached the admin
+    out = newcomer.apply_epoch(ids[0].participant_id, "m1", parse_control("epoch", data), late, 1_000)
+    assert not out.mine and not out.removed_me and newcomer.locked_out == 1
+    assert "epoch 1" in invite_refusal(newcomer.to_json())
+    deliver(states, ids, 0, data, "m1")
+    states[0].apply_join(late.participant_id, exchange_public(late), 0)
+    assert states[0].needs_grant(late.participant_id)
+    grant = parse_control("epoch", states[0].grant_data(ids[0], [late.participant_id]))
+    newcomer.apply_epoch(ids[0].participant_id, "m2", grant, late, 2_000)
+    assert newcomer.current.number == 1 and newcomer.locked_out == 0
+    assert invite_refusal(newcomer.to_json()) is None
+
+
+def test_a_removed_member_cannot_make_an_invite_and_epoch_numbers_are_bounded() -> None:
+    _, ids, states = group(3)
+    deliver(states, ids, 0, states[0].new_epoch(ids[0], remove=[ids[2].participant_id]), "m1")
+    assert "removed" in invite_refusal(states[2].to_json())
+    assert invite_refusal(states[1].to_json()) is None
+    data = states[0].new_epoch(ids[0])
+    for bad in (0, MAX_EPOCH, 2**32 - 1):
+        with pytest.raises(ControlError, match="epoch"):
+            parse_control("epoch", {**data, "epoch": bad})
+    with pytest.raises(ValueError):
+        AppPayload.new("msg", "a", "b", 1, epoch=MAX_EPOCH)
+    assert AppPayload.decode(AppPayload.new("msg", "a", "b", 1, epoch=7).encode()).epoch == 7
+    assert b'"e"' not in AppPayload.new("msg", "a", "b", 1).encode()  # epoch 0: the payload as before

@@ -10,7 +10,8 @@ import zlib
 
 import pytest
 
-from sdschat.profile import TOKEN_PREFIX, Invite, TokenError, decode_invite, encode_invite
+from sdschat.profile import (MAX_EPOCH, TOKEN_PREFIX, Invite, Profile, ProfileError, TokenError, decode_invite,
+                             encode_invite, public_broker, resolve_paths)
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
@@ -109,3 +110,59 @@ def test_admins_and_a_later_key_epoch_round_trip_and_version_1_tokens_still_deco
     raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")[1:-4]
     with pytest.raises(TokenError, match="malformed"):
         decode_invite(_forge(2, raw[:-1]))
+
+
+def _v2(name: bytes, secret: bytes, broker: bytes = b"", epoch: int = 0, epoch_secret: bytes = b"") -> str:
+    """A checksummed version 2 token whose fields are whatever the caller says (what a tamperer could send)."""
+    return _forge(2, bytes([len(name)]) + name + secret + struct.pack(">H", len(broker)) + broker + b"\x00"
+                  + struct.pack(">H", 0) + struct.pack(">I", epoch) + epoch_secret)
+
+
+def test_every_field_is_checked_as_new_and_init_check_it() -> None:
+    secret = os.urandom(32)
+    assert decode_invite(_v2(b"team", secret, b"mqtt://h:1883")) == Invite("team", secret, "mqtt://h:1883")
+    # the highest epoch a token carries, and the first above it (the field holds up to 2^32-1)
+    top = decode_invite(_v2(b"team", secret, epoch=MAX_EPOCH, epoch_secret=secret))
+    assert top.epoch == MAX_EPOCH == 2**31 - 1
+    for epoch in (MAX_EPOCH + 1, 2**32 - 1):
+        with pytest.raises(TokenError, match="epoch") as e:
+            decode_invite(_v2(b"team", secret, epoch=epoch, epoch_secret=secret))
+        assert "\n" not in str(e.value)
+        with pytest.raises(TokenError, match="epoch"):
+            encode_invite(Invite("team", secret, "", (), epoch, secret))
+    # channel names `sdschat new` refuses: too long, blank-edged, a separator inside, not NFC
+    for name in ("x" * 41, " team", "team ", "a\u2028b", "te\u00a0am", "e\u0301quipe"):
+        with pytest.raises(TokenError, match="channel name") as e:
+            decode_invite(_v2(name.encode(), secret))
+        assert "\n" not in str(e.value)
+    with pytest.raises(TokenError, match="channel name"):
+        encode_invite(Invite(" team", secret))
+    with pytest.raises(TokenError, match="control"):
+        encode_invite(Invite("team", secret, "mqtt://h\n:1883"))
+    assert decode_invite(_v2("équipe ☕".encode(), secret)).channel == "équipe ☕"
+
+
+def test_an_invite_carries_no_broker_login_or_local_path_unless_asked(tmp_path) -> None:
+    assert public_broker("mqtts://alice:s3cret@host:8883?ca=/home/alice/ca.pem") == "mqtts://host:8883"
+    assert public_broker("mqtt://alice@chat.example") == "mqtt://chat.example"
+    assert public_broker("MQTT://u:p%40ss@[::1]:1884") == "mqtt://[::1]:1884"
+    assert public_broker("") == "" and public_broker("mqtt://:99999") == ""
+    url = "mqtts://alice:s3cret@host:8883?ca=/home/alice/ca.pem"
+    profile = Profile.create(resolve_paths(tmp_path / "alice"), "alice", url)
+    profile.add_channel("team", os.urandom(32))
+    text = encode_invite(profile.invite("team"))
+    invite = decode_invite(text)
+    assert invite.broker == "mqtts://host:8883"
+    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")
+    assert b"s3cret" not in raw and b"alice" not in raw and b"ca.pem" not in raw
+    assert decode_invite(encode_invite(profile.invite("team", with_credentials=True))).broker == url
+
+
+def test_an_empty_sdschat_home_is_refused(monkeypatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", "  "):
+        monkeypatch.setenv("SDSCHAT_HOME", empty)
+        with pytest.raises(ProfileError, match="SDSCHAT_HOME"):
+            resolve_paths()
+    assert resolve_paths(tmp_path / "h").config == tmp_path / "h"  # --home wins over it
+    assert list(tmp_path.iterdir()) == []

@@ -174,6 +174,9 @@ def test_full_disk_at_start_is_one_line_then_the_bot_runs_once_space_is_back(dis
     disk.fill()
     line = one_line_failure(bot("full", db, key_file, mosq.url, "--count", "1", disk=disk))
     assert any(w in line.lower() for w in ("full", "space", "disk", "large", "write")), line
+    # a database is made whole or not at all: no half-made file is left to be taken for a damaged one (or, as
+    # before, for a new one) on the next run
+    assert [p.name for p in disk.path.iterdir() if p.name != "filler"] == []
     disk.space_back()
     peer = bot("peer", tmp_path / "peer.db", key_file, mosq.url, "--count", "3", "--interval", "0.1", "--linger", "2")
     again = bot("full", db, key_file, mosq.url, "--count", "3", "--interval", "0.1", "--linger", "2")

@@ -14,6 +14,11 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def mid(i: int) -> str:
+    """A message id as the node stores them: 64 hex digits (rows.MESSAGE_ID_HEX)."""
+    return f"{i:064x}"
+
+
 async def _new_store(path, channel="room", participant="bob"):
     store = await Store.open(path)
     await store.save_state(MessageChannel(channel, participant, None, 1).snapshot(), "{}")
@@ -63,19 +68,19 @@ def test_messages_upsert_update_iterate(tmp_path):
     async def go():
         store = await _new_store(tmp_path / "n.db")
         try:
-            rows = [MessageRow(f"m{i:04d}", "alice" if i % 2 else "bob", 1000 - i // 2, f"text {i}".encode(), "sent")
+            rows = [MessageRow(mid(i), "alice" if i % 2 else "bob", 1000 - i // 2, f"text {i}".encode(), "sent")
                     for i in range(1200)]
             await store.apply("room", messages=rows[:600])
             await store.apply("room", messages=rows[600:], message_updates=[
-                MessageUpdate("m0001", state="possibly_acknowledged", possible_ack_count=1),
-                MessageUpdate("m0002", state="delivered", repaired=True, after_lost=("x", "y"), received_at_ms=5),
-                MessageUpdate("m0003", resends=4),
+                MessageUpdate(mid(1), state="possibly_acknowledged", possible_ack_count=1),
+                MessageUpdate(mid(2), state="delivered", repaired=True, after_lost=("x", "y"), received_at_ms=5),
+                MessageUpdate(mid(3), resends=4),
                 MessageUpdate("nope", state="lost"),  # unknown ids are ignored
             ])
             listed = [m async for m in store.iter_messages()]
             in_room = [m async for m in store.iter_messages("room", chunk=7)]
             return (listed, in_room, await store.message_count(), await store.message_count("other"),
-                    await store.get_message("room", "m0002"), await store.get_message("room", "m0003"))
+                    await store.get_message("room", mid(2)), await store.get_message("room", mid(3)))
         finally:
             await store.close()
 
@@ -84,9 +89,9 @@ def test_messages_upsert_update_iterate(tmp_path):
     assert [(m.lamport_timestamp, m.message_id) for m in listed] == sorted(
         (m.lamport_timestamp, m.message_id) for m in listed)
     assert in_room == listed
-    assert m2 == MessageRow("m0002", "bob", 999, b"text 2", "delivered", 0, 0, True, ("x", "y"), 5)
+    assert m2 == MessageRow(mid(2), "bob", 999, b"text 2", "delivered", 0, 0, True, ("x", "y"), 5)
     assert (m3.state, m3.resends, m3.repaired, m3.after_lost) == ("sent", 4, False, ())
-    assert next(m for m in listed if m.message_id == "m0001").possible_ack_count == 1
+    assert next(m for m in listed if m.message_id == mid(1)).possible_ack_count == 1
 
 
 def test_participants_upsert(tmp_path):

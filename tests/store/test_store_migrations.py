@@ -178,8 +178,9 @@ def test_installed_package_uses_the_embedded_copy(tmp_path, monkeypatch):
 def test_not_a_database_is_a_store_error(tmp_path):
     bad = tmp_path / "junk.db"
     bad.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(StoreError, match="cannot open"):
+    with pytest.raises(StoreError, match="junk.db is damaged: its header is not an SQLite database's"):
         run(_open_close(bad))
+    assert bad.read_bytes() == b"this is not sqlite at all" * 100  # refused before anything was written
 
 
 def test_store_imports_only_sds_state_types():

@@ -602,6 +602,10 @@ class ChatPane(Vertical):
         elif e.what == "epoch" and not e.mine:
             self.notice(f"key epoch {e.epoch} began without a key for you: an admin sends it once your join reaches "
                         "them", error=True)
+        elif e.what == "refused":
+            self.notice(f"refused {names.get(e.by) or e.by[:8]}: it holds only a key from before a removal (epoch "
+                        f"{e.epoch}: an invite made before a kick, or by a removed member) and was not admitted since; "
+                        "nothing of it is accepted or handed on", error=True)
         elif e.what == "expired":
             self.notice(f"the keys of #{self.channel_name} before epoch {e.epoch + 1} were deleted here (retention "
                         "window over)")

@@ -79,6 +79,9 @@ def connection_text(state: PanelState) -> Text:
     offline = state.impairment is not None and getattr(state.impairment, "offline", False)
     label = "offline (you)" if offline else state.connection
     style = "red" if offline else _CONN_STYLE.get(state.connection, "")
+    locked = state.health.get("locked_out", 0) if state.health else 0
+    if locked:  # a key epoch began without a key for us: what we send and hear is on a key the others left
+        label, style = f"locked out (epoch {locked})", "bold red"
     return Text.assemble(("● ", style), (label, style))
 
 
