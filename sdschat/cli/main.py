@@ -3,12 +3,21 @@
 Each command is a ``configure(parser)`` and a ``run(args)`` (a coroutine for the
 async ones); heavy imports happen inside ``run`` so ``sdschat --help`` is fast.
 Bad input gets one line on stderr and a non-zero exit, never a traceback.
+
+A closed pipe is handled here, once for every command: when whoever reads the output has gone
+(``sdschat search x | head -2``), the command ends quietly with exit status 141 (128 + SIGPIPE, what
+a shell reports for ``yes | head``), as Python's documentation recommends: the ``BrokenPipeError``
+is caught at the top and standard output is pointed at the null device, so nothing fails again
+when the interpreter flushes it on the way out.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import select
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -16,7 +25,10 @@ from . import bot, broker, chat, export, inspection, keys, members, pipeline, pr
 from .args import Parser, add_home_arg
 from .errors import CliError
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["main", "build_parser", "COMMANDS", "EXIT_PIPE_CLOSED"]
+
+#: the exit status when the reader of our output (or of our errors) went away: 128 + SIGPIPE
+EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE
 
 COMMANDS = {
     "init": (profiles.init_configure, profiles.init_run, "create your profile: a name, a broker, one identity"),
@@ -70,13 +82,58 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+class _CommandParser(Parser):
+    """The parser of ``sdschat`` and of each command. Its help fails like any output on a closed pipe (argparse
+    would ignore the failed write and exit 0). A command that reads free words (``search``'s query:
+    ``p.set_defaults(_words=True)``) takes a word that starts with ``-`` but is no option of its own
+    (``-deploy``, ``-5``) as a word, like one after ``--``, instead of refusing it as an unknown option (such a
+    command's options take one value or none)."""
+
+    def print_help(self, file=None) -> None:
+        (file or sys.stdout).write(self.format_help())
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is not None and self.get_default("_words"):
+            args = self._words_last(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _words_last(self, args: list[str]) -> list[str]:
+        """``args`` with the options (and their values) first and every word after one ``--``, in order."""
+        options = self._option_string_actions
+        front: list[str] = []
+        words: list[str] = []
+        rest = iter(args)
+        for arg in rest:
+            if arg == "--":
+                words.extend(rest)
+                break
+            name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+            if name.startswith("--") and name not in options and self.allow_abbrev:  # --lim: --limit, as argparse
+                near = [o for o in options if o.startswith(name)]
+                name = near[0] if len(near) == 1 else name
+            action = options.get(name) if arg != "-" else None
+            if action is None:
+                words.append(arg)
+                continue
+            if action.nargs is None and "=" not in arg:  # the option's value, whatever it looks like
+                value = next(rest, None)
+                if value is None:
+                    front.append(arg)  # argparse says it needs one
+                else:
+                    front += [f"{name}={value}"] if name.startswith("--") else [arg, value]
+            else:
+                front.append(arg)
+        return front + ["--", *words] if words else front
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="sdschat", description="Terminal group chat with end-to-end reliability you can see. "
-                    "With no command: every channel of your profile in one window.")
+    parser = _CommandParser(prog="sdschat",
+                            description="Terminal group chat with end-to-end reliability you can see. "
+                                        "With no command: every channel of your profile in one window.")
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print the version and which build of the engine runs (compiled or Python), then exit")
     add_home_arg(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     for name, (configure, run, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
         configure(p)
@@ -85,6 +142,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command of ``argv``; its exit status. A closed pipe ends any command quietly, exit 141."""
+    try:
+        try:
+            code = _run(argv)
+        except SystemExit:  # --help, --version: what they wrote may still be buffered
+            _flush()
+            raise
+        _flush()
+        return code
+    except BrokenPipeError:
+        gone = [s for s in (sys.stdout, sys.stderr) if s is not None and _reader_gone(s)]
+        if not gone:
+            raise  # a socket's (a broker went away mid-write), not our output's: not ours to hide
+        for stream in gone:
+            _to_null(stream)
+        return EXIT_PIPE_CLOSED
+
+
+def _flush() -> None:
+    """Flush stdout: what is still buffered fails here, where it is handled, not as the interpreter exits."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _reader_gone(stream) -> bool:
+    """Whether ``stream`` is a pipe (or socket) whose reading end was closed."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+
+
+def _to_null(stream) -> None:
+    """Point ``stream``'s file descriptor at the null device: what it still buffers goes nowhere, quietly."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, stream.fileno())
+    finally:
+        os.close(null)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

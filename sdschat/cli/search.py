@@ -2,7 +2,10 @@
 
 The search runs over each channel's database (its FTS5 index: nothing leaves
 the machine). Results go to stdout newest first, one per line (``--json``: one
-JSON object per line); a query that cannot be run gets one line and exit 2.
+JSON object per line); a query that cannot be run gets one line and exit 2. A query word may start
+with ``-`` (``search -deploy``: a word like any other, its punctuation ignored as everywhere in a
+query; ``NOT`` excludes); only the command's own options are read as options, and after ``--``
+every word is part of the query.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ _MARK = ("\x1b[1;7m", "\x1b[0m")  # bold reverse: the matched words, on a termin
 
 
 def search_configure(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("A word may start with '-' (sdschat search -deploy): only the options above are read as options, "
+                "and every word after -- is part of the query (sdschat search -- --json). Punctuation is "
+                "ignored, so -deploy finds deploy; NOT excludes a word (deploy NOT friday).")
     p.add_argument("query", nargs="+", help='words (all must match), word* (prefix), "a phrase", OR, NOT')
+    p.set_defaults(_words=True)  # -deploy is a word of the query, not an unknown option (cli/main.py)
     p.add_argument("--channel", help="search this channel only (default: every channel of the profile)")
     p.add_argument("--limit", type=int, default=50, help="at most this many results (default 50)")
     p.add_argument("--json", action="store_true", help="one JSON object per result instead of a line")

@@ -1,4 +1,5 @@
-"""Bare ``sdschat``: the profile's channels in one window (creating the profile on first run)."""
+"""Bare ``sdschat``: the profile's channels in one window (creating the profile on first run; with no
+channel yet, a welcome that says how to start or join one)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ from .profiles import broker_failure, load_profile
 from .profiles import profile_identity
 from .wiring import profile_node_config, stop_all
 
-__all__ = ["ProfileClient", "window_run", "first_run"]
-
-FIRST_CHANNEL = "general"
+__all__ = ["ProfileClient", "window_run", "first_run", "welcome"]
 
 
 class ProfileClient:
@@ -195,7 +194,8 @@ class ProfileClient:
 
 
 def first_run(args: argparse.Namespace):
-    """The profile; on first run, ask for a name on the terminal and create it with a first channel."""
+    """The profile; on first run, ask for a name on the terminal and create it (with no channel: the person
+    chooses the first one, :func:`welcome`)."""
     from sdschat.profile import Profile, resolve_paths
 
     paths = resolve_paths(getattr(args, "home", None))
@@ -208,12 +208,15 @@ def first_run(args: argparse.Namespace):
         except (EOFError, KeyboardInterrupt):
             raise CliError("no profile created") from None
         profile_call(Profile.create, paths, name)
-    profile = load_profile(args)
-    if not profile.channels:
-        profile.add_channel(FIRST_CHANNEL, os.urandom(32))
-        print(f"sdschat: created #{FIRST_CHANNEL} to start with; /join NAME or /join TOKEN for more",
-              file=sys.stderr)
-    return profile
+    return load_profile(args)
+
+
+def welcome(profile) -> str:
+    """What bare ``sdschat`` says to a profile in no channel yet: how to start one or join one."""
+    return (f"Welcome to sdschat, {profile.name}. You are in no channel yet:\n"
+            "  sdschat new NAME      start a channel (then `sdschat invite NAME` makes an invite to send)\n"
+            "  sdschat join TOKEN    join one with the invite someone sent you ('sdschat:...')\n"
+            "then run `sdschat` again: every channel in one window. To watch it work first: `sdschat demo --bots`.")
 
 
 async def window_run(args: argparse.Namespace) -> int:
@@ -224,6 +227,9 @@ async def window_run(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         raise CliError("sdschat needs a terminal (stdout is not a tty); for scripts use `sdschat bot`")
     profile = first_run(args)
+    if not profile.channels:  # nothing to open: say how to start or join a channel, never pick one for them
+        print(welcome(profile))
+        return 0
     try:
         client = await ProfileClient.start(profile, all_channels=False)  # the rest start once the window is up
     except (TransportError, StoreError) as exc:

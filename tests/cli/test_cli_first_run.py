@@ -1,11 +1,13 @@
-"""Bare ``sdschat`` on a real terminal (a pty): with no profile it asks for a name, creates the profile with a
-first channel, opens the window, and Ctrl+Q quits with exit status 0."""
+"""Bare ``sdschat`` on a real terminal (a pty): with no profile it asks for a name and creates the profile; with no
+channel it says how to start or join one and exits 0 (it creates none); with a channel it opens the window, and
+Ctrl+Q quits with exit status 0."""
 
 from __future__ import annotations
 
 import os
 import pty
 import select
+import subprocess
 import sys
 import time
 
@@ -37,16 +39,15 @@ def drain(fd: int, wait: float = 0.2) -> None:
             pass
 
 
-def test_first_run_asks_for_a_name_then_ctrl_q_exits_0(tmp_path) -> None:
-    home = tmp_path / "home"
+def _window_until_ctrl_q(home) -> int:
+    """Bare ``sdschat`` on a pty, 120x40, with a profile that has a channel: the window is drawn and connects,
+    Ctrl+Q quits; its exit status."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: sdschat on the pty, 120x40
+    if pid == 0:
         os.environ.update({"TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"})
         os.execv(sys.executable, [sys.executable, "-m", "sdschat", "--home", str(home)])
     try:
-        read_until(fd, b"your name:", 30)
-        os.write(fd, b"alice\r")
-        read_until(fd, b"Channels", 60)  # the window is drawn (stderr said "#general" before it started)
+        read_until(fd, b"Channels", 60)  # the window is drawn
         read_until(fd, b"connected", 30)
         for _ in range(3):
             drain(fd)
@@ -55,18 +56,60 @@ def test_first_run_asks_for_a_name_then_ctrl_q_exits_0(tmp_path) -> None:
         while time.monotonic() < deadline:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
-                break
+                return os.waitstatus_to_exitcode(status)
             drain(fd)  # a terminal nobody reads blocks the app's writes
-
-        else:
-            os.kill(pid, 9)
-            raise AssertionError("sdschat did not quit on Ctrl+Q")
-        assert os.waitstatus_to_exitcode(status) == 0
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("sdschat did not quit on Ctrl+Q")
     finally:
         os.close(fd)
+
+
+def test_first_run_asks_for_a_name_welcomes_and_creates_no_channel(tmp_path) -> None:
+    """No profile: bare ``sdschat`` asks for a name, creates the profile and, having no channel to open, says how to
+    start or join one (exit 0) -- it never makes up a channel. Once there is one, the window opens on it and Ctrl+Q
+    exits 0."""
+    home = tmp_path / "home"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: sdschat on the pty, 120x40
+        os.environ.update({"TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"})
+        os.execv(sys.executable, [sys.executable, "-m", "sdschat", "--home", str(home)])
+    try:
+        read_until(fd, b"your name:", 30)
+        os.write(fd, b"alice\r")
+        seen = read_until(fd, b"demo --bots", 30)
+        deadline = time.monotonic() + 30
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                raise AssertionError(f"sdschat did not exit after the welcome: {seen[-1000:]!r}")
+            drain(fd)  # a terminal nobody reads blocks the app's writes
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    text = seen.decode(errors="replace")
+    assert "Welcome to sdschat, alice" in text and "sdschat new NAME" in text and "sdschat join TOKEN" in text
+    assert "Traceback" not in text and "#general" not in text
     profile = Profile.load(resolve_paths(home))
-    assert profile.name == "alice" and list(profile.channels) == ["general"]
-    assert profile.channel("general").read_ms > 0  # it was on screen
+    assert profile.name == "alice" and list(profile.channels) == []
+
+    # again, with the profile: the same welcome, exit 0, still no channel
+    code, seen = _on_a_pty(["--home", str(home)], dict(os.environ), tmp_path)
+    assert code == 0 and b"Welcome to sdschat, alice" in seen and b"sdschat new NAME" in seen, seen
+    assert list(Profile.load(resolve_paths(home)).channels) == []
+
+    # a channel of the person's choosing: now the window opens on it
+    made = subprocess.run([sys.executable, "-m", "sdschat", "new", "lobby", "--home", str(home)], capture_output=True,
+                          text=True, check=False, stdin=subprocess.DEVNULL)
+    assert made.returncode == 0 and made.stdout == "lobby\n", made.stderr
+    assert _window_until_ctrl_q(home) == 0
+    profile = Profile.load(resolve_paths(home))
+    assert list(profile.channels) == ["lobby"]
+    assert profile.channel("lobby").read_ms > 0  # it was on screen
 
 
 def _on_a_pty(argv: list[str], env: dict[str, str], cwd) -> tuple[int, bytes]:
