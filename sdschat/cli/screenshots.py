@@ -29,8 +29,10 @@ from .wiring import start_demo_nodes, stop_all
 
 __all__ = ["main"]
 
-CHAT_SIZE = (108, 28)
+CHAT_SIZE = (120, 30)  # the side panel shows from 120 columns (sdschat.ui.sizes)
 DEMO_SIZE = (150, 36)
+WINDOW_SIZE = (140, 40)
+SMALL_SIZE = (80, 24)  # a terminal's default: the side panel gives way, the channel list narrows
 
 
 _TEXT = re.compile(r'<text ([^>]*?)x="([\d.]+)"([^>]*?)textLength="([\d.]+)"([^>]*)>((?:&#160;)+)((?!&#160;)[^<]+)</text>')
@@ -162,7 +164,8 @@ async def shoot_help(out: Path, workdir: Path) -> None:
 
 
 async def shoot_window(out: Path, workdir: Path) -> None:
-    """Bare ``sdschat``: alice's profile with four channels; bob and carol talk in two she is not looking at."""
+    """Bare ``sdschat``: alice's profile with four channels; bob and carol talk in two she is not looking at (at
+    140x40, then at 80x24)."""
     import os
 
     from sdschat.profile import Profile, resolve_paths
@@ -181,7 +184,7 @@ async def shoot_window(out: Path, workdir: Path) -> None:
         alice, bob, carol = [await ProfileClient.start(profiles[w]) for w in ("alice", "bob", "carol")]
         clients = [alice, bob, carol]
         app = ChannelWindow(alice, blink=False)
-        async with app.run_test(size=DEMO_SIZE) as pilot:
+        async with app.run_test(size=WINDOW_SIZE) as pilot:
             general, release = bob.nodes
             await general.send_text("standup in five, same room as yesterday")
             await pilot.pause(0.3)
@@ -196,6 +199,9 @@ async def shoot_window(out: Path, workdir: Path) -> None:
                         10, "unread")
             await pilot.pause(0.3)
             _save(app, out / "window.svg")
+            await pilot.resize_terminal(*SMALL_SIZE)
+            await pilot.pause(0.3)
+            _save(app, out / f"window-{SMALL_SIZE[0]}x{SMALL_SIZE[1]}.svg")
     finally:
         await stop_all(clients)
         await broker.close()

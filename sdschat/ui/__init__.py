@@ -20,3 +20,8 @@ import os
 # often as at 120). An unchanged screen is not redrawn, so idle costs nothing more. Must be set before Textual
 # is imported; TEXTUAL_FPS set by the person wins.
 os.environ.setdefault("TEXTUAL_FPS", "240")
+
+from .keys import install as _install_alt_keys  # noqa: E402
+
+# Alt+digit (the channel window), Alt+Enter (a newline): as tmux and most terminals send them (ESC, then the key)
+_install_alt_keys()

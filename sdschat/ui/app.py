@@ -14,18 +14,23 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
 
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from .collector import FREEZE_EVERY_S, Collector
 from .files import write_private_text
+from .layout import clean_text
 from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
+from .sizes import HORIZONTAL_BREAKPOINTS, SIDE_HIDDEN, SIDE_SHOWN, VERTICAL_BREAKPOINTS, size_classes
 from .widgets import ChatPane
+from .widgets.too_small import TooSmall
 
 __all__ = ["ChatApp", "DemoApp", "BaseChatApp"]
 
@@ -53,11 +58,15 @@ class BaseChatApp(App):
     CSS_PATH = "styles/app.tcss"
     AUTO_FOCUS = "ChatInput"
     COMMANDS = App.COMMANDS | {ChatCommands}
+    # a class on each screen for its size: app.tcss narrows the channel list, hides the side panel, or shows
+    # the "window too small" notice (TooSmall, in each app's layout) instead of the layout
+    HORIZONTAL_BREAKPOINTS = HORIZONTAL_BREAKPOINTS
+    VERTICAL_BREAKPOINTS = VERTICAL_BREAKPOINTS
 
     BINDINGS = [
         Binding("f1", "help", "help"),
         Binding("f2", "toggle_link", "link"),
-        Binding("f3", "toggle_side", "panel", show=False),
+        Binding("f3", "toggle_side", "panel"),
         Binding("f5", "wire", "wire"),
         Binding("pageup", "page(-1)", "scroll up", show=False, priority=True),
         Binding("pagedown", "page(1)", "scroll down", show=False, priority=True),
@@ -92,6 +101,14 @@ class BaseChatApp(App):
         return panes[0] if panes else None
 
     # -------------------------------------------------------- lifecycle
+
+    def get_default_screen(self) -> Screen:
+        """The screen with the classes of the size the app starts at: its first layout is the one it keeps (the
+        first resize would set them after the layout, and restyle and lay out every pane again: ~0.1 s of a
+        window's first paint)."""
+        screen = super().get_default_screen()
+        screen.add_class(*size_classes(*self.size))
+        return screen
 
     def notify_desktop(self, title: str, body: str) -> None:
         """A desktop notification through the terminal: OSC 777 (rxvt, foot, WezTerm, kitty, VTE terminals)
@@ -154,17 +171,29 @@ class BaseChatApp(App):
             self.push_screen(WireScreen(pane.node, tz=self.tz))
 
     def action_toggle_side(self) -> None:
+        """F3: the side panel hidden if it is on screen, else shown; at every width from then on (every pane)."""
         pane = self.active_pane()
         if pane is not None:
-            pane.toggle_side_panel()
+            shown = pane.side_panel_shown
+            base = self.screen_stack[0]
+            base.set_class(shown, SIDE_HIDDEN)
+            base.set_class(not shown, SIDE_SHOWN)
+
+    def _on_chat_screen(self) -> None:
+        """The history's keys (PgUp, PgDn, Ctrl+End) take priority over the input; over a dialog (help, search)
+        they are the dialog's."""
+        if self.screen is not self.screen_stack[0]:
+            raise SkipAction()
 
     def action_page(self, direction: int) -> None:
+        self._on_chat_screen()
         pane = self.active_pane()
         if pane is not None:
             view = pane.view
             view.scroll_to(y=view.scroll_y + direction * max(1, view.size.height - 2), animate=False)
 
     def action_latest(self) -> None:
+        self._on_chat_screen()
         pane = self.active_pane()
         if pane is not None:
             self.run_worker(pane.show_latest(), group="history", exit_on_error=False)
@@ -259,12 +288,13 @@ class ChatApp(BaseChatApp):
         super().__init__(**kwargs)
         self.node = node
         channel = getattr(getattr(node, "key", None), "channel_name", "") or "chat"
-        self.sub_title = f"#{channel} · {node.nick}"
+        self.sub_title = clean_text(f"#{channel} · {node.nick}")
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")
         yield ChatPane(self.node, clock=self.clock, tz=self.tz, blink=self.blink, id="pane")
         yield Footer()
+        yield TooSmall()
 
     @property
     def pane(self) -> ChatPane:
@@ -272,7 +302,7 @@ class ChatApp(BaseChatApp):
 
     def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
         channel = getattr(getattr(self.node, "key", None), "channel_name", "") or "chat"
-        self.sub_title = f"#{channel} · {message.nick}"
+        self.sub_title = clean_text(f"#{channel} · {message.nick}")
 
 
 WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
@@ -314,6 +344,7 @@ class DemoApp(BaseChatApp):
                 pane.border_title = node.nick
                 yield pane
         yield Footer()
+        yield TooSmall()
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -15,6 +15,7 @@ A message line::
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime, timedelta, tzinfo
 
 from rich.cells import cell_len
@@ -27,20 +28,30 @@ from sdschat.node import events as ev
 from .theme import STATE_STYLES, S, nick_style, state_glyph
 from .timeline import QUOTE_LOST, QUOTE_TEXT, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
-__all__ = ["Layout", "wrap_spans", "clean_text"]
+__all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells"]
 
 NICK_WIDTH = 10
 WIDE_MIN = 56  # below this width the nick goes inline
 PREFIX = 9  # "HH:MM " + glyph (2) + " "
 _TOKEN = re.compile(r"[^ \t]+[ \t]*|[ \t]+")  # only plain spaces break lines (NBSP keeps "↺ repaired" together)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# Characters whose width terminals disagree on: the joiner of emoji sequences (a family is 2 cells in tmux and
+# kitty, 6 in others), emoji and text presentation selectors ("❤️": 1 cell in tmux, 2 in rich and VTE), the
+# skin-tone modifiers ("👍🏽": 4 cells in tmux 3.3, 2 in rich) and tag characters (subdivision flags). Dropped,
+# what is left has one width everywhere, the one the layout counts: a row never pushes the next column.
+_UNSTABLE_WIDTH = re.compile("[\u200d\ufe0e\ufe0f\U0001f3fb-\U0001f3ff\U000e0000-\U000e007f]")
 
 
 def clean_text(text: str) -> str:
-    """Text safe to paint: tabs become spaces; control and bidi-override characters are dropped."""
-    if text.isprintable():
-        return text
-    return _CONTROL.sub("", text.replace("\t", "    ").replace("\r\n", "\n").replace("\r", "\n"))
+    """Text safe to paint: tabs become spaces; control and bidi-override characters are dropped; so are the
+    characters whose width depends on the terminal (:data:`_UNSTABLE_WIDTH`), and accents are composed (NFC)."""
+    if text.isascii():
+        if text.isprintable():
+            return text
+    elif text.isprintable():
+        return _UNSTABLE_WIDTH.sub("", unicodedata.normalize("NFC", text))
+    text = _CONTROL.sub("", text.replace("\t", "    ").replace("\r\n", "\n").replace("\r", "\n"))
+    return text if text.isascii() else _UNSTABLE_WIDTH.sub("", unicodedata.normalize("NFC", text))
 
 
 def wrap_spans(text: str, first: int, rest: int) -> list[tuple[int, int]]:
@@ -116,7 +127,8 @@ def _wrap_ascii(text: str, first: int, rest: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _fit(text: str, width: int) -> str:
+def fit_cells(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells: cut with an ellipsis if longer."""
     if cell_len(text) <= width:
         return text
     out, used = [], 0
@@ -299,7 +311,7 @@ class Layout:
                 segs.append(Segment(state_glyph(glyph_state, m.possible_acks), STATE_STYLES.get(glyph_state)))
                 segs.append(Segment(" "))
                 if self.wide:
-                    shown = "*" if m.kind in ev.ACTION_KINDS else _fit(nick, NICK_WIDTH)
+                    shown = "*" if m.kind in ev.ACTION_KINDS else fit_cells(nick, NICK_WIDTH)
                     pad = NICK_WIDTH - cell_len(shown)
                     segs.append(Segment(" " * pad))
                     segs.append(Segment(shown, nick_style(m.sender_id)))
@@ -325,13 +337,13 @@ class Layout:
             _, nick, sender, text = quote
             room = max(1, self.width - len(indent) - 2)
             head = clean_text(nick) + ": "
-            body = _fit(head + clean_text(text).replace("\n", " "), room)
+            body = fit_cells(head + clean_text(text).replace("\n", " "), room)
             segs = [Segment(indent + "↳ ", S.quote), Segment(body[:len(head)], nick_style(sender)),
                     Segment(body[len(head):], S.quote)]
         else:
             what = "lost" if quote[0] == QUOTE_LOST else "possibly missing"
             segs = [Segment(indent + "↳ ", S.quote),
-                    Segment(_fit(f"reply to a message {what}", max(1, self.width - len(indent) - 2)),
+                    Segment(fit_cells(f"reply to a message {what}", max(1, self.width - len(indent) - 2)),
                             S.lost if quote[0] == QUOTE_LOST else S.missing)]
         return self._line(segs, bg)
 
@@ -352,7 +364,7 @@ class Layout:
                 return self._line([Segment(pad), Segment(text, style)])
             if cell_len(text) <= self.width:
                 return self._line([Segment(text, style)])
-        return self._line([Segment(_fit(forms[0], self.width), style)])
+        return self._line([Segment(fit_cells(forms[0], self.width), style)])
 
     def _paint_notice(self, item: NoticeItem) -> list[Strip]:
         text = clean_text(item.text)

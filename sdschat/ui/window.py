@@ -22,10 +22,12 @@ from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer, Header
 
 from .app import BaseChatApp
+from .layout import clean_text
 from .messages import UiError
 from .widgets import ChatPane
 from .widgets.message_view import MessageView
 from .widgets.channel_list import ChannelList
+from .widgets.too_small import TooSmall
 
 __all__ = ["ChannelWindow"]
 
@@ -65,6 +67,7 @@ class ChannelWindow(BaseChatApp):
             with ContentSwitcher(initial=panes[0].id if panes else None, id="channel-panes"):
                 yield from panes
         yield Footer()
+        yield TooSmall()
 
     @property
     def channel_list(self) -> ChannelList:
@@ -124,7 +127,7 @@ class ChannelWindow(BaseChatApp):
         since = pane.left_at_ms if pane.left_at_ms is not None else self.client.read_ms(pane.node)
         self.switcher.current = pane.id
         self.channel_list.set_active(index)
-        self.sub_title = f"#{pane.channel_name} · {pane.node.nick}"
+        self.sub_title = clean_text(f"#{pane.channel_name} · {pane.node.nick}")
         self.client.viewing(pane.node)
         pane.input.focus()
         if jump is not None:
@@ -164,7 +167,7 @@ class ChannelWindow(BaseChatApp):
         for pane in self.panes:
             if pane is not message.pane:
                 pane.nick_changed()
-        self.sub_title = f"#{message.pane.channel_name} · {message.nick}"
+        self.sub_title = clean_text(f"#{message.pane.channel_name} · {message.nick}")
 
     # ---------------------------------------------------------- /join /part /invite
 

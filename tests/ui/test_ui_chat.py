@@ -12,7 +12,7 @@ from sdschat.ui.messages import NodeEventsReady
 from sdschat.ui.screens import HelpScreen, StatsScreen
 from sdschat.ui.widgets import StatusLine
 
-SIZE = (110, 30)
+SIZE = (120, 30)  # the side panel shows from 120 columns (sdschat.ui.sizes)
 
 
 async def miss_one(pilot, app, alice, bob, missed: str, after: str) -> None:

@@ -20,7 +20,7 @@ async def with_events(pilot) -> None:
 
 
 def test_chat_screen(snap_compare) -> None:
-    assert snap_compare(chat_app(), terminal_size=(110, 32), run_before=with_events)
+    assert snap_compare(chat_app(), terminal_size=(120, 32), run_before=with_events)
 
 
 def test_help_screen(snap_compare) -> None:
@@ -32,7 +32,7 @@ def test_link_controls_and_command_hint(snap_compare) -> None:
         await pilot.press("f2", *"/lo")
         await pilot.pause()
 
-    assert snap_compare(chat_app(), terminal_size=(110, 32), run_before=before)
+    assert snap_compare(chat_app(), terminal_size=(120, 32), run_before=before)
 
 
 def test_demo_layout(snap_compare) -> None:
@@ -85,3 +85,23 @@ def test_message_cursor_and_reply(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(chat_app(), terminal_size=(110, 32), run_before=before)
+
+
+def test_channel_window_at_80x24(snap_compare) -> None:
+    """A terminal's default size: the side panel gives way, the channel list narrows, the messages get 61 columns."""
+    from ui_helpers import FakeClient, FakeKey
+
+    from sdschat.ui.window import ChannelWindow
+
+    nodes = [FakeNode(key=FakeKey(channel_name=name)) for name in ("team", "ops", "release-planning", "random")]
+    app = ChannelWindow(FakeClient(nodes), clock=lambda: FIXED_NOW, tz=UTC, blink=False)
+
+    async def before(pilot) -> None:
+        pilot.app.panes[0].apply_events(fixed_events())
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+def test_window_too_small(snap_compare) -> None:
+    assert snap_compare(chat_app(), terminal_size=(36, 12))

@@ -25,9 +25,9 @@ KEYS = (
     ("Ctrl+Up / Ctrl+Down", "lines you sent (also Up/Down on a draft's first / last line)"),
     ("Tab", "complete a /command, or an @nick of this channel"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),
-    ("F1", "this help"),
+    ("F1", "this help (↑↓, PgUp / PgDn, Space, Home / End scroll it)"),
     ("F2", "link controls: loss, delay, jitter, duplicates, offline"),
-    ("F3", "side panel"),
+    ("F3", "side panel: show / hide (below 120 columns it starts hidden)"),
     ("F5", "wire view: every frame in and out, what the node did with it (k kind, s sender, x rejected)"),
     ("Alt+1..9 / Alt+Left, Right", "switch channel (the channel window; also Ctrl+N)"),
     ("/search words", "find messages in every channel; Enter jumps to one"),
@@ -72,7 +72,13 @@ def _commands() -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,f1,q", "dismiss", "close")]
+    """Scrolls with the keyboard at any height: Up/Down, PgUp/PgDn, Space, Home/End (its box has the focus)."""
+
+    AUTO_FOCUS = "#help-box"
+    BINDINGS = [
+        Binding("escape,f1,q", "dismiss", "close"),
+        Binding("space", "page_down", "page down", show=False),
+    ]
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -90,7 +96,7 @@ class HelpScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll() as box:
+        with VerticalScroll(id="help-box") as box:
             box.border_title = "sdschat help"
             box.border_subtitle = "Esc closes"
             yield Static("Your messages: the glyph left of your nick is its SDS state", classes="title first")
@@ -100,6 +106,9 @@ class HelpScreen(ModalScreen[None]):
             yield Static("Commands", classes="title")
             yield Static(_commands())
             yield Static(Text("Messages are ordered as the log is: by (Lamport timestamp, message id).", "grey50"))
+
+    def action_page_down(self) -> None:
+        self.query_one("#help-box", VerticalScroll).scroll_page_down(animate=False)
 
     async def action_dismiss(self, result=None) -> None:
         self.dismiss(None)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.message import Message
 
+from ..layout import clean_text, fit_cells
 from .text_lines import TextLines
 
 __all__ = ["ChannelList", "ChannelRow"]
@@ -37,7 +39,7 @@ class ChannelList(TextLines):
             self.index = index
 
     DEFAULT_CSS = """
-    ChannelList { width: 26; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; overflow-y: auto; }
+    ChannelList { width: 24; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; overflow-y: auto; }
     """
 
     def __init__(self, names: list[str], unread: list[int] | None = None, **kwargs) -> None:
@@ -88,7 +90,7 @@ class ChannelList(TextLines):
         super().repaint()
 
     def lines(self, width: int) -> list[Text]:
-        width = max(8, width - 2)  # two cells of margin before the border
+        width = max(8, width)  # (the padding keeps a cell on either side)
         out = [Text("Channels", "bold underline"), Text("")]
         for i, row in enumerate(self.rows):
             glyph, color = _CONN.get(row.connection, ("○", "grey50"))
@@ -96,16 +98,16 @@ class ChannelList(TextLines):
             key = f"{i + 1}" if i < 9 else " "
             count = f" {row.unread}" if row.unread else ""
             named = f" @{row.mentions}" if row.mentions else ""
-            name = f"#{row.name}"
-            room = width - len(key) - 3 - len(count) - len(named)
-            if len(name) > room:
-                name = name[: max(1, room - 1)] + "…"
+            room = max(1, width - len(key) - 3 - len(count) - len(named))
+            name = fit_cells(f"#{clean_text(row.name)}", room)  # cut by cells: wide characters count two
             line = Text(no_wrap=True)
             line.append(f"{key} ", "grey50")
             line.append(glyph, color)
             line.append(" ")
             style = "bold reverse" if active else ("bold" if row.unread else "")
-            line.append(name.ljust(room) if count or named else name, style)
+            if count or named:
+                name += " " * (room - cell_len(name))
+            line.append(name, style)
             if named:
                 line.append(named, "bold magenta")
             if count:

@@ -107,7 +107,7 @@ class ChatPane(Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #pane-main { height: 1fr; }
-    ChatPane #pane-chat { width: 1fr; height: 1fr; }
+    ChatPane #pane-chat { width: 1fr; min-width: 12; height: 1fr; }
     ChatPane #pane-title { height: 1; padding: 0 1; background: $boost; }
     ChatPane #reply-bar { height: 1; padding: 0 1; display: none; color: $text-muted; }
     ChatPane #reply-bar.-shown { display: block; }
@@ -420,7 +420,7 @@ class ChatPane(Vertical):
                 panel = True
             elif kind is ev.TypingSeen:
                 if e.participant_id != self.node.participant_id:
-                    self._typing[e.participant_id] = (e.nick, self.clock() + TYPING_SHOW_S)
+                    self._typing[e.participant_id] = (clean_text(e.nick), self.clock() + TYPING_SHOW_S)
                     typing = True
             elif kind is ev.ConnectionChanged:
                 self._connection_changed(e.state, e.detail, now)
@@ -527,9 +527,10 @@ class ChatPane(Vertical):
         if show:
             panel.show_settings(self.node.impairment)
 
-    def toggle_side_panel(self) -> None:
-        side = self.query_one(SidePanel)
-        side.display = not side.display
+    @property
+    def side_panel_shown(self) -> bool:
+        """Whether the side panel is on screen (the width and F3 decide: app.tcss)."""
+        return self.query_one(SidePanel).display
 
     def on_impairment_panel_changed(self, message: ImpairmentPanel.Changed) -> None:
         message.stop()
@@ -640,6 +641,6 @@ class ChatPane(Vertical):
     def nick_changed(self) -> None:
         """The node's nick changed (here or from another channel of the window)."""
         self._highlight()
-        self.input.placeholder = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
+        self.input.hint = f"Message #{self.channel_name} as {self.node.nick}  (/help)"
         self.notice(f"you are now known as {self.node.nick}")
         self.refresh_panel()

@@ -1,8 +1,9 @@
 """The message input: multi-line, Enter sends, history, slash-command completion.
 
-Enter sends. Alt+Enter or Shift+Enter inserts a newline where the terminal
-reports them (kitty keyboard protocol: kitty, WezTerm, foot, ghostty,
-iTerm2...); Ctrl+J, and a trailing backslash before Enter, work everywhere.
+Enter sends. Alt+Enter inserts a newline (sent as ESC Enter by most terminals:
+``ui/keys.py``), Shift+Enter where the terminal reports it (kitty keyboard
+protocol: kitty, WezTerm, foot, ghostty, iTerm2...); Ctrl+J, and a trailing
+backslash before Enter, work everywhere. The placeholder stays on one line.
 Up/Down on the first/last line walk the input history. Tab completes a
 command name, or ``@`` and the start of a member's nick.
 """
@@ -15,12 +16,18 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import Static, TextArea
 
 from .. import slash
+from ..layout import fit_cells
 from ..mentions import complete_mention
 
-__all__ = ["ChatInput", "CommandHint"]
+__all__ = ["ChatInput", "CommandHint", "NEWLINE_KEYS"]
+
+#: keys that break the line (Enter sends): handled as the key arrives, in order with the text around it (a binding
+#: runs after the key has gone up to the app, and the characters typed just after it are inserted first)
+NEWLINE_KEYS = ("alt+enter", "shift+enter", "ctrl+j")
 
 
 class ChatInput(TextArea):
@@ -33,7 +40,6 @@ class ChatInput(TextArea):
     """
 
     BINDINGS = [
-        Binding("alt+enter,shift+enter,ctrl+j", "newline", "newline", show=False),
         Binding("tab", "complete", "complete", show=False),
         Binding("ctrl+up", "recall(-1)", "earlier line you sent", show=False),
         Binding("ctrl+down", "recall(1)", "later line you sent", show=False),
@@ -69,6 +75,8 @@ class ChatInput(TextArea):
         super().__init__("", soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
                          highlight_cursor_line=False, placeholder=placeholder, id=id, classes=classes,
                          compact=True)
+        self._hint = placeholder
+        self._hint_width = -1  # the width the placeholder was cut for
         self.cursor_blink = blink
         #: the nicks ``@`` + Tab completes (set by the pane: the channel's members)
         self.names: Callable[[], list[str]] = list
@@ -76,9 +84,42 @@ class ChatInput(TextArea):
         self._history_pos: int | None = None
         self._draft = ""
 
+    # ----------------------------------------------------------- drawing
+
+    @property
+    def hint(self) -> str:
+        """The placeholder in full (shown on one line: cut with an ellipsis to the input's width)."""
+        return self._hint
+
+    @hint.setter
+    def hint(self, text: str) -> None:
+        self._hint = text
+        self._hint_width = -1  # cut again for the width at the next paint
+        self.placeholder = text
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        if width <= 0:  # narrower than nothing (Textual's wrap raises at width 0): nothing to draw
+            return Strip.blank(max(0, self.size.width), self.rich_style)
+        if width != self._hint_width:  # Textual wraps the placeholder over the lines: one line, cut to fit
+            self._hint_width = width
+            self.set_reactive(TextArea.placeholder, fit_cells(self._hint, width))
+        return super().render_line(y)
+
+    def on_show(self) -> None:
+        """Back on screen with nothing focused (the window was too small, so its layout was hidden and the
+        input lost the focus): typing goes here again."""
+        if self.screen.focused is None:
+            self.focus()
+
     # ------------------------------------------------------------- keys
 
     async def _on_key(self, event: events.Key) -> None:
+        if event.key in NEWLINE_KEYS:  # here, not as a binding: the keys typed right after it would overtake it
+            event.stop()
+            event.prevent_default()
+            self.action_newline()
+            return
         if event.key == "enter":
             event.stop()
             event.prevent_default()

@@ -33,7 +33,7 @@ from textual.strip import Strip
 
 from sdschat.node import events as ev
 
-from ..layout import Layout
+from ..layout import Layout, clean_text
 from ..theme import S
 from ..timeline import MarkerItem, MsgItem, Timeline
 
@@ -173,7 +173,8 @@ class MessageView(ScrollView, can_focus=True):
     # ------------------------------------------------------------- public
 
     def nick_of(self, pid: str | None) -> str:
-        return self.timeline.nick(pid)
+        """A participant's nick as painted (markers, "repaired by"): a peer's text, cleaned."""
+        return clean_text(self.timeline.nick(pid))
 
     def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = (), *,
              more_above: bool = False, upper: tuple | None = None) -> None:

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from sdschat.node.inspect import lamport_time, wall_clock
 
+from ..layout import clean_text
 from ..theme import nick_style
 from .text_lines import TextLines
 
@@ -105,6 +106,7 @@ class SidePanel(TextLines):
     DEFAULT_CSS = """
     SidePanel {
         width: 34;
+        max-width: 45%;
         height: 1fr;
         padding: 0 1;
         border-left: vkey $surface-lighten-2;
@@ -113,6 +115,7 @@ class SidePanel(TextLines):
     }
     SidePanel.compact {
         width: 1fr;
+        max-width: 100%;
         height: auto;
         border-left: none;
         padding: 0;
@@ -128,6 +131,9 @@ class SidePanel(TextLines):
 
     def show(self, state: PanelState) -> None:
         self.state = state
+        if not self.display:  # given way to the messages (or F3): made when it is shown
+            self.stale()
+            return
         self.repaint()  # a layout pass (the whole screen's) only when the number of lines changes
 
     def lines(self, width: int) -> list[Text]:
@@ -150,15 +156,16 @@ class SidePanel(TextLines):
             url = st.broker_url
             parts.extend(Text(url[i:i + width], "grey50") for i in range(0, len(url), max(1, width)))
         if st.connection_detail and st.connection != "connected":
-            parts.extend(Text(st.connection_detail[:80], "grey50").wrap(self.app.console, width))
+            parts.extend(Text(clean_text(st.connection_detail[:80]), "grey50").wrap(self.app.console, width))
         head(f"Participants ({len(st.participants) + 1})")
-        t = [(Text.assemble((st.nick or "you", nick_style(st.participant_id) if st.participant_id else ""),
-                            ("  · you", "grey50")), Text(""))]
+        t = [(Text.assemble((clean_text(st.nick) or "you",
+                             nick_style(st.participant_id) if st.participant_id else ""), ("  · you", "grey50")),
+              Text(""))]
         for p in st.participants[:30]:
-            nick = p.nick or p.participant_id[:8]
+            nick = clean_text(p.nick or "") or p.participant_id[:8]
             t.append((Text(nick, nick_style(p.participant_id)), Text(ago(st.now_ms, p.last_seen_ms), "grey50")))
         parts.extend(_table(t, width))
-        head(f"Channel #{st.channel}" if st.channel else "Channel")
+        head(f"Channel #{clean_text(st.channel)}" if st.channel else "Channel")
         t = []
 
         def row(label: str, value, style: str = "") -> None:

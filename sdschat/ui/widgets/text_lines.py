@@ -56,6 +56,11 @@ class TextLines(ScrollView):
                     self.refresh(Region(0, y - top, self.size.width, 1))
         self._texts = texts
 
+    def stale(self) -> None:
+        """What is on screen is out of date (the widget is not shown: :meth:`repaint` would only size a widget
+        of no width): the lines are made again when it is next painted."""
+        self._painted_width = -1
+
     def _take(self, texts: list[Text], width: int) -> Size:
         """Make ``texts`` the lines at ``width``, all to be painted; returns the content's size."""
         self._texts, self._strips, self._painted_width = texts, [None] * len(texts), width
@@ -103,7 +108,7 @@ class TextLines(ScrollView):
         # Text.render leaves out the line's own style when it has no spans
         style = base + console.get_style(text.style) if text.style and not text.spans else base
         segments = Segment.apply_style(text.render(console), style)
-        return Strip(list(segments)).extend_cell_length(width, base)
+        return Strip(list(segments)).extend_cell_length(width, base).crop(0, width)  # exactly the width
 
     def on_resize(self) -> None:
         self.repaint()
