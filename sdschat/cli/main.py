@@ -46,7 +46,7 @@ COMMANDS = {
     "rekey": (members.rekey_configure, members.rekey_run,
               "rotate a channel's key (a new key epoch for every member) without removing anyone"),
     "admin": (members.admin_configure, members.admin_run, "make a member an admin of a channel you administer"),
-    "part": (profiles.part_configure, profiles.part_run, "leave a channel (its history stays unless --forget)"),
+    "part": (members.part_configure, members.part_run, "leave a channel: the others are told (its history stays unless --forget)"),
     "demo": (chat.demo_configure, chat.demo_run, "N participants side by side over an embedded broker (the main demo)"),
     "chat": (chat.chat_configure, chat.chat_run, "the chat UI: join a channel as NAME"),
     "keygen": (keys.keygen_configure, keys.keygen_run, "write a fresh random channel key file (mode 0600)"),

@@ -1,4 +1,5 @@
-"""``sdschat kick``, ``sdschat rekey`` and ``sdschat admin``: membership changes of one channel, from the command line.
+"""``sdschat kick``, ``sdschat rekey``, ``sdschat admin`` and ``sdschat part``: membership changes of one channel, from
+the command line (``part`` tells the others, then leaves the channel in the profile).
 
 Each starts the channel's node from the profile (as the window would), writes the change to the channel's log
 (a new key epoch sealed to the remaining members, or an admin named), waits up to ``--wait`` seconds for the
@@ -18,7 +19,8 @@ from .errors import CliError, profile_call
 from .profiles import load_profile
 from .wiring import profile_node_config
 
-__all__ = ["kick_configure", "kick_run", "rekey_configure", "rekey_run", "admin_configure", "admin_run"]
+__all__ = ["kick_configure", "kick_run", "rekey_configure", "rekey_run", "admin_configure", "admin_run",
+           "part_configure", "part_run"]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -111,3 +113,41 @@ async def admin_run(args: argparse.Namespace) -> int:
 def _last_own(node) -> str:
     own = [m for m in node.book.messages.values() if m.own]
     return max(own, key=lambda m: (m.lamport_timestamp, m.message_id)).message_id
+
+
+def part_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("channel", help="a joined channel")
+    p.add_argument("--forget", action="store_true", help="also delete its history (the database)")
+    p.add_argument("--quiet", action="store_true", help="leave without telling the others (no `* NAME left` line)")
+    add_home_arg(p)
+
+
+def part_run(args: argparse.Namespace) -> int:
+    profile = load_profile(args)
+    entry = profile_call(profile.channel, args.channel)
+    told = "" if args.quiet else asyncio.run(_tell_leaving(profile, entry))
+    entry = profile_call(profile.remove_channel, args.channel, forget=args.forget)
+    print(entry.name)
+    kept = "its history is deleted" if args.forget else f"its history stays in {profile.db_path(entry)}"
+    print(f"sdschat: left #{entry.name}{told}; {kept}", file=sys.stderr)
+    return 0
+
+
+async def _tell_leaving(profile, entry, timeout: float = 8.0) -> str:
+    """Start the channel's node for a moment and tell the others we leave (``* alice left``); what to add to the
+    summary line when that could not be done (the channel is left all the same)."""
+    from sdschat.node import Node
+    from sdschat.store import StoreError
+    from sdschat.transport import TransportError
+
+    if not profile.db_path(entry).exists():
+        return ""  # never opened: nobody knows us there
+    try:
+        node = await asyncio.wait_for(Node.start(profile_node_config(profile, entry)), timeout)
+    except (TransportError, StoreError, OSError, TimeoutError, asyncio.TimeoutError) as exc:
+        return f" (the others were not told: {str(exc) or 'broker unreachable'})"
+    try:
+        told = await node.leave(timeout)
+    finally:
+        await node.stop()
+    return "" if told else " (the others were not told)"

@@ -18,7 +18,7 @@ from .errors import CliError, profile_call
 
 __all__ = [
     "load_profile", "broker_failure", "read_invite", "init_configure", "init_run", "new_configure", "new_run",
-    "invite_configure", "invite_run", "join_configure", "join_run", "channels_configure", "channels_run", "part_configure", "part_run",
+    "invite_configure", "invite_run", "join_configure", "join_run", "channels_configure", "channels_run",
 ]
 
 
@@ -355,7 +355,7 @@ async def channels_run(args: argparse.Namespace) -> int:
 async def _channel_summary(profile, entry) -> dict:
     """Name, members seen (you included), unread (others' messages since you last had it on screen), messages."""
     from sdschat.crypto import CryptoError, Identity
-    from sdschat.node import CONTROL_PREFIXES
+    from sdschat.node import CONTROL_PREFIXES, MEMBERSHIP_KEY
     from sdschat.store import Store, StoreError
 
     row = {"channel": entry.name, "members": 1, "unread": 0, "messages": 0}
@@ -368,28 +368,15 @@ async def _channel_summary(profile, entry) -> dict:
             raw = await store.get_identity()
             # a protected profile's databases hold no key: the profile's public id says who "you" are
             me = Identity.from_private_bytes(raw).participant_id if raw else profile.participant_id
-            seen = {p.participant_id for p in await store.participants()} | {me}
+            state = json.loads(await store.kv_get(MEMBERSHIP_KEY) or "{}")  # the removed and who left: no members
+            gone = set(state.get("removed", {})) | set(state.get("left", ()))
+            seen = ({p.participant_id for p in await store.participants()} - gone) | {me}
             row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me,
                                                                                  CONTROL_PREFIXES),
                        messages=await store.message_count(channel_id))
     except (StoreError, CryptoError, ValueError) as exc:
         raise CliError(f"#{entry.name}: {exc}") from None
     return row
-
-
-def part_configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("channel", help="a joined channel")
-    p.add_argument("--forget", action="store_true", help="also delete its history (the database)")
-    add_home_arg(p)
-
-
-def part_run(args: argparse.Namespace) -> int:
-    profile = load_profile(args)
-    entry = profile_call(profile.remove_channel, args.channel, forget=args.forget)
-    print(entry.name)
-    kept = "its history is deleted" if args.forget else f"its history stays in {profile.db_path(entry)}"
-    print(f"sdschat: left #{entry.name}; {kept}", file=sys.stderr)
-    return 0
 
 
 def new_identity_passphrase() -> str:

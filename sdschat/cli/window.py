@@ -159,7 +159,9 @@ class ProfileClient:
         return node, note
 
     async def part(self, node) -> None:
+        """Leave ``node``'s channel: the others are told (``* bob left``), then it stops and leaves the profile."""
         self.nodes.remove(node)
+        await node.leave()
         await node.stop()
         self.profile.remove_channel(node.key.channel_name)
 

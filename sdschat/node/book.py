@@ -18,9 +18,19 @@ __all__ = ["MessageBook"]
 FINAL_STATES = frozenset({ev.RECEIVED, ev.ACKNOWLEDGED})
 
 
+#: hex digits of a participant id shown after a nick two members share (``bob#3f2a``)
+FINGERPRINT_DIGITS = 4
+
+
 class MessageBook:
-    def __init__(self, participant_id: Callable[[], str], emit, cap: int) -> None:
+    def __init__(self, participant_id: Callable[[], str], emit, cap: int,
+                 nick: Callable[[], str] = lambda: "") -> None:
         self._pid = participant_id
+        self._nick = nick
+        #: nick -> participants (other than us) going by it; rebuilt when :attr:`participants` changed
+        self._by_nick: dict[str, set[str]] = {}
+        self._by_nick_of: tuple[int, int] = (-1, -1)
+        self._changes = 0
         self._emit = emit
         self.cap = cap
         self.messages: dict[str, ev.ChatMessage] = {}
@@ -31,7 +41,10 @@ class MessageBook:
     def chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0,
              repaired=False) -> ev.ChatMessage:
         text = describe(app.kind, app.data, self.name_of) if app.kind in CONTROL_KINDS else app.text
-        return ev.ChatMessage(mid, sender, app.nick, text, app.kind, app.sent_at_ms, lamport,
+        nick = self.display_name(sender, app.nick)
+        if app.kind == "nick" and isinstance(app.data, dict) and isinstance(app.data.get("from"), str):
+            nick, text = app.data["from"][:64], f"is now {nick}"  # * bob is now alicia
+        return ev.ChatMessage(mid, sender, nick, text, app.kind, app.sent_at_ms, lamport,
                               sender == self._pid(), state, acks, resends, bool(repaired), None, received_at,
                               app.reply_to or None)
 
@@ -46,11 +59,33 @@ class MessageBook:
                          row.received_at_ms or 0, row.possible_ack_count, row.resends, row.repaired)
 
     def name_of(self, pid: str) -> str:
-        """A participant's nick (``you`` for us; the start of its id if never seen)."""
+        """A participant's name (``you`` for us; the start of its id if never seen): :meth:`display_name`."""
         if pid == self._pid():
             return "you"
         row = self.participants.get(pid)
-        return (row.nick if row is not None and row.nick else None) or pid[:8]
+        return self.display_name(pid, row.nick) if row is not None and row.nick else pid[:8]
+
+    def clashes(self, pid: str, nick: str | None) -> bool:
+        """Whether another member seen here (or we) goes by ``nick`` too."""
+        if not nick:
+            return False
+        me = self._pid()
+        if pid != me and nick == self._nick():
+            return True
+        if self._by_nick_of != (len(self.participants), self._changes):
+            self._by_nick = {}
+            for p, row in self.participants.items():
+                if p != me and row.nick:
+                    self._by_nick.setdefault(row.nick, set()).add(p)
+            self._by_nick_of = (len(self.participants), self._changes)
+        return bool(self._by_nick.get(nick, set()) - {pid})
+
+    def display_name(self, pid: str, nick: str | None) -> str:
+        """``nick``, or ``nick#3f2a`` (the start of ``pid``) while another member goes by the same nick: two
+        members can never look alike in a line, the participant list, completion or a mention."""
+        if not nick:
+            return pid[:8]
+        return f"{nick}#{pid[:FINGERPRINT_DIGITS]}" if self.clashes(pid, nick) else nick
 
     def app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
         """The verified application payload inside signed SDS content and its signed body.
@@ -94,7 +129,12 @@ class MessageBook:
             return
         old = self.participants.get(pid)
         row = ParticipantRow(pid, nick or (old.nick if old else None), old.first_seen_ms if old else now, now)
+        renamed = row.nick and (old is None or old.nick != row.nick)
+        if renamed and self.clashes(pid, row.nick):
+            self._emit(ev.NickClash(pid, row.nick, row.nick == self._nick()))
         self.participants[pid] = row
+        if renamed:
+            self._changes += 1
         rows.append(row)
         self._emit(ev.ParticipantSeen(pid, row.nick, now))
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 __all__ = [
     "ChatMessage", "NodeEvent", "MessageShown", "AckStateChanged", "GapOpened", "GapClosed",
     "MessageRepaired", "MessageLost", "ParticipantSeen", "TypingSeen", "ConnectionChanged",
-    "CountersChanged", "FrameRejected", "MembershipChanged", "ACTION_KINDS", "MEMBERSHIP_KINDS",
+    "CountersChanged", "FrameRejected", "MembershipChanged", "NickClash", "ACTION_KINDS", "MEMBERSHIP_KINDS",
 ]
 
 #: message kinds that change the channel's members or keys: shown, but not news (no unread count, no mention)
-MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch"})
+MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch", "leave", "nick"})
 #: message kinds shown as an action line ("* alice ..."): /me, and membership changes
 ACTION_KINDS = frozenset({"me"}) | MEMBERSHIP_KINDS
 
@@ -108,6 +108,16 @@ class ParticipantSeen(NodeEvent):
     participant_id: str
     nick: str | None
     last_seen_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class NickClash(NodeEvent):
+    """``participant_id`` uses a nick another member (``mine``: we) already has: from now on both are shown with a
+    short fingerprint suffix (``bob#3f2a``: :meth:`~sdschat.node.book.MessageBook.display_name`)."""
+
+    participant_id: str
+    nick: str
+    mine: bool = False
 
 
 @dataclass(frozen=True, slots=True)

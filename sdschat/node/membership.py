@@ -1,6 +1,6 @@
 """Members, admins and key epochs of one channel: the rules, without I/O.
 
-Three kinds of signed chat-log messages (application payload kinds, sdschat.node.payload) change them:
+Signed chat-log messages (application payload kinds, sdschat.node.payload) change them:
 
 - ``join`` ``{"x": X25519 public key}``: its author is a member and can be sent later keys. Every node announces
   itself once per channel. A removed member's joins are ignored.
@@ -79,6 +79,13 @@ def parse_control(kind: str, data) -> dict:
         raise ControlError("membership data is not an object")
     if kind == "join":
         return {"x": _hex(data.get("x"), EXCHANGE_KEY_SIZE, "join key")}
+    if kind == "leave":
+        return {}
+    if kind == "nick":
+        old = data.get("from")
+        if not isinstance(old, str) or not 0 < len(old) <= 64:
+            raise ControlError("nick: the nick it replaces")
+        return {"from": old}
     if kind == "admin":
         add = data.get("add")
         if not isinstance(add, list) or not 0 < len(add) <= 100:
@@ -189,6 +196,8 @@ class Membership:
         self.admitted: set[str] = set()
         #: the key epoch each member's join was written under
         self.joined_under: dict[str, int] = {}
+        #: members who left (``/part``) since their last join: no longer listed, nor sealed later keys
+        self.left: set[str] = set()
         #: an epoch that began without a key for us (and did not remove us); 0 while we hold the newest key we know
         self.locked_out = 0
         self._keys: dict[str, tuple[Epoch, ChannelKey]] = {}
@@ -305,9 +314,21 @@ class Membership:
         if epoch >= self.cut:
             self.admitted.add(sender)
         self.joined_under[sender] = epoch
+        self.left.discard(sender)
         self.members[sender] = bytes(xpub)
         if sender == self.me:
             self.joined = True
+        return True
+
+    def apply_leave(self, sender: str) -> bool:
+        """A member's ``leave`` (``/part``): it is no member any more until it joins again (later keys are not
+        sealed to it; it keeps those it has: a removal is ``/kick``). False if it was no member."""
+        if sender in self.removed or sender not in self.members:
+            return False
+        del self.members[sender]
+        self.left.add(sender)
+        if sender == self.me:
+            self.joined = False  # back one day: it announces itself again
         return True
 
     def apply_admin(self, sender: str, add) -> list[str]:
@@ -437,7 +458,7 @@ class Membership:
                            "base": None if base is None else base.retired_ms, "base_gone": base is None,
                            "base_started": None if base is None else base.started_ms,
                            "cut": self.cut, "admitted": sorted(self.admitted), "locked": self.locked_out,
-                           "joined_under": self.joined_under,
+                           "joined_under": self.joined_under, "left": sorted(self.left),
                            "me": self.me, "epochs": [e.to_json() for e in self.epochs if e.secret]}, sort_keys=True)
 
     def load_json(self, text: str) -> None:
@@ -450,6 +471,7 @@ class Membership:
         self.cut = int(obj.get("cut", 0))
         self.admitted = {_pid(p) for p in obj.get("admitted", ())}
         self.joined_under = {_pid(p): int(n) for p, n in obj.get("joined_under", {}).items()}
+        self.left = {_pid(p) for p in obj.get("left", ())}
         self.locked_out = int(obj.get("locked", 0))
         if obj.get("base_gone"):
             self.epochs = []
@@ -497,6 +519,10 @@ def describe(kind: str, data, name_of) -> str:
         return kind
     if kind == "join":
         return "joined"
+    if kind == "leave":
+        return "left"
+    if kind == "nick":
+        return f"was {data.get('from')}" if isinstance(data.get("from"), str) else "changed nick"
 
     def ids(value) -> list[str]:  # (shown before the rules checked it: anything may be there)
         return [name_of(p) for p in value if isinstance(p, str)][:20] if isinstance(value, (list, dict)) else []

@@ -84,7 +84,7 @@ class Node:
         self._embedded = None
         self._listeners: list[Listener] = []
         self.book = MessageBook(lambda: self.identity.participant_id, self.emit,
-                                config.memory_messages)
+                                config.memory_messages, lambda: self.nick)
         self.receiver = Receiver(self)
         self.store_client = StoreClient(self)
         #: frames to publish, in order: (SDS frame, reason, message id[, the keys to seal it under: else membership.seal_keys_for])
@@ -149,9 +149,9 @@ class Node:
         await self.roster.load()
         await self.store.kv_set("nick", self.nick)
         await self.store.kv_set("channel_name", self.key.channel_name)
-        await self._load_messages()
-        for p in await self.store.participants():
+        for p in await self.store.participants():  # (before the messages: a membership line names members)
             self.book.participants[p.participant_id] = p
+        await self._load_messages()
 
     async def _run(self, *, own_reader: bool = False) -> None:
         """The engine's state, then the connection and the node's tasks."""
@@ -422,11 +422,33 @@ class Node:
         return await member_reports(self.store, self.key.channel_id, others)
 
     def names(self) -> dict[str, str | None]:
-        """Participant id -> nick of everyone seen in the channel."""
-        return {p.participant_id: p.nick for p in self.book.participants.values()}
+        """Participant id -> name of everyone seen in the channel: its nick, with a fingerprint suffix while
+        another member goes by the same one (``bob#3f2a``); None for one never named."""
+        book = self.book
+        return {p.participant_id: book.display_name(p.participant_id, p.nick) if p.nick else None
+                for p in book.participants.values()}
+
+    def whois(self, name: str) -> dict:
+        """What is known of the member called ``name`` (a name as shown, a nick, or the start of an id): its
+        participant id, fingerprint, nick, first and last heard, whether an admin, removed or gone, the key epoch
+        its join was written under. ValueError (one line) if none or several."""
+        pid = self.roster.member_of(name, include_gone=True)
+        row, m = self.book.participants.get(pid), self.membership
+        return {"participant_id": pid, "fingerprint": pid[:8], "name": self.names().get(pid) or pid[:8],
+                "nick": row.nick if row else None, "first_seen_ms": row.first_seen_ms if row else None,
+                "last_heard_ms": row.last_seen_ms if row else None, "admin": pid in m.admins,
+                "removed": pid in m.removed, "left": pid in m.left, "member": pid in m.members,
+                "joined_epoch": m.joined_under.get(pid)}
 
     def participants(self) -> list[ParticipantRow]:
-        return sorted(self.book.participants.values(), key=lambda p: -p.last_seen_ms)
+        """Everyone seen in the channel who is still a member (not removed, not left), the most recently heard
+        first; each row's nick as shown (``bob#3f2a`` while two members share it)."""
+        m, book = self.membership, self.book
+        gone = (m.removed.keys() | m.left) if m is not None else set()
+        rows = [p if not book.clashes(p.participant_id, p.nick)
+                else dataclasses.replace(p, nick=book.display_name(p.participant_id, p.nick))
+                for p in book.participants.values() if p.participant_id not in gone]
+        return sorted(rows, key=lambda p: -p.last_seen_ms)
 
     def health(self) -> dict:
         """Channel health for the side panel: clock, buffer sizes, counters, connection."""
@@ -585,7 +607,29 @@ class Node:
         self.outbox.put_nowait((out.data, "ephemeral", None))
 
     def set_nick(self, nick: str) -> None:
-        self.nick = nick.strip()[:64] or self.nick
+        """Take a new nick; a member of the channel tells the others (a ``nick`` line: ``* bob is now alicia``)."""
+        old, self.nick = self.nick, nick.strip()[:64] or self.nick
+        if (self.nick != old and self.ready and self.config.membership and self.membership.joined
+                and not self.removed_me and not self.stopping):
+            self.spawn(self.send_control("nick", {"from": old}), "sdschat-nick")
+
+    async def leave(self, timeout: float = 5.0) -> bool:
+        """Tell the others we leave (``/part``: a ``leave`` line, ``* bob left``) and wait up to ``timeout``
+        seconds for a member to acknowledge it (it is resent meanwhile); whether one did. Nothing to tell if we
+        never joined or were removed."""
+        if not self.config.membership or not self.membership.joined or self.removed_me or self.failure:
+            return False
+        try:
+            await asyncio.wait_for(self._leave(), timeout)
+        except (TimeoutError, asyncio.TimeoutError, NodeFailed, ValueError):
+            return False
+        return True
+
+    async def _leave(self) -> None:
+        mid = await self.send_control("leave", {})
+        while mid in self.channel.outgoing_ids:
+            await asyncio.sleep(0.05)
+        await self.drain_outbox()
 
     async def drain_outbox(self) -> None:
         """Wait until every frame queued so far has been handed to the transport."""

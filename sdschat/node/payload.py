@@ -13,7 +13,8 @@ the message it answers, inside the sealed payload like everything else;
 peers that do not know ``re`` ignore it and show the text.
 
 ``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``typing``
-(ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is here), or a membership change -- ``join``, ``admin``, ``epoch`` -- whose
+(ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is here), or a membership change -- ``join``, ``admin``, ``epoch``,
+``leave`` (``/part``), ``nick`` (a new nick, ``{"from": the old one}``) -- whose
 object ``d`` sdschat.node.membership reads (peers from before them refuse these kinds). ``ts`` is the sender's wall clock in ms at send
 time (display only; ordering is SDS's Lamport order). ``n`` is a random nonce,
 so two people — or one person twice — typing the same text still produce
@@ -33,7 +34,7 @@ __all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "CONTROL_PREF
            "MAX_EPOCH"]
 
 VERSION = 1
-KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch")
+KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch", "leave", "nick")
 #: kinds that change the channel's membership and keys (``d`` holds their data)
 CONTROL_KINDS = MEMBERSHIP_KINDS
 #: how the encoding of a membership message begins (:meth:`AppPayload.encode`): the store matches stored payloads

@@ -65,6 +65,8 @@ class Roster:
         #: our join (message id, SDS frame), once sent; when we last handed it to a newcomer
         self._join_frame: tuple[str, bytes] | None = None
         self._greeted_ms = -STRAGGLER_EVERY_MS
+        #: we left the channel (``/part``) in this run: announce nothing more until the next start
+        self.left = False
         self._last_tick_ms = 0
 
     async def load(self) -> Membership:
@@ -134,7 +136,7 @@ class Roster:
         member brings the join."""
         node = self.node
         if (node.config.membership and not self.state.joined and not self.removed_me and not node.stopping
-                and not node.has_task("sdschat-join")):
+                and not self.left and not node.has_task("sdschat-join")):
             node.spawn(self.join(), "sdschat-join")
 
     async def join(self) -> None:
@@ -178,10 +180,23 @@ class Roster:
                     why = "removed" if sender in m.removed else "stale_key"
                     node.receiver.reject(why, f"join of {sender[:8]} under key epoch {app.epoch} ignored", now)
                     return None
+                if node.channel is not None:
+                    node.channel.readmit_peer(sender)  # (it may have left, or been dropped, before)
                 node.emit(ev.MembershipChanged("join", sender, ()))
                 if m.needs_grant(sender) and (via_epoch is None or min(via_epoch, app.epoch) < m.current.number):
                     # (a join written and sealed under the current key shows its author has it: nothing to give)
                     node.spawn(self._grant([sender]), "sdschat-grant")
+            elif app.kind == "leave":
+                if not m.apply_leave(sender):
+                    return None
+                self.left = self.left or sender == m.me
+                if node.channel is not None and sender != m.me:
+                    events = node.channel.drop_peer(sender)  # its acknowledgements no longer come
+                    if events:
+                        node.receiver.handle(events, Turn(now))
+                node.emit(ev.MembershipChanged("leave", sender, ()))
+            elif app.kind == "nick":
+                return None  # shown as a line; the new nick is the author's from its next message on
             elif app.kind == "admin":
                 added = m.apply_admin(sender, data["add"])
                 frame = self.epoch_frames.pop(mid, None) or frame
@@ -230,20 +245,23 @@ class Roster:
 
     # ------------------------------------------------------------ admins' commands
 
-    def member_of(self, name: str) -> str:
-        """The participant id of the member called ``name`` (a nick, or the start of an id); ValueError (one line)
-        if none or several."""
+    def member_of(self, name: str, include_gone: bool = False) -> str:
+        """The participant id of the member called ``name`` (a name as shown, ``bob#3f2a``; a nick; or the start of
+        an id); ValueError (one line) if none or several. ``include_gone``: also those removed or who left."""
         want = name.strip().lstrip("@")
-        names, me = self.node.names(), self.state.me
-        found = [p for p in self.state.members if p != me and names.get(p) == want]
+        names, me, book = self.node.names(), self.state.me, self.node.book
+        pool = [p for p in (book.participants if include_gone else self.state.members) if p != me]
+        found = [p for p in pool if names.get(p) == want]
         if not found:
-            found = [p for p in self.state.members if p != me and len(want) >= 4 and p.startswith(want.lower())]
+            found = [p for p in pool if (book.participants.get(p) and book.participants[p].nick) == want]
+        if not found:
+            found = [p for p in pool if len(want) >= 4 and p.startswith(want.lower())]
         if not found:
             known = sorted(names.get(p) or p[:8] for p in self.state.others())
             raise ValueError(f"no member called {want!r} here (members: {', '.join(known) or 'none yet'})")
         if len(found) > 1:
-            raise ValueError(f"{len(found)} members are called {want!r}: give the start of an id "
-                             f"({', '.join(p[:8] for p in found)})")
+            raise ValueError(f"{len(found)} members are called {want!r}: say which "
+                             f"({', '.join(names.get(p) or p[:8] for p in found)})")
         return found[0]
 
     def check_admin(self) -> None:

@@ -412,6 +412,10 @@ class MessageChannel:
         self._peers_full = len(self._peers) >= self.config.possible_acks_threshold
         return events
 
+    def readmit_peer(self, participant_id: str) -> None:
+        """Undo :meth:`drop_peer`: ``participant_id`` (back in the group) counts as a peer again once heard."""
+        self._out.dropped.discard(participant_id)
+
     def give_up(self, message_id: str, now_ms: int) -> list[Event]:
         """Declare a missing message lost now rather than ``lost_after_ms`` after it was noticed: for an
         application that refused a copy of it and knows no acceptable copy will come (content signed by an

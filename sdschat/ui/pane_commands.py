@@ -76,6 +76,12 @@ def run_slash(pane, name: str, arg: str) -> None:
         from .screens.members import MembersScreen
 
         app.push_screen(MembersScreen(pane.node))
+    elif name == "whois":
+        if not arg:
+            raise ValueError("usage: /whois NAME")
+        from .screens.members import whois_line
+
+        pane.notice(whois_line(pane.node.whois(arg), pane.now_ms()))
     elif name == "gaps":
         from .screens.gaps import GapsScreen
 

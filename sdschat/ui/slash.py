@@ -40,6 +40,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("wire", "", "the frames in and out, live (F5)"),
     SlashCommand("gaps", "", "every gap noticed here and how it closed"),
     SlashCommand("members", "", "everyone seen here: last heard, acks, repairs, loss from them"),
+    SlashCommand("whois", "NAME", "who that is: fingerprint, first and last heard, admin or not"),
     SlashCommand("export", "PATH", "write the log you see (.jsonl: JSON lines, else text)"),
     SlashCommand("help", "", "keys, commands and what the glyphs mean"),
     SlashCommand("quit", "", "leave"),

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,38 @@ def test_an_invite_made_before_a_kick_lets_nobody_back_in(members_broker, tmp_pa
     state = membership(homes["eve"])
     assert state["locked"] == 1 and not any(e["n"] >= 1 for e in state["epochs"])  # no key of epoch 1
     assert len(membership(homes["alice"])["members"]) == 2  # alice and bob: eve is no member
+
+
+def test_part_tells_the_others_and_quiet_does_not(members_broker, tmp_path, capsys) -> None:
+    url = members_broker.url
+    homes = {n: tmp_path / n for n in ("alice", "bob", "carol")}
+    for name, home in homes.items():
+        assert cli(capsys, "init", "--name", name, "--broker", url, "--home", home)[0] == 0
+    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
+    _, token, _ = cli(capsys, "invite", "team", "--home", homes["alice"])
+    for name in ("bob", "carol"):
+        assert cli(capsys, "join", token.strip(), "--home", homes[name])[0] == 0
+    runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["carol"], 1), linger=3)
+    assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
+
+    def kinds(home: Path) -> list[str]:
+        db = next(home.rglob("db/*.db"))
+        with sqlite3.connect(db) as conn:
+            return [json.loads(c).get("k") for (c,) in conn.execute("SELECT content FROM messages")]
+
+    alice_online = subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home",
+                                     str(homes["alice"]), "--count", "0", "--linger", "5", "--max-runtime", "30",
+                                     "--quiet"])
+    try:
+        time.sleep(2)  # alice is up
+        code, out, err = cli(capsys, "part", "team", "--home", homes["bob"])
+        assert code == 0 and out.strip() == "team" and "left #team;" in err and "not told" not in err, err
+        code, out, err = cli(capsys, "part", "team", "--quiet", "--home", homes["carol"])
+        assert code == 0 and "left #team;" in err
+    finally:
+        assert alice_online.wait(60) == 0
+    assert kinds(homes["alice"]).count("leave") == 1  # bob's; carol left without a word
+    state = membership(homes["alice"])
+    assert len(state["members"]) == 2 and len(state["left"]) == 1
+    code, out, _ = cli(capsys, "channels", "--json", "--home", homes["alice"])
+    assert json.loads(out)["members"] == 2  # alice and carol: bob left

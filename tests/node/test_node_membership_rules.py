@@ -111,6 +111,8 @@ def test_a_membership_line_is_described_whatever_its_data() -> None:
     for kind, data in (("admin", {"add": None}), ("epoch", {"removed": None, "keys": None, "epoch": "x"}),
                        ("epoch", {"why": "grant", "keys": 5}), ("admin", {"add": [1, None, "ab" * 16]}), ("join", [])):
         assert isinstance(describe(kind, data, lambda p: p[:4]), str)
+    assert describe("leave", {}, str) == "left" and describe("nick", {"from": "bob"}, str) == "was bob"
+    assert describe("nick", {"from": 5}, str) == "changed nick"
 
 
 def test_the_prefixes_that_keep_membership_lines_out_of_unread_counts_match_their_encoding() -> None:
@@ -119,7 +121,7 @@ def test_the_prefixes_that_keep_membership_lines_out_of_unread_counts_match_thei
         data = {"x": 1} if kind in CONTROL_KINDS else None
         encoded = AppPayload.new(kind, "alice", "text", 1_000, data=data).encode()
         assert encoded.startswith(CONTROL_PREFIXES) == (kind in CONTROL_KINDS), kind
-    assert len(CONTROL_PREFIXES) == len(CONTROL_KINDS) == 3
+    assert CONTROL_KINDS == {"join", "admin", "epoch", "leave", "nick"}  # every kind that carries data: never unread
 
 
 def test_after_a_removal_only_members_admitted_since_are_accepted_and_nobody_else_gets_a_key() -> None:

@@ -9,7 +9,7 @@ from rich.text import Text
 from ..layout import clean_text
 from .live import LivePanel
 
-__all__ = ["FOOTER", "MembersScreen", "ago"]
+__all__ = ["FOOTER", "MembersScreen", "ago", "whois_line"]
 
 
 def ago(ms: int) -> str:
@@ -21,6 +21,20 @@ def ago(ms: int) -> str:
     if s < 86_400:
         return f"{s / 3600:.1f} h ago"
     return f"{s / 86_400:.0f} d ago"
+
+
+def whois_line(info: dict, now_ms: int) -> str:
+    """``/whois``'s answer in one line (:meth:`sdschat.node.node.Node.whois`): name, fingerprint, status, first
+    seen and last heard."""
+    from datetime import datetime
+
+    def when(ms) -> str:
+        return f"{datetime.fromtimestamp(ms / 1000):%Y-%m-%d %H:%M} ({ago(now_ms - ms)})" if ms else "never"
+
+    status = ("removed" if info["removed"] else "left" if info["left"] else
+              "an admin" if info["admin"] else "a member" if info["member"] else "seen, not joined")
+    return (f"{info['name']}: fingerprint {info['fingerprint']} ({info['participant_id']}), {status}; first seen "
+            f"{when(info['first_seen_ms'])}, last heard {when(info['last_heard_ms'])}")
 
 
 class MembersScreen(LivePanel):

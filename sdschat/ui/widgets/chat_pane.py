@@ -430,6 +430,11 @@ class ChatPane(Vertical):
                 panel = True
             elif kind is ev.MembershipChanged:
                 self._membership_changed(e)
+            elif kind is ev.NickClash:
+                shown = self.node.names().get(e.participant_id) or e.nick
+                self.notice(f"{shown} goes by {'your nick' if e.mine else repr(e.nick) + ', as another member does'}: "
+                            f"both are shown with the start of their fingerprint now (/whois {shown})", error=e.mine)
+                panel = True
             elif kind is ev.FrameRejected:
                 if e.reason == "storage":
                     self.post_message(UiError(e.detail or "database write failed", "storage"))
@@ -603,6 +608,8 @@ class ChatPane(Vertical):
         elif e.what == "epoch" and not e.mine:
             self.notice(f"key epoch {e.epoch} began without a key for you: an admin sends it once your join reaches "
                         "them", error=True)
+        elif e.what == "leave" and e.by != self.node.participant_id:
+            self.refresh_panel()  # (the line says it: the participant list loses them)
         elif e.what == "refused":
             self.notice(f"refused {names.get(e.by) or e.by[:8]}: it holds only a key from before a removal (epoch "
                         f"{e.epoch}: an invite made before a kick, or by a removed member) and was not admitted since; "
