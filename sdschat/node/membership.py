@@ -191,6 +191,8 @@ class Membership:
         self.joined = False
         #: epoch message id -> its epoch number (a new epoch or a grant): it goes out under the key before it
         self.sealed_under: dict[str, int] = {}
+        #: grant message id -> the older epochs whose keys it also goes out under (those of the joiners it is for)
+        self.also_under: dict[str, set[int]] = {}
         #: the newest epoch that removed someone (0: none yet) and the members admitted since (module docstring)
         self.cut = 0
         self.admitted: set[str] = set()
@@ -243,10 +245,14 @@ class Membership:
         current = self.send_key
         n = self.sealed_under.get(message_id) if message_id else None
         if n is not None:
+            keys = [current]
             before = [e for e in self.epochs if e.number < n]
             if before:
-                older = self.key_of(max(before, key=Epoch.rank))
-                return [older, current] if older.topic != current.topic else [current]
+                keys.insert(0, self.key_of(max(before, key=Epoch.rank)))
+            # a grant also goes out under each of its joiners' keys: one whose invite is several epochs old holds
+            # none of the two above
+            keys += [self.key_of(e) for e in self.epochs if e.number in self.also_under.get(message_id, ())]
+            return list({k.topic: k for k in keys}.values())
         return [current]
 
     def epoch_frames_after(self, number: int) -> list[tuple[str, bytes]]:

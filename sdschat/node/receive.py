@@ -144,7 +144,7 @@ class Receiver:
         if epoch.number < members.current.number and source is None and publisher != node.participant_id:
             if members.entitled(publisher, epoch.number):
                 # a member still on an older key: hand it the later epoch messages and the admin messages since
-                node.roster.help_straggler(epoch.number, now)
+                node.roster.help_straggler(epoch.number, now, publisher)
             else:
                 # a removed member, or a newcomer with a key from before a removal: the epoch messages after its
                 # key (sealed under that key already; their boxes open for members only) tell it it is out
@@ -204,6 +204,8 @@ class Receiver:
                                       lamport_timestamp=msg.lamport_timestamp,
                                       detail={"via": reason, "publisher": publisher}))
         self.handle(events, turn)
+        if epoch is members.current and publisher != node.participant_id and source is None:
+            node.roster.heard_current(publisher, now)  # (an admin's grants wait for this: Roster.grant_when_current)
         node.wake()
 
     def _cancelled(self, msg, asking: bool, answering: bool, t: Turn) -> list[EventRow]:

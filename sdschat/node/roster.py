@@ -45,6 +45,10 @@ STRAGGLER_EVERY_MS = 5_000
 #: an outsider (removed, or holding only a key from before a removal) is told after its first frame, then at
 #: doubling intervals up to this (a locked-out member resends forever: telling it each time would never end)
 OUTSIDER_MAX_EVERY_MS = 600_000
+#: an admin grants keys only once its own key is known to be current: it heard an admitted member under it, or has
+#: been up this long (one that was away through another admin's kick must learn of it first: until then it would
+#: admit a newcomer holding a key from before the kick)
+GRANT_AFTER_UP_MS = 10_000
 
 
 class Roster:
@@ -62,6 +66,14 @@ class Roster:
         self._straggler_sent: dict[int, int] = {}
         #: outsider participant id -> (when it may be told again, the interval after that)
         self._outsider_next: dict[str, tuple[int, int]] = {}
+        #: straggler participant id -> (when an admin may grant it the current key again, the interval after that)
+        self._regrant_next: dict[str, tuple[int, int]] = {}
+        #: straggler participant id -> (the older key epoch it was heard on, since when)
+        self._straggling: dict[str, tuple[int, int]] = {}
+        #: grants put off until our key is known to be current (participant id -> the key epoch it holds)
+        self._pending_grants: dict[str, int] = {}
+        self._up_ms: int | None = None
+        self._current_heard_ms: int | None = None
         #: our join (message id, SDS frame), once sent; when we last handed it to a newcomer
         self._join_frame: tuple[str, bytes] | None = None
         self._greeted_ms = -STRAGGLER_EVERY_MS
@@ -125,6 +137,7 @@ class Roster:
         """The node is up: a member not yet announced says hello (an ephemeral frame, acknowledged by nobody):
         whoever is here answers with its join, and ours follows once we see another member."""
         node = self.node
+        self._up_ms = node.now()
         if node.config.membership and not self.state.joined and not self.removed_me:
             app = AppPayload.new("hello", node.nick, "", node.now(), epoch=self.state.current.number)
             out = node.channel.send_ephemeral(app.encode(), node.now(), sign=node.sign)
@@ -183,9 +196,10 @@ class Roster:
                 if node.channel is not None:
                     node.channel.readmit_peer(sender)  # (it may have left, or been dropped, before)
                 node.emit(ev.MembershipChanged("join", sender, ()))
-                if m.needs_grant(sender) and (via_epoch is None or min(via_epoch, app.epoch) < m.current.number):
+                held = app.epoch if via_epoch is None else min(via_epoch, app.epoch)
+                if m.needs_grant(sender) and held < m.current.number:
                     # (a join written and sealed under the current key shows its author has it: nothing to give)
-                    node.spawn(self._grant([sender]), "sdschat-grant")
+                    self.grant_when_current(sender, held, now)
             elif app.kind == "leave":
                 if not m.apply_leave(sender):
                     return None
@@ -238,10 +252,36 @@ class Roster:
     async def _subscribe(self, topic: str) -> None:
         await self.node.transport.subscribe(topic)
 
-    async def _grant(self, pids) -> None:
-        if self.node.stopping or self.removed_me:
+    def heard_current(self, pid: str, now: int) -> None:
+        """An admitted member's frame came under our current key: it is current (pending grants may go)."""
+        if pid != self.state.me and pid in self.state.members and pid not in self._pending_grants:
+            self._current_heard_ms = now
+
+    def _current(self, now: int) -> bool:
+        heard, up = self._current_heard_ms, self._up_ms
+        return (heard is not None and now - heard < 60_000) or (up is not None and now - up >= GRANT_AFTER_UP_MS)
+
+    def grant_when_current(self, pid: str, held: int, now: int) -> None:
+        """Grant ``pid`` (holding key epoch ``held``) the current key now if ours is known to be current, else as
+        soon as it is (:meth:`tick`)."""
+        if self._current(now):
+            self.node.spawn(self._grant([pid], held), "sdschat-grant")
+        else:
+            self._pending_grants[pid] = min(held, self._pending_grants.get(pid, held))
+
+    async def _grant(self, pids, held: int) -> None:
+        """Seal the current key to ``pids``, whose join came under key epoch ``held``: the grant goes out under that
+        key too (it may be several epochs old). Only to those still members when it goes (a kick learned of
+        meanwhile may have ended their admission)."""
+        m = self.state
+        pids = [p for p in pids if p in m.members and p not in m.removed and p != m.me]
+        if self.node.stopping or self.removed_me or not pids or not m.is_admin or m.current.number == 0:
             return
-        await self.node.send_control("epoch", self.state.grant_data(self.node.identity, pids))
+        mid = await self.node.send_control("epoch", self.state.grant_data(self.node.identity, pids))
+        # (set before the publisher, which runs once we yield, seals it: Membership.seal_keys_for)
+        self.state.also_under.setdefault(mid, set()).add(held)
+        if len(self.state.also_under) > 1_000:
+            self.state.also_under.pop(next(iter(self.state.also_under)))
 
     # ------------------------------------------------------------ admins' commands
 
@@ -304,10 +344,24 @@ class Roster:
 
     # ------------------------------------------------------------ keys over time
 
-    def help_straggler(self, epoch: int, now: int) -> None:
+    def help_straggler(self, epoch: int, now: int, pid: str = "") -> None:
         """A member's frame came under an older key: publish the later epoch messages again under the keys they
         were sealed with (rate-limited), so it switches even with no store node; and the admin messages since, under
-        its key (it needs them to accept an epoch message of an admin it has not heard named)."""
+        its key (it needs them to accept an epoch message of an admin it has not heard named). An admin also grants
+        the current key to ``pid`` under its own key when it is still on that older key two rounds of this later
+        (it joined after an epoch began and missed its grant, say: no epoch message holds a key for it)."""
+        m = self.state
+        since = self._straggling.get(pid)
+        if since is None or since[0] != epoch:
+            since = self._straggling[pid] = (epoch, now)
+            if len(self._straggling) > 1_000:
+                self._straggling.pop(next(iter(self._straggling)))
+        if (pid and m.is_admin and pid in m.members and not self.removed_me
+                and now - since[1] >= 2 * STRAGGLER_EVERY_MS):
+            due, every = self._regrant_next.get(pid, (now, STRAGGLER_EVERY_MS))
+            if now >= due and not self.node.stopping:
+                self._regrant_next[pid] = (now + every, min(2 * every, OUTSIDER_MAX_EVERY_MS))
+                self.grant_when_current(pid, epoch, now)
         if now - self._straggler_sent.get(epoch, -STRAGGLER_EVERY_MS) < STRAGGLER_EVERY_MS:
             return
         self._straggler_sent[epoch] = now
@@ -342,6 +396,10 @@ class Roster:
             return
         self._last_tick_ms = now
         node, m = self.node, self.state
+        if self._pending_grants and self._current(now):
+            pending, self._pending_grants = self._pending_grants, {}
+            for pid, held in pending.items():
+                node.spawn(self._grant([pid], held), "sdschat-grant")
         gone = m.expire(now, node.config.epoch_retention_ms)
         if gone:
             last = max(e.number for e in gone)

@@ -420,6 +420,8 @@ class Runner:
 
     async def play(self, step: Step) -> None:
         kind, p = step.kind, self.peers.get(step.actor)
+        if p is None and kind not in ("join", "store"):
+            return self.skip(step, "no such member (its join was skipped)")
         if kind == "say":
             for _ in range(int(step.target or 1)):
                 await self.say(p)

@@ -39,6 +39,12 @@ SEEDS = {
     190: {"store_on_off", "kick_with_member_offline", "removed_member_invite_used", "rekey"},
     # restarts in a row, two kicks, a newcomer on an invite re-made by a removed member between them, who writes on
     206: {"restart", "removed_member_invite_used", "removed_member_wrote"},
+    # broke in the 200-schedule run: newcomers on an invite two key epochs old, granted while a kick went out
+    20: {"rekey", "legit_late_joiner", "restart"},
+    # broke: an admin stopped through another admin's kick, back, sees a newcomer's join made with a pre-kick key
+    154: {"kick_with_member_stopped", "stale_invite_used", "admin_named_acted"},
+    # broke: a newcomer offline while the admin's grant went out, acknowledged by the others, never resent to it
+    164: {"legit_late_joiner", "rekey", "restart"},
 }
 
 
