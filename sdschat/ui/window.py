@@ -172,6 +172,7 @@ class ChannelWindow(BaseChatApp):
     # ---------------------------------------------------------- /join /part /invite
 
     def on_chat_pane_window_command(self, message: ChatPane.WindowCommand) -> None:
+        message.prevent_default()  # (the single-channel apps' handler, which says these need the window, is not run)
         pane, name, arg = message.pane, message.name, message.arg.strip()
         if name == "join":
             if not arg:

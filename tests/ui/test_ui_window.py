@@ -68,6 +68,7 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 assert any(base64.b64encode(token.encode()).decode() in w and w.startswith("\x1b]52;c;")
                            for w in osc)
                 assert any(token[:40] in line for line in lines_of(app, app.active_pane()))
+                assert not any("works in the channel window" in line for line in lines_of(app, app.active_pane()))
 
                 # /join NAME starts a new channel; /join TOKEN joins bob's
                 await command(pilot, app, "/join standup")
@@ -78,6 +79,7 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await wait_until(pilot, lambda: len(rows(app)) == 4, what="lobby")
                 assert active(app) == "lobby"
                 await pilot.pause(0.1)
+                assert not any("works in the channel window" in line for p in app.panes for line in lines_of(app, p))
                 assert [p.channel_name for p in app.panes if p.display] == ["lobby"]
                 await pilot.press(*"hi lobby", "enter")
                 await wait_until(pilot, lambda: any(m.text == "hi lobby" for m in lobby.messages()), what="bob")
