@@ -63,7 +63,8 @@ class Roster:
         #: admin messages applied here: (the epoch current then, SDS frame), to hand a member still on that key
         #: (an epoch message of a new admin is refused by whoever lacks the message that named it)
         self.admin_frames: dict[str, tuple[int, bytes]] = {}
-        self._straggler_sent: dict[int, int] = {}
+        #: (straggler, its key epoch) -> when it was last handed the later epoch messages
+        self._straggler_sent: dict[tuple[str, int], int] = {}
         #: outsider participant id -> (when it may be told again, the interval after that)
         self._outsider_next: dict[str, tuple[int, int]] = {}
         #: straggler participant id -> (when an admin may grant it the current key again, the interval after that)
@@ -362,9 +363,13 @@ class Roster:
             if now >= due and not self.node.stopping:
                 self._regrant_next[pid] = (now + every, min(2 * every, OUTSIDER_MAX_EVERY_MS))
                 self.grant_when_current(pid, epoch, now)
-        if now - self._straggler_sent.get(epoch, -STRAGGLER_EVERY_MS) < STRAGGLER_EVERY_MS:
+        # (per straggler: an epoch message sealed under the older key too, as every one is, would otherwise use up
+        # the turn of a member who needs it)
+        if now - self._straggler_sent.get((pid, epoch), -STRAGGLER_EVERY_MS) < STRAGGLER_EVERY_MS:
             return
-        self._straggler_sent[epoch] = now
+        self._straggler_sent[(pid, epoch)] = now
+        if len(self._straggler_sent) > 1_000:
+            self._straggler_sent.pop(next(iter(self._straggler_sent)))
         for mid, frame in self.state.epoch_frames_after(epoch):
             self.node.outbox.put_nowait((frame, "repair", mid))
         key = next((self.state.key_of(e) for e in self.state.epochs if e.number == epoch), None)
