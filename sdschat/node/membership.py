@@ -315,7 +315,7 @@ class Membership:
     def apply_join(self, sender: str, xpub: bytes, epoch: int = 0) -> bool:
         """A member's join (written under key epoch ``epoch``); False if ignored (a removed member, or one written
         under a key from before the cut by someone not admitted since)."""
-        if sender in self.removed or self.refusal(sender, epoch, epoch) is not None:
+        if self.refusal(sender, epoch, epoch) is not None:  # (removed, or stale_key)
             return False
         if epoch >= self.cut:
             self.admitted.add(sender)

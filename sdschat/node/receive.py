@@ -149,18 +149,17 @@ class Receiver:
                 # a removed member, or a newcomer with a key from before a removal: the epoch messages after its
                 # key (sealed under that key already; their boxes open for members only) tell it it is out
                 node.roster.tell_outsider(publisher, epoch.number, now)
-        if publisher in members.removed and publisher != node.participant_id:
-            # a removed member still holds the keys it had: nothing it publishes counts any more
-            self.reject("removed", f"frame published by {publisher[:8]}, removed from the channel", now,
+        refused = members.refusal(publisher, epoch.number, epoch.number)
+        if refused is not None:
+            # the publisher is held to the rule its content is (Membership.refusal): a removed member still holds
+            # the keys it had, and someone with a key from before a removal was not admitted since, so nothing it
+            # publishes counts (its syncs' filters acknowledge nothing, their repair requests are not answered)
+            self.reject(refused, f"frame published by {publisher[:8]} under key epoch {epoch.number}: "
+                        + ("removed from the channel" if refused == "removed" else
+                           "a key from before a removal, and not admitted since"), now,
                         size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
-            return
-        if epoch.number < members.cut and publisher not in members.admitted and publisher != node.participant_id:
-            # someone with a key from before a removal who was not admitted since: nothing it publishes counts
-            # (its syncs' filters acknowledge nothing, their repair requests are not answered)
-            self.reject("stale_key", f"frame published by {publisher[:8]} under key epoch {epoch.number}, from "
-                        "before a removal, by someone not admitted since", now,
-                        size=len(payload), source=source, msg=msg, publisher=publisher, frame_reason=reason)
-            self._outsider_seen(publisher, epoch.number)
+            if refused == "stale_key":
+                self._outsider_seen(publisher, epoch.number)
             return
         relayed = msg.sender_id != publisher
         if relayed and (reason != "repair" or msg.content is None or msg.lamport_timestamp is None):

@@ -126,11 +126,17 @@ class Roster:
 
     def channel_ready(self) -> None:
         """The engine is up: the removed members no longer count as its peers (it is told again each start)."""
-        node, events = self.node, []
-        for pid in self.state.removed:
-            events.extend(node.channel.drop_peer(pid))
+        self._drop_peers(self.state.removed, self.node.now())
+
+    def _drop_peers(self, pids, now: int) -> None:
+        """``pids`` no longer count as the engine's peers (removed, or left): their acknowledgements no longer
+        come, and what the others' already hold is acknowledged now (:meth:`MessageChannel.drop_peer`)."""
+        node = self.node
+        if node.channel is None:
+            return
+        events = [e for pid in pids for e in node.channel.drop_peer(pid)]
         if events:
-            node.receiver.handle(events, Turn(node.now()))
+            node.receiver.handle(events, Turn(now))
 
     # ------------------------------------------------------------ joining
 
@@ -205,10 +211,8 @@ class Roster:
                 if not m.apply_leave(sender):
                     return None
                 self.left = self.left or sender == m.me
-                if node.channel is not None and sender != m.me:
-                    events = node.channel.drop_peer(sender)  # its acknowledgements no longer come
-                    if events:
-                        node.receiver.handle(events, Turn(now))
+                if sender != m.me:
+                    self._drop_peers((sender,), now)
                 node.emit(ev.MembershipChanged("leave", sender, ()))
             elif app.kind == "nick":
                 return None  # shown as a line; the new nick is the author's from its next message on
@@ -239,10 +243,7 @@ class Roster:
         if out.switched and node.transport is not None:
             node.spawn(self._subscribe(self.state.send_key.topic), "sdschat-subscribe")
             node.store_client.start_catch_up()  # what was sent under the new key before we had it
-        if out.removed and node.channel is not None:
-            events = [e for pid in out.removed for e in node.channel.drop_peer(pid)]
-            if events:  # (its acknowledgements no longer count, nor it as a peer)
-                node.receiver.handle(events, Turn(node.now()))
+        self._drop_peers(out.removed, node.now())
         if out.removed_me:
             node.emit(ev.MembershipChanged("removed", out.author, out.removed, out.number))
         elif not out.grant:
@@ -359,9 +360,7 @@ class Roster:
                 self._straggling.pop(next(iter(self._straggling)))
         if (pid and m.is_admin and pid in m.members and not self.removed_me
                 and now - since[1] >= 2 * STRAGGLER_EVERY_MS):
-            due, every = self._regrant_next.get(pid, (now, STRAGGLER_EVERY_MS))
-            if now >= due and not self.node.stopping:
-                self._regrant_next[pid] = (now + every, min(2 * every, OUTSIDER_MAX_EVERY_MS))
+            if not self.node.stopping and _due(self._regrant_next, pid, now):
                 self.grant_when_current(pid, epoch, now)
         # (per straggler: an epoch message sealed under the older key too, as every one is, would otherwise use up
         # the turn of a member who needs it)
@@ -385,12 +384,8 @@ class Roster:
         were sealed with, so its node learns it is out (its window and bot say so) instead of talking to nobody.
         They hold key boxes for members only, and went out under those keys already. At once, then at doubling
         intervals (5 s, 10 s, ... 10 min) per outsider."""
-        due, every = self._outsider_next.get(pid, (now, STRAGGLER_EVERY_MS))
-        if now < due:
+        if not _due(self._outsider_next, pid, now):
             return
-        if len(self._outsider_next) >= 1_000 and pid not in self._outsider_next:
-            self._outsider_next.pop(next(iter(self._outsider_next)))
-        self._outsider_next[pid] = (now + every, min(2 * every, OUTSIDER_MAX_EVERY_MS))
         for mid, frame in self.state.epoch_frames_after(epoch):
             self.node.outbox.put_nowait((frame, "repair", mid))
 
@@ -428,3 +423,16 @@ class Roster:
         """Once a deleted key's row is written, empty the database's log, which still held older copies."""
         await self.node.writer.flush()
         await self.node.store.scrub()
+
+
+def _due(table: dict[str, tuple[int, int]], pid: str, now: int) -> bool:
+    """Whether ``pid``'s turn has come in ``table`` (participant -> (when next, the interval after that)): at once
+    the first time, then at doubling intervals from :data:`STRAGGLER_EVERY_MS` to :data:`OUTSIDER_MAX_EVERY_MS`; the
+    table keeps its newest 1,000 participants."""
+    due, every = table.get(pid, (now, STRAGGLER_EVERY_MS))
+    if now < due:
+        return False
+    if len(table) >= 1_000 and pid not in table:
+        table.pop(next(iter(table)))
+    table[pid] = (now + every, min(2 * every, OUTSIDER_MAX_EVERY_MS))
+    return True
