@@ -18,8 +18,12 @@ pytestmark = pytest.mark.timeout(180)
 SDSCHAT = [sys.executable, "-m", "sdschat"]
 # 30% loss each way; protocol timers scaled down ~5x so a run settles in seconds (linger > T_max)
 FAST = ["--loss", "0.3"] + [a for kv in ("repair_t_min_ms=300", "repair_t_max_ms=1500", "resend_unacknowledged_ms=400",
-                                         "resend_possibly_acknowledged_ms=1200", "resend_max_interval_ms=3000",
+                                         "resend_possibly_acknowledged_ms=1200", "resend_max_interval_ms=1000",
                                          "sync_interval_ms=2000", "sync_jitter_ms=500") for a in ("--tune", kv)]
+# A bot leaves after LINGER s without peer work. A peer still resending a message this bot lacks (nothing else
+# names its last message) reaches it with p = 0.7 * 0.7 per resend, at most 1 s apart: the bot leaves under its
+# feet only after 8 misses in a row (0.51 ** 8 < 0.5%), not after one (with 5 s and 3 s resends: 51%, which CI hit).
+LINGER = "8"
 
 
 def run(*args, timeout=60, env=None, check=False):
@@ -57,7 +61,7 @@ def own_accepted(db: Path) -> set[str]:
 
 def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
     run("keygen", str(tmp_path / "k.key"), check=True)
-    procs = [bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", "5", *FAST)
+    procs = [bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", LINGER, *FAST)
              for n in ("ann", "bob", "cyd")]
     for p in procs:
         out, err = p.communicate(timeout=150)
@@ -87,7 +91,7 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
 
 def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     run("keygen", str(tmp_path / "k.key"), check=True)
-    others = [bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", "5", *FAST)
+    others = [bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", LINGER, *FAST)
               for n in ("bob", "cyd")]
     victim = bot(tmp_path, "ann", node_mosquitto.url, "--count", "200", "--interval", "0.02", *FAST)
     db = tmp_path / "ann.db"
@@ -104,7 +108,7 @@ def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     victim.wait(10)
     accepted = own_accepted(db)
     assert 8 <= len(accepted) < 200
-    restarted = bot(tmp_path, "ann", node_mosquitto.url, "--count", "0", "--linger", "5", *FAST)
+    restarted = bot(tmp_path, "ann", node_mosquitto.url, "--count", "0", "--linger", LINGER, *FAST)
     for p in [*others, restarted]:
         out, err = p.communicate(timeout=150)
         assert p.returncode == 0, err
@@ -184,12 +188,12 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
 
     def profile_bot(home: Path) -> subprocess.Popen:
         return subprocess.Popen([*SDSCHAT, "bot", "--channel", "team", "--home", str(home), "--count", "10",
-                                 "--interval", "0.05", "--linger", "5", "--quiet", "--max-runtime", "120",
+                                 "--interval", "0.05", "--linger", LINGER, "--quiet", "--max-runtime", "120",
                                  "--loss", "0.2", *FAST[2:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     env = {**os.environ, "SDSCHAT_HOME": str(nobody)}  # carol has no profile at all
     carol = subprocess.Popen([*SDSCHAT, "bot", "--invite", token, "--name", "carol", "--count", "10", "--interval",
-                              "0.05", "--linger", "5", "--quiet", "--max-runtime", "120", "--loss", "0.2", *FAST[2:]],
+                              "0.05", "--linger", LINGER, "--quiet", "--max-runtime", "120", "--loss", "0.2", *FAST[2:]],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     procs = [profile_bot(alice), profile_bot(bob), carol]
     for p in procs:
