@@ -324,6 +324,12 @@ class DemoApp(BaseChatApp):
     BINDINGS = [
         Binding("f2", "toggle_link", "link (all)"),
         Binding("f4", "toggle_bots", "bots"),
+        # the participants' inputs, as the window's channels (Tab completes names in an input, never leaves it)
+        *(Binding(f"alt+{i}", f"to_pane({i - 1})", f"participant {i}", show=False, priority=True)
+          for i in range(1, 10)),
+        Binding("alt+left", "step_pane(-1)", "previous participant", show=False, priority=True),
+        Binding("alt+right", "step_pane(1)", "next participant", show=False, priority=True),
+        Binding("ctrl+n", "step_pane(1)", "next participant", show=False, priority=True),
     ]
 
     def __init__(self, nodes: Sequence, *, bots: bool = False, bot_interval: float = 4.0, seed: int | None = None,
@@ -363,6 +369,18 @@ class DemoApp(BaseChatApp):
                 except Exception as exc:
                     self.post_message(UiError(f"{pane.node.nick}: not sent: {exc}", "bot"))
             await asyncio.sleep(rng.uniform(0.5, 1.5) * self.bot_interval)
+
+    def action_to_pane(self, index: int) -> None:
+        panes = self.panes
+        if 0 <= index < len(panes):
+            panes[index].input.focus()
+
+    def action_step_pane(self, delta: int) -> None:
+        panes = self.panes
+        pane = self.active_pane()
+        if panes:
+            at = panes.index(pane) if pane in panes else 0
+            panes[(at + delta) % len(panes)].input.focus()
 
     def action_toggle_link(self) -> None:
         panes = self.panes

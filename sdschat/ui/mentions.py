@@ -1,11 +1,12 @@
-"""Mentions: does a message name you (``@alice``, ``alice:``, "hi alice"), and ``@na`` + Tab completion."""
+"""Mentions: does a message name you (``@alice``, ``alice:``, "hi alice"), and name completion (``na`` or
+``@na`` + Tab)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 
-__all__ = ["names_pattern", "mentions", "complete_mention"]
+__all__ = ["names_pattern", "mentions", "name_choices"]
 
 
 def names_pattern(names: Iterable[str]) -> re.Pattern | None:
@@ -21,22 +22,15 @@ def mentions(text: str, pattern: re.Pattern | None) -> bool:
     return pattern is not None and pattern.search(text) is not None
 
 
-def complete_mention(before_cursor: str, names: Iterable[str]) -> tuple[int, str] | None:
-    """``(start, replacement)`` completing the ``@prefix`` that ends ``before_cursor`` from ``names``: a unique
-    match becomes ``@name `` (``@name: `` at the start of the message), several their common prefix; None when
-    there is no ``@`` word or nothing matches."""
-    m = re.search(r"(?:^|(?<=\s))@([^\s@]*)$", before_cursor)
-    if m is None:
-        return None
-    prefix = m.group(1).casefold()
+def name_choices(before_cursor: str, names: Iterable[str], *, first_line: bool = True) -> tuple[int, list[str]]:
+    """Where the word that ends ``before_cursor`` starts, and what Tab may put there, in order: each of ``names``
+    the word begins (with or without ``@``, any case) as it goes in a line, ``bob: `` (``@bob: ``) addressing
+    someone at the start of the message (``first_line``: ``before_cursor`` is on its first line), ``bob ``
+    elsewhere. No choices for nothing typed (a bare ``@`` offers everyone)."""
+    m = re.search(r"(?:^|(?<=\s))(@?)([^\s@]*)$", before_cursor)
+    if m is None or not m.group(0):
+        return len(before_cursor), []
+    at, prefix = m.group(1), m.group(2).casefold()
+    tail = ": " if m.start() == 0 and first_line else " "
     found = sorted({n for n in names if n and n.casefold().startswith(prefix)}, key=str.casefold)
-    if not found:
-        return None
-    if len(found) == 1:
-        tail = ": " if m.start() == 0 else " "
-        return m.start(), f"@{found[0]}{tail}"
-    common = found[0]
-    for name in found[1:]:
-        while not name.casefold().startswith(common.casefold()):
-            common = common[:-1]
-    return (m.start(), f"@{common}") if len(common) > len(prefix) else None
+    return m.start(), [f"{at}{name}{tail}" for name in found]

@@ -87,6 +87,17 @@ def test_demo_panes_are_real_nodes_with_their_own_controls(tmp_path, run) -> Non
                 assert all(p.query_one("ImpairmentPanel").has_class("-shown") for p in app.panes)
                 carol.run_command("offline", "")
                 assert nodes[2].impairment.offline and not nodes[0].impairment.offline
+                # from one participant's input to another's: Alt+N, Alt+Left/Right, Ctrl+N (Tab completes instead)
+                await pilot.press("alt+3")
+                assert app.focused is carol.input
+                await pilot.press("ctrl+n")
+                assert app.focused is alice.input
+                await pilot.press("alt+left")
+                assert app.focused is carol.input
+                await pilot.press("alt+right", "alt+right")
+                assert app.focused is bob.input
+                await pilot.press("tab")
+                assert app.focused is bob.input
                 assert app.errors == []
 
     run(scenario())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ui_helpers import capture_writes, profiles, wait_until, widget_text
 
 from sdschat.profile import Profile
-from sdschat.ui.mentions import complete_mention, mentions, names_pattern
+from sdschat.ui.mentions import mentions, name_choices, names_pattern
 from sdschat.ui.widgets.channel_list import ChannelList
 from sdschat.ui.window import ChannelWindow
 
@@ -21,15 +21,18 @@ def test_what_names_you() -> None:
     assert mentions("the Deploy is done", names_pattern(["alice", "deploy"]))  # a highlight word
 
 
-def test_at_completion() -> None:
-    names = ["bob", "bobby", "carol", "Béa"]
-    assert complete_mention("@c", names) == (0, "@carol: ")  # at the start: addressed
-    assert complete_mention("thanks @car", names) == (7, "@carol ")
-    assert complete_mention("@bo", names) == (0, "@bob")  # ambiguous: the common part
-    assert complete_mention("@bé", names) == (0, "@Béa: ")
-    assert complete_mention("@x", names) is None
-    assert complete_mention("mail x@c", names) is None  # not a word of its own
-    assert complete_mention("no at", names) is None
+def test_name_completion_choices() -> None:
+    names = ["bob", "bobby", "carol", "Béa", "bob#3f2a"]
+    assert name_choices("@c", names) == (0, ["@carol: "])  # at the start: addressed
+    assert name_choices("c", names) == (0, ["carol: "])  # with or without @
+    assert name_choices("thanks @car", names) == (7, ["@carol "])
+    assert name_choices("thanks car", names) == (7, ["carol "])
+    assert name_choices("c", names, first_line=False) == (0, ["carol "])  # a later line addresses nobody
+    assert name_choices("@bo", names) == (0, ["@bob: ", "@bob#3f2a: ", "@bobby: "])  # every choice, in order
+    assert name_choices("@bé", names) == (0, ["@Béa: "])
+    assert name_choices("@x", names)[1] == [] and name_choices("", names)[1] == []
+    assert name_choices("mail x@c", names)[1] == []  # not a word of its own
+    assert name_choices("no at ", names)[1] == []  # nothing typed at the cursor
 
 
 def test_mentions_in_the_window(tmp_path, run) -> None:

@@ -5,14 +5,18 @@ times a second, never per frame, so a thousand frames a second cost the chat
 almost nothing. Keys: ``k`` the kind shown (all, content, resend, repair req,
 repair ans, sync, ephemeral, store), ``s`` the sender (all, then everyone seen),
 ``x`` rejected frames only, ``space`` pause, ``Esc`` close. The Lamport column is
-a time (the engine keeps Lamport times at least the wall clock in ms).
+a time (the engine keeps Lamport times at least the wall clock in ms). Under the
+rates, the rejected frames counted by reason (what the side panel's
+``rejected`` and ``undecryptable`` counters point here for).
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import tzinfo
 
+from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -37,6 +41,13 @@ def _lamport(lamport: int | None, now_ms: int, tz: tzinfo | None) -> str:
     return "-" if lamport is None else lamport_time(lamport, now_ms, lambda ms: wall_clock(ms, tz), tz)
 
 
+def _rejected_reasons(frames) -> str:
+    """The rejected frames among ``frames`` counted by reason, most first (``bad_signature 3 · malformed 1``);
+    empty for none."""
+    counts = Counter(f.outcome.removeprefix("rejected: ") for f in frames if f.outcome.startswith("rejected"))
+    return " · ".join(f"{reason} {n}" for reason, n in counts.most_common())
+
+
 class WireScreen(LivePanel):
     BINDINGS = [
         Binding("escape,q,f5", "dismiss", "close"),
@@ -46,7 +57,7 @@ class WireScreen(LivePanel):
         Binding("space", "pause", "pause"),
     ]
     DEFAULT_CSS = """
-    WireScreen #wire-head { height: 2; }
+    WireScreen #wire-head { height: auto; min-height: 2; }
     """
     TITLE = "wire (k kind · s sender · x rejected · space pause · Esc close)"
     REFRESH_S = 0.25
@@ -61,6 +72,8 @@ class WireScreen(LivePanel):
         #: the rows on screen, newest first, as text (tests read them)
         self.rows: list[str] = []
         self.header = ""
+        #: the header's second line: why frames were rejected (empty while none was)
+        self.reasons = ""
 
     def parts(self) -> ComposeResult:
         yield Static(id="wire-head")
@@ -101,7 +114,15 @@ class WireScreen(LivePanel):
         self.header = (f"{rates['in']:.1f} frames/s in · {rates['out']:.1f} out (last 5 s) · "
                        f"{wire.totals['in']} in, {wire.totals['out']} out, {wire.totals['rejected']} rejected · "
                        + " · ".join(filters) + (" · PAUSED" if self.paused else ""))
-        self.query_one("#wire-head", Static).update(Text(self.header, _HEAD))
+        reasons = _rejected_reasons(wire.frames)
+        if reasons and wire.totals["in"] + wire.totals["out"] > len(wire.frames):
+            reasons += f"  (of the last {len(wire.frames):,} frames)"  # the older ones have left the ring
+        self.reasons = f"rejected, by reason: {reasons}" if reasons else ""
+        top = self.query_one("#wire-head", Static)
+        lines = [Text(self.header, _HEAD)]  # folded at a narrow width; the reasons under it, on one line
+        if self.reasons:
+            lines.append(Text(self.reasons, _REJECTED, no_wrap=True, overflow="ellipsis"))
+        top.update(Group(*lines))
         if self.paused:
             return
         # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames
@@ -110,7 +131,7 @@ class WireScreen(LivePanel):
         body = Text(no_wrap=True, overflow="ellipsis")
         body.append(head + "\n", _OUT)  # a span, not the text's base style: frames in stay bright
         rows = []
-        height = max(1, self.size.height - 6)
+        height = max(1, self.size.height - 4 - top.size.height)  # the borders, the column names, one spare
         now_ms = int(time.time() * 1000)
         for f in self._shown()[:height]:
             clock = wall_clock(f.ts_ms, self.tz)

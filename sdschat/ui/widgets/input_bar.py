@@ -4,8 +4,10 @@ Enter sends. Alt+Enter inserts a newline (sent as ESC Enter by most terminals:
 ``ui/keys.py``), Shift+Enter where the terminal reports it (kitty keyboard
 protocol: kitty, WezTerm, foot, ghostty, iTerm2...); Ctrl+J, and a trailing
 backslash before Enter, work everywhere. The placeholder stays on one line.
-Up/Down on the first/last line walk the input history. Tab completes a
-command name, or ``@`` and the start of a member's nick.
+Up/Down on the first/last line walk the input history. Tab completes the
+word at the cursor: a command name at the start, else a member's name (with or
+without ``@``); Tab again offers the next choice, Shift+Tab the one before. Tab
+never takes the focus away: what is typed next goes on the line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from textual.widgets import Static, TextArea
 
 from .. import slash
 from ..layout import fit_cells
-from ..mentions import complete_mention
+from ..mentions import name_choices
 
 __all__ = ["ChatInput", "CommandHint", "NEWLINE_KEYS"]
 
@@ -40,7 +42,8 @@ class ChatInput(TextArea):
     """
 
     BINDINGS = [
-        Binding("tab", "complete", "complete", show=False),
+        Binding("tab", "complete(1)", "complete", show=False),
+        Binding("shift+tab", "complete(-1)", "previous completion", show=False),
         Binding("ctrl+up", "recall(-1)", "earlier line you sent", show=False),
         Binding("ctrl+down", "recall(1)", "later line you sent", show=False),
     ]
@@ -78,8 +81,10 @@ class ChatInput(TextArea):
         self._hint = placeholder
         self._hint_width = -1  # the width the placeholder was cut for
         self.cursor_blink = blink
-        #: the nicks ``@`` + Tab completes (set by the pane: the channel's members)
+        #: the names Tab completes (set by the pane: the channel's members as it shows them)
         self.names: Callable[[], list[str]] = list
+        #: the last completion: (the text it left, where the cursor was left, row, start, choices, which one)
+        self._completed: tuple[str, tuple[int, int], int, int, list[str], int] | None = None
         self.sent_history: list[str] = []
         self._history_pos: int | None = None
         self._draft = ""
@@ -147,23 +152,28 @@ class ChatInput(TextArea):
         self.clear()
         self.post_message(self.Submitted(self, text))
 
-    def action_complete(self) -> None:
+    def action_complete(self, step: int = 1) -> None:
+        """Complete the word before the cursor, or (right after a completion) offer the next choice (``step``
+        -1: the one before). With nothing to complete nothing happens: the focus stays here either way."""
         row, col = self.cursor_location
-        before = self.document[row][:col]
-        named = complete_mention(before, self.names()) if "@" in before else None
-        if named is not None:
-            start, text = named
-            self.replace(text, (row, start), (row, col))
-            return
-        done = slash.complete(self.text)
-        if done is None:
-            if slash.matching(self.text):
-                return  # ambiguous: the hint shows the choices
-            self.screen.focus_next()
-            return
-        self.load_text(done)
-        self.move_cursor(self.document.end)
-        self.post_message(self.Typed(self, done))
+        last = self._completed
+        if last is not None and last[:2] == (self.text, (row, col)):
+            _, _, row, start, choices, index = last
+            index = (index + step) % len(choices)
+        else:
+            start, choices = self._choices(row, self.document[row][:col])
+            if not choices:
+                return
+            index = 0 if step > 0 else len(choices) - 1
+        self.replace(choices[index], (row, start), (row, col), maintain_selection_offset=False)
+        self._completed = (self.text, self.cursor_location, row, start, choices, index)
+
+    def _choices(self, row: int, before: str) -> tuple[int, list[str]]:
+        """Where the word before the cursor starts and its completions: a command name at the start of the
+        message, else the members' names."""
+        if row == 0 and before.startswith("/") and " " not in before:
+            return 0, [f"/{c.name} " for c in slash.matching(before)]
+        return name_choices(before, self.names(), first_line=row == 0)
 
     def action_cursor_up(self, select: bool = False) -> None:
         """Up: in an empty input, the message cursor; on the first line of a draft or while going through

@@ -2,7 +2,8 @@
 
 Fed by the pane (from ``CountersChanged``/``node.health()``,
 ``node.participants()`` and ``ConnectionChanged``); ``compact`` is the
-two-line form under each pane of the demo.
+two-line form under each pane of the demo. A counter with something to look
+at names where (``rejected 7 · F5``); the help screen says what each counts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ __all__ = ["SidePanel", "PanelState", "ago", "lamport_text"]
 
 _CONN_STYLE = {"connected": "green", "connecting": "yellow", "restoring": "yellow", "disconnected": "red",
                "stopped": "grey50"}
+
+
+#: where a counter's cases can be looked at, shown beside it once it counts something
+_SEE = {"lost": "/gaps", "undecryptable": "F5", "rejected": "F5"}
 
 
 @dataclass
@@ -169,7 +174,10 @@ class SidePanel(TextLines):
         t = []
 
         def row(label: str, value, style: str = "") -> None:
-            t.append((Text(label, "grey70"), Text(str(value), style)))
+            shown = Text(str(value), style)
+            if value and label in _SEE:  # something to look at: where
+                shown.append(f" · {_SEE[label]}", "grey50")
+            t.append((Text(label, "grey70"), shown))
 
         row("lamport", lamport_text(h.get("lamport_timestamp", 0), st.now_ms, st.tz))
         row("log", h.get("log", 0))
@@ -208,5 +216,6 @@ class SidePanel(TextLines):
         refused = h.get("rejected", 0) + h.get("undecryptable", 0)
         if refused:  # frames refused before the engine (forgeries, junk: F5 says which)
             line2.append(f"  refused {refused}", "red")
+            line2.append(" · F5", "grey50")
         line3 = Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "grey70")
         return [line1, line2, line3]
