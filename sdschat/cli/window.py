@@ -19,6 +19,9 @@ from .wiring import profile_node_config, stop_all
 
 __all__ = ["ProfileClient", "window_run", "first_run", "welcome"]
 
+#: read positions (and the channel on screen) are written to the profile at most this often
+READ_SAVE_S = 5.0
+
 
 class ProfileClient:
     """The window's channels: one node per joined channel of the profile, all on one MQTT connection.
@@ -37,6 +40,8 @@ class ProfileClient:
         self.nodes: list = []
         self._unread: dict[int, int] = {}
         self._viewed = None
+        self._save_at = 0.0  # when read positions may be written again (monotonic s)
+        self._save_timer = None  # a pending write of read positions
         self._waiting: list = []  # channels whose nodes start_others() starts
         self._identity = None  # the profile's identity, read once
 
@@ -52,7 +57,8 @@ class ProfileClient:
         client = cls(profile, shared, url, embedded)
         try:
             await shared.start()
-            entries = list(profile.channels.values())
+            # the channel the window showed last starts first: the window opens on it
+            entries = profile.opening_order() if not all_channels else list(profile.channels.values())
             client._waiting = entries[1:] if not all_channels else []
             first = entries if all_channels else entries[:1]
             # the first channel's engine restores in the background: the window shows its history at once
@@ -84,8 +90,8 @@ class ProfileClient:
             except Exception as exc:  # one damaged channel does not keep the others away
                 failed(entry.name, str(exc))
                 continue
-            self.nodes.append(node)
             self._unread[id(node)] = await node.unread_since(entry.read_ms)
+            self.nodes.insert(self._rank(node), node)  # window order is the profile's
             started(node)
         # the channels' logs live as long as the window: keep the cyclic collector from walking them again and
         # again (a full collection over ten 100,000-message logs is a ~150 ms stall mid-conversation)
@@ -102,6 +108,17 @@ class ProfileClient:
         if entry.invite_epoch is not None:  # the database holds it now
             self.profile.adopted_epoch(entry.name)
         return node
+
+    def _rank(self, node) -> int:
+        """Where ``node`` goes in :attr:`nodes` (the profile's order of the channels)."""
+        order = list(self.profile.channels)
+        rank = order.index(node.key.channel_name) if node.key.channel_name in order else len(order)
+        return sum(1 for n in self.nodes if n.key.channel_name in order and order.index(n.key.channel_name) < rank)
+
+    def opening(self):
+        """The node the window opens on: the channel it showed last (if started), else the first."""
+        active = self.profile.active
+        return next((n for n in self.nodes if n.key.channel_name == active), self.nodes[0] if self.nodes else None)
 
     def unread(self, node) -> int:
         """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""
@@ -128,12 +145,34 @@ class ProfileClient:
         return entry.read_ms if entry is not None else 0
 
     def viewing(self, node) -> None:
-        """``node``'s channel is now the one on screen: the one left and this one count as read until now."""
-        now = int(time.time() * 1000)
-        for seen in (self._viewed, node):
-            if seen is not None and seen in self.nodes:
-                self.profile.mark_read(seen.key.channel_name, now)
+        """``node``'s channel is now the one on screen: the window reopens on it."""
         self._viewed = node
+        if node in self.nodes and node.key.channel_name in self.profile.channels:
+            self.profile.set_active(node.key.channel_name)
+            self._save_soon()
+
+    def read(self, node) -> None:
+        """Everything that arrived in ``node``'s channel until now has been on screen (the person is at its end):
+        its read position moves, so ``sdschat channels`` agrees with the window. Written at most every
+        :data:`READ_SAVE_S` seconds (a busy channel read live moves it with every line), and on :meth:`stop`."""
+        if node in self.nodes and node.key.channel_name in self.profile.channels:
+            if self.profile.mark_read(node.key.channel_name, int(time.time() * 1000), save=False):
+                self._save_soon()
+
+    def _save_soon(self) -> None:
+        if self._save_timer is not None:
+            return
+        wait = self._save_at - time.monotonic()
+        if wait <= 0:
+            self._save()
+        else:
+            self._save_timer = asyncio.get_running_loop().call_later(wait, self._save)
+
+    def _save(self) -> None:
+        self._save_timer = None
+        self._save_at = time.monotonic() + READ_SAVE_S
+        with contextlib.suppress(Exception):  # (a profile folder gone read-only must not end the window)
+            self.profile.save_channels()
 
     async def join(self, text: str):
         """``text`` is an invite token (``sdschat:...``) or the name of a new channel: ``(node, note)``, the note
@@ -186,8 +225,11 @@ class ProfileClient:
         self.profile.save()
 
     async def stop(self) -> None:
-        if self._viewed is not None and self._viewed in self.nodes:
-            self.viewing(self._viewed)
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+            self._save_timer = None
+        if self._save_at:  # (a window that changed nothing writes nothing)
+            self._save()
         await stop_all(self.nodes)
         await stop_all([self.shared])
         if self._embedded is not None:

@@ -4,7 +4,8 @@ Layout (``$SDSCHAT_HOME`` or ``--home DIR`` puts both folders in one)::
 
     <config>/profile.toml       name, broker URL, notification settings
     <data>/identity.key         the Ed25519 identity (base64 of the private key)
-    <data>/channels.json        joined channels: name, key file, database, when joined, read up to
+    <data>/channels.json        joined channels: name, key file, database, when joined, read up to; the one
+                                the window last showed
     <data>/keys/<topic>.key     each channel's key (the key file format of sdschat keygen)
     <data>/db/<topic>.db        each channel's database
 
@@ -112,6 +113,8 @@ class Profile:
     events_keep: int = EVENTS_KEEP
     #: in channels we administer, start a new key epoch when the current one is this many days old (0: never)
     rekey_days: float = 0.0
+    #: the channel the window showed last (it reopens there); "" before the first window
+    active: str = ""
 
     # ------------------------------------------------------------ create / load
 
@@ -165,7 +168,7 @@ class Profile:
             profile.rekey_days = float(days)
         except (KeyError, TypeError, AttributeError):
             raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
-        profile.channels = profile._load_channels()
+        profile.channels, profile.active = profile._load_channels()
         return profile
 
     def save(self) -> None:
@@ -239,18 +242,24 @@ class Profile:
     def _channels_file(self) -> Path:
         return self.paths.data / "channels.json"
 
-    def _load_channels(self) -> dict[str, ChannelEntry]:
+    def _load_channels(self) -> tuple[dict[str, ChannelEntry], str]:
+        """The channels and the one the window showed last."""
         file = self._channels_file()
         try:
             doc = json.loads(file.read_text(encoding="utf-8"))
-            return {c["name"]: ChannelEntry(**c) for c in doc["channels"]}
+            channels = {c["name"]: ChannelEntry(**c) for c in doc["channels"]}
+            active = doc.get("active", "")
+            if not isinstance(active, str):
+                raise TypeError
+            return channels, active
         except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, KeyError, TypeError):
+            return {}, ""
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             raise ProfileError(f"{file} is damaged") from None
 
     def _save_channels(self) -> None:
-        doc = {"version": PROFILE_VERSION, "channels": [c.to_json() for c in self.channels.values()]}
+        doc = {"version": PROFILE_VERSION, "active": self.active,
+               "channels": [c.to_json() for c in self.channels.values()]}
         write_private(self._channels_file(), json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8"))
 
     def channel(self, name: str) -> ChannelEntry:
@@ -335,11 +344,29 @@ class Profile:
             entry.muted = muted
             self._save_channels()
 
-    def mark_read(self, name: str, read_ms: int) -> None:
+    def mark_read(self, name: str, read_ms: int, *, save: bool = True) -> bool:
+        """``name`` read up to ``read_ms``; whether that moved its read position (``save=False``: in memory until
+        :meth:`save_channels`, for a window marking as the person reads)."""
         entry = self.channel(name)
-        if read_ms > entry.read_ms:
-            entry.read_ms = read_ms
+        if read_ms <= entry.read_ms:
+            return False
+        entry.read_ms = read_ms
+        if save:
             self._save_channels()
+        return True
+
+    def set_active(self, name: str) -> None:
+        """The window shows ``name`` now: it reopens there (saved with the next write of the channels)."""
+        self.active = self.channel(name).name
+
+    def save_channels(self) -> None:
+        self._save_channels()
+
+    def opening_order(self) -> list[ChannelEntry]:
+        """The channels, the one the window showed last first (the window starts it first and opens on it)."""
+        entries = list(self.channels.values())
+        first = self.channels.get(self.active)
+        return [first, *(e for e in entries if e is not first)] if first is not None else entries
 
 
 def _toml_str(text: str) -> str:

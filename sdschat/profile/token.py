@@ -138,8 +138,9 @@ def _unbase64(text: str) -> bytes:
 
 
 def decode_invite(text: str) -> Invite:
-    """The invite in ``text``; raises :class:`TokenError` (one line) for anything else."""
-    text = text.strip()
+    """The invite in ``text``; raises :class:`TokenError` (one line) for anything else. Whitespace inside is
+    ignored: a token copied by hand off a screen that wrapped it comes with line breaks."""
+    text = "".join(text.split())
     if not text.startswith(TOKEN_PREFIX):
         raise TokenError(f"not an invite token (it starts with {TOKEN_PREFIX!r})")
     if len(text) > MAX_TOKEN_CHARS:

@@ -1,10 +1,12 @@
 """Bare ``sdschat``: every joined channel in one window, a channel list on the left.
 
 The app gets a *client* (built by the CLI) that owns the channels' nodes:
-``client.nodes`` in window order, ``client.unread(node)`` (unread when the
-window opened), ``client.viewing(node)`` (now on screen: read), ``await
-client.start_others(started, failed)`` (channels still starting, added as they
-come up), ``client.read_ms(node)`` (when the channel was last on screen),
+``client.nodes`` in window order, ``client.opening()`` (the node to open on:
+the channel shown last), ``client.unread(node)`` (unread when the window
+opened), ``client.viewing(node)`` (now on screen), ``client.read(node)`` (on
+screen to its end: read until now), ``await client.start_others(started,
+failed)`` (channels still starting, inserted in window order as they come
+up: ``client.nodes.index(node)``), ``client.read_ms(node)`` (read up to),
 ``client.notifications`` (bell and desktop switches, highlight words),
 ``client.muted(node)`` and ``client.set_muted(node, flag)`` (``/mute``), ``await
 client.join(text)`` (an invite token, or a new channel's name) returning the
@@ -24,6 +26,7 @@ from textual.widgets import ContentSwitcher, Footer, Header
 from .app import BaseChatApp
 from .layout import clean_text
 from .messages import UiError
+from .screens.invite import InviteScreen
 from .widgets import ChatPane
 from .widgets.message_view import MessageView
 from .widgets.channel_list import ChannelList
@@ -48,6 +51,16 @@ class ChannelWindow(BaseChatApp):
         super().__init__(**kwargs)
         self.client = client
         self._ids = 0
+        self._panes: list[ChatPane] | None = None  # the panes in window order, until one is added or removed
+
+    @property
+    def panes(self) -> list[ChatPane]:
+        """The channels' panes in window order (asked for with every line that arrives: kept, not queried)."""
+        if self._panes is None:
+            if not self.screen_stack:
+                return []
+            self._panes = list(self.screen_stack[0].query(ChatPane))
+        return self._panes
 
     # ---------------------------------------------------------- layout
 
@@ -61,10 +74,12 @@ class ChannelWindow(BaseChatApp):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")
         panes = [self._pane(node) for node in self.client.nodes]
+        opening = self.client.opening()
+        initial = next((p.id for p in panes if p.node is opening), panes[0].id if panes else None)
         with Horizontal(id="window"):
             yield ChannelList([p.channel_name for p in panes], [self.client.unread(p.node) for p in panes],
                               id="channel-list")
-            with ContentSwitcher(initial=panes[0].id if panes else None, id="channel-panes"):
+            with ContentSwitcher(initial=initial, id="channel-panes"):
                 yield from panes
         yield Footer()
         yield TooSmall()
@@ -86,8 +101,11 @@ class ChannelWindow(BaseChatApp):
 
     def on_mount(self) -> None:
         super().on_mount()
-        if self.panes:
-            self.select(0)
+        self._panes = None  # (whatever asked while the window was being put together saw part of it)
+        panes = self.panes
+        if panes:  # where the window was left
+            opening = self.client.opening()
+            self.select(next((i for i, p in enumerate(panes) if p.node is opening), 0))
         self.run_worker(self.client.start_others(self._started, self._not_started), group="start",
                         exit_on_error=False)
 
@@ -95,8 +113,12 @@ class ChannelWindow(BaseChatApp):
         """A channel that was still starting when the window opened: its row and pane join the others."""
         pane = self._pane(node)
         pane.display = False  # the switcher hides only the panes it was composed with
-        self.switcher.mount(pane)
-        self.channel_list.add(pane.channel_name, self.client.unread(node))
+        panes = self.panes
+        nodes = self.client.nodes  # the profile's order, whichever started first
+        index = min(nodes.index(node), len(panes)) if node in nodes else len(panes)
+        self.switcher.mount(pane, before=panes[index] if index < len(panes) else None)
+        self._panes = None
+        self.channel_list.insert(index, pane.channel_name, self.client.unread(node))
 
     def _not_started(self, channel: str, reason: str) -> None:
         pane = self.active_pane()
@@ -121,6 +143,8 @@ class ChannelWindow(BaseChatApp):
         left = self.active_pane() if self.switcher.current else None
         if left is not None and left is not pane:
             left.left_at_ms = int(self.clock() * 1000)
+            if left.view.at_bottom:  # seen to its end as it was left
+                self.client.read(left.node)
             left.view.clear_unread()
         unread = self.channel_list.rows[index].unread
         # new since you left: since the window switched away, or (first time) since the profile last had it
@@ -143,6 +167,7 @@ class ChannelWindow(BaseChatApp):
         pane = self.active_pane()
         if pane is not None and pane.view is message.view:
             self.channel_list.clear_unread(self.panes.index(pane))
+            self.client.read(pane.node)
 
     def action_select(self, index: int) -> None:
         self.select(index)
@@ -158,6 +183,8 @@ class ChannelWindow(BaseChatApp):
 
     def on_chat_pane_activity(self, message: ChatPane.Activity) -> None:
         panes = self.panes
+        if message.new and message.pane is self.active_pane() and message.pane.view.at_bottom:
+            self.client.read(message.pane.node)  # read as it arrives
         if message.pane in panes:
             self.channel_list.activity(panes.index(message.pane), message.new, message.pane.connection,
                                        message.mentions)
@@ -201,8 +228,9 @@ class ChannelWindow(BaseChatApp):
                 pane.notice(f"/invite: {exc}", error=True)
                 return
             self.copy_to_clipboard(token)
-            pane.notice(f"invite to #{pane.channel_name} (copied to the clipboard; a secret: it is the "
-                        f"channel's key): {token}")
+            pane.notice(f"invite to #{pane.channel_name} copied to the clipboard (a secret: it is the channel's "
+                        f"key; /invite shows it again)")
+            self.push_screen(InviteScreen(pane.channel_name, token))
 
     async def _join(self, pane: ChatPane, text: str) -> None:
         try:
@@ -213,6 +241,7 @@ class ChannelWindow(BaseChatApp):
         new = self._pane(node)
         new.display = False  # shown by select(), which hides the one on screen
         await self.switcher.mount(new)
+        self._panes = None
         index = self.channel_list.add(new.channel_name)
         self.select(index)
         if note:
@@ -226,5 +255,6 @@ class ChannelWindow(BaseChatApp):
             self.post_message(UiError(f"/part: {exc}", "part"))
             return
         await pane.remove()
+        self._panes = None
         self.channel_list.remove(index)
         self.select(max(0, index - 1))

@@ -4,7 +4,9 @@ characters drawn by the terminal's own measure, and every width from 20 to 250 c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
 import time
 
 from brokers import Mosquitto, mosquitto_binary
@@ -166,5 +168,90 @@ def test_every_size_from_20_to_250_columns(tmp_path) -> None:
             os.write(term.master, b"Zq")
             term.wait_for(b"Zq", mark, what="typing after the resizes")
             assert swept < 45, f"{swept:.1f} s for the sweep"
+        finally:
+            term.close()
+
+
+def _sdschat(*args: str, timeout: float = 40) -> subprocess.CompletedProcess:
+    p = subprocess.run([sdschat_command(), *args], capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def _unread(home) -> dict[str, int]:
+    """``sdschat channels --json``'s unread count of each channel (another process than the window's)."""
+    return {row["channel"]: row["unread"] for row in map(json.loads, _sdschat("channels", "--json", "--home",
+                                                                                str(home)).stdout.splitlines())}
+
+
+def _while_away(alice, bob, texts: str, count: int) -> None:
+    """Bob's bot says ``count`` lines in #team to alice's headless bot (the window is closed)."""
+    common = ["--channel", "team", "--max-runtime", "30", "--quiet"]
+    listener = subprocess.Popen([sdschat_command(), "bot", "--home", str(alice), "--count", "0", "--linger", "4",
+                                 *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # alice's listener is up
+    _sdschat("bot", "--home", str(bob), "--count", str(count), "--interval", "0.1", "--linger", "2",
+             "--text", texts, *common)
+    _, err = listener.communicate(timeout=40)
+    assert listener.returncode == 0, err
+
+
+def test_quit_and_reopen_with_unread_lines_waiting(tmp_path) -> None:
+    """Quit on #ops; while the window is closed bob says five lines in #team: the window reopens on #ops with
+    #team's five unread, and #team shows "5 new messages since you left" above them. Read to the end, the
+    position is saved as the window reads (no quit needed): `sdschat channels` agrees with the window."""
+    with profile(tmp_path, channels=("team", "ops")) as alice:
+        url = Profile.load(resolve_paths(alice)).broker
+        bob = tmp_path / "bob"
+        Profile.create(resolve_paths(bob), "bob", url).add_channel("team", channel_secret("team"))
+        marks = ["1 ● #team", "2 ● #ops"]
+
+        def up(rows) -> bool:
+            return all(any(m in row for row in rows) for m in marks)
+
+        term = Tmux(tmp_path)
+        try:
+            term.start([sdschat_command(), "--home", str(alice)], (100, 30))
+            term.wait_for(up, 40, "both channels up")
+            term.send_bytes(b"\x1b2")  # Alt+2 as terminals send it
+            term.wait_for(lambda rows: "#ops · alice" in header(rows), what="#ops on screen")
+            term.send_bytes(b"\x11")  # Ctrl+Q
+            deadline = time.monotonic() + 45
+            while not term.dead()[0] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert term.dead() == (True, "0")
+        finally:
+            term.close()
+
+        _while_away(alice, bob, "while away {i}", 5)
+        assert _unread(alice) == {"team": 5, "ops": 0}  # (bob's join is no news)
+
+        term = Tmux(tmp_path)
+        try:
+            term.start([sdschat_command(), "--home", str(alice)], (100, 30))
+            rows = term.wait_for(up, 40, "both channels up, again")
+            assert "#ops · alice" in header(rows), "\n".join(rows)  # where it was left
+            team_row = next(row for row in rows if "#team" in row and "▕" in row)
+            assert team_row.split("▕")[0].rstrip().endswith(" 5"), "\n".join(rows)  # its unread count
+            term.send_bytes(b"\x1b1")
+            rows = term.wait_for(lambda rows: any("since you left" in row for row in rows)
+                                 and any("while away 4" in row for row in rows), what="#team's lines")
+            assert any("5 new messages since you left" in row for row in rows), "\n".join(rows)
+            line = next(i for i, row in enumerate(rows) if "since you left" in row)
+            assert "while away 0" in "\n".join(rows[line + 1:]) and "while away" not in "\n".join(rows[:line])
+
+            # on screen to its end: read, and saved while the window stays open
+            deadline = time.monotonic() + 15
+            while _unread(alice)["team"] != 0 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert _unread(alice) == {"team": 0, "ops": 0}
+            # a line arriving while #team is on screen at its end is read as it arrives
+            _sdschat("bot", "--home", str(bob), "--channel", "team", "--count", "1", "--linger", "2",
+                     "--max-runtime", "30", "--quiet", "--text", "live line")
+            term.wait_for(lambda rows: any("live line" in row for row in rows), what="the live line")
+            deadline = time.monotonic() + 15
+            while _unread(alice)["team"] != 0 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert _unread(alice)["team"] == 0
         finally:
             term.close()

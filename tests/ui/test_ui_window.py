@@ -6,9 +6,11 @@ import asyncio
 import base64
 import time
 
+from textual.geometry import Region
 from ui_helpers import capture_writes, lines_of, profiles, received_while_away, wait_until, widget_text
 
 from sdschat.profile import Profile, decode_invite
+from sdschat.ui.screens.invite import InviteScreen
 from sdschat.ui.widgets import ChatPane
 from sdschat.ui.widgets.channel_list import ChannelList
 from sdschat.ui.window import ChannelWindow
@@ -67,7 +69,15 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 assert decode_invite(token).channel == "team" and decode_invite(token).broker == broker.url
                 assert any(base64.b64encode(token.encode()).decode() in w and w.startswith("\x1b]52;c;")
                            for w in osc)
-                assert any(token[:40] in line for line in lines_of(app, app.active_pane()))
+                assert isinstance(app.screen, InviteScreen)  # in a box of its own: wrapped with no indent
+                shown = [str(line.text).strip() for line in app.screen.query_one("#invite-token").render_lines(
+                    Region(0, 0, app.screen.query_one("#invite-token").size.width, 20)) if line.text.strip()]
+                assert len(shown) > 1 and "".join(shown) == token
+                assert decode_invite("\n".join(shown)) == decode_invite(token)  # a copy by hand, line breaks and all
+                await pilot.press("escape")
+                assert not isinstance(app.screen, InviteScreen)
+                assert any("copied to the clipboard" in line for line in lines_of(app, app.active_pane()))
+                assert token[:20] not in "".join(lines_of(app, app.active_pane()))  # a secret: not in the history
                 assert not any("works in the channel window" in line for line in lines_of(app, app.active_pane()))
 
                 # /join NAME starts a new channel; /join TOKEN joins bob's
@@ -337,5 +347,41 @@ def test_store_node_catch_up_per_channel_over_the_one_connection(tmp_path, run) 
                 assert app.errors == []
             finally:
                 await store.stop()
+
+    run(scenario(), timeout=90)
+
+
+def test_the_window_reopens_on_the_channel_it_was_left_on(tmp_path, run) -> None:
+    """Quit on the third channel: the window reopens there, that channel starting first; the others join in
+    the profile's order around it (Alt+1 is still the first), and the one on screen stays on screen."""
+    async def scenario():
+        async with profiles(tmp_path, alice=("first", "second", "third")) as group:
+            alice = group["alice"]
+            client = await group.client(alice, all_channels=False)
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                await wait_until(pilot, lambda: len(rows(app)) == 3, what="every channel")
+                await pilot.press("alt+3")
+                assert active(app) == "third"
+                await pilot.press("ctrl+q")
+            await client.stop()
+            assert Profile.load(alice.paths).active == "third"
+
+            client = await group.client(Profile.load(alice.paths), all_channels=False)
+            assert [n.key.channel_name for n in client.nodes] == ["third"]  # started first
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                assert active(app) == "third"
+                await wait_until(pilot, lambda: len(rows(app)) == 3, what="the others")
+                assert [name for name, _ in rows(app)] == ["first", "second", "third"]
+                assert [p.channel_name for p in app.panes] == ["first", "second", "third"]
+                assert active(app) == "third" and app.channel_list.active == 2
+                assert [p.channel_name for p in app.panes if p.display] == ["third"]
+                await pilot.press("alt+1")
+                assert active(app) == "first"
+                await pilot.press("ctrl+q")
+            assert app.return_code == 0 and app.errors == []
+            await client.stop()
+            assert Profile.load(alice.paths).active == "first"
 
     run(scenario(), timeout=90)

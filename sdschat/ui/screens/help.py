@@ -1,4 +1,4 @@
-"""Keys, slash commands and the legend of what the view shows."""
+"""Keys, slash commands, the legend of what the view shows and what the side panel's counters count."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from sdschat.node import events as ev
 
 from ..slash import COMMANDS
 from ..theme import STATE_LABELS, STATE_STYLES, S, state_glyph
+from .box import box_css
 
-__all__ = ["HelpScreen", "legend"]
+__all__ = ["HelpScreen", "COUNTERS", "legend"]
 
 KEYS = (
     ("Enter", "send"),
@@ -23,16 +24,35 @@ KEYS = (
     ("Up (empty input) / Alt+Up", "message cursor (↑↓: messages and gap markers; Esc: back)"),
     ("  on the cursor", "r reply, c copy, i inspect (on a gap marker: that gap)"),
     ("Ctrl+Up / Ctrl+Down", "lines you sent (also Up/Down on a draft's first / last line)"),
-    ("Tab", "complete a /command, or an @nick of this channel"),
+    ("Tab / Shift+Tab", "complete a /command or a name (b → bob: ); again: next one"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),
     ("F1", "this help (↑↓, PgUp / PgDn, Space, Home / End scroll it)"),
     ("F2", "link controls: loss, delay, jitter, duplicates, offline"),
     ("F3", "side panel: show / hide (below 120 columns it starts hidden)"),
     ("F5", "wire view: every frame in and out, what the node did with it (k kind, s sender, x rejected)"),
-    ("Alt+1..9 / Alt+Left, Right", "switch channel (the channel window; also Ctrl+N)"),
+    ("Alt+1..9 / Alt+Left, Right", "switch channel (the demo: participant; also Ctrl+N)"),
     ("/search words", "find messages in every channel; Enter jumps to one"),
     ("Ctrl+P", "command palette"),
     ("Ctrl+Q", "quit"),
+)
+
+#: the side panel's counters, as labelled there, and what each counts
+COUNTERS: tuple[tuple[str, str], ...] = (
+    ("lamport", "this channel's Lamport clock, read as a time (it keeps at least the wall clock in ms)"),
+    ("log", "messages in the channel's log here: delivered, in their order"),
+    ("unacknowledged", "your messages nobody has confirmed yet: sent again until someone does"),
+    ("possibly acked", "your messages in some peers' bloom filters, not yet named in a causal history"),
+    ("incoming", "messages that arrived but wait for earlier ones they name"),
+    ("missing", "messages named in others' causal history, not here yet: being repaired (/gaps)"),
+    ("repair buffer", "SDS-R: repair requests waiting to go out (req), answers we may send (resp)"),
+    ("resends", "times one of your messages went out again, not acknowledged in time"),
+    ("repairs asked", "repair requests we sent for messages missing here (SDS-R)"),
+    ("repairs served", "messages we sent again for peers that asked for them (SDS-R)"),
+    ("lost", "messages given up on after the lost timeout: /gaps says which, and what waited on them"),
+    ("undecryptable", "frames on the channel's topic that open with no key held here: junk, or a key you lack (F5)"),
+    ("rejected", "frames refused: malformed, bad signature, impersonation, a removed member, a key from before "
+                 "a removal... F5 shows them (x: only those) and counts them by reason"),
+    ("refused", "in the demo's short panel under each pane: undecryptable and rejected together (F5)"),
 )
 
 
@@ -49,16 +69,19 @@ def legend() -> Table:
     t.add_row(Text("✗", S.lost), Text("N messages lost: given up after the lost timeout; what waited on them is shown"))
     t.add_row(Text("  ", S.mention_bg), Text("names you (or a highlight word): counted as @N in the channel list"))
     t.add_row(Text("↳", S.quote), Text("a reply: the message it answers, or that it is possibly missing / lost"))
-    t.add_row(Text("━━", S.unread), Text("N new messages since you left: where you were when you switched away"))
+    t.add_row(Text("━━", S.unread), Text("N new messages since you left: where you were when you switched away "
+                                         "or quit"))
+    t.add_row(Text("┄↑", S.caught_up), Text("caught up N messages: written while you were away, loaded in one go"))
     return t
 
 
-def _keys() -> Table:
+def _pairs(rows) -> Table:
+    """A name in bold, what it does or counts beside it (the keys; the side panel's counters)."""
     t = Table.grid(padding=(0, 2))
     t.add_column(no_wrap=True, style="bold")
     t.add_column()
-    for k, what in KEYS:
-        t.add_row(Text(k), Text(what))
+    for name, what in rows:
+        t.add_row(Text(name), Text(what))
     return t
 
 
@@ -80,17 +103,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("space", "page_down", "page down", show=False),
     ]
 
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
-        width: 96;
-        max-width: 100%;
-        height: auto;
-        max-height: 90%;
-        border: round $accent;
-        background: $panel;
-        padding: 0 1;
-    }
+    DEFAULT_CSS = box_css("HelpScreen", 96) + """
     HelpScreen .title { text-style: bold; color: $accent; margin-top: 1; }
     HelpScreen .title.first { margin-top: 0; }
     """
@@ -102,9 +115,11 @@ class HelpScreen(ModalScreen[None]):
             yield Static("Your messages: the glyph left of your nick is its SDS state", classes="title first")
             yield Static(legend())
             yield Static("Keys", classes="title")
-            yield Static(_keys())
+            yield Static(_pairs(KEYS))
             yield Static("Commands", classes="title")
             yield Static(_commands())
+            yield Static("The side panel's counters (F3)", classes="title")
+            yield Static(_pairs(COUNTERS))
             yield Static(Text("Messages are ordered as the log is: by (Lamport timestamp, message id).", "grey50"))
 
     def action_page_down(self) -> None:

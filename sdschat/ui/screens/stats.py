@@ -9,24 +9,15 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from .box import box_css
+
 __all__ = ["StatsScreen"]
 
 
 class StatsScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "close")]
 
-    DEFAULT_CSS = """
-    StatsScreen { align: center middle; }
-    StatsScreen > VerticalScroll {
-        width: 60;
-        max-width: 100%;
-        height: auto;
-        max-height: 90%;
-        border: round $accent;
-        background: $panel;
-        padding: 0 1;
-    }
-    """
+    DEFAULT_CSS = box_css("StatsScreen", 60)
 
     def __init__(self, title: str, health: dict) -> None:
         super().__init__()

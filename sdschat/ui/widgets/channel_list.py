@@ -52,9 +52,16 @@ class ChannelList(TextLines):
         self.repaint()
 
     def add(self, name: str, unread: int = 0) -> int:
-        self.rows.append(ChannelRow(name, unread))
+        return self.insert(len(self.rows), name, unread)
+
+    def insert(self, index: int, name: str, unread: int = 0) -> int:
+        """A row at ``index`` (the rows from there move down a place, the active one with them)."""
+        index = max(0, min(index, len(self.rows)))
+        self.rows.insert(index, ChannelRow(name, unread))
+        if self.active >= index and len(self.rows) > 1:
+            self.active += 1
         self.repaint()
-        return len(self.rows) - 1
+        return index
 
     def remove(self, index: int) -> None:
         del self.rows[index]
