@@ -65,6 +65,13 @@ EXPECTED = {
                            rf"first paint: {NUMBER} ms", rf"channel switch: {NUMBER} ms median",
                            r"background channel: 3 messages arrived \(unread counted\), active view repainted 0 lines",
                            rf"send-to-shown in the channel on screen p50 {NUMBER} ms, p99 {NUMBER} ms"],
+    "window_soak.py": [r"^idle window: [\d.]+% of a core over [\d.]+ s; RSS [\d.]+ MB",
+                       r"^ +\d+ +[\d,]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +-?[\d.]+ +[\d.]+$",
+                       (rf"^window: CPU {NUMBER}% of a core at {NUMBER} lines/s \({NUMBER} ms a line\), "
+                        rf"RSS {NUMBER} -> {NUMBER} MB, last-interval growth -?{NUMBER} KB/line"),
+                       rf"RSS after 36,000 lines \(an hour at 10/s\): {NUMBER} MB",
+                       rf"CPU at 10 lines/s: {NUMBER}% of a core", r"last line on screen: True; exit status 0",
+                       r"targets not enforced in a smoke run \(it would be (PASS|FAIL)\)"],
 }
 
 

@@ -48,6 +48,8 @@ from .wirelog import WireLog, frame_of
 __all__ = ["Node", "NodeConfig", "NodeFailed", "node_channel_config", "MEMBERSHIP_KEY"]
 
 log = logging.getLogger("sdschat.node")
+#: the node compares its counters (``health()``) for a CountersChanged at most this often
+COUNTERS_EVERY_MS = 250
 
 Listener = Callable[[ev.NodeEvent], None]
 
@@ -93,11 +95,15 @@ class Node:
         self._wake = asyncio.Event()
         self.stopping = False
         self._last_counters: dict = {}
+        self._counters_due = 0  # (node ms) when the counters are compared again
         self._was_connected = False
         #: set (one line) when persistence failed; the node keeps no further promises of durability
         self.failure: str | None = None
         #: wall-clock ms of the last frame showing a peer still at work (a resend, a repair answer or request)
         self.last_peer_work_ms = 0
+        #: wall-clock ms of the last (re)connection (0: never connected): what others wrote before it and arrives
+        #: after it is catch-up, not a gap of live traffic (the views show it as history that loads)
+        self.online_since_ms = 0
         self.counters: dict[str, int] = dict.fromkeys(
             ("undecryptable", "rejected", "impersonation", "published", "publish_failed", "received_frames"), 0
         )
@@ -724,6 +730,8 @@ class Node:
             self._compacting = None
 
     def _on_connection(self, change: StateChange) -> None:
+        if change.state == ConnectionState.CONNECTED:
+            self.online_since_ms = self.now()
         self.emit(ev.ConnectionChanged(str(change.state), change.detail))
         if change.state == ConnectionState.CONNECTED:
             if self._was_connected and self.channel is not None:
@@ -763,6 +771,12 @@ class Node:
             self._wake.clear()
 
     def _maybe_counters(self) -> None:
+        """CountersChanged, at most every COUNTERS_EVERY_MS (the ticker wakes with every frame; the views show
+        counters once a second, and a snapshot is ~40 values)."""
+        now = self.now()
+        if now < self._counters_due:
+            return
+        self._counters_due = now + COUNTERS_EVERY_MS
         snapshot = self.health()
         if snapshot != self._last_counters:
             self._last_counters = snapshot

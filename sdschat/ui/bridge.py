@@ -30,6 +30,8 @@ class NodeBridge:
         self._posted = False
         self._remove: Callable[[], None] | None = None
         self.received = 0
+        #: a busy channel's pane drains on its own timer: events only gather (your own line is still posted)
+        self.hold = False
 
     def attach(self) -> None:
         if self._remove is None:
@@ -44,7 +46,7 @@ class NodeBridge:
         with self._lock:
             self._buffer.append(event)
             self.received += 1
-            if self._posted:
+            if self._posted or (self.hold and not (type(event) is ev.MessageShown and event.message.own)):
                 return
             self._posted = True
         if not self.target.post_message(NodeEventsReady(self)):

@@ -9,8 +9,10 @@ survives a young collection moves to the permanent generation
 (``gc.freeze()``). Cyclic garbage among frozen objects is not collected, so
 every ``RECLAIM_EVERY_S`` everything is unfrozen and collected once, then
 frozen again: a ten-channel window at 50 msg/s makes ~26,000 such objects a
-minute (mostly Textual's styles, caches and segments), and that one full
-pass a minute is a 30-45 ms stall. :meth:`Collector.stop` (the app's exit)
+minute (mostly Textual's styles, caches and segments). That full pass walks
+the whole heap, and a heap grows with the channels' bounded caches: a 30-45 ms
+stall in a fresh window, ~200-270 ms in one that had 3,000 lines at 10 lines/s
+(bench/window_soak.py). Once every five minutes keeps it at ~1 ms a second. :meth:`Collector.stop` (the app's exit)
 unfreezes and puts the thresholds back.
 """
 
@@ -23,7 +25,7 @@ from collections.abc import Callable
 __all__ = ["Collector", "FREEZE_EVERY_S", "RECLAIM_EVERY_S"]
 
 FREEZE_EVERY_S = 5.0
-RECLAIM_EVERY_S = 60.0
+RECLAIM_EVERY_S = 300.0
 NO_FULL_PASSES = 1 << 30  # a generation-2 threshold never reached
 
 

@@ -26,7 +26,7 @@ from textual.strip import Strip
 from sdschat.node import events as ev
 
 from .theme import STATE_STYLES, S, nick_style, state_glyph
-from .timeline import QUOTE_LOST, QUOTE_TEXT, MarkerItem, MsgItem, NoticeItem, UnreadItem
+from .timeline import QUOTE_LOST, QUOTE_TEXT, CatchUpItem, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
 __all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells"]
 
@@ -143,6 +143,19 @@ def fit_cells(text: str, width: int) -> str:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _sources(item: CatchUpItem, nick_of) -> str:
+    """`` · from the store node, alice (SDS-R), bob (resent)``: where a catch-up's repaired messages came from."""
+    by: dict[str, set[str]] = {}
+    for via, who in item.via.values():
+        by.setdefault(via, set()).add(nick_of(who) if who else "")
+    parts = ["the store node"] if "store" in by else []
+    for via, tag in (("sds-r", "SDS-R"), ("resend", "resent")):
+        names = sorted(n for n in by.get(via, ()) if n)
+        if names:
+            parts.append(f"{', '.join(names)} ({tag})")
+    return " · from " + ", ".join(parts) if parts else ""
 
 
 class Layout:
@@ -273,6 +286,8 @@ class Layout:
             lines.append(self._paint_marker(item, nick_of))
         elif isinstance(item, UnreadItem):
             lines.append(self._paint_unread(item))
+        elif isinstance(item, CatchUpItem):
+            lines.append(self._paint_catch_up(item, nick_of))
         else:
             lines += self._paint_notice(item)
         return lines
@@ -283,6 +298,22 @@ class Layout:
             label = " new "
         side = max(0, (self.width - cell_len(label)) // 2)
         return self._line([Segment("━" * side + label + "━" * (self.width - side - cell_len(label)), S.unread)])
+
+    def _paint_catch_up(self, item: CatchUpItem, nick_of) -> Strip:
+        """"loading earlier history… 40 of ~88" while messages it knows of are missing; then "caught up 88
+        messages · from alice (SDS-R)" (the sources the repairs told; what came straight from its author, or
+        first copies from the store node, is not told apart)."""
+        if item.loading:
+            total = item.count + len(item.pending) + len(item.lost)
+            forms = (f"↑ loading earlier history… {item.count} of ~{total}", f"↑ loading {item.count}/~{total}")
+        else:
+            lost = f" · {len(item.lost)} lost" if item.lost else ""
+            core = f"↑ caught up {_plural(item.count, 'message')}"
+            forms = (core + _sources(item, nick_of) + lost, core + lost, f"↑ caught up {item.count}")
+        label = next((f" {text} " for text in forms if cell_len(text) + 2 <= self.width), f" {forms[-1]} ")
+        label = fit_cells(label, self.width)
+        side = max(0, (self.width - cell_len(label)) // 2)
+        return self._line([Segment("┄" * side + label + "┄" * (self.width - side - cell_len(label)), S.caught_up)])
 
     def _line(self, segments: list[Segment], bg: Style | None = None) -> Strip:
         if bg is not None:
@@ -307,7 +338,7 @@ class Layout:
             segs: list[Segment] = []
             if n == 0:
                 segs.append(Segment(self._clock(m.sent_at_ms) + " ", S.time))
-                glyph_state = m.state if m.own or m.state == ev.WAITING else ev.RECEIVED
+                glyph_state = m.state if m.own or (m.state == ev.WAITING and not item.catch_up) else ev.RECEIVED
                 segs.append(Segment(state_glyph(glyph_state, m.possible_acks), STATE_STYLES.get(glyph_state)))
                 segs.append(Segment(" "))
                 if self.wide:

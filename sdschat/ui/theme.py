@@ -76,6 +76,7 @@ class S:
     missing = Style(color="yellow", bold=True)
     lost = Style(color="red", bold=True)
     unread = Style(color="magenta", bold=True)
+    caught_up = Style(color="cyan", italic=True)
     repaired_tag = Style(color="green", italic=True)
     repaired_bg = Style(bgcolor="#12402a")
     mention_bg = Style(bgcolor="#4a3410")

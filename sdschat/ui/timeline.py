@@ -9,6 +9,25 @@ slides in above the marker's place, and the marker goes away once nothing it
 counts is still missing. Each missing id is counted by one marker only (the
 first that named it), so a burst of messages that all name the same gap in
 their causal histories shows one marker, not ten.
+
+Catch-up or live gap. :meth:`Timeline.came_online` marks the wall-clock ms
+at which the view began to follow the channel live (shown connected, or
+connected again after a break). A message of others that arrives after that
+with a Lamport timestamp below it is *catch-up*: its author wrote it before
+we came online (a Lamport timestamp is at least its author's clock in ms at
+sending), so it is history that loads -- after being away (offline, window
+closed), or before we joined. Catch-up lines carry no repair mark, no
+highlight and no "waiting" glyph; one :class:`CatchUpItem` per catch-up
+counts them and names where they came from ("caught up 28 messages · from
+alice (SDS-R)"), and shows progress while messages they name are still
+missing ("loading earlier history… 40 of ~88"). Those missing ids are the
+line's, not a gap marker's: the gaps a catch-up message reveals, the gaps
+sync frames name before the first live message of another member arrives
+(the catch-up burst), and a marker's whole gap once one of its messages
+arrives as catch-up. A live message that names ids the burst took before
+anything was caught up shows they were a live gap after all: they go to a
+marker above it. Everything else is live: a message missed while online
+keeps its marker and, repaired, its "↺ repaired by ..." mark.
 """
 
 from __future__ import annotations
@@ -21,7 +40,8 @@ from sdschat.node import events as ev
 
 from .mentions import mentions
 
-__all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "Item", "QUOTE_TEXT", "QUOTE_MISSING", "QUOTE_LOST"]
+__all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "CatchUpItem", "Item", "QUOTE_TEXT", "QUOTE_MISSING",
+           "QUOTE_LOST"]
 
 QUOTE_TEXT, QUOTE_MISSING, QUOTE_LOST = "text", "missing", "lost"
 
@@ -48,9 +68,10 @@ class _Base:
 class MsgItem(_Base):
     """One chat message (own or received)."""
 
-    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day", "mention", "quote", "selected")
+    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day", "mention", "quote", "selected",
+                 "catch_up")
 
-    def __init__(self, msg: ev.ChatMessage, mention: bool = False) -> None:
+    def __init__(self, msg: ev.ChatMessage, mention: bool = False, catch_up: bool = False) -> None:
         super().__init__((msg.lamport_timestamp, msg.message_id, 1))
         self.msg = msg
         #: someone else's message that names you (or a highlight word)
@@ -60,7 +81,9 @@ class MsgItem(_Base):
         self.quote: tuple | None = None
         #: under the message cursor
         self.selected = False
-        self.repaired_via: str | None = "history" if msg.repaired else None
+        #: arrived as catch-up (see the module docstring): history, shown without repair mark or waiting glyph
+        self.catch_up = catch_up
+        self.repaired_via: str | None = "history" if msg.repaired and not catch_up else None
         self.repaired_by: str | None = msg.repaired_by
         self.highlight_until_ms = 0
         self.day: int | None = None  # ordinal of the local day, filled by the layout
@@ -109,7 +132,26 @@ class UnreadItem(_Base):
         self.count = count
 
 
-Item = MsgItem | MarkerItem | NoticeItem | UnreadItem
+class CatchUpItem(_Base):
+    """One catch-up's line, just below the newest message it brought: how many, from where, and (while ``pending``
+    is not empty) how far it has got. ``pending`` and ``lost`` are missing ids it counts in place of a gap marker."""
+
+    __slots__ = ("count", "pending", "lost", "via")
+
+    def __init__(self, key: tuple) -> None:
+        super().__init__(key)
+        self.count = 0
+        self.pending: set[str] = set()
+        self.lost: set[str] = set()
+        #: message id -> (how it came: "sds-r", "store", "resend", "late"; who sent that copy), as repairs tell it
+        self.via: dict[str, tuple[str, str | None]] = {}
+
+    @property
+    def loading(self) -> bool:
+        return bool(self.pending)
+
+
+Item = MsgItem | MarkerItem | NoticeItem | UnreadItem | CatchUpItem
 
 
 class Timeline:
@@ -142,6 +184,13 @@ class Timeline:
         self.highlight = None
         self.first_moved: int | None = None
         self.updated: set[Item] = set()
+        #: wall-clock ms since when this view follows the channel live (0: not yet: nothing is catch-up)
+        self.online_from = 0
+        #: no live message of another member arrived since coming online: gaps named by sync frames are catch-up
+        self._burst = False
+        self.catch_up: CatchUpItem | None = None  # the current catch-up (earlier ones keep their summary lines)
+        self._catch_ups: list[CatchUpItem] = []  # every catch-up line, for a reload
+        self._caught: set[str] = set()  # ids of the messages that arrived as catch-up
 
     # ------------------------------------------------------------ plumbing
 
@@ -209,6 +258,13 @@ class Timeline:
         for it in items:
             self.nicks[it.msg.sender_id] = it.msg.nick
         self.last_lamport = items[-1].key[0] if items else 0
+        for line in self._catch_ups:  # (before the gaps: the ids a catch-up counts stay its own)
+            i = bisect.bisect_left(self.keys, line.key)
+            self.keys.insert(i, line.key)
+            self.items.insert(i, line)
+            line.touch()
+            for mid in line.pending | line.lost:
+                self._owner[mid] = line
         for gap in gaps:
             self.gap_opened(gap.message_id, gap.missing, gap.senders)
         self._quote_all(items)
@@ -216,7 +272,7 @@ class Timeline:
         self.updated = set()
 
     def _item(self, msg: ev.ChatMessage) -> MsgItem:
-        return MsgItem(msg, not msg.own and mentions(msg.text, self.highlight))
+        return MsgItem(msg, not msg.own and mentions(msg.text, self.highlight), msg.message_id in self._caught)
 
     def prepend(self, messages: Iterable[ev.ChatMessage]) -> int:
         """Older messages (a page of history from the database) merged in by key; returns how many were new."""
@@ -267,17 +323,71 @@ class Timeline:
         if self.upper is not None and (msg.lamport_timestamp, msg.message_id) > self.upper:
             return None
         self.last_lamport = max(self.last_lamport, msg.lamport_timestamp)
+        if not msg.own:
+            if msg.lamport_timestamp < self.online_from:
+                self._caught.add(msg.message_id)
+            else:
+                self._burst = False
         item = self._item(msg)
         self.by_mid[msg.message_id] = item
         self._insert(item)
         self._quote_all((item,))
         marker = self._owner.get(msg.message_id)
-        if marker is not None:  # it was counted as missing (or lost): it is here now
+        if item.catch_up:
+            self._caught_up(item, marker)
+        elif marker is not None:  # it was counted as missing (or lost): it is here now
             marker.pending.discard(msg.message_id)
             marker.lost.discard(msg.message_id)
             del self._owner[msg.message_id]
             self._settle(marker)
         return item
+
+    def came_online(self, now_ms: int) -> None:
+        """The view follows the channel live from ``now_ms`` (wall-clock ms) on: shown connected, or connected
+        again. A catch-up still loading goes on; a finished one keeps its summary line and the next starts anew."""
+        self.online_from = now_ms
+        self._burst = True
+        if self.catch_up is not None and not self.catch_up.loading:
+            self.catch_up = None
+
+    def _batch(self) -> CatchUpItem:
+        batch = self.catch_up
+        if batch is None:  # until it brings a message: below the newest of others, where what it brings goes
+            last = next((it for it in reversed(self.items) if type(it) is MsgItem and not it.msg.own), None)
+            at = (last.key[0], last.key[1]) if last else (0, "")
+            batch = self.catch_up = CatchUpItem((*at, 2, next(self._seq)))
+        if batch not in self._catch_ups:
+            self._catch_ups.append(batch)
+            self._insert(batch)
+        return batch
+
+    def _caught_up(self, item: MsgItem, marker) -> None:
+        """``item`` arrived as catch-up: its catch-up counts it (and, if a gap marker counted it as missing, that
+        marker's whole gap: history being fetched, not a gap)."""
+        batch = self._batch()
+        batch.count += 1
+        mid = item.msg.message_id
+        if isinstance(marker, MarkerItem):
+            for other in marker.pending | marker.lost:
+                self._owner[other] = batch
+            batch.pending |= marker.pending
+            batch.lost |= marker.lost
+            marker.pending.clear()
+            marker.lost.clear()
+            self._settle(marker)
+        elif marker is not None:  # this catch-up (or an earlier one) counted it
+            marker.pending.discard(mid)
+            marker.lost.discard(mid)
+            self._update(marker)
+        batch.pending.discard(mid)
+        batch.lost.discard(mid)
+        self._owner.pop(mid, None)
+        if batch.count == 1 or item.key > (batch.key[0], batch.key[1], 1):  # just below the newest it brought
+            self._remove(batch)
+            batch.key = (item.key[0], item.key[1], 2, next(self._seq))
+            self._insert(batch)
+        else:
+            self._update(batch)
 
     def set_state(self, mid: str, state: str, possible_acks: int = 0, resends: int = 0) -> MsgItem | None:
         """AckStateChanged."""
@@ -294,9 +404,16 @@ class Timeline:
         return item
 
     def repaired(self, mid: str, via: str, by: str | None, highlight_until_ms: int) -> MsgItem | None:
-        """MessageRepaired: tag the message and highlight it for a while."""
+        """MessageRepaired: tag the message and highlight it for a while (a catch-up message: its catch-up notes
+        where it came from instead; None then)."""
         item = self.by_mid.get(mid)
         if item is None:
+            return None
+        if item.catch_up:
+            batch = self.catch_up
+            if batch is not None:
+                batch.via[mid] = (via, item.msg.sender_id if via == "resend" else by)
+                self._update(batch)
             return None
         item.repaired_via = via
         item.repaired_by = by
@@ -314,13 +431,30 @@ class Timeline:
 
     def gap_opened(self, anchor: str, ids: Iterable[str], senders: Iterable[str] = ()) -> MarkerItem | None:
         """GapOpened: ``anchor`` arrived but ``ids`` did not (ids already shown or counted are skipped)."""
+        ids = tuple(ids)
         new = [i for i in ids if i not in self.by_mid and i not in self._owner]
+        item = self.by_mid.get(anchor) if anchor else None
+        fetching = item.catch_up if item is not None else not anchor and self._burst  # history being fetched
+        if fetching:
+            if new:
+                batch = self._batch()
+                batch.pending.update(new)
+                self._owner.update(dict.fromkeys(new, batch))
+                self._update(batch)
+            return None
+        batch = self.catch_up
+        if item is not None and batch is not None and not batch.count:  # what the burst took is a live gap after all
+            taken = [i for i in ids if self._owner.get(i) is batch]
+            for i in taken:
+                del self._owner[i]
+            batch.pending.difference_update(taken)
+            new += taken
+            self._drop_if_empty(batch)
         marker = self._anchored.get(anchor) if anchor else None
         if not new:
             return marker
         created = marker is None
         if created:
-            item = self.by_mid.get(anchor) if anchor else None
             if item is not None:
                 key = (item.key[0], item.key[1], 0, next(self._seq))
             else:  # a gap named by a sync frame: no message waits on it yet; mark it at the bottom
@@ -352,6 +486,10 @@ class Timeline:
                     owner.pending.discard(mid)
                     owner.lost.add(mid)
                     self._settle(owner)
+            elif item is not None and item.catch_up and self.catch_up is not None:
+                self.catch_up.lost.add(mid)
+                self._owner[mid] = self.catch_up
+                self._update(self.catch_up)
             elif item is not None:  # a loss nobody counted (e.g. from before this view opened)
                 marker = self._anchored.get(anchor)
                 if marker is None:
@@ -373,12 +511,20 @@ class Timeline:
             return
         marker.pending.discard(mid)
         marker.lost.add(mid)
-        if sender:
+        if sender and isinstance(marker, MarkerItem):
             marker.senders.add(sender)
         self._settle(marker)
 
-    def _settle(self, marker: MarkerItem) -> None:
-        if marker.kind is None:
+    def _drop_if_empty(self, batch: CatchUpItem) -> None:
+        if not (batch.count or batch.pending or batch.lost):
+            self._remove(batch)
+            self._catch_ups.remove(batch)
+            self.catch_up = None
+
+    def _settle(self, marker: MarkerItem | CatchUpItem) -> None:
+        if isinstance(marker, CatchUpItem):  # its line stays: it becomes the summary
+            self._update(marker)
+        elif marker.kind is None:
             if marker.anchor and self._anchored.get(marker.anchor) is marker:
                 del self._anchored[marker.anchor]
             for mid in [m for m, owner in self._owner.items() if owner is marker]:
@@ -454,10 +600,12 @@ class Timeline:
 
     def mark_unread(self, since_ms: int) -> UnreadItem | None:
         """Put the "new since you left" line above the first message of others received after ``since_ms``
-        (replacing an earlier one); ``None`` when nothing new is loaded."""
+        (replacing an earlier one); ``None`` when nothing new is loaded. Membership changes are not news: not
+        counted (as in the channel's unread count)."""
         self.clear_unread()
         new = [it for it in self.items
-               if type(it) is MsgItem and not it.msg.own and it.msg.received_at_ms > since_ms]
+               if type(it) is MsgItem and not it.msg.own and it.msg.received_at_ms > since_ms
+               and it.msg.kind not in ev.MEMBERSHIP_KINDS]
         if not new:
             return None
         first = new[0]

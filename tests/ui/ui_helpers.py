@@ -165,6 +165,8 @@ class FakeNode:
     gaps: list = field(default_factory=lambda: fixed_gaps())
     #: as Node.removed_me: a member an admin removed
     removed_me: bool = False
+    #: as Node.online_since_ms: connected before every fixed message was written (all of them are live traffic)
+    online_since_ms: int = 1
 
     def messages(self):
         return list(self.stored)
@@ -240,6 +242,12 @@ class FakeClient:
 
     def read_ms(self, node) -> int:
         return 0
+
+    def opening(self):
+        return self.nodes[0] if self.nodes else None
+
+    def read(self, node) -> None:
+        pass  # (nothing is saved)
 
     def muted(self, node) -> bool:
         return False

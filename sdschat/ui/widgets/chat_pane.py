@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import tzinfo
 
@@ -45,7 +46,13 @@ log = logging.getLogger("sdschat.ui")
 HIGHLIGHT_S = 6.0  # how long a repaired message stays highlighted
 TYPING_SHOW_S = 4.0  # how long someone's "typing…" stays up
 TYPING_SEND_EVERY_S = 3.0  # rate limit of our own typing notices
-PANEL_EVERY_S = 0.25  # the side panel's counters are redrawn at most this often
+PANEL_EVERY_S = 1.0  # the side panel's counters are redrawn at most this often
+#: a busy channel: more than BUSY_LINES lines of others shown in a second. Its new lines are then shown together
+#: every PACE_S (a frame redraws the whole scrolled view, ~9 ms at 140x40: at 10 lines a second that was 20% of a
+#: core, bench/window_soak.py); below that rate, and for your own lines, each is shown at once (send-to-shown
+#: p99 < 20 ms, bench/window_channels.py). Nobody reads nine lines a second one by one.
+BUSY_LINES = 8
+PACE_S = 1.0
 HISTORY_PAGE = 400  # messages read from the database at a time: the first screen, then each page scrolled back
 
 
@@ -144,6 +151,9 @@ class ChatPane(Vertical):
         self._was_connected = False
         self._panel_at = 0.0
         self._panel_timer = None
+        self._busy = False
+        self._pace_timer = None
+        self._shown_at: deque[float] = deque(maxlen=BUSY_LINES + 1)  # when the latest lines of others were shown
         #: the message the next line answers (``r`` on the message cursor), until sent or Escape
         self.replying: ev.ChatMessage | None = None
 
@@ -204,6 +214,8 @@ class ChatPane(Vertical):
         self._health = dict(self.node.health())
         self.connection = str(self._health.get("connection", "connecting"))
         self._was_connected = self.connection == "connected"
+        if self._was_connected:  # live from here: what arrives written before now is catch-up (sdschat.ui.timeline)
+            view.timeline.came_online(self._online_since())
         self.bridge.attach()
         self.refresh_panel()
         self.query_one(ImpairmentPanel).show_settings(self.node.impairment)
@@ -374,11 +386,41 @@ class ChatPane(Vertical):
 
     def on_node_events_ready(self, message: NodeEventsReady) -> None:
         message.stop()
+        self._apply_held()  # (a busy channel's bridge posts only for your own line: that never waits)
+
+    def _apply_held(self) -> None:
+        if self._pace_timer is not None:
+            self._pace_timer.stop()
+            self._pace_timer = None
+        events = self.bridge.drain()
+        if not events:  # nothing came in the paced second: the next line is shown at once
+            self._set_busy(False)
+            return
         try:
-            self.apply_events(self.bridge.drain())
+            self.apply_events(events)
         except Exception as exc:  # never let one bad batch take the app down
             log.exception("applying node events failed")
             self.post_message(UiError(f"display error: {exc.__class__.__name__}: {exc}", "view"))
+        shown = self._shown_at
+        now = time.monotonic()
+        lines = sum(1 for e in events if type(e) is ev.MessageShown and not e.message.own)
+        shown.extend([now] * min(lines, BUSY_LINES + 1))
+        busy = len(shown) > BUSY_LINES and now - shown[0] < 1.0
+        if busy:  # what arrives in the next PACE_S is shown with the frame then
+            self._pace_timer = self.set_timer(PACE_S, self._apply_held)
+            if self._panel_timer is not None:  # the panel's counters in the same frame, not one of their own
+                self.refresh_panel()
+        self._set_busy(busy)
+
+    def _online_since(self) -> int:
+        """Since when the node follows the channel live (its last connection; a pane shown later counts from
+        there, not from when it was drawn)."""
+        return getattr(self.node, "online_since_ms", 0) or self.now_ms()
+
+    def _set_busy(self, busy: bool) -> None:
+        if busy != self._busy:
+            self._busy = self.bridge.hold = busy  # busy: the events gather until the paced frame
+            self.input.cursor_blink = self.blink and not busy  # (each blink is a frame as well)
 
     def apply_events(self, events: list[ev.NodeEvent]) -> None:
         tl = self.view.timeline
@@ -442,7 +484,8 @@ class ChatPane(Vertical):
         view = self.view
         if own and view.more_below:  # sent from a window around a search result: back to the end
             self.run_worker(self.show_latest(), group="history", exclusive=True, exit_on_error=False)
-        view.commit(new_messages=new, to_bottom=own)
+        if own or new or tl.updated or tl.first_moved is not None:  # (a batch of counters changes no line)
+            view.commit(new_messages=new, to_bottom=own)
         self.find_parents()
         if new or connection != self.connection:
             self.post_message(self.Activity(self, new, len(named)))
@@ -469,6 +512,7 @@ class ChatPane(Vertical):
             self.view.timeline.notice(f"disconnected: {detail or 'broker unreachable'}", now)
         if state == "connected":
             self._was_connected = True
+            self.view.timeline.came_online(self._online_since())
 
     def _unhighlight(self, mid: str) -> None:
         self.view.timeline.unhighlight(mid)
