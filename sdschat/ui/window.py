@@ -18,6 +18,8 @@ active one is shown.
 
 from __future__ import annotations
 
+import contextlib
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -161,6 +163,15 @@ class ChannelWindow(BaseChatApp):
                             exit_on_error=False)
         pane.refresh_panel()
         pane.show_status()
+
+    def exit(self, *args, **kwargs) -> None:
+        """Quitting (Ctrl+Q, /quit): the channel on screen counts as read if it shows its end (an empty channel
+        does), even when the window closes before the view said it reached the bottom."""
+        with contextlib.suppress(Exception):  # (a window half torn down has nothing to mark)
+            pane = self.active_pane()
+            if pane is not None and pane.view.at_bottom:
+                self.client.read(pane.node)
+        super().exit(*args, **kwargs)
 
     def on_message_view_reached_bottom(self, message: MessageView.ReachedBottom) -> None:
         """The unread count clears once the person has scrolled to the end of the channel on screen."""
