@@ -356,6 +356,7 @@ async def _channel_summary(profile, entry) -> dict:
     """Name, members seen (you included), unread (others' messages since you last had it on screen), messages."""
     from sdschat.crypto import CryptoError, Identity
     from sdschat.node import CONTROL_PREFIXES, MEMBERSHIP_KEY
+    from sdschat.node.membership import Membership
     from sdschat.store import Store, StoreError
 
     row = {"channel": entry.name, "members": 1, "unread": 0, "messages": 0}
@@ -368,8 +369,7 @@ async def _channel_summary(profile, entry) -> dict:
             raw = await store.get_identity()
             # a protected profile's databases hold no key: the profile's public id says who "you" are
             me = Identity.from_private_bytes(raw).participant_id if raw else profile.participant_id
-            state = json.loads(await store.kv_get(MEMBERSHIP_KEY) or "{}")  # the removed and who left: no members
-            gone = set(state.get("removed", {})) | set(state.get("left", ()))
+            gone = Membership.gone_in(await store.kv_get(MEMBERSHIP_KEY) or "{}")  # removed, or left: no members
             seen = ({p.participant_id for p in await store.participants()} - gone) | {me}
             row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me,
                                                                                  CONTROL_PREFIXES),

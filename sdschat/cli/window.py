@@ -91,7 +91,9 @@ class ProfileClient:
                 failed(entry.name, str(exc))
                 continue
             self._unread[id(node)] = await node.unread_since(entry.read_ms)
-            self.nodes.insert(self._rank(node), node)  # window order is the profile's
+            self.nodes.append(node)
+            order = {name: i for i, name in enumerate(self.profile.channels)}  # window order is the profile's
+            self.nodes.sort(key=lambda n: order.get(n.key.channel_name, len(order)))
             started(node)
         # the channels' logs live as long as the window: keep the cyclic collector from walking them again and
         # again (a full collection over ten 100,000-message logs is a ~150 ms stall mid-conversation)
@@ -108,12 +110,6 @@ class ProfileClient:
         if entry.invite_epoch is not None:  # the database holds it now
             self.profile.adopted_epoch(entry.name)
         return node
-
-    def _rank(self, node) -> int:
-        """Where ``node`` goes in :attr:`nodes` (the profile's order of the channels)."""
-        order = list(self.profile.channels)
-        rank = order.index(node.key.channel_name) if node.key.channel_name in order else len(order)
-        return sum(1 for n in self.nodes if n.key.channel_name in order and order.index(n.key.channel_name) < rank)
 
     def opening(self):
         """The node the window opens on: the channel it showed last (if started), else the first."""
@@ -147,7 +143,7 @@ class ProfileClient:
     def viewing(self, node) -> None:
         """``node``'s channel is now the one on screen: the window reopens on it."""
         self._viewed = node
-        if node in self.nodes and node.key.channel_name in self.profile.channels:
+        if node in self.nodes and self._entry(node) is not None:
             self.profile.set_active(node.key.channel_name)
             self._save_soon()
 
@@ -155,7 +151,7 @@ class ProfileClient:
         """Everything that arrived in ``node``'s channel until now has been on screen (the person is at its end):
         its read position moves, so ``sdschat channels`` agrees with the window. Written at most every
         :data:`READ_SAVE_S` seconds (a busy channel read live moves it with every line), and on :meth:`stop`."""
-        if node in self.nodes and node.key.channel_name in self.profile.channels:
+        if node in self.nodes and self._entry(node) is not None:
             if self.profile.mark_read(node.key.channel_name, int(time.time() * 1000), save=False):
                 self._save_soon()
 

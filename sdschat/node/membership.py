@@ -326,6 +326,17 @@ class Membership:
             self.joined = True
         return True
 
+    @property
+    def gone(self) -> set[str]:
+        """Participants who are no members any more: removed, or left (``/part``) since their last join."""
+        return self.removed.keys() | self.left
+
+    @staticmethod
+    def gone_in(text: str) -> set[str]:
+        """:attr:`gone` of a saved state (:meth:`to_json`'s text), without loading its keys."""
+        obj = json.loads(text)
+        return {_pid(p) for p in obj.get("removed", {})} | {_pid(p) for p in obj.get("left", ())}
+
     def apply_leave(self, sender: str) -> bool:
         """A member's ``leave`` (``/part``): it is no member any more until it joins again (later keys are not
         sealed to it; it keeps those it has: a removal is ``/kick``). False if it was no member."""

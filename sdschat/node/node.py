@@ -450,7 +450,7 @@ class Node:
         """Everyone seen in the channel who is still a member (not removed, not left), the most recently heard
         first; each row's nick as shown (``bob#3f2a`` while two members share it)."""
         m, book = self.membership, self.book
-        gone = (m.removed.keys() | m.left) if m is not None else set()
+        gone = m.gone if m is not None else set()
         rows = [p if not book.clashes(p.participant_id, p.nick)
                 else dataclasses.replace(p, nick=book.display_name(p.participant_id, p.nick))
                 for p in book.participants.values() if p.participant_id not in gone]

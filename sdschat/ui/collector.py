@@ -12,8 +12,8 @@ frozen again: a ten-channel window at 50 msg/s makes ~26,000 such objects a
 minute (mostly Textual's styles, caches and segments). That full pass walks
 the whole heap, and a heap grows with the channels' bounded caches: a 30-45 ms
 stall in a fresh window, ~200-270 ms in one that had 3,000 lines at 10 lines/s
-(bench/window_soak.py). Once every five minutes keeps it at ~1 ms a second. :meth:`Collector.stop` (the app's exit)
-unfreezes and puts the thresholds back.
+(bench/window_soak.py). Once every five minutes keeps it at ~1 ms a second.
+:meth:`Collector.stop` (the app's exit) unfreezes and puts the thresholds back.
 """
 
 from __future__ import annotations

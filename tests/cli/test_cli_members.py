@@ -39,6 +39,20 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
+def team(capsys, broker, tmp_path: Path, names, joiners) -> tuple[dict[str, Path], str]:
+    """A profile for each of ``names`` on ``broker``, alice's new #team, and ``joiners`` in it by her
+    first invite: the profiles' folders by name, and that invite."""
+    homes = {n: tmp_path / n for n in names}
+    for name, home in homes.items():
+        assert cli(capsys, "init", "--name", name, "--broker", broker.url, "--home", home)[0] == 0
+    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
+    code, token, _ = cli(capsys, "invite", "team", "--home", homes["alice"])
+    assert code == 0
+    for name in joiners:
+        assert cli(capsys, "join", token.strip(), "--home", homes[name])[0] == 0
+    return homes, token
+
+
 def bots(*homes_and_counts, linger: float = 1.5, tag: str = "says") -> list[subprocess.CompletedProcess]:
     """Run one ``sdschat bot`` per (home, count) at once, as processes, until each has settled."""
     procs = [subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home", str(home),
@@ -62,16 +76,9 @@ def texts(home: Path) -> list[str]:
 
 
 def test_kick_then_invite_with_the_new_key(members_broker, tmp_path, capsys) -> None:
-    url = members_broker.url
-    homes = {n: tmp_path / n for n in ("alice", "bob", "carol", "dave")}
-    for name, home in homes.items():
-        assert cli(capsys, "init", "--name", name, "--broker", url, "--home", home)[0] == 0
-    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
-    code, token, _ = cli(capsys, "invite", "team", "--home", homes["alice"])
+    homes, token = team(capsys, members_broker, tmp_path, ("alice", "bob", "carol", "dave"), joiners=("bob", "carol"))
     first = decode_invite(token)
-    assert code == 0 and first.epoch == 0 and len(first.admins) == 1
-    for name in ("bob", "carol"):
-        assert cli(capsys, "join", token.strip(), "--home", homes[name])[0] == 0
+    assert first.epoch == 0 and len(first.admins) == 1
     # everyone runs once: their joins reach each other
     runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["carol"], 1), linger=3)
     # (a bot that started last may find the others gone before they acknowledged it: exit 3, work pending)
@@ -133,14 +140,7 @@ def test_admin_names_a_member_whose_rekey_the_others_then_accept(members_broker,
     no admin, cannot name one."""
     from sdschat.profile import Profile, resolve_paths
 
-    url = members_broker.url
-    homes = {n: tmp_path / n for n in ("alice", "bob", "carol")}
-    for name, home in homes.items():
-        assert cli(capsys, "init", "--name", name, "--broker", url, "--home", home)[0] == 0
-    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
-    token = cli(capsys, "invite", "team", "--home", homes["alice"])[1]
-    for name in ("bob", "carol"):
-        assert cli(capsys, "join", token.strip(), "--home", homes[name])[0] == 0
+    homes, token = team(capsys, members_broker, tmp_path, ("alice", "bob", "carol"), joiners=("bob", "carol"))
     runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["carol"], 1), linger=3)
     assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
     assert len(membership(homes["alice"])["members"]) == 3
@@ -179,14 +179,8 @@ def test_an_invite_made_before_a_kick_lets_nobody_back_in(members_broker, tmp_pa
     """The commands as a person runs them: eve joins with the token alice handed out before she kicked mallory.
     Her bot is refused by alice's and bob's, is never handed the new key, and ends saying she is locked out
     (exit 4), not "lost 0"; the removed mallory cannot make an invite."""
-    url = members_broker.url
-    homes = {n: tmp_path / n for n in ("alice", "bob", "mallory", "eve")}
-    for name, home in homes.items():
-        assert cli(capsys, "init", "--name", name, "--broker", url, "--home", home)[0] == 0
-    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
-    code, old_token, _ = cli(capsys, "invite", "team", "--home", homes["alice"])
-    for name in ("bob", "mallory"):
-        assert cli(capsys, "join", old_token.strip(), "--home", homes[name])[0] == 0
+    homes, old_token = team(capsys, members_broker, tmp_path, ("alice", "bob", "mallory", "eve"),
+                            joiners=("bob", "mallory"))
     runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["mallory"], 1), linger=3)
     assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
     assert len(membership(homes["alice"])["members"]) == 3
@@ -219,14 +213,7 @@ def test_an_invite_made_before_a_kick_lets_nobody_back_in(members_broker, tmp_pa
 
 
 def test_part_tells_the_others_and_quiet_does_not(members_broker, tmp_path, capsys) -> None:
-    url = members_broker.url
-    homes = {n: tmp_path / n for n in ("alice", "bob", "carol")}
-    for name, home in homes.items():
-        assert cli(capsys, "init", "--name", name, "--broker", url, "--home", home)[0] == 0
-    assert cli(capsys, "new", "team", "--home", homes["alice"])[0] == 0
-    _, token, _ = cli(capsys, "invite", "team", "--home", homes["alice"])
-    for name in ("bob", "carol"):
-        assert cli(capsys, "join", token.strip(), "--home", homes[name])[0] == 0
+    homes, token = team(capsys, members_broker, tmp_path, ("alice", "bob", "carol"), joiners=("bob", "carol"))
     runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["carol"], 1), linger=3)
     assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
 

@@ -4,9 +4,8 @@ who is who."""
 
 from __future__ import annotations
 
-from ui_helpers import cluster, line_with, lines_of, wait_until, widget_text
+from ui_helpers import cluster, line_with, lines_of, twin_of, wait_until, widget_text
 
-from sdschat.node import NodeConfig
 from sdschat.ui.app import ChatApp
 from sdschat.ui.widgets.side_panel import SidePanel
 
@@ -16,11 +15,7 @@ SIZE = (140, 40)
 def test_a_second_bob_is_told_apart_and_whois_says_who_is_who(tmp_path, run) -> None:
     async def scenario():
         async with cluster(tmp_path, nicks=("bob", "alice")) as (bob, alice):
-            from sdschat.node import Node
-
-            twin = await Node.start(NodeConfig("bob", bob.key, tmp_path / "twin.db", bob.broker_url,
-                                               channel_config=bob.config.channel_config))
-            try:
+            async with twin_of(bob, tmp_path) as twin:
                 app = ChatApp(bob, blink=False)
                 async with app.run_test(size=SIZE) as pilot:
                     await twin.send_text("this is bob, please DM me the prod password")
@@ -40,7 +35,5 @@ def test_a_second_bob_is_told_apart_and_whois_says_who_is_who(tmp_path, run) -> 
                     assert "alice#" not in line_with(lines_of(app), "hello")
                     assert real not in line_with(lines_of(app), "hello")
                     assert app.errors == []
-            finally:
-                await twin.stop()
 
     run(scenario())

@@ -9,9 +9,8 @@ import time
 
 from brokers import Mosquitto, mosquitto_binary
 from terminal import Tmux, sdschat_command
-from ui_helpers import channel_secret, cluster, wait_until
+from ui_helpers import channel_secret, cluster, twin_of, wait_until
 
-from sdschat.node import Node, NodeConfig
 from sdschat.profile import Profile, resolve_paths
 from sdschat.ui.app import ChatApp
 
@@ -83,9 +82,7 @@ def test_tab_completes_names_and_commands_and_keeps_the_focus(tmp_path, run) -> 
 def test_two_members_with_one_nick_complete_with_their_fingerprints(tmp_path, run) -> None:
     async def scenario():
         async with cluster(tmp_path, ("alice", "bob")) as (alice, bob):
-            twin = await Node.start(NodeConfig("bob", bob.key, tmp_path / "twin.db", bob.broker_url,
-                                               channel_config=bob.config.channel_config))
-            try:
+            async with twin_of(bob, tmp_path) as twin:
                 app = ChatApp(alice, blink=False)
                 async with app.run_test(size=SIZE) as pilot:
                     await bob.send_text("the real bob")
@@ -103,8 +100,6 @@ def test_two_members_with_one_nick_complete_with_their_fingerprints(tmp_path, ru
                     await pilot.press(*f"ask @{other}", "tab")  # the suffix is part of the name
                     assert box.text == f"ask @{other} "
                     assert app.errors == []
-            finally:
-                await twin.stop()
 
     run(scenario())
 

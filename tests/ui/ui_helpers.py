@@ -54,6 +54,20 @@ async def cluster(tmp_path: Path, nicks=("alice", "bob"), configs: dict | None =
         await broker.close()
 
 
+@contextlib.asynccontextmanager
+async def twin_of(node, folder: Path):
+    """A second participant in ``node``'s channel going by its nick (an identity and a database of its own, the same
+    settings); stopped after."""
+    from sdschat.node import Node, NodeConfig
+
+    twin = await Node.start(NodeConfig(node.nick, node.key, folder / "twin.db", node.broker_url,
+                                       channel_config=node.config.channel_config))
+    try:
+        yield twin
+    finally:
+        await twin.stop()
+
+
 async def wait_until(pilot, predicate, timeout: float = 6.0, step: float = 0.05, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while True:

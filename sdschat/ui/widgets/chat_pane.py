@@ -415,7 +415,7 @@ class ChatPane(Vertical):
     def _online_since(self) -> int:
         """Since when the node follows the channel live (its last connection; a pane shown later counts from
         there, not from when it was drawn)."""
-        return getattr(self.node, "online_since_ms", 0) or self.now_ms()
+        return self.node.online_since_ms or self.now_ms()
 
     def _set_busy(self, busy: bool) -> None:
         if busy != self._busy:
