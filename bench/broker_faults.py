@@ -167,7 +167,10 @@ class SysWatch:
 
 
 def slow_subscriber(workdir: Path, *, max_queued: int = 10, burst: int = 150, freeze_s: float = 4.0,
-                    seed: int = 0, chatters: int = 2, slow_count: int = 16, bursters: int = 2) -> dict:
+                    seed: int = 0, chatters: int = 2, slow_count: int = 16, bursters: int = 2,
+                    burst_chars: int = 12_000) -> dict:
+    """(``burst_chars``: each burst line this long, so a burst outgrows the frozen subscriber's socket buffers,
+    which hold a few hundred KB: 200 chat lines of ~2 KB frames would fit)"""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     broker = H.Broker(workdir, max_queued=max_queued, extra="sys_interval 1\n")
@@ -188,7 +191,7 @@ def slow_subscriber(workdir: Path, *, max_queued: int = 10, burst: int = 150, fr
                     "--seed", str(seed + i + 1), max_runtime=120)
         for i, b in enumerate(burst_bots):  # they burst once the slow one is frozen
             b.start("--count", str(burst), "--interval", "0", "--start-after", "3", "--linger", str(freeze_s + 2),
-                    "--seed", str(seed + 10 + i), max_runtime=120)
+                    "--seed", str(seed + 10 + i), "--text", "{name} #{i} " + "x" * burst_chars, max_runtime=120)
         # frozen once subscribed (the bursts start 3 s after each burster connected, however loaded the
         # machine), and kept frozen at least freeze_s and until mosquitto has counted a dropped frame (its $SYS
         # counter is published every second) or, 2.5 s after every burst is out, has not (a short burst may fit

@@ -12,15 +12,14 @@ Format (version 2, sealed by this version; version 1 still opens)::
 
 The padding brings the whole envelope to a size bucket: Padmé
 (:func:`padded_size`, from the PURBs paper: a size keeps only its top
-log2(log2(size)) + 1 bits, so the overhead is at most ~12%, ~5% at the
-~20 KB of a frame that carries a bloom filter), and never below
-``MIN_ENVELOPE_SIZE`` (1 KB: every frame without a bloom filter -- a resend,
-a repair answer, a typing notice -- with up to ~700 characters of text looks
-alike). The broker sees bucket sizes only: a content frame, ~20 KB with its
-bloom filter, falls in a 1 KB wide bucket, so a text's length shows only to
-the kilobyte (texts of 1 and 700 characters give the same size or two
-neighbouring buckets); a much longer text still lands in a higher bucket. The
-zero padding is checked on open.
+log2(log2(size)) + 1 bits, so the overhead is at most ~12%), in steps of at
+least ``MIN_STEP`` (256 bytes), and never below ``MIN_ENVELOPE_SIZE`` (1 KB:
+every frame up to it -- a resend, a repair answer, a typing notice, with up to
+~700 characters of text -- looks alike). The broker sees bucket sizes only: a
+chat line's frame (~1.8 KB with its compressed bloom filter and history, see
+sdschat.node.frame) shows its text's length to 256 bytes, a ~20 KB frame to
+1 KB; what a text *says* never shows (frames compress only what is not the
+text). The zero padding is checked on open.
 
 Version 1 (sealed by earlier versions) is the same without the length and padding:
 ``ciphertext = AES-256-GCM(plaintext)``; envelopes of that version, stored by a
@@ -53,6 +52,7 @@ from .errors import EnvelopeError
 __all__ = [
     "ENVELOPE_VERSION",
     "MIN_ENVELOPE_SIZE",
+    "MIN_STEP",
     "padded_size",
     "ALG_AES_256_GCM",
     "NONCE_SIZE",
@@ -75,6 +75,8 @@ HEADER_SIZE = 2 + NONCE_SIZE
 ENVELOPE_OVERHEAD = HEADER_SIZE + TAG_SIZE
 LENGTH_SIZE = 4
 MIN_ENVELOPE_SIZE = 1024
+#: the smallest step between two buckets (Padmé's own steps are finer below 8 KB)
+MIN_STEP = 256
 MAX_PLAINTEXT_SIZE = 4 * 1024 * 1024
 MAX_ENVELOPE_SIZE = MAX_PLAINTEXT_SIZE + MAX_PLAINTEXT_SIZE // 8 + ENVELOPE_OVERHEAD + LENGTH_SIZE
 
@@ -84,10 +86,11 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 def padded_size(size: int) -> int:
-    """The envelope size a ``size``-byte envelope is padded to: Padmé, at least ``MIN_ENVELOPE_SIZE``."""
+    """The envelope size a ``size``-byte envelope is padded to: Padmé in steps of at least ``MIN_STEP``, at least
+    ``MIN_ENVELOPE_SIZE``."""
     size = max(size, MIN_ENVELOPE_SIZE)
     e = size.bit_length() - 1  # floor(log2 size)
-    mask = (1 << (e - e.bit_length())) - 1  # keep the top floor(log2 e) + 1 bits
+    mask = ((1 << (e - e.bit_length())) - 1) | (MIN_STEP - 1)  # keep the top floor(log2 e) + 1 bits
     return (size + mask) & ~mask
 
 

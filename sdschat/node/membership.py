@@ -136,7 +136,7 @@ class Epoch:
     recipients: frozenset[str] = frozenset()
     #: when a later epoch took over here (its deletion clock starts then); None: current
     retired_ms: int | None = None
-    #: the SDS frame of its epoch message, to hand to a member still on an older key (~20 KB: kept in its own kv
+    #: the SDS frame of its epoch message, to hand to a member still on an older key (~2 KB: kept in its own kv
     #: row by sdschat.node.roster, not in this state's JSON, and deleted with the key)
     frame: bytes = b""
     #: when it became current here (wall-clock ms; 0: unknown)

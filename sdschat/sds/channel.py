@@ -36,7 +36,18 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   no false negatives, so an id we logged at least ``gap_hint_margin_ms`` ago
   (and at most ``gap_hint_max_age_ms``) that a peer's received filter lacks is
   named in our next sync (brought forward like a delayed ack); the peer then
-  notices the gap and repairs it through SDS-R.
+  notices the gap and repairs it through SDS-R. Only the newest
+  ``bloom_capacity // 2`` additions are checked when the filter rolls: a
+  peer's filter of the same size is sure to hold no more than those.
+* **Acks a filter does not hold are named** (with ``ack_delay_ms``). A
+  rolling filter holds only the newest ``bloom_capacity`` ids. A message we
+  owe an acknowledgement (just received, or resent to us: its sender lacks
+  our ack) that our filter does not hold -- one of 200 caught up at once
+  after a time away, or one whose sender was away while the channel moved
+  on -- would be acknowledged by nothing we send: our next sync names it in
+  its causal history (up to ``ack_names`` such entries a sync, the rest in the
+  next), which acknowledges it for good. So a small filter loses no
+  acknowledgement, and neither does a long-lived channel whose filter rolled.
 * **Lost means delivered with a marker.** A missing id that has not arrived
   ``lost_after_ms`` after it was first noticed is declared lost (``Lost``
   event); messages waiting on it are delivered without it
@@ -362,7 +373,7 @@ class MessageChannel:
         pid = self.participant_id
         log.bump(now_ms)
         if self._ack_owed:
-            self._sync.acks_sent()
+            self._sync.acks_sent({e.message_id for e in causal})
         repair = self._repair.due_requests(now_ms)
         data = encode_frame(self.channel_id, pid, mid, lamport, causal, content, log.bloom.to_bytes(), repair)
         positions = log.bloom.positions(mid)

@@ -95,6 +95,9 @@ class ChannelConfig:
     gap_hint_margin_ms: int = 2_000
     gap_hint_window: int = 1_000
     gap_hint_max_age_ms: int = 60_000
+    #: with ``ack_delay_ms``: how many owed acks our bloom filter does not hold a sync names at most (the rest
+    #: in the next sync); see "Acks a filter does not hold are named" in :mod:`sdschat.sds.channel`
+    ack_names: int = 100
     resend_unacknowledged_ms: int = 5_000
     resend_possibly_acknowledged_ms: int = 15_000
     resend_backoff: float = 2.0

@@ -30,7 +30,11 @@ class GapHints:
     def __init__(self, config: ChannelConfig, participant_id: str, log: dict[str, LogRow],
                  bloom: RollingBloomFilter) -> None:
         # (the rows themselves: a windowed log may have moved an addition out of memory before it is hinted)
-        self.additions: deque[tuple[int, int, LogRow, tuple]] = deque(maxlen=max(1, config.gap_hint_window))
+        # (a rolling filter of our size holds at least its newest capacity // 2 ids: only those are checked)
+        window = config.gap_hint_window
+        if config.bloom_rolling:
+            window = min(window, config.bloom_capacity // 2)
+        self.additions: deque[tuple[int, int, LogRow, tuple]] = deque(maxlen=max(1, window))
         self.seq = 0
         self.cursor: OrderedDict[str, int] = OrderedDict()
         self.pending: OrderedDict[str, LogRow] = OrderedDict()

@@ -13,6 +13,7 @@ from .hints import GapHints
 from .incoming import IncomingBuffer
 from .log import LocalLog
 from .repair import RepairScheduler
+from .state import LogRow
 from .wire import encode_frame
 
 if TYPE_CHECKING:
@@ -107,10 +108,36 @@ class Syncer:
             if got is not None and got[1] != sender:
                 del owed[d]  # someone else acknowledged it to its sender
 
-    def acks_sent(self) -> None:
-        # Whatever we broadcast carries our bloom filter, which holds every id we owe an
-        # ack for (those beyond the causal history are acknowledged by bloom): all paid.
-        self.ack_owed.clear()
+    def acks_sent(self, named: set[str] | None = None) -> None:
+        """A frame of ours went out: its bloom filter acknowledges every owed id it holds, its causal history
+        (``named``) those it names. What neither does stays owed (still due: a sync names it next), if logged."""
+        owed = self.ack_owed
+        bloom = self.log.bloom
+        logged = self.logged
+        keep = [(mid, due) for mid, due in owed.items()
+                if mid in logged and (named is None or mid not in named) and mid not in bloom]
+        owed.clear()
+        for mid, due in keep:
+            owed[mid] = due
+
+    def named_acks(self, history: list[LogRow]) -> list[LogRow]:
+        """``history`` with the owed ids our filter does not hold added (oldest owed first, at most
+        ``ack_names``), in log order: see "Acks a filter does not hold are named" in :mod:`.channel`."""
+        owed = self.ack_owed
+        bloom = self.log.bloom
+        logged = self.logged
+        named = {r.message_id for r in history}
+        extra: list[LogRow] = []
+        cap = self.config.ack_names
+        for mid in owed:
+            if len(extra) >= cap:
+                break
+            row = logged.get(mid)
+            if row is not None and mid not in named and mid not in bloom:
+                extra.append(row)
+        if not extra:
+            return history
+        return sorted(history + extra, key=lambda r: (r.lamport_timestamp, r.message_id))
 
     # ------------------------------------------------------------------ frames
 
@@ -163,12 +190,15 @@ class Syncer:
         log = self.log
         repair = self.repair.due_requests(now_ms)
         history = self.hints.take(log.causal_history(), now_ms)
+        if self.ack_owed:
+            history = self.named_acks(history)
         self.counter += 1
-        if not history and not repair:
+        if not history and not repair:  # an empty log (or no causal history at all): nothing to send
+            self.ack_owed.clear()  # (else an owed ack would keep the sync due, and nothing could pay it)
             self.next_at = self.due_after(now_ms)
             return None
         if self.ack_owed:
-            self.acks_sent()
+            self.acks_sent({r.message_id for r in history})
         lamport = log.bump(now_ms)
         mid = "sync-" + sha256(f"{self.participant_id}/{lamport}/{self.counter}".encode()).hexdigest()[:16]
         data = encode_frame(self.channel_id, self.participant_id, mid, lamport, history, None, log.bloom.to_bytes(),

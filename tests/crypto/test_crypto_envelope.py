@@ -40,9 +40,12 @@ def test_sizes_are_padme_buckets_of_at_least_256_bytes_with_bounded_overhead():
         size = len(KEY.seal(bytes(n)))
         sizes.setdefault(size, []).append(n)
         assert size >= max(1024, n + 34) and size == padded_size(size)  # a bucket is its own padded size
+        assert size % 256 == 0  # buckets at least 256 bytes apart
         if n >= 1024:
-            assert size <= (n + 34) * 1.12
+            assert size <= (n + 34) * 1.12 or size - (n + 34) < 256
     assert len(sizes) < 100  # 4,286 plaintext sizes, a few dozen envelope sizes
+    # a chat line's frame (1-2 KB): 256-byte buckets
+    assert [padded_size(n) for n in (1025, 1280, 1281, 1792, 1793)] == [1280, 1280, 1536, 1792, 2048]
     assert sizes[1024][0] == 0 and sizes[1024][-1] >= 980  # every short frame looks alike
     # the ~20 KB of a frame with a bloom filter: 1 KB buckets (~5% overhead)
     assert len(KEY.seal(bytes(18_500))) == len(KEY.seal(bytes(19_400))) == 19_456

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sdschat.sds import Acknowledged, BloomFilter, PossiblyAcknowledged
-from sds_helpers import channel, frame, mids, of, quiet_config
+from sds_helpers import channel, decode, frame, mids, of, quiet_config
 
 
 def test_messages_in_causal_history_are_acknowledged_and_leave_the_buffer():
@@ -185,3 +185,63 @@ def test_dropping_a_peer_acknowledges_what_the_remaining_evidence_already_covers
     assert a.possible_ack_count(sent.message_id) == 1 and sent.message_id in a.outgoing_ids
     assert Acknowledged(sent.message_id, by_bloom=True) in a.drop_peer("mallory")
     assert sent.message_id not in a.outgoing_ids
+
+
+def _forgetful_pair(ack_delay_ms: int | None):
+    """alice sends one message and hears nothing for a while; bob receives it, then 40 messages of his own roll
+    it out of his 16-id filter. Then alice hears again, and resends. (No causal history: bob's resends would
+    name it, and only the filter and the naming are looked at here.)"""
+    from sds_helpers import Network
+
+    cfg = quiet_config(bloom_capacity=16, ack_delay_ms=ack_delay_ms,
+                       ack_jitter_ms=0, resend_unacknowledged_ms=5_000, resend_possibly_acknowledged_ms=5_000,
+                       resend_backoff=1.0, resend_max_interval_ms=5_000, causal_history_size=0)
+    a, b = channel("alice", cfg), channel("bob", cfg)
+    deaf = {"on": True}
+    net = Network({"alice": a, "bob": b}, drop=lambda src, dst, out, now: dst == "alice" and deaf["on"])
+    first = net.send("alice", b"before the trip", 0)
+    net.run_until(50)
+    for i in range(40):
+        net.send("bob", f"while alice was away {i}".encode(), 100 + 10 * i)
+    net.run_until(1_000)
+    assert first.message_id not in b.bloom  # forgotten by bob's filter
+    deaf["on"] = False
+    net.run_until(30_000)
+    return net, first
+
+
+def test_a_resend_that_a_rolled_filter_forgot_is_acknowledged_by_name():
+    net, first = _forgetful_pair(ack_delay_ms=100)
+    acked = [e for e in net.node_events("alice", Acknowledged) if e.message_id == first.message_id]
+    assert acked and not acked[0].by_bloom  # named in bob's causal history, not guessed from a filter
+    assert net.nodes["alice"].outgoing_ids == []
+    resends = [o for _, src, o in net.frames_for(first.message_id, ("resend",)) if src == "alice"]
+    assert len(resends) == 1  # one resend, then it is acknowledged
+
+
+def test_without_naming_a_forgotten_ack_is_never_given():
+    # (the case the naming exists for: without delayed acks, alice resends for as long as the run lasts)
+    net, first = _forgetful_pair(ack_delay_ms=None)
+    assert first.message_id in net.nodes["alice"].outgoing_ids
+    assert len(net.frames_for(first.message_id, ("resend",))) >= 5
+
+
+def test_a_catch_up_larger_than_the_filter_is_acknowledged_without_a_resend():
+    """bob receives 60 of alice's messages at once (back from a time away, say): his 16-id filter holds the
+    newest few. His syncs name the rest (up to ``ack_names`` a sync), and alice resends none of them."""
+    from sds_helpers import Network
+
+    cfg = quiet_config(bloom_capacity=16, ack_delay_ms=100, ack_jitter_ms=0, ack_names=25,
+                       possible_acks_group_cap=True, resend_unacknowledged_ms=5_000,
+                       resend_possibly_acknowledged_ms=5_000)
+    a, b = channel("alice", cfg), channel("bob", cfg)
+    frames = [a.send(f"while bob was away {i}".encode(), i).data for i in range(60)]
+    net = Network({"alice": a, "bob": b})
+    net.now = 100
+    for data in frames:
+        net._handle("bob", b.receive(data, 100))
+    net.run_until(4_000)
+    assert a.outgoing_ids == []
+    assert not [o for _, src, o in net.wire if src == "alice" and o.reason == "resend"]
+    syncs = [decode(o.data) for _, src, o in net.wire if src == "bob" and o.reason == "sync"]
+    assert 2 <= len(syncs) <= 4 and all(len(m.causal_history) <= 25 + 2 for m in syncs)  # 25 named a sync
