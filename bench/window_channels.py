@@ -68,8 +68,12 @@ def channel_names(n: int) -> list[str]:
     return [f"chan-{i}" for i in range(n)]
 
 
-async def _fill_profile(home: Path, broker_url: str, channels: int, messages: int) -> list[bytes]:
+async def _fill_profile(home: Path, broker_url: str, channels: int, messages: int, keep_days: float | None = None
+                        ) -> list[bytes]:
     profile = Profile.create(resolve_paths(home), "alice", broker_url)
+    if keep_days is not None:  # (an embedded broker keeps no session: no MQTT 5 probe, as in earlier figures)
+        profile.session_days = keep_days
+        profile.save()
     secrets = []
     for i, name in enumerate(channel_names(channels)):
         secret = os.urandom(32)
@@ -82,8 +86,9 @@ async def _fill_profile(home: Path, broker_url: str, channels: int, messages: in
     return secrets
 
 
-def fill_profile(home: str, broker_url: str, channels: int, messages: int) -> list[bytes]:
-    return asyncio.run(_fill_profile(Path(home), broker_url, channels, messages))
+def fill_profile(home: str, broker_url: str, channels: int, messages: int, keep_days: float | None = None
+                 ) -> list[bytes]:
+    return asyncio.run(_fill_profile(Path(home), broker_url, channels, messages, keep_days))
 
 
 #: escape sequences (CSI, OSC, two-byte) taken out of what the terminal receives, leaving the painted text
@@ -183,7 +188,7 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
             t = time.perf_counter()
             secrets = await asyncio.get_running_loop().run_in_executor(
-                pool, fill_profile, str(work / "alice"), broker.url, channels, messages)  # the broker answers meanwhile
+                pool, fill_profile, str(work / "alice"), broker.url, channels, messages, 0)  # the broker answers meanwhile
             out["fill_s"] = time.perf_counter() - t
         # the whole process first (its own connection to this broker, which keeps answering meanwhile)
         out["process"] = await asyncio.get_running_loop().run_in_executor(

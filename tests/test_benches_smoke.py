@@ -42,6 +42,9 @@ EXPECTED = {
                                 r"^features exercised: kick_with_member_offline \d+"],
     "node_latency.py": [rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
                         r"logs identical: True"],
+    "offline_catchup.py": [rf"kept session: 5 of 5 lines shown in every one of 1 runs; window start to the last line "
+                           rf"{NUMBER} ms median", r"no kept session \(keep_days = 0\): 0 of 5 lines after",
+                           rf"broker memory: -?{NUMBER} bytes per queued line"],
     "padding.py": [rf"padding overhead on this chat: {NUMBER}% more bytes on the wire", r"message +\d+ +[\d,]+"],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
     "search_history.py": [rf"common word +first results +{NUMBER} ms median", rf"cold, as `sdschat search`",

@@ -44,17 +44,32 @@ class ProfileClient:
         self._save_timer = None  # a pending write of read positions
         self._waiting: list = []  # channels whose nodes start_others() starts
         self._identity = None  # the profile's identity, read once
+        self._session = None  # the profile's kept broker session, if this window holds it
 
     @classmethod
     async def start(cls, profile, *, all_channels: bool = True) -> ProfileClient:
         """Connect and start the channels' nodes: all of them, or (``all_channels=False``, for a window that
         should open at once) only the first; :meth:`start_others` starts the rest."""
+        from sdschat.crypto.keys import TOPIC_PREFIX
+        from sdschat.profile.session import claim_session
         from sdschat.transport import MqttTransport, SharedConnection, resolve_broker
 
         url, embedded = await resolve_broker(profile.broker or None)
-        # a random client id: the broker learns nothing of who connects
-        shared = SharedConnection(MqttTransport(url, client_id=f"sdschat-{os.urandom(8).hex()}"))
+        # an external broker keeps the profile's session while the window is closed (an embedded one ends with
+        # it): what is sent meanwhile waits at the broker and arrives when the window opens again. A broker
+        # queues for an absent member only what was published at QoS 1: on an external broker every window
+        # publishes so, whether it keeps a session or not
+        session = claim_session(profile.paths.data) if embedded is None and profile.session_expiry_s else None
+        qos = 1 if embedded is None else 0
+        if session is not None:
+            transport = MqttTransport(url, client_id=session.client_id, qos=qos,
+                                      session_expiry_s=profile.session_expiry_s)
+        else:  # a random client id: the broker learns nothing of who connects
+            transport = MqttTransport(url, client_id=f"sdschat-{os.urandom(8).hex()}", qos=qos)
+        shared = SharedConnection(transport, keep=lambda topic: topic.startswith(TOPIC_PREFIX),
+                                  hold=session is not None)
         client = cls(profile, shared, url, embedded)
+        client._session = session
         try:
             await shared.start()
             # the channel the window showed last starts first: the window opens on it
@@ -70,6 +85,8 @@ class ProfileClient:
                 raise failed
             for entry, node in zip(first, client.nodes):
                 client._unread[id(node)] = await node.unread_since(entry.read_ms)
+            if all_channels:
+                shared.settled()
         except BaseException:
             await client.stop()
             raise
@@ -95,6 +112,7 @@ class ProfileClient:
             order = {name: i for i, name in enumerate(self.profile.channels)}  # window order is the profile's
             self.nodes.sort(key=lambda n: order.get(n.key.channel_name, len(order)))
             started(node)
+        self.shared.settled()  # (what a kept session brought for a channel no longer ours is dropped)
         # the channels' logs live as long as the window: keep the cyclic collector from walking them again and
         # again (a full collection over ten 100,000-message logs is a ~150 ms stall mid-conversation)
         gc.freeze()
@@ -226,8 +244,11 @@ class ProfileClient:
             self._save_timer = None
         if self._save_at:  # (a window that changed nothing writes nothing)
             self._save()
+        self.shared.closing()  # (the channels' subscriptions stay at the broker: a kept session queues for them)
         await stop_all(self.nodes)
         await stop_all([self.shared])
+        if self._session is not None:
+            self._session.release()
         if self._embedded is not None:
             with contextlib.suppress(Exception):
                 await self._embedded.close()

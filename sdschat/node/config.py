@@ -29,6 +29,11 @@ def node_channel_config(**overrides) -> ChannelConfig:
     groups rather than the RFC's 30 s+ recommendations for large ones. The
     engine keeps the newest :data:`LOG_WINDOW` log rows in memory.
 
+    SDS-R's T_min grows with the gap (``t_min_growth`` 1): 2 s for one
+    missing message, 4 s when two are outstanding, 8 s (the cap: T_max less a
+    quarter of the window) from eight on, so a member coming back waits for
+    the store node or the broker's kept session before asking everyone.
+
     Bloom filter of :data:`BLOOM_CAPACITY` ids. A filter acknowledges what a
     causal history of 10 does not name; in chat an acknowledgement arrives
     within seconds (the next line of anyone, or a delayed-ack sync), so the
@@ -43,7 +48,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
     repair_over = {k[len("repair_"):]: v for k, v in overrides.items()
                    if k.startswith("repair_") and k[len("repair_"):] in repair_keys}
     chan_over = {k: v for k, v in overrides.items() if not k.startswith("repair_")}
-    repair = RepairConfig(**{"t_min_ms": 2_000, "t_max_ms": 10_000, **repair_over})
+    repair = RepairConfig(**{"t_min_ms": 2_000, "t_max_ms": 10_000, "t_min_growth": 1.0, **repair_over})
     base = dict(
         causal_history_size=10,
         bloom_capacity=BLOOM_CAPACITY,

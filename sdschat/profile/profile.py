@@ -31,11 +31,14 @@ from sdschat.crypto.sealed import is_sealed, open_private_key, seal_private_key,
 from .errors import ProfileError
 from .files import private_dir, remove_quietly, write_private
 from .names import public_broker, valid_name
+from .session import ensure_session_id
 from .token import Invite
 
 __all__ = ["ProfilePaths", "Profile", "ChannelEntry", "Notifications", "resolve_paths", "valid_name"]
 
 PROFILE_VERSION = 1
+#: days a broker keeps the window's session while it is closed ([session] keep_days)
+SESSION_DAYS = 7.0
 #: the default window of full event rows ([storage] events_keep; NodeConfig.events_keep's default too)
 EVENTS_KEEP = 10_000
 IDENTITY_HEADER = "sdschat-identity v1"
@@ -115,6 +118,13 @@ class Profile:
     rekey_days: float = 0.0
     #: the channel the window showed last (it reopens there); "" before the first window
     active: str = ""
+    #: days an external broker keeps the window's session while it is closed, queueing what is sent meanwhile
+    #: ([session] keep_days; 0: no kept session)
+    session_days: float = SESSION_DAYS
+
+    @property
+    def session_expiry_s(self) -> int:
+        return int(self.session_days * 86_400)
 
     # ------------------------------------------------------------ create / load
 
@@ -137,6 +147,7 @@ class Profile:
         else:
             text = f"{IDENTITY_HEADER}\n{base64.b64encode(identity.private_bytes()).decode('ascii')}\n"
         write_private(paths.data / "identity.key", text.encode("ascii"))
+        ensure_session_id(paths.data)
         profile._save_channels()
         profile.save()
         return profile
@@ -166,6 +177,11 @@ class Profile:
             if type(days) not in (int, float) or not 0 <= days <= 3650:
                 raise ProfileError(f"{file}: [security] rekey_days must be a number of days from 0 (never) to 3650")
             profile.rekey_days = float(days)
+            keep_days = doc.get("session", {}).get("keep_days", SESSION_DAYS)
+            if type(keep_days) not in (int, float) or not 0 <= keep_days <= 365:
+                raise ProfileError(f"{file}: [session] keep_days must be a number of days from 0 (no kept session) "
+                                   "to 365")
+            profile.session_days = float(keep_days)
         except (KeyError, TypeError, AttributeError):
             raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
         profile.channels, profile.active = profile._load_channels()
@@ -180,7 +196,9 @@ class Profile:
                  "[storage]", "# event rows kept in full per channel (older ones are compacted; 0 keeps all)",
                  f"events_keep = {self.events_keep}", "",
                  "[security]", "# in channels you administer, rotate the key when it is this many days old (0: never)",
-                 f"rekey_days = {self.rekey_days:g}", ""]
+                 f"rekey_days = {self.rekey_days:g}", "",
+                 "[session]", "# days an external broker keeps what is sent while the window is closed (0: off)",
+                 f"keep_days = {self.session_days:g}", ""]
         write_private(self.paths.profile_file, "\n".join(lines).encode("utf-8"))
 
     @property

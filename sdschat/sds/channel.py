@@ -55,6 +55,13 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   delivered into its Lamport place (``Delivered.repaired``). A message still
   waiting after ``2 * lost_after_ms`` (its dependencies wait themselves, e.g. a
   forged cycle) is delivered anyway.
+* **T_min grows with the gap** (``RepairConfig.t_min_growth``, 0 by default:
+  the RFC's one T_min; the node uses 1). A request is scheduled in
+  ``[T_min(n), T_max)`` where n is the number of requests outstanding:
+  ``T_min * (1 + growth * log2 n)``. A message lost in live traffic is asked
+  for soon; the dozens of a member coming back wait longer for the store
+  node or the broker's kept session before every member hears a request.
+  Only when this member asks changes: interop is unaffected.
 * **Keep asking until it arrives.** After we put a repair request on the wire,
   or see a peer ask for the same id, our request is re-scheduled with a fresh
   pseudo-random backoff in ``[T_min, T_max)`` instead of being dropped; it ends

@@ -23,6 +23,13 @@ class RepairConfig:
     entries in one outgoing frame (RFC: 3). ``buffer_size`` bounds each repair
     buffer: when full, the entry due furthest in the future is evicted.
     ``cache_size`` bounds the repair cache of other people's messages (oldest out).
+
+    ``t_min_growth`` (0: the RFC's one T_min): a request's T_min grows with the gap it belongs to, counted as
+    the requests outstanding when it is scheduled (itself included): ``T_min * (1 + t_min_growth * log2(n))``,
+    at most ``T_max`` less a quarter of the window (so requests stay spread). One missing message is asked for
+    after T_min as ever; the dozens of a member coming back wait longer, since a store node or the broker's
+    kept session is bringing them, and each early request is a frame to everyone (docs/sds-at-scale.md,
+    findings 9 and 16). A local decision: it changes when this member asks, not what anyone sends or accepts.
     """
 
     enabled: bool = True
@@ -33,6 +40,7 @@ class RepairConfig:
     max_requests: int = 3
     buffer_size: int = 1000
     cache_size: int = 10_000
+    t_min_growth: float = 0.0
 
     @property
     def response_groups(self) -> int:

@@ -11,6 +11,7 @@ would disagree with every other implementation.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import OrderedDict
 from hashlib import sha256
 
@@ -128,10 +129,18 @@ class RepairScheduler:
         self.stats["repairs_requested"] += len(entries)
         return entries
 
+    def t_min(self) -> int:
+        """T_min for a request scheduled now: the configured one, grown with the gap (``t_min_growth``)."""
+        cfg = self.config
+        if cfg.t_min_growth <= 0.0 or len(self.requests) <= 1:
+            return cfg.t_min_ms
+        grown = int(cfg.t_min_ms * (1.0 + cfg.t_min_growth * math.log2(len(self.requests))))
+        return min(grown, cfg.t_max_ms - (cfg.t_max_ms - cfg.t_min_ms) // 4)  # (a quarter of the window stays)
+
     def schedule(self, mid: str, rec: list, now_ms: int) -> None:
         cfg = self.config
         key = mid if rec[2] == 0 else f"{mid}#{rec[2]}"
-        rec[0] = t_req(self.participant_id, key, now_ms, cfg.t_min_ms, cfg.t_max_ms)
+        rec[0] = t_req(self.participant_id, key, now_ms, self.t_min(), cfg.t_max_ms)
         heapq.heappush(self.req_heap, (rec[0], mid))
         if self.journal is not None:
             self.journal.append(("req", mid, RequestRow(rec[1], rec[0], rec[2])))
@@ -145,7 +154,7 @@ class RepairScheduler:
         if len(requests) >= cfg.buffer_size:
             # evict the entry due furthest in the future
             far = max(requests, key=lambda k: requests[k][0])
-            if requests[far][0] <= t_req(self.participant_id, mid, now_ms, cfg.t_min_ms, cfg.t_max_ms):
+            if requests[far][0] <= t_req(self.participant_id, mid, now_ms, self.t_min(), cfg.t_max_ms):
                 return
             self.drop_request(far)
             self.stats["evicted"] += 1

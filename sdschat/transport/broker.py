@@ -62,6 +62,28 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
+def _quiet_dropped_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """A client that goes away in the middle of its CONNECT (one that tried MQTT 5 with a session expiry, which
+    amqtt never answers, and moved on to 3.1.1) makes amqtt's connection callback raise ``OSError``; asyncio
+    would print that traceback on stderr, over a window's screen. It is logged at debug level instead."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "_sdschat_quiet", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and "client_connected_cb" in str(context.get("message", "")):
+            log.debug("embedded broker: a client left during its connect (%s)", exc)
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler._sdschat_quiet = True  # type: ignore[attr-defined]  # (installed once per loop)
+    loop.set_exception_handler(handler)
+
+
 class EmbeddedBroker:
     """An amqtt broker running in this process, on this asyncio loop.
 
@@ -101,6 +123,7 @@ class EmbeddedBroker:
                 last = exc
                 continue
             log.debug("embedded broker listening on %s:%d", host, chosen)
+            _quiet_dropped_clients(asyncio.get_running_loop())
             return cls(broker, host, chosen)
         cause = last.__cause__ if last is not None and last.__cause__ is not None else last
         reason = getattr(cause, "strerror", None) or str(cause)

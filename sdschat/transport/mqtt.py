@@ -76,6 +76,14 @@ class MqttTransport(Endpoint):
         on_message: handler ``(topic, payload)`` called on the loop thread;
             if None, read messages with ``messages()`` / ``receive()``.
         ca_file: CA bundle for mqtts:// (alternatively ``?ca=`` in the URL).
+        session_expiry_s: 0 (default): clean sessions, the broker forgets us on
+            disconnect. Otherwise the broker keeps our session -- subscriptions,
+            and with ``qos`` >= 1 what is published on them meanwhile -- this
+            many seconds after we disconnect, and a connect with the same
+            ``client_id`` (required) resumes it: what was sent while we were
+            away arrives right after the CONNACK (``session_present`` says
+            whether the broker had kept it). Brokers bound what they queue per
+            session (mosquitto: ``max_queued_messages``, 1,000 by default).
 
     Connection state (``state``, ``add_state_listener``, ``state_changes()``):
     STOPPED -> CONNECTING -> CONNECTED; on loss DISCONNECTED, then CONNECTING
@@ -98,6 +106,7 @@ class MqttTransport(Endpoint):
         on_message: MessageHandler | None = None,
         max_pending: int = 100_000,
         ca_file: str | None = None,
+        session_expiry_s: int = 0,
     ) -> None:
         super().__init__(on_message=on_message, max_pending=max_pending)
         self.address = url if isinstance(url, BrokerAddress) else parse_broker_url(url, ca_file=ca_file)
@@ -108,8 +117,15 @@ class MqttTransport(Endpoint):
             raise TransportError("reconnect backoff needs 0 < reconnect_min <= reconnect_max")
         if connect_timeout <= 0:
             raise TransportError("connect_timeout must be positive")
+        if type(session_expiry_s) is not int or not 0 <= session_expiry_s < 2**32:
+            raise TransportError(f"invalid session expiry {session_expiry_s!r}: whole seconds from 0 to 2^32 - 1")
+        if session_expiry_s and not client_id:
+            raise TransportError("a kept session needs a client id of its own (the broker finds the session by it)")
         self.protocol = proto
         self.client_id = client_id or f"sdschat-{os.urandom(6).hex()}"
+        self.session_expiry_s = session_expiry_s
+        #: whether the broker resumed a session it had kept for us, at the last connect
+        self.session_present = False
         self.qos = qos
         self.reconnect_min = float(reconnect_min)
         self.reconnect_max = float(reconnect_max)
@@ -171,11 +187,15 @@ class MqttTransport(Endpoint):
         candidates = ["5", "3.1.1"] if self.protocol == "auto" else [self.protocol]
         try:
             for i, proto in enumerate(candidates):
+                # an MQTT 3.1.1-only broker may not answer an MQTT 5 CONNECT that carries properties (amqtt
+                # keeps silent on a session expiry): with a fallback left, wait half a second, not the whole
+                # timeout (a slow broker then gets 3.1.1, whose kept session lasts as long as the broker says)
+                probe = 0.5 if proto == "5" and self.session_expiry_s and i + 1 < len(candidates) else None
                 try:
-                    await self._attempt(proto)
+                    await self._attempt(proto, connack_timeout=probe)
                     break
                 except AttemptError as exc:
-                    if exc.kind in ("unsupported", "closed") and i + 1 < len(candidates):
+                    if exc.kind in ("unsupported", "closed", "silent") and i + 1 < len(candidates):
                         log.debug("broker %s does not speak MQTT %s; trying %s", self.address, proto, candidates[i + 1])
                         continue
                     raise TransportError(exc.message(self.address)) from None
@@ -189,7 +209,7 @@ class MqttTransport(Endpoint):
             raise
         self._supervisor = asyncio.ensure_future(self._supervise())
 
-    async def _attempt(self, proto: str) -> None:
+    async def _attempt(self, proto: str, connack_timeout: float | None = None) -> None:
         """One connection attempt: TCP connect, CONNECT, wait for CONNACK.
 
         On success the new client is live (its network thread running). On
@@ -197,14 +217,15 @@ class MqttTransport(Endpoint):
         """
         assert self._loop is not None
         try:
-            settings = ClientSettings(self.address, self.client_id, self.connect_timeout)
+            settings = ClientSettings(self.address, self.client_id, self.connect_timeout, self.session_expiry_s)
             client = make_client(settings, proto, self._post, self._loop_handlers())
         except TransportError as exc:
             raise AttemptError("config", str(exc)) from None
         self._client = client
         self._live = False
         self._connack = self._loop.create_future()
-        connect = asyncio.to_thread(connect_blocking, client, self.address, proto, self.keepalive)
+        connect = asyncio.to_thread(connect_blocking, client, self.address, proto, self.keepalive,
+                                    self.session_expiry_s)
         connecting = asyncio.ensure_future(connect)
         try:
             await asyncio.shield(connecting)
@@ -219,10 +240,12 @@ class MqttTransport(Endpoint):
             raise
         client.loop_start()
         try:
-            result = await asyncio.wait_for(asyncio.shield(self._connack), self.connect_timeout)
+            result = await asyncio.wait_for(asyncio.shield(self._connack), connack_timeout or self.connect_timeout)
         except (asyncio.TimeoutError, TimeoutError):
             await self._teardown(client)
-            raise AttemptError("unreachable", f"no MQTT answer within {self.connect_timeout:g} s") from None
+            wait = connack_timeout or self.connect_timeout
+            raise AttemptError("silent" if connack_timeout else "unreachable",
+                               f"no MQTT answer within {wait:g} s") from None
         except BaseException:
             await self._teardown(client)
             raise
@@ -398,6 +421,7 @@ class MqttTransport(Endpoint):
         if result.kind != "ok":
             return
         self._live = True
+        self.session_present = result.session_present
         self.negotiated_protocol = negotiated(client)
         self.stats.connects += 1
         self._subs.connection_changed()

@@ -17,6 +17,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from .errors import TransportError
 from .url import BrokerAddress
@@ -72,11 +74,13 @@ class _PahoLog:
 class Connack:
     """The broker's answer to one CONNECT."""
 
-    __slots__ = ("kind", "reason")
+    __slots__ = ("kind", "reason", "session_present")
 
-    def __init__(self, kind: str, reason: str) -> None:
+    def __init__(self, kind: str, reason: str, session_present: bool = False) -> None:
         self.kind = kind  # "ok" | "refused" | "unsupported" | "closed"
         self.reason = reason
+        #: the broker resumed a session it kept for this client id (what was sent meanwhile follows)
+        self.session_present = session_present
 
 
 class AttemptError(Exception):
@@ -127,6 +131,8 @@ class ClientSettings:
     address: BrokerAddress
     client_id: str
     connect_timeout: float
+    #: seconds the broker keeps the session (subscriptions, QoS 1 messages) after a disconnect; 0: clean sessions
+    session_expiry_s: int = 0
 
 
 def make_client(
@@ -138,7 +144,7 @@ def make_client(
         CallbackAPIVersion.VERSION2,
         client_id=settings.client_id,
         protocol=_PAHO_PROTOCOL[proto],
-        clean_session=None if proto == "5" else True,
+        clean_session=None if proto == "5" else not settings.session_expiry_s,
         # we reconnect ourselves (cancellable waits, reasons for the UI);
         # this also stops paho's own 3.1.1 -> 3.1 downgrade
         reconnect_on_failure=False,
@@ -168,7 +174,7 @@ def _bridge(client: paho.Client, address: BrokerAddress, post: Callable[..., Non
 
     def on_connect(client: paho.Client, userdata: Any, flags: Any, code: Any, props: Any) -> None:
         if not code.is_failure:
-            result = Connack("ok", "")
+            result = Connack("ok", "", bool(getattr(flags, "session_present", False)))
         elif code.value in _UNSUPPORTED_PROTOCOL:
             result = Connack("unsupported", str(code).lower())
         else:
@@ -205,10 +211,18 @@ def _bridge(client: paho.Client, address: BrokerAddress, post: Callable[..., Non
     client.loop_forever = guarded_loop_forever  # type: ignore[method-assign]
 
 
-def connect_blocking(client: paho.Client, address: BrokerAddress, proto: str, keepalive: int) -> None:
-    """TCP connect and send CONNECT (blocks: run it in a thread)."""
+def connect_blocking(client: paho.Client, address: BrokerAddress, proto: str, keepalive: int,
+                     session_expiry_s: int = 0) -> None:
+    """TCP connect and send CONNECT (blocks: run it in a thread). With ``session_expiry_s`` the session is
+    resumed if the broker kept it, and kept that long after we disconnect (MQTT 5: Session Expiry Interval;
+    3.1.1: clean session off, which the broker keeps as long as its own settings say)."""
     if proto == "5":
-        client.connect(address.host, address.port, keepalive, clean_start=True)
+        if session_expiry_s:
+            props = Properties(PacketTypes.CONNECT)
+            props.SessionExpiryInterval = session_expiry_s
+            client.connect(address.host, address.port, keepalive, clean_start=False, properties=props)
+        else:
+            client.connect(address.host, address.port, keepalive, clean_start=True)
     else:
         client.connect(address.host, address.port, keepalive)
 

@@ -10,6 +10,7 @@ a view releases its topics and leaves the connection up for the others.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from .base import ConnectionState, Endpoint, StateChange, Transport
@@ -17,13 +18,43 @@ from .base import ConnectionState, Endpoint, StateChange, Transport
 __all__ = ["SharedConnection", "TopicView"]
 
 
+#: messages held for topics no view holds yet (the oldest are dropped beyond it; SDS repairs what is lost)
+HOLD_MAX = 20_000
+
+
 class SharedConnection:
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, *, keep: Callable[[str], bool] | None = None,
+                 hold: bool = False) -> None:
         self.transport = transport
         self._routes: dict[str, list[TopicView]] = {}
-        #: messages on a topic no view holds (e.g. after a channel was left)
+        #: messages on a topic no view held, dropped (a channel left, or more than HOLD_MAX waiting)
         self.unrouted = 0
+        #: messages on topics no view holds yet, in arrival order, until one subscribes (see the module)
+        self._held: dict[str, list[bytes]] = {}
+        self._held_count = 0
+        self._keep = keep
+        self._holding = hold
+        self._closing = False
         transport.set_message_handler(self._dispatch)
+
+    def closing(self) -> None:
+        """The connection is about to close with its views: their topics that ``keep`` names stay subscribed at
+        the broker (a kept session goes on queueing for them)."""
+        self._closing = True
+
+    def held_topics(self) -> list[str]:
+        """Topics with messages held for a view that has not come."""
+        return list(self._held)
+
+    def settled(self) -> None:
+        """Every view that was coming has come: hold nothing more, and drop what is held for topics no view took
+        (a kept session's channel that is no longer ours), unsubscribing them at the broker."""
+        self._holding = False
+        for topic in list(self._held):
+            self.unrouted += len(self._held.pop(topic))
+            if topic not in self._routes:
+                self.transport.unsubscribe(topic)
+        self._held_count = 0
 
     async def start(self) -> None:
         await self.transport.start()
@@ -41,7 +72,19 @@ class SharedConnection:
     def _dispatch(self, topic: str, payload: bytes) -> None:
         views = self._routes.get(topic)
         if not views:
-            self.unrouted += 1
+            if not self._holding or self._closing:
+                self.unrouted += 1
+                return
+            self._held.setdefault(topic, []).append(payload)
+            self._held_count += 1
+            if self._held_count > HOLD_MAX:  # the oldest topic's oldest message goes
+                oldest = next(iter(self._held))
+                queue = self._held[oldest]
+                queue.pop(0)
+                if not queue:
+                    del self._held[oldest]
+                self._held_count -= 1
+                self.unrouted += 1
             return
         for view in views:
             view._deliver(topic, payload)
@@ -50,6 +93,11 @@ class SharedConnection:
         views = self._routes.setdefault(topic, [])
         if view not in views:
             views.append(view)
+        held = self._held.pop(topic, None)
+        if held:
+            self._held_count -= len(held)
+            for payload in held:
+                view._deliver(topic, payload)
         return self.transport.subscribe(topic)
 
     def _release(self, topic: str, view: TopicView) -> None:
@@ -58,7 +106,8 @@ class SharedConnection:
             views.remove(view)
         if not views:
             self._routes.pop(topic, None)
-            self.transport.unsubscribe(topic)
+            if not (self._closing and self._keep is not None and self._keep(topic)):
+                self.transport.unsubscribe(topic)
 
 
 class TopicView(Endpoint):

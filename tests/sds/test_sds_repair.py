@@ -3,6 +3,8 @@ and multi-participant repair with a single rebroadcast on the wire."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from sdschat.sds import (
@@ -80,6 +82,27 @@ def test_missing_dependency_gets_request_in_t_min_t_max_window():
         assert t == repair.t_req("bob", mid, now, T_MIN, T_MAX)
     # history entries keep the original sender for the response group
     assert all(r.entry.sender_id == "alice" for r in b.snapshot().repair_requests)
+
+
+def test_t_min_grows_with_the_gap_when_asked_to():
+    """``t_min_growth`` 1: the n-th outstanding request waits at least T_min * (1 + log2 n), at most T_max less a
+    quarter of the window; with 0 (the default, the RFC) every request is drawn from [T_min, T_max)."""
+    now = 10_000
+    _, b, lost, last = gap(1, repair_kw={"t_min_growth": 1.0})
+    b.receive(last.data, now)
+    assert now + T_MIN <= t_reqs(b)[lost[0].message_id] < now + T_MAX  # one missing: as ever
+    _, b, lost, last = gap(40, repair_kw={"t_min_growth": 1.0})
+    b.receive(last.data, now)
+    reqs = t_reqs(b)
+    assert len(reqs) == 40
+    cap = T_MAX - (T_MAX - T_MIN) // 4
+    for n, e in enumerate(sorted(lost, key=lambda o: o.lamport_timestamp), start=1):
+        floor = min(int(T_MIN * (1 + math.log2(n))), cap) if n > 1 else T_MIN
+        assert now + floor <= reqs[e.message_id] < now + T_MAX, n
+    assert sorted(reqs.values())[7] >= now + cap  # from the eighth on, every one waits at least the cap
+    _, b, lost, last = gap(40)
+    b.receive(last.data, now)
+    assert sum(t < now + 2 * T_MIN for t in t_reqs(b).values()) >= 5  # the RFC's: spread over the window
 
 
 def test_t_resp_is_zero_for_the_original_sender():

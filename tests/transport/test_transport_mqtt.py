@@ -342,3 +342,45 @@ def test_echo_filter_keeps_a_peers_identical_payload(broker: Any) -> None:
             assert a.stats.received == 6
 
     run(main())
+
+
+# ------------------------------------------------------------------ kept sessions
+
+
+def test_a_kept_session_gets_what_was_sent_while_away_and_a_clean_one_does_not(mosquitto: Any) -> None:
+    """mosquitto keeps the session of a client that asked for one (MQTT 5 session expiry, QoS 1): what is
+    published on its subscriptions while it is away arrives, in order, when it connects again with the same
+    client id; a client with clean sessions (the default) gets none of it."""
+
+    async def main() -> None:
+        topic = new_topic()
+        kept_id, clean_id = f"sdschat-{os.urandom(8).hex()}", f"sdschat-{os.urandom(8).hex()}"
+        kept = fast(mosquitto.url, client_id=kept_id, qos=1, session_expiry_s=60)
+        clean = fast(mosquitto.url, client_id=clean_id, qos=1)
+        for t in (kept, clean):
+            await t.start()
+            assert await t.subscribe(topic) is True
+            assert t.session_present is False  # (a first connect: nothing to resume)
+            await t.stop()
+        async with fast(mosquitto.url, qos=1) as sender:
+            for i in range(30):
+                assert await sender.publish(topic, b"while away %d" % i)
+            await asyncio.sleep(0.3)
+        back = fast(mosquitto.url, client_id=kept_id, qos=1, session_expiry_s=60)
+        again = fast(mosquitto.url, client_id=clean_id, qos=1)
+        async with back, again:
+            assert back.session_present is True and again.session_present is False
+            got = [await asyncio.wait_for(back.receive(), 5) for _ in range(30)]
+            assert [m.payload for m in got] == [b"while away %d" % i for i in range(30)]
+            await asyncio.sleep(0.5)
+            assert again._queue.qsize() == 0  # nothing was kept for the clean one
+
+    run(main())
+
+
+def test_a_kept_session_needs_a_client_id_and_a_sane_expiry() -> None:
+    with pytest.raises(TransportError, match="client id"):
+        MqttTransport("mqtt://127.0.0.1:1", session_expiry_s=60)
+    for bad in (-1, 2**32, 1.5):
+        with pytest.raises(TransportError, match="session expiry"):
+            MqttTransport("mqtt://127.0.0.1:1", client_id="sdschat-x", session_expiry_s=bad)  # type: ignore[arg-type]

@@ -96,3 +96,53 @@ def test_a_view_can_be_impaired_without_touching_the_others(broker: Any) -> None
         await shared.stop()
 
     run(main())
+
+
+def test_over_a_kept_session_what_the_broker_queued_waits_for_its_view_and_closing_keeps_the_topics(
+        mosquitto: Any) -> None:
+    """A window's connection: its views stop when it quits, but after ``closing()`` the kept topics stay
+    subscribed at the broker (a left channel's topic does not); on the next start the broker sends what it
+    queued before any view subscribes: it is held and handed to the view that subscribes to its topic. What
+    no view claims is dropped, and its topic unsubscribed, on ``settled()``; after it nothing more is held."""
+    kept_topic, left_topic, other_topic = (f"sdschat-test/{uuid.uuid4().hex}" for _ in range(3))
+    client_id = f"sdschat-{uuid.uuid4().hex[:16]}"
+
+    def connection() -> SharedConnection:
+        return SharedConnection(MqttTransport(mosquitto.url, client_id=client_id, qos=1, session_expiry_s=60),
+                                keep=lambda t: t != left_topic, hold=True)
+
+    async def main() -> None:
+        shared = connection()
+        await shared.start()
+        views = [shared.view() for _ in range(3)]
+        for view, topic in zip(views, (kept_topic, left_topic, other_topic)):
+            await view.start()
+            assert await view.subscribe(topic) is True
+        shared.closing()
+        for view in views:
+            await view.stop()
+        await shared.stop()
+        async with MqttTransport(mosquitto.url, qos=1) as sender:
+            for i in range(10):
+                for topic in (kept_topic, left_topic, other_topic):
+                    await sender.publish(topic, b"%s %d" % (topic[-4:].encode(), i))
+            await asyncio.sleep(0.3)
+        shared = connection()
+        await shared.start()
+        await until(lambda: sum(map(len, shared._held.values())) == 20)
+        assert sorted(shared.held_topics()) == sorted([kept_topic, other_topic])  # not the left one
+        view = shared.view()
+        got: list[bytes] = []
+        view.set_message_handler(lambda t, p: got.append(p))
+        await view.start()
+        await view.subscribe(kept_topic)
+        assert got == [b"%s %d" % (kept_topic[-4:].encode(), i) for i in range(10)]  # at once, in order
+        shared.settled()
+        assert shared.held_topics() == [] and shared.unrouted == 10
+        async with MqttTransport(mosquitto.url, qos=1) as sender:  # (other_topic is no longer subscribed)
+            await sender.publish(kept_topic, b"live")
+            await until(lambda: got[-1] == b"live")
+        await view.stop()
+        await shared.stop()
+
+    run(main())
