@@ -214,7 +214,7 @@ def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run)
                 await pilot.press("alt+2")
                 for i in range(40):
                     await bobs.nodes[0].send_text(f"new {i}")
-                await wait_until(pilot, lambda: rows(app)[0] == ("team", 40), what="40 unread")
+                await wait_until(pilot, lambda: rows(app)[0] == ("team", 40), timeout=15, what="40 unread")
 
                 await pilot.press("alt+1")
                 await wait_until(pilot, lambda: team.view.timeline.unread_line is not None, what="the line")

@@ -314,6 +314,10 @@ async def profiles(tmp_path: Path, **channels):
     try:
         for who, names in channels.items():
             profile = Profile.create(resolve_paths(tmp_path / who), who, broker.url)
+            # (the broker lives in the test: no session to keep across windows, and no MQTT 5 probe at every
+            # start; tests/cli/test_cli_kept_session.py tries kept sessions on mosquitto)
+            profile.session_days = 0
+            profile.save()
             for name in names:
                 profile.add_channel(name, channel_secret(name))
             group.by_name[who] = profile
