@@ -112,9 +112,17 @@ class Tmux:
         return self.tmux("capture-pane", "-p", "-S", "-", "-t", "t")
 
     def dead(self) -> tuple[bool, str]:
-        """(whether the program ended, its exit status)."""
-        dead, status = (self.tmux("display", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status}").split() + [""])[:2]
-        return dead == "1", status
+        """(whether the program ended, its exit status; ``"signal N"`` if a signal ended it)."""
+        deadline = time.monotonic() + 3
+        while True:
+            dead, status, sig = (self.tmux("display", "-p", "-t", "t",
+                                              "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}").split()
+                                    + ["", ""])[:3]
+            # tmux marks the pane dead when the pty closes, and knows the status once it has reaped the child:
+            # a moment later, which a busy machine can stretch
+            if dead != "1" or status or sig or time.monotonic() > deadline:
+                return dead == "1", status or (f"signal {sig}" if sig else "")
+            time.sleep(0.05)
 
     def wait_for(self, predicate, timeout: float = 20.0, what: str = "the screen") -> list[str]:
         deadline = time.monotonic() + timeout
