@@ -108,36 +108,29 @@ class Syncer:
             if got is not None and got[1] != sender:
                 del owed[d]  # someone else acknowledged it to its sender
 
-    def acks_sent(self, named: set[str] | None = None) -> None:
-        """A frame of ours went out: its bloom filter acknowledges every owed id it holds, its causal history
-        (``named``) those it names. What neither does stays owed (still due: a sync names it next), if logged."""
-        owed = self.ack_owed
+    def _unpaid(self, named: set[str]) -> list[tuple[str, tuple[int, str], LogRow]]:
+        """The owed acks (oldest first) that neither our bloom filter holds nor ``named`` (the causal history of
+        a frame going out) names, of messages still in the log: see "Acks a filter does not hold are named" in
+        :mod:`.channel`."""
         bloom = self.log.bloom
         logged = self.logged
-        keep = [(mid, due) for mid, due in owed.items()
-                if mid in logged and (named is None or mid not in named) and mid not in bloom]
-        owed.clear()
-        for mid, due in keep:
-            owed[mid] = due
-
-    def named_acks(self, history: list[LogRow]) -> list[LogRow]:
-        """``history`` with the owed ids our filter does not hold added (oldest owed first, at most
-        ``ack_names``), in log order: see "Acks a filter does not hold are named" in :mod:`.channel`."""
-        owed = self.ack_owed
-        bloom = self.log.bloom
-        logged = self.logged
-        named = {r.message_id for r in history}
-        extra: list[LogRow] = []
-        cap = self.config.ack_names
-        for mid in owed:
-            if len(extra) >= cap:
-                break
+        out = []
+        for mid, due in self.ack_owed.items():
             row = logged.get(mid)
             if row is not None and mid not in named and mid not in bloom:
-                extra.append(row)
-        if not extra:
-            return history
-        return sorted(history + extra, key=lambda r: (r.lamport_timestamp, r.message_id))
+                out.append((mid, due, row))
+        return out
+
+    def _keep_owed(self, unpaid: list[tuple[str, tuple[int, str], LogRow]]) -> None:
+        owed = self.ack_owed  # (shared with the channel: changed in place)
+        owed.clear()
+        for mid, due, _ in unpaid:
+            owed[mid] = due
+
+    def acks_sent(self, named: set[str]) -> None:
+        """A frame of ours went out: its bloom filter acknowledges every owed id it holds, its causal history
+        (``named``) those it names. What neither does stays owed (still due: a sync names it next)."""
+        self._keep_owed(self._unpaid(named))
 
     # ------------------------------------------------------------------ frames
 
@@ -190,15 +183,18 @@ class Syncer:
         log = self.log
         repair = self.repair.due_requests(now_ms)
         history = self.hints.take(log.causal_history(), now_ms)
-        if self.ack_owed:
-            history = self.named_acks(history)
+        if self.ack_owed:  # owed acks our filter does not hold: up to ack_names named here, the rest next time
+            unpaid = self._unpaid({r.message_id for r in history})
+            cap = self.config.ack_names
+            if unpaid[:cap]:
+                history = sorted(history + [row for _, _, row in unpaid[:cap]],
+                                 key=lambda r: (r.lamport_timestamp, r.message_id))
+            self._keep_owed(unpaid[cap:])
         self.counter += 1
         if not history and not repair:  # an empty log (or no causal history at all): nothing to send
             self.ack_owed.clear()  # (else an owed ack would keep the sync due, and nothing could pay it)
             self.next_at = self.due_after(now_ms)
             return None
-        if self.ack_owed:
-            self.acks_sent({r.message_id for r in history})
         lamport = log.bump(now_ms)
         mid = "sync-" + sha256(f"{self.participant_id}/{lamport}/{self.counter}".encode()).hexdigest()[:16]
         data = encode_frame(self.channel_id, self.participant_id, mid, lamport, history, None, log.bloom.to_bytes(),
