@@ -11,11 +11,15 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .errors import CliError, profile_call
 from .profiles import broker_failure, load_profile
 from .profiles import profile_identity
 from .wiring import profile_node_config, stop_all
+
+if TYPE_CHECKING:
+    from sdschat.profile.session import BrokerSession
 
 __all__ = ["ProfileClient", "window_run", "first_run", "welcome"]
 
@@ -44,7 +48,7 @@ class ProfileClient:
         self._save_timer = None  # a pending write of read positions
         self._waiting: list = []  # channels whose nodes start_others() starts
         self._identity = None  # the profile's identity, read once
-        self._session = None  # the profile's kept broker session, if this window holds it
+        self._session: BrokerSession | None = None  # the profile's kept broker session, if this window holds it
 
     @classmethod
     async def start(cls, profile, *, all_channels: bool = True) -> ProfileClient:
