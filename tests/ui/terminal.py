@@ -111,17 +111,27 @@ class Tmux:
     def scrollback(self) -> str:
         return self.tmux("capture-pane", "-p", "-S", "-", "-t", "t")
 
-    def dead(self) -> tuple[bool, str]:
-        """(whether the program ended, its exit status; ``"signal N"`` if a signal ended it)."""
-        deadline = time.monotonic() + 3
+    def dead(self, settle: float = 3.0) -> tuple[bool, str]:
+        """(whether the program ended, its exit status; ``"signal N"`` if a signal ended it). tmux marks the pane
+        dead when the pty closes, and knows the status once it has reaped the child: a moment later, which a busy
+        machine can stretch; a dead pane is polled for its status for up to ``settle`` seconds."""
+        deadline = time.monotonic() + settle
         while True:
             dead, status, sig = (self.tmux("display", "-p", "-t", "t",
                                               "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}").split()
                                     + ["", ""])[:3]
-            # tmux marks the pane dead when the pty closes, and knows the status once it has reaped the child:
-            # a moment later, which a busy machine can stretch
             if dead != "1" or status or sig or time.monotonic() > deadline:
                 return dead == "1", status or (f"signal {sig}" if sig else "")
+            time.sleep(0.05)
+
+    def exit_status(self, timeout: float = 45.0) -> str:
+        """Wait for the program to end and tmux to know how: its exit status, ``"signal N"``, or ``""`` if it
+        had not ended (or tmux never learnt the status) within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            dead, status = self.dead(settle=max(0.0, deadline - time.monotonic()))
+            if (dead and status) or time.monotonic() > deadline:
+                return status if dead else ""
             time.sleep(0.05)
 
     def wait_for(self, predicate, timeout: float = 20.0, what: str = "the screen") -> list[str]:
