@@ -1,0 +1,14 @@
+"""The node's user-facing error base.
+
+:class:`UserError` is what a person can fix: a wrong name, a command used wrongly, a refusal by the channel's
+rules. A front end (the window, the CLI) shows its text as a notice or one line; anything else that escapes is a
+bug and is reported as one, with its traceback in the log.
+"""
+
+from __future__ import annotations
+
+__all__ = ["UserError"]
+
+
+class UserError(Exception):
+    """A failure the user can act on: its text is shown as it is, never a traceback."""
