@@ -30,14 +30,19 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import chaos_harness as H  # noqa: E402
+import kit as H
 
 #: about 80 characters once {name} and {i} are filled in
 TEXT = "{name} #{i}: the quick brown fox jumps over the lazy dog, then naps in the sun ok"
 #: tables and indexes of a bounded size once full (the events window, the SDS-R cache, the bloom ids)
-BOUNDED = {"events", "events_kind_ts", "sds_cache", "sqlite_autoindex_sds_cache_1", "sds_bloom_ids",
-           "sds_bloom_ids_channel"}
+BOUNDED = {
+    "events",
+    "events_kind_ts",
+    "sds_cache",
+    "sqlite_autoindex_sds_cache_1",
+    "sds_bloom_ids",
+    "sds_bloom_ids_channel",
+}
 
 
 def table_bytes(db: Path) -> dict[str, int]:
@@ -59,8 +64,21 @@ def run_group(workdir: Path, nodes: int, messages: int, extra: list[str]) -> lis
     broker = H.Broker(workdir)
     broker.start()
     H.keygen(workdir)
-    args = ["--quiet", "--text", TEXT, "--count", str(messages), "--interval", "0.01",
-            "--start-after", "2", "--linger", "3", *H.FAST, *extra]
+    args = [
+        "--quiet",
+        "--text",
+        TEXT,
+        "--count",
+        str(messages),
+        "--interval",
+        "0.01",
+        "--start-after",
+        "2",
+        "--linger",
+        "3",
+        *H.FAST,
+        *extra,
+    ]
     bots = [H.Bot(workdir, f"n{i}", broker.url, args) for i in range(nodes)]
     try:
         for b in bots:
@@ -95,14 +113,25 @@ def measure(dbs: list[Path], *, compacting: bool = True) -> dict:
         file += H.db_bytes(db)
     used = sum(tables.values())
     beyond = used - sum(tables.get(t, 0) for t in bounded)
-    return {"bounded": bounded, "messages": msgs, "events": events, "compacted": compacted, "cached": cached,
-            "tables": tables, "file": file, "used": used, "beyond": beyond}
+    return {
+        "bounded": bounded,
+        "messages": msgs,
+        "events": events,
+        "compacted": compacted,
+        "cached": cached,
+        "tables": tables,
+        "file": file,
+        "used": used,
+        "beyond": beyond,
+    }
 
 
 def show(title: str, r: dict) -> None:
     m = max(r["messages"], 1)
-    print(f"\n{title}: {r['messages']:,} messages held, {r['events']:,} event rows in full, "
-          f"{r['compacted']:,} messages with compacted events, {r['cached']:,} in the SDS-R caches")
+    print(
+        f"\n{title}: {r['messages']:,} messages held, {r['events']:,} event rows in full, "
+        f"{r['compacted']:,} messages with compacted events, {r['cached']:,} in the SDS-R caches"
+    )
     print(f"  {'table / index':40} {'bytes':>12} {'B/message':>10}")
     for name, size in sorted(r["tables"].items(), key=lambda kv: -kv[1]):
         if size > 4096 * 3:
@@ -122,11 +151,19 @@ def main() -> int:
     args = ap.parse_args()
     if args.smoke:
         args.nodes, args.messages, args.small = 2, 60, 40
-    small = ["--events-keep", str(args.small), "--tune", f"repair_cache_size={args.small}",
-             "--tune", f"bloom_capacity={args.small}"]
-    runs = [("events compaction off (every event row kept)", ["--events-keep", "0"]),
-            ("events compaction on, the node's defaults", []),
-            (f"events compaction on, bounded parts scaled down to {args.small}", small)]
+    small = [
+        "--events-keep",
+        str(args.small),
+        "--tune",
+        f"repair_cache_size={args.small}",
+        "--tune",
+        f"bloom_capacity={args.small}",
+    ]
+    runs = [
+        ("events compaction off (every event row kept)", ["--events-keep", "0"]),
+        ("events compaction on, the node's defaults", []),
+        (f"events compaction on, bounded parts scaled down to {args.small}", small),
+    ]
     if args.smoke:
         runs = runs[::2]
     t0 = time.monotonic()
@@ -141,8 +178,9 @@ def main() -> int:
     print()
     for title, r in results:
         m = max(r["messages"], 1)
-        print(f"{title}: file {r['file'] / m:,.0f} B/message, beyond the bounded parts {r['beyond'] / m:,.0f} "
-              f"B/message")
+        print(
+            f"{title}: file {r['file'] / m:,.0f} B/message, beyond the bounded parts {r['beyond'] / m:,.0f} B/message"
+        )
     print(f"wall {time.monotonic() - t0:.1f} s")
     return 0
 

@@ -31,16 +31,12 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from sdschat.sds import MessageChannel, native  # noqa: E402
-from sdschat.sds.frame import Frame  # noqa: E402
-from sdschat.sds.repair import in_response_group  # noqa: E402
-from sdschat.sds.wire import HistoryEntry, encode_frame, parse_pb  # noqa: E402
-from sdschat.sim.params import SimParams, channel_config  # noqa: E402
+from sdschat.sds import MessageChannel, native
+from sdschat.sds.frame import Frame
+from sdschat.sds.repair import in_response_group
+from sdschat.sds.wire import HistoryEntry, encode_frame, parse_pb
+from sdschat.sim.params import SimParams, channel_config
 
 
 def main() -> int:
@@ -74,8 +70,11 @@ def main() -> int:
         if f.has_content:  # as the simulator: the bloom positions and the response group, once a frame
             positions = members[0].bloom.positions(f.message_id)
             g = cfg.repair.response_groups
-            f.responders = frozenset(ch.participant_id for ch in members
-                                     if in_response_group(ch.participant_id, f.sender_id, f.message_id, g))
+            f.responders = frozenset(
+                ch.participant_id
+                for ch in members
+                if in_response_group(ch.participant_id, f.sender_id, f.message_id, g)
+            )
         if not in_order:
             rnd.shuffle(order)
         seq = range(n) if in_order else order
@@ -101,9 +100,17 @@ def main() -> int:
         kinds["sync frame"].append(broadcast(s.sync(t).data, s, t))
         t += 100
         log = s.log
-        hist = [HistoryEntry(mid, None, None) for mid in log[-cfg.causal_history_size:]]
-        data = encode_frame(p.channel_id, s.participant_id, f"sync-fanout-{k}", s.lamport_timestamp + 1, hist, None,
-                            s.bloom.to_bytes(), [HistoryEntry(asked, None, senders[0].participant_id)])
+        hist = [HistoryEntry(mid, None, None) for mid in log[-cfg.causal_history_size :]]
+        data = encode_frame(
+            p.channel_id,
+            s.participant_id,
+            f"sync-fanout-{k}",
+            s.lamport_timestamp + 1,
+            hist,
+            None,
+            s.bloom.to_bytes(),
+            [HistoryEntry(asked, None, senders[0].participant_id)],
+        )
         kinds["sync frame with a repair request"].append(broadcast(data, s, t))
         t += 100
         kinds["content message"].append(broadcast(s.send(b"fan-out timed %d" % k, t).data, s, t))
@@ -112,14 +119,18 @@ def main() -> int:
     stats = members[0].stats
     assert stats["syncs_received"] == 3 * args.frames and stats["repair_requests_received"] == args.frames, stats
 
-    print(f"engine_fanout: {n:,} members, {args.messages} messages each before timing, {args.frames} frames of "
-          f"each kind, members in random order")
+    print(
+        f"engine_fanout: {n:,} members, {args.messages} messages each before timing, {args.frames} frames of "
+        f"each kind, members in random order"
+    )
     print(f"engine             {native.BUILD}")
     print(f"setup              {setup:.1f} s ({n * args.messages:,} receives)")
     for kind, per in kinds.items():
         print(f"{kind:<34} {statistics.median(per) * 1e6:.2f} us a copy median, {min(per) * 1e6:.2f} min")
-    print(f"{'sync frame, members in made order':<34} {statistics.median(swept) * 1e6:.2f} us a copy median, "
-          f"{min(swept) * 1e6:.2f} min")
+    print(
+        f"{'sync frame, members in made order':<34} {statistics.median(swept) * 1e6:.2f} us a copy median, "
+        f"{min(swept) * 1e6:.2f} min"
+    )
     return 0
 
 

@@ -33,17 +33,14 @@ import json
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from google.protobuf.internal import api_implementation
+
+from sdschat.sds import ChannelConfig, MessageChannel, native
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from google.protobuf.internal import api_implementation  # noqa: E402
-
-from sdschat.sds import ChannelConfig, MessageChannel, native  # noqa: E402
-
 WAKU_SCRIPT = ROOT / "bench" / "waku_alternate.mjs"
 FLATNESS_TARGET = 0.8
 
@@ -87,11 +84,15 @@ def run_waku(n: int, repeat: int) -> dict:
         raise SystemExit("node is not on PATH (or pass --skip-waku)")
     proc = subprocess.run(
         [node, str(WAKU_SCRIPT), "--messages", str(n), "--repeat", str(repeat)],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     if proc.returncode != 0:
-        raise SystemExit(f"{WAKU_SCRIPT.name} failed (rc={proc.returncode}):\n{proc.stderr.strip()}\n"
-                         "install it with: npm ci --prefix tests/interop   (or pass --skip-waku)")
+        raise SystemExit(
+            f"{WAKU_SCRIPT.name} failed (rc={proc.returncode}):\n{proc.stderr.strip()}\n"
+            "install it with: npm ci --prefix tests/interop   (or pass --skip-waku)"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -101,23 +102,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long-messages", type=int, default=20000, help="N for the sdschat flatness run (default 20000)")
     ap.add_argument("--skip-waku", action="store_true", help="do not run @waku/sds (no node needed)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement, best kept (default 3)")
-    ap.add_argument("--gc-off-check", action="store_true",
-                    help="also measure sdschat with Python's cyclic GC disabled (diagnoses GC share of the slowdown)")
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    ap.add_argument(
+        "--gc-off-check",
+        action="store_true",
+        help="also measure sdschat with Python's cyclic GC disabled (diagnoses GC share of the slowdown)",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     args = ap.parse_args(argv)
     if args.smoke:
         args.messages, args.long_messages, args.repeat = 200, 1000, 1
     n, long_n = args.messages, args.long_messages
 
     backend = api_implementation.Type()
-    print(f"python {platform.python_version()}  protobuf {__import__('google.protobuf').protobuf.__version__}"
-          f"  backend: {backend}")
+    print(
+        f"python {platform.python_version()}  protobuf {__import__('google.protobuf').protobuf.__version__}"
+        f"  backend: {backend}"
+    )
     print(f"engine: {native.BUILD}")  # compiled by mypyc, or the Python sources (SDSCHAT_PURE_ENGINE=1)
     if backend != "upb":
         print(f"  WARNING: protobuf backend is {backend!r}, not 'upb': expect 10-20x slower frames")
-    print(f"workload: 2 participants alternate, causal history 2, bloom 10,000/0.001, repair on; "
-          f"1 message = 1 send + 1 receive; best of {args.repeat} runs (sdschat runs interleaved)")
+    print(
+        f"workload: 2 participants alternate, causal history 2, bloom 10,000/0.001, repair on; "
+        f"1 message = 1 send + 1 receive; best of {args.repeat} runs (sdschat runs interleaved)"
+    )
     print()
 
     rows: list[tuple[str, int, float, str]] = []
@@ -132,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     long_rate = long_n / long_s
     flat = long_rate / rate
     verdict = "ok" if flat >= FLATNESS_TARGET else "BELOW TARGET"
-    rows.append(("sdschat", long_n, long_s, f"{flat:.2f} of its {n:,}-msg rate (target >= {FLATNESS_TARGET}: {verdict})"))
+    rows.append(
+        ("sdschat", long_n, long_s, f"{flat:.2f} of its {n:,}-msg rate (target >= {FLATNESS_TARGET}: {verdict})")
+    )
     if args.gc_off_check:
         s2, l2 = best_pair(n, long_n, args.repeat, gc_enabled=False)
         rows.append(("sdschat, gc disabled", n, s2, ""))

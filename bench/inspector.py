@@ -25,10 +25,13 @@ import time
 from pathlib import Path
 
 import sdschat.ui  # noqa: F401  (first: it sets Textual's frame rate)
+
+# isort: split
 from ui_history import FrameClock, fill
 
 from sdschat.crypto import ChannelKey
-from sdschat.node import Node, NodeConfig, events as ev
+from sdschat.node import Node, NodeConfig
+from sdschat.node import events as ev
 from sdschat.store import EventRow, Store
 
 RUNS = 7
@@ -37,8 +40,20 @@ ME = "aa" * 16
 
 def history(n: int, t0: int = 1_763_000_000_000) -> list[ev.ChatMessage]:
     senders = [(ME, "alice"), ("bb" * 16, "bob"), ("cc" * 16, "carol")]
-    return [ev.ChatMessage(f"{i:064x}", senders[i % 3][0], senders[i % 3][1], f"message number {i} of the bench",
-                           "msg", t0 + i * 1000, i + 1, False, ev.RECEIVED) for i in range(n)]
+    return [
+        ev.ChatMessage(
+            f"{i:064x}",
+            senders[i % 3][0],
+            senders[i % 3][1],
+            f"message number {i} of the bench",
+            "msg",
+            t0 + i * 1000,
+            i + 1,
+            False,
+            ev.RECEIVED,
+        )
+        for i in range(n)
+    ]
 
 
 async def make(db: Path, key: ChannelKey, n: int, url: str) -> list[ev.ChatMessage]:
@@ -51,14 +66,23 @@ async def make(db: Path, key: ChannelKey, n: int, url: str) -> list[ev.ChatMessa
     try:
         for i in range(0, n, 5_000):
             rows = []
-            for m in msgs[i:i + 5_000]:
+            for m in msgs[i : i + 5_000]:
                 t = m.sent_at_ms
-                rows += [EventRow("received", t + 20, m.message_id, m.sender_id),
-                         EventRow("delivered", t + 21, m.message_id, m.sender_id)]
+                rows += [
+                    EventRow("received", t + 20, m.message_id, m.sender_id),
+                    EventRow("delivered", t + 21, m.message_id, m.sender_id),
+                ]
                 if m.lamport_timestamp % 5 == 0:
-                    rows += [EventRow("sent", t, m.message_id, me, detail={"history": [f"{j:064x}" for j in range(3)]}),
-                             EventRow("acked", t + 300, m.message_id, me,
-                                      detail={"by_bloom": False, "by": "bb" * 16, "frame": "f" * 64, "via": "sync"})]
+                    rows += [
+                        EventRow("sent", t, m.message_id, me, detail={"history": [f"{j:064x}" for j in range(3)]}),
+                        EventRow(
+                            "acked",
+                            t + 300,
+                            m.message_id,
+                            me,
+                            detail={"by_bloom": False, "by": "bb" * 16, "frame": "f" * 64, "via": "sync"},
+                        ),
+                    ]
             await store.apply(key.channel_id, events=rows)
         await store.compact_events(10_000)
     finally:
@@ -107,8 +131,11 @@ async def bench(folder: Path, n: int) -> dict:
                         lines = app.screen.lines
                         await pilot.press("escape")
                         await pilot.pause(0.05)
-                    out[label] = (statistics.median(samples) * 1000, max(samples) * 1000,
-                                  sum(1 for line in lines if " s  " in line))
+                    out[label] = (
+                        statistics.median(samples) * 1000,
+                        max(samples) * 1000,
+                        sum(1 for line in lines if " s  " in line),
+                    )
         finally:
             await node.stop()
         cmd = [sys.executable, "-m", "sdschat", "inspect", "--db", str(db), msgs[n // 2].message_id]
@@ -135,8 +162,10 @@ def main() -> None:
     print(f"inspector on a channel of {n:,} messages (events compacted beyond the newest 10,000 rows)")
     for label in ("recent", "old"):
         med, worst, steps = r[label]
-        print(f"  {label} message: key press to the inspector's frame {med:.1f} ms median ({worst:.1f} ms max), "
-              f"{steps} timeline steps")
+        print(
+            f"  {label} message: key press to the inspector's frame {med:.1f} ms median ({worst:.1f} ms max), "
+            f"{steps} timeline steps"
+        )
     print(f"  `sdschat inspect --db FILE ID`, a cold process: {r['cold']:.0f} ms median")
 
 

@@ -79,9 +79,11 @@ def declared() -> tuple[list[Requirement], list[Requirement], set[str]]:
     toml = tomllib.loads((ROOT / "pyproject.toml").read_text())
     project = toml["project"]
     tools = [*project["optional-dependencies"].get("dev", []), *toml["build-system"]["requires"]]
-    return ([Requirement(r) for r in project["dependencies"]],
-            [Requirement(r) for r in project["optional-dependencies"]["pipeline"]],  # (no markers of ours)
-            {norm(Requirement(r).name) for r in tools})
+    return (
+        [Requirement(r) for r in project["dependencies"]],
+        [Requirement(r) for r in project["optional-dependencies"]["pipeline"]],  # (no markers of ours)
+        {norm(Requirement(r).name) for r in tools},
+    )
 
 
 def closure(requirements: list[Requirement]) -> dict[str, md.Distribution]:
@@ -99,7 +101,9 @@ def closure(requirements: list[Requirement]) -> dict[str, md.Distribution]:
         try:
             dist = md.distribution(req.name)
         except md.PackageNotFoundError:
-            raise SystemExit(f"install_size: {req.name} is not installed in this venv (pip install -e '.[dev]')")
+            raise SystemExit(
+                f"install_size: {req.name} is not installed in this venv (pip install -e '.[dev]')"
+            ) from None
         found[key[0]] = dist
         for sub in map(Requirement, dist.requires or []):
             if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
@@ -148,8 +152,9 @@ def check_closure() -> bool:
     pipeline_closure = closure(pipeline)
     ok = True
 
-    p = subprocess.run([sys.executable, "-c", IMPORT_CLOSURE, *PIPELINE_ONLY], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", IMPORT_CLOSURE, *PIPELINE_ONLY], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     if p.returncode != 0:
         raise SystemExit(f"install_size: importing sdschat failed:\n{p.stderr[-2000:]}")
     got = json.loads(p.stdout.strip().splitlines()[-1])
@@ -169,8 +174,10 @@ def check_closure() -> bool:
 
     loaded = distributions(got["modules"])  # imported when the chat-only modules load
     named = source_imports()
-    lazy = {d: sorted({f for m, files in named.items() if d in distributions([m]) for f in files})
-            for d in distributions(named) - loaded}
+    lazy = {
+        d: sorted({f for m, files in named.items() if d in distributions([m]) for f in files})
+        for d in distributions(named) - loaded
+    }
     outside = sorted(loaded - set(base_closure)) + sorted(set(lazy) - set(base_closure) - pipeline_names - tools)
     pipeline_loaded = sorted((loaded | set(base_closure)) & pipeline_names)
     pipeline_lazy = {d: files for d, files in lazy.items() if d in pipeline_names}
@@ -186,26 +193,34 @@ def check_closure() -> bool:
         print(f"FAIL in both the base dependencies and the pipeline extra: {sorted(base_names & pipeline_names)}")
     unused = sorted(base_names - loaded - set(lazy))
     used = loaded | set(lazy)
-    print(f"chat-only imports: {got['imported']} sdschat modules use {len(used)} distributions "
-          f"({len(loaded)} when loaded, {len(lazy) - len(pipeline_lazy) - len(tools_lazy)} more in lazy imports), "
-          f"{len(outside)} "
-          f"outside the base dependencies' closure ({len(base_names)} declared, {len(base_closure)} with what they "
-          f"pull in); pipeline packages loaded: {len(pipeline_loaded)}"
-          + (f"; declared but never imported: {', '.join(unused)}" if unused else ""))
+    print(
+        f"chat-only imports: {got['imported']} sdschat modules use {len(used)} distributions "
+        f"({len(loaded)} when loaded, {len(lazy) - len(pipeline_lazy) - len(tools_lazy)} more in lazy imports), "
+        f"{len(outside)} "
+        f"outside the base dependencies' closure ({len(base_names)} declared, {len(base_closure)} with what they "
+        f"pull in); pipeline packages loaded: {len(pipeline_loaded)}"
+        + (f"; declared but never imported: {', '.join(unused)}" if unused else "")
+    )
     if pipeline_lazy:
-        print("  pipeline packages imported lazily (behind require_pipeline): "
-              + "; ".join(f"{d} in {', '.join(files)}" for d, files in sorted(pipeline_lazy.items())))
+        print(
+            "  pipeline packages imported lazily (behind require_pipeline): "
+            + "; ".join(f"{d} in {', '.join(files)}" for d, files in sorted(pipeline_lazy.items()))
+        )
     if tools_lazy:
-        print("  developer tools imported lazily (the dev extra, the build system): "
-              + "; ".join(f"{d} in {', '.join(files)}" for d, files in sorted(tools_lazy.items())))
+        print(
+            "  developer tools imported lazily (the dev extra, the build system): "
+            + "; ".join(f"{d} in {', '.join(files)}" for d, files in sorted(tools_lazy.items()))
+        )
 
     sizes = {name: installed_bytes(d) for name, d in base_closure.items()}
     extra_only = {n: d for n, d in pipeline_closure.items() if n not in base_closure}
     pipe_mb = sum(installed_bytes(d) for d in extra_only.values()) / 1e6
     top = sorted(sizes.items(), key=lambda kv: -kv[1])[:6]
-    print(f"estimated chat-only install (the base closure as installed in this venv, without pip and sdschat): "
-          f"{sum(sizes.values()) / 1e6:.1f} MB [target for the whole venv < {TARGET_MB:.0f} MB]; largest: "
-          + ", ".join(f"{n} {b / 1e6:.1f}" for n, b in top))
+    print(
+        f"estimated chat-only install (the base closure as installed in this venv, without pip and sdschat): "
+        f"{sum(sizes.values()) / 1e6:.1f} MB [target for the whole venv < {TARGET_MB:.0f} MB]; largest: "
+        + ", ".join(f"{n} {b / 1e6:.1f}" for n, b in top)
+    )
     print(f"the pipeline extra adds {len(extra_only)} distributions, {pipe_mb:.1f} MB as installed here")
     return ok
 
@@ -226,41 +241,71 @@ def fresh_venv(where: Path, spec: str) -> dict:
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     py = where / "bin" / "python"
-    p = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         raise SystemExit(f"install_size: pip install {spec} failed (no package index?):\n{p.stderr[-2000:]}")
     seconds = time.perf_counter() - t
     apparent, disk = tree_bytes(where)
     site = next((where / "lib").glob("python3*/site-packages"))
-    dirs = sorted(((tree_bytes(d)[0], d.name) for d in site.iterdir() if d.is_dir()
-                   and not d.name.endswith((".dist-info", "__pycache__"))), reverse=True)[:8]
-    probe = subprocess.run([str(py), "-c", "import importlib.util, json; print(json.dumps([m for m in "
-                            "('pyspark', 'pyarrow', 'matplotlib', 'numpy') if importlib.util.find_spec(m)]))"],
-                           capture_output=True, text=True, check=True)
+    dirs = sorted(
+        (
+            (tree_bytes(d)[0], d.name)
+            for d in site.iterdir()
+            if d.is_dir() and not d.name.endswith((".dist-info", "__pycache__"))
+        ),
+        reverse=True,
+    )[:8]
+    probe = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import importlib.util, json; print(json.dumps([m for m in "
+            "('pyspark', 'pyarrow', 'matplotlib', 'numpy') if importlib.util.find_spec(m)]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     version = subprocess.run([str(where / "bin" / "sdschat"), "--version"], capture_output=True, text=True)
-    return {"seconds": seconds, "apparent": apparent, "disk": disk, "top": dirs,
-            "pipeline": json.loads(probe.stdout), "version_ok": version.returncode == 0,
-            "version": (version.stdout or version.stderr).strip().splitlines()[:1]}
+    return {
+        "seconds": seconds,
+        "apparent": apparent,
+        "disk": disk,
+        "top": dirs,
+        "pipeline": json.loads(probe.stdout),
+        "version_ok": version.returncode == 0,
+        "version": (version.stdout or version.stderr).strip().splitlines()[:1],
+    }
 
 
 def report(label: str, r: dict, target: float | None) -> None:
     mb = r["apparent"] / 1e6
     verdict = "" if target is None else f" [target < {target:.0f} MB: {'met' if mb < target else 'MISSED'}]"
-    print(f"{label}: {mb:.1f} MB ({r['apparent'] / 2**20:.1f} MiB; {r['disk'] / 2**20:.1f} MiB on disk), "
-          f"installed in {r['seconds']:.0f} s{verdict}")
+    print(
+        f"{label}: {mb:.1f} MB ({r['apparent'] / 2**20:.1f} MiB; {r['disk'] / 2**20:.1f} MiB on disk), "
+        f"installed in {r['seconds']:.0f} s{verdict}"
+    )
     print("  largest: " + ", ".join(f"{name} {b / 1e6:.1f}" for b, name in r["top"]))
-    print(f"  pipeline packages present: {', '.join(r['pipeline']) or 'none'}; `sdschat --version`: "
-          f"{'runs' if r['version_ok'] else 'FAILS'} {r['version']}")
+    print(
+        f"  pipeline packages present: {', '.join(r['pipeline']) or 'none'}; `sdschat --version`: "
+        f"{'runs' if r['version_ok'] else 'FAILS'} {r['version']}"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pipeline", action="store_true", help="also measure a venv with the pipeline extra")
     ap.add_argument("--keep", action="store_true", help="keep the venvs (their folder is printed)")
-    ap.add_argument("--smoke", action="store_true",
-                    help="offline: check the base dependencies against the chat-only imports, estimate the size "
-                         "(the test suite runs this)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="offline: check the base dependencies against the chat-only imports, estimate the size "
+        "(the test suite runs this)",
+    )
     a = ap.parse_args()
     ok = check_closure()
     if a.smoke:

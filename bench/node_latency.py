@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -23,16 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_harness import percentile  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
+from kit import Broker, percentile
 
 
 def main() -> int:
@@ -40,24 +29,18 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=float, default=50.0, help="messages per second, all nodes together")
     ap.add_argument("--nodes", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     args = ap.parse_args()
     if args.smoke:
         args.seconds, args.rate, args.nodes = 3.0, 20.0, 2
 
-    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    if not Path(mosquitto).exists():
-        print("mosquitto not found: run `bash .ci/setup` (it installs it)", file=sys.stderr)
-        return 2
     work = Path(tempfile.mkdtemp(prefix="sdschat-bench-"))
-    port = free_port()
-    (work / "mosquitto.conf").write_text(
-        f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\nset_tcp_nodelay true\n"
-        "persistence false\n")
-    broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    broker = Broker(work)  # (one line and exit when mosquitto is missing: `bash .ci/setup` installs it)
+    broker.start()
     sds = [sys.executable, "-m", "sdschat"]
     subprocess.run([*sds, "keygen", str(work / "k.key")], check=True, capture_output=True)
     per_node = args.rate / args.nodes
@@ -67,18 +50,40 @@ def main() -> int:
     t0 = time.monotonic()
     for name in names:
         procs[name] = subprocess.Popen(
-            [*sds, "bot", "--name", name, "--key-file", str(work / "k.key"), "--broker", f"mqtt://127.0.0.1:{port}",
-             "--db", str(work / f"{name}.db"), "--count", str(count), "--interval", str(1 / per_node),
-             "--linger", "3", "--start-after", "2", "--quiet", "--max-runtime", str(args.seconds * 3 + 60)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [
+                *sds,
+                "bot",
+                "--name",
+                name,
+                "--key-file",
+                str(work / "k.key"),
+                "--broker",
+                broker.url,
+                "--db",
+                str(work / f"{name}.db"),
+                "--count",
+                str(count),
+                "--interval",
+                str(1 / per_node),
+                "--linger",
+                "3",
+                "--start-after",
+                "2",
+                "--quiet",
+                "--max-runtime",
+                str(args.seconds * 3 + 60),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     cpu = {}  # (includes ~2 s start-up and linger at low load)
     for name, p in procs.items():
         _, status, usage = os.wait4(p.pid, 0)
         cpu[name] = usage.ru_utime + usage.ru_stime
         p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
-    broker.terminate()
-    broker.wait(5)
+    broker.close()
 
     sent: dict[str, float] = {}
     delivered: list[float] = []
@@ -90,8 +95,12 @@ def main() -> int:
         con = sqlite3.connect(db)
         for mid, ts in con.execute("SELECT message_id, ts_ms FROM events WHERE kind = 'sent'"):
             sent[mid] = ts
-        logs[name] = [r[0] for r in con.execute(
-            "SELECT message_id FROM messages WHERE state != 'waiting' ORDER BY lamport_timestamp, message_id")]
+        logs[name] = [
+            r[0]
+            for r in con.execute(
+                "SELECT message_id FROM messages WHERE state != 'waiting' ORDER BY lamport_timestamp, message_id"
+            )
+        ]
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         con.close()
         sizes[name] = sum(f.stat().st_size for f in work.glob(f"{name}.db*"))
@@ -107,16 +116,24 @@ def main() -> int:
     total = len(sent)
     converged = len({json.dumps(v) for v in logs.values()}) == 1
     print(f"{args.nodes} nodes over mosquitto (loopback, QoS 0), target {args.rate:g} msg/s for {args.seconds:g} s")
-    print(f"messages sent {total}, wall {wall:.1f} s (actual rate {total / args.seconds:.1f} msg/s while sending), "
-          f"exit codes {[p.returncode for p in procs.values()]}, logs identical: {converged}")
-    print(f"send-to-delivered latency over {len(delivered)} deliveries: p50 {percentile(delivered, .5):.1f} ms, "
-          f"p99 {percentile(delivered, .99):.1f} ms, max {max(delivered):.0f} ms")
-    print(f"send-to-shown latency (first arrival, even before dependencies): p50 {percentile(shown, .5):.1f} ms, "
-          f"p99 {percentile(shown, .99):.1f} ms")
+    print(
+        f"messages sent {total}, wall {wall:.1f} s (actual rate {total / args.seconds:.1f} msg/s while sending), "
+        f"exit codes {[p.returncode for p in procs.values()]}, logs identical: {converged}"
+    )
+    print(
+        f"send-to-delivered latency over {len(delivered)} deliveries: p50 {percentile(delivered, 0.5):.1f} ms, "
+        f"p99 {percentile(delivered, 0.99):.1f} ms, max {max(delivered):.0f} ms"
+    )
+    print(
+        f"send-to-shown latency (first arrival, even before dependencies): p50 {percentile(shown, 0.5):.1f} ms, "
+        f"p99 {percentile(shown, 0.99):.1f} ms"
+    )
     for name in names:
-        print(f"  {name}: CPU {cpu[name]:.1f} s ({100 * cpu[name] / wall:.1f}% of one core), "
-              f"database {sizes[name] / 1e6:.2f} MB = {sizes[name] / max(1, len(logs[name])) * 1000 / 1e6:.2f} MB "
-              f"per 1,000 messages")
+        print(
+            f"  {name}: CPU {cpu[name]:.1f} s ({100 * cpu[name] / wall:.1f}% of one core), "
+            f"database {sizes[name] / 1e6:.2f} MB = {sizes[name] / max(1, len(logs[name])) * 1000 / 1e6:.2f} MB "
+            f"per 1,000 messages"
+        )
     print(f"mean CPU per node {statistics.mean(cpu.values()):.1f} s; work dir {work}")
     return 0 if converged and all(p.returncode == 0 for p in procs.values()) else 1
 

@@ -20,16 +20,14 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_harness import Broker  # noqa: E402
+from kit import Broker
 
-from sdschat.cli.window import ProfileClient  # noqa: E402
-from sdschat.profile import Profile, resolve_paths  # noqa: E402
+from sdschat.cli.window import ProfileClient
+from sdschat.profile import Profile, resolve_paths
 
 LINE = "the quick brown fox jumps over the lazy dog while bob is away, line {i:05d} of the day"[:80]
 
@@ -112,18 +110,21 @@ def main() -> int:
         broker = Broker(Path(tmp) / "broker", max_queued=1000)
         broker.start()
         try:
-            kept = [asyncio.run(one_run(Path(tmp) / f"kept{i}", broker.url, a.lines, 7.0, 20.0))
-                    for i in range(a.runs)]
+            kept = [asyncio.run(one_run(Path(tmp) / f"kept{i}", broker.url, a.lines, 7.0, 20.0)) for i in range(a.runs)]
             clean = asyncio.run(one_run(Path(tmp) / "clean", broker.url, a.lines, 0.0, 3.0 if a.smoke else 12.0))
             per_line = asyncio.run(broker_memory(Path(tmp) / "memory", broker, a.queued))
         finally:
             broker.close()
     shown = min(k[1] for k in kept)
     times = [k[0] * 1000 for k in kept]
-    print(f"kept session: {shown} of {a.lines} lines shown in every one of {a.runs} runs; window start to the last "
-          f"line {statistics.median(times):.0f} ms median (min {min(times):.0f}, max {max(times):.0f})")
-    print(f"no kept session (keep_days = 0): {clean[1]} of {a.lines} lines after {clean[0]:.1f} s "
-          f"(no store node, the sender gone)")
+    print(
+        f"kept session: {shown} of {a.lines} lines shown in every one of {a.runs} runs; window start to the last "
+        f"line {statistics.median(times):.0f} ms median (min {min(times):.0f}, max {max(times):.0f})"
+    )
+    print(
+        f"no kept session (keep_days = 0): {clean[1]} of {a.lines} lines after {clean[0]:.1f} s "
+        f"(no store node, the sender gone)"
+    )
     print(f"broker memory: {per_line:,.0f} bytes per queued line ({a.queued} lines queued for one absent member)")
     return 0 if shown == a.lines and clean[1] == 0 else 1
 

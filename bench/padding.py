@@ -43,9 +43,14 @@ async def run(folder: Path, n: int, seed: int = 1) -> dict:
     await tap.start()
     tap.set_message_handler(lambda topic, payload: seen.append(bytes(payload)) if topic == key.topic else None)
     await tap.subscribe("#")
-    nodes = [await Node.start(NodeConfig(name, key, folder / f"{name}.db", broker.url, seed=i,
-                                         impairment={"loss_in": 0.05, "loss_out": 0.05}))
-             for i, name in enumerate(("alice", "bob", "carol"))]
+    nodes = [
+        await Node.start(
+            NodeConfig(
+                name, key, folder / f"{name}.db", broker.url, seed=i, impairment={"loss_in": 0.05, "loss_out": 0.05}
+            )
+        )
+        for i, name in enumerate(("alice", "bob", "carol"))
+    ]
     try:
         words = "the a deploy lunch build review ok yes no staging coffee friday plan ship test".split()
         for i in range(n):
@@ -86,8 +91,10 @@ def main() -> None:
     n = 30 if a.smoke else a.messages
     with tempfile.TemporaryDirectory(prefix="sdschat-padding-") as tmp:
         r = asyncio.run(run(Path(tmp), n))
-    print(f"3 nodes, {n} chat messages (10-800 characters), 5% loss: {r['frames']:,} frames on the broker, "
-          f"{r['sizes']} distinct sizes")
+    print(
+        f"3 nodes, {n} chat messages (10-800 characters), 5% loss: {r['frames']:,} frames on the broker, "
+        f"{r['sizes']} distinct sizes"
+    )
     print(f"  {'kind':<10} {'frames':>7} {'padded':>12} {'unpadded':>12} {'overhead':>9}")
     total = [0, 0, 0]
     for kind, (frames, padded, plain) in sorted(r["kinds"].items()):

@@ -36,18 +36,55 @@ import time
 from pathlib import Path
 
 import sdschat.ui  # noqa: F401  (first: it sets Textual's frame rate)
+
+# isort: split
 from ui_history import FrameClock, fill
 
 from sdschat.crypto import ChannelKey
-from sdschat.node import Node, NodeConfig, events as ev, merge_hits, search_store
+from sdschat.node import Node, NodeConfig, merge_hits, search_store
+from sdschat.node import events as ev
 from sdschat.store import Store
 from sdschat.transport import EmbeddedBroker
 
-WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
-         "there", "reliable", "message", "delivered", "missing", "filter", "peer", "channel", "epoch", "lunch",
-         "deploy", "friday", "coffee", "review", "merge", "release", "ticket", "standup", "incident")
-QUERIES = (("rare word", "zanzibar"), ("common word", "repair"), ("two common words", "deploy friday"),
-           ("prefix", "relea*"), ("phrase", '"causal history"'))
+WORDS = (
+    "ack",
+    "bloom",
+    "lamport",
+    "causal",
+    "history",
+    "repair",
+    "resend",
+    "gap",
+    "sync",
+    "buffer",
+    "hello",
+    "there",
+    "reliable",
+    "message",
+    "delivered",
+    "missing",
+    "filter",
+    "peer",
+    "channel",
+    "epoch",
+    "lunch",
+    "deploy",
+    "friday",
+    "coffee",
+    "review",
+    "merge",
+    "release",
+    "ticket",
+    "standup",
+    "incident",
+)
+QUERIES = (
+    ("rare word", "zanzibar"),
+    ("common word", "repair"),
+    ("two common words", "deploy friday"),
+    ("prefix", "relea*"),
+    ("phrase", '"causal history"'),
+)
 RUNS = 7
 
 
@@ -62,8 +99,19 @@ def history(n: int, seed: int, start: int = 0, t0: int = 1_763_000_000_000) -> l
         words = [rng.choice(WORDS) for _ in range(rng.randint(8, 16))]
         if i % 20_000 == 7_777:
             words[rng.randrange(len(words))] = "zanzibar"
-        out.append(ev.ChatMessage(f"{seed:08x}{i:056x}", pid, nick, " ".join(words), "msg", t0 + i * 1000, i + 1,
-                                  pid == senders[0][0], ev.RECEIVED))
+        out.append(
+            ev.ChatMessage(
+                f"{seed:08x}{i:056x}",
+                pid,
+                nick,
+                " ".join(words),
+                "msg",
+                t0 + i * 1000,
+                i + 1,
+                pid == senders[0][0],
+                ev.RECEIVED,
+            )
+        )
     return out
 
 
@@ -86,16 +134,19 @@ async def bench_search(folder: Path, channels: int, messages: int, broker_url: s
     t = time.perf_counter()
     for i, key in enumerate(keys):
         await make_db(folder / f"chan-{i}.db", key, messages, i + 1, broker_url)
-    out: dict = {"fill_s": time.perf_counter() - t, "bytes": sum((folder / f"chan-{i}.db").stat().st_size
-                                                                 for i in range(channels))}
+    out: dict = {
+        "fill_s": time.perf_counter() - t,
+        "bytes": sum((folder / f"chan-{i}.db").stat().st_size for i in range(channels)),
+    }
     stores = [await Store.open(folder / f"chan-{i}.db") for i in range(channels)]
     try:
         for label, query in QUERIES:
             samples, found = [], 0
             for _ in range(RUNS):
                 t = time.perf_counter()
-                lists = [await search_store(s, k.channel_id, k.channel_name, query, limit=50)
-                         for s, k in zip(stores, keys)]
+                lists = [
+                    await search_store(s, k.channel_id, k.channel_name, query, limit=50) for s, k in zip(stores, keys)
+                ]
                 hits = merge_hits(lists, 50)
                 samples.append(time.perf_counter() - t)
                 found = len(hits)
@@ -198,8 +249,10 @@ async def run(a, folder: Path) -> None:
 async def report(a, folder: Path, broker) -> None:
     s = await bench_search(folder, a.channels, a.messages, broker.url)
     total = a.channels * a.messages
-    print(f"search over {total:,} messages in {a.channels} channels ({s['bytes'] / total:.0f} bytes per message on"
-          f" disk, index included; filled in {s['fill_s']:.0f} s)")
+    print(
+        f"search over {total:,} messages in {a.channels} channels ({s['bytes'] / total:.0f} bytes per message on"
+        f" disk, index included; filled in {s['fill_s']:.0f} s)"
+    )
     for label, _ in QUERIES:
         med, worst, found = s[label]
         print(f"  {label:<17} first results {med:7.1f} ms median ({worst:.1f} ms max), {found} results")
@@ -207,9 +260,11 @@ async def report(a, folder: Path, broker) -> None:
     d = await bench_deep(folder, a.big, broker)
     print(f"deep history: one channel of {a.big:,} messages ({d['bytes'] / a.big:.0f} bytes per message)")
     print(f"  node start-up with the engine restored first: {d['node_start_s'] * 1000:.0f} ms")
-    print(f"  open as the window does (the engine restores in the background): the last page on screen "
-          f"{d['open_s'] * 1000:.0f} ms after start; engine ready after {d['ready_s'] * 1000:.0f} ms; the UI's loop "
-          f"held up at most {d['stall_ms']:.0f} ms meanwhile")
+    print(
+        f"  open as the window does (the engine restores in the background): the last page on screen "
+        f"{d['open_s'] * 1000:.0f} ms after start; engine ready after {d['ready_s'] * 1000:.0f} ms; the UI's loop "
+        f"held up at most {d['stall_ms']:.0f} ms meanwhile"
+    )
     med, worst, shown = d["page_up"]
     print(f"  one page up: {med:.1f} ms median ({worst:.1f} ms max) to the frame that shows it ({shown:,} loaded)")
     print(f"  jump to a search result mid-channel: {d['jump_ms']:.1f} ms to its frame (cursor on it: {d['jump_ok']})")

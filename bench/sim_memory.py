@@ -28,11 +28,9 @@ import tracemalloc
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ["SDSCHAT_PURE_ENGINE"] = "1"  # allocations by engine module need the engine's Python sources
 
-from sdschat.sim import SimParams, simulate  # noqa: E402
+from sdschat.sim import SimParams, simulate
 
 
 def _where(filename: str) -> str:
@@ -40,7 +38,7 @@ def _where(filename: str) -> str:
     path = Path(filename)
     parts = path.parts
     if "sdschat" in parts:
-        return "/".join(parts[parts.index("sdschat"):])
+        return "/".join(parts[parts.index("sdschat") :])
     if "site-packages" in parts:
         return parts[parts.index("site-packages") + 1]
     return path.name
@@ -52,12 +50,19 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=200)
     ap.add_argument("--loss", type=float, default=0.1)
     ap.add_argument("--top", type=int, default=12, help="allocation lines to list")
-    ap.add_argument("--shard-rows", type=int, default=10_000,
-                    help="event rows buffered before a (here: discarded) shard is made; a real run buffers up to "
-                         "1,000,000 per worker (~100 MiB, whatever the group size), kept small here so the "
-                         "figures are the members' state")
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    ap.add_argument(
+        "--shard-rows",
+        type=int,
+        default=10_000,
+        help="event rows buffered before a (here: discarded) shard is made; a real run buffers up to "
+        "1,000,000 per worker (~100 MiB, whatever the group size), kept small here so the "
+        "figures are the members' state",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     args = ap.parse_args()
     if args.smoke:
         args.participants, args.messages = 40, 20
@@ -71,8 +76,7 @@ def main() -> int:
 
     tracemalloc.start(1)
     t0 = time.perf_counter()
-    result = simulate(params, None, workers=1, progress=progress, progress_interval_s=0.0,
-                      shard_rows=args.shard_rows)
+    result = simulate(params, None, workers=1, progress=progress, progress_interval_s=0.0, shard_rows=args.shard_rows)
     wall = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -81,11 +85,15 @@ def main() -> int:
         return 1
     snapshot, current, at_ms = snap[0]
     meta = result.meta
-    print(f"sim_memory: {n} members, {args.messages} messages, loss {args.loss}: {meta['events']:,} events, "
-          f"{wall:.1f} s under tracemalloc")
-    print(f"traced at the last send ({at_ms / 1000:.0f} s virtual): {current / 2**20:,.1f} MiB, "
-          f"{current / n / 1024:,.1f} KiB per member; peak {peak / 2**20:,.1f} MiB, {peak / n / 1024:,.1f} KiB "
-          "per member")
+    print(
+        f"sim_memory: {n} members, {args.messages} messages, loss {args.loss}: {meta['events']:,} events, "
+        f"{wall:.1f} s under tracemalloc"
+    )
+    print(
+        f"traced at the last send ({at_ms / 1000:.0f} s virtual): {current / 2**20:,.1f} MiB, "
+        f"{current / n / 1024:,.1f} KiB per member; peak {peak / 2**20:,.1f} MiB, {peak / n / 1024:,.1f} KiB "
+        "per member"
+    )
     by_file: Counter = Counter()
     for stat in snapshot.statistics("filename"):
         by_file[_where(stat.traceback[0].filename)] += stat.size
@@ -94,10 +102,12 @@ def main() -> int:
     for where, size in by_file.most_common(10):
         print(f"{where:44} {size / n / 1024:>10,.2f} {size / total:>6.1%}")
     print(f"\n{'top lines':60} {'KiB/member':>10} {'objects/member':>14}")
-    for stat in snapshot.statistics("lineno")[:args.top]:
+    for stat in snapshot.statistics("lineno")[: args.top]:
         frame = stat.traceback[0]
-        print(f"{_where(frame.filename) + ':' + str(frame.lineno):60} {stat.size / n / 1024:>10,.2f} "
-              f"{stat.count / n:>14,.1f}")
+        print(
+            f"{_where(frame.filename) + ':' + str(frame.lineno):60} {stat.size / n / 1024:>10,.2f} "
+            f"{stat.count / n:>14,.1f}"
+        )
     print(f"\nconverged {meta['converged']}, delivery {meta['delivery_ratio']:.6f}")
     return 0
 

@@ -35,18 +35,20 @@ import json
 import platform
 import shutil
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from sdschat.sds import (  # noqa: E402
-    Acknowledged, ChannelConfig, Delivered, MessageChannel, Missing, Outgoing, PossiblyAcknowledged,
+from sdschat.sds import (
+    Acknowledged,
+    ChannelConfig,
+    Delivered,
+    MessageChannel,
+    Missing,
+    Outgoing,
+    PossiblyAcknowledged,
 )
-from sdschat.store import EventRow, MessageRow, MessageUpdate, Store, StoreWriter  # noqa: E402
+from sdschat.store import EventRow, MessageRow, MessageUpdate, Store, StoreWriter
 
 CHANNEL = "bench"
 ME = "participant-1"
@@ -69,8 +71,11 @@ def workload(n: int) -> list[tuple]:
         else:
             out = b.send(f"benchmark message {i}".encode(), now)
             a.receive(out.data, now)
-            messages.append(MessageRow(out.message_id, ME, out.lamport_timestamp, f"benchmark message {i}".encode(),
-                                       "unacknowledged"))
+            messages.append(
+                MessageRow(
+                    out.message_id, ME, out.lamport_timestamp, f"benchmark message {i}".encode(), "unacknowledged"
+                )
+            )
             events.append(EventRow("sent", now, out.message_id, ME, None, out.lamport_timestamp))
             evs = []
         if i % 10 == 9:
@@ -81,12 +86,23 @@ def workload(n: int) -> list[tuple]:
             a.drain_journal()
         for ev in evs:
             if isinstance(ev, Delivered):
-                messages.append(MessageRow(ev.message_id, ev.sender_id, ev.lamport_timestamp, ev.content,
-                                           "delivered", received_at_ms=now))
+                messages.append(
+                    MessageRow(
+                        ev.message_id, ev.sender_id, ev.lamport_timestamp, ev.content, "delivered", received_at_ms=now
+                    )
+                )
                 events.append(EventRow("delivered", now, ev.message_id, ev.sender_id, None, ev.lamport_timestamp))
             elif isinstance(ev, Missing):
-                messages.append(MessageRow(ev.message_id, ev.sender_id, ev.lamport_timestamp, ev.content,
-                                           "missing_deps", received_at_ms=now))
+                messages.append(
+                    MessageRow(
+                        ev.message_id,
+                        ev.sender_id,
+                        ev.lamport_timestamp,
+                        ev.content,
+                        "missing_deps",
+                        received_at_ms=now,
+                    )
+                )
                 events.append(EventRow("missing", now, ev.message_id, ev.sender_id, None, ev.lamport_timestamp))
             elif isinstance(ev, Acknowledged):
                 updates.append(MessageUpdate(ev.message_id, state="acknowledged"))
@@ -133,7 +149,7 @@ def writer_burst(n: int):
     async def go(store: Store, batches) -> None:
         writer = StoreWriter(store)
         for start in range(0, len(batches), n):
-            for ops, messages, updates, events in batches[start:start + n]:
+            for ops, messages, updates, events in batches[start : start + n]:
                 writer.submit(CHANNEL, ops, messages=messages, message_updates=updates, events=events)
             await writer.flush()
         await writer.close()
@@ -166,8 +182,17 @@ async def measure(folder, name, sync, initial, batches, fn, final) -> dict:
     finally:
         await store.close()
     rows = rows_in(batches)
-    return {"mode": name, "sync": sync, "messages": len(batches), "rows": rows, "commits": commits,
-            "seconds": dt, "rows_per_s": rows / dt, "commits_per_s": commits / dt, "msgs_per_s": len(batches) / dt}
+    return {
+        "mode": name,
+        "sync": sync,
+        "messages": len(batches),
+        "rows": rows,
+        "commits": commits,
+        "seconds": dt,
+        "rows_per_s": rows / dt,
+        "commits_per_s": commits / dt,
+        "msgs_per_s": len(batches) / dt,
+    }
 
 
 async def main_async(args) -> list[dict]:
@@ -177,8 +202,10 @@ async def main_async(args) -> list[dict]:
     final = b.snapshot()
     initial = MessageChannel(CHANNEL, ME, ChannelConfig(causal_history_size=2), 1_700_000_000_000).snapshot()
     ops = sum(len(x[0]) for x in batches)
-    print(f"workload: {len(batches)} messages, {ops} journal ops + {rows_in(batches) - ops} app rows "
-          f"= {rows_in(batches)} rows (engine {engine_s:.2f} s, untimed)")
+    print(
+        f"workload: {len(batches)} messages, {ops} journal ops + {rows_in(batches) - ops} app rows "
+        f"= {rows_in(batches)} rows (engine {engine_s:.2f} s, untimed)"
+    )
     folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sdschat-store-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"files in {folder}; Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}")
@@ -199,21 +226,28 @@ async def main_async(args) -> list[dict]:
             ("writer stream", "FULL", writer_stream, batches),
         ]
     results = []
-    print(f"{'mode':<18} {'sync':<6} {'msgs':>6} {'rows':>7} {'commits':>8} {'seconds':>8} "
-          f"{'rows/s':>9} {'commits/s':>10} {'msgs/s':>8}")
+    print(
+        f"{'mode':<18} {'sync':<6} {'msgs':>6} {'rows':>7} {'commits':>8} {'seconds':>8} "
+        f"{'rows/s':>9} {'commits/s':>10} {'msgs/s':>8}"
+    )
     for name, sync, fn, data in plan:
-        r = await measure(folder, name.replace(" ", "_").replace("=", ""), sync, initial, data, fn,
-                          final if data is batches else None)
+        r = await measure(
+            folder, name.replace(" ", "_").replace("=", ""), sync, initial, data, fn, final if data is batches else None
+        )
         r["mode"] = name
         results.append(r)
-        print(f"{name:<18} {sync:<6} {r['messages']:>6} {r['rows']:>7} {r['commits']:>8} {r['seconds']:>8.2f} "
-              f"{r['rows_per_s']:>9,.0f} {r['commits_per_s']:>10,.0f} {r['msgs_per_s']:>8,.0f}")
+        print(
+            f"{name:<18} {sync:<6} {r['messages']:>6} {r['rows']:>7} {r['commits']:>8} {r['seconds']:>8.2f} "
+            f"{r['rows_per_s']:>9,.0f} {r['commits_per_s']:>10,.0f} {r['msgs_per_s']:>8,.0f}"
+        )
     if not args.dir:
         shutil.rmtree(folder, ignore_errors=True)
     base = next(r for r in results if r["mode"] == "per-row" and r["sync"] == "NORMAL")
     best = max((r for r in results if r["sync"] == "NORMAL"), key=lambda r: r["rows_per_s"])
-    print(f"NORMAL: best ({best['mode']}) writes {best['rows_per_s'] / base['rows_per_s']:.1f}x the rows/s "
-          f"of a commit per row")
+    print(
+        f"NORMAL: best ({best['mode']}) writes {best['rows_per_s'] / base['rows_per_s']:.1f}x the rows/s "
+        f"of a commit per row"
+    )
     return results
 
 
@@ -224,8 +258,11 @@ def main() -> int:
     p.add_argument("--dir", help="folder for the database files (default: a temporary folder, removed after)")
     p.add_argument("--skip-full", action="store_true", help="skip the synchronous=FULL runs")
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
-    p.add_argument("--smoke", action="store_true",
-                   help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     args = p.parse_args()
     if args.smoke:
         args.messages, args.full_row_messages = 200, 40

@@ -1,8 +1,9 @@
 """Time for a participant to catch up N missed messages from a store node (default 10,000).
 
 Real pieces on loopback: mosquitto (max_queued_messages 100000, tcp_nodelay), a store node in its
-own process (``sdschat store``), two nodes in this one. ``b`` goes offline, ``a`` sends N messages (each ~19 KB on the wire: the bloom filter), the
-store keeps them; ``b`` comes back and we time until its log holds every one of them.
+own process (``sdschat store``), two nodes in this one. ``b`` goes offline, ``a`` sends N messages
+(each ~19 KB on the wire: the bloom filter), the store keeps them; ``b`` comes back and we time
+until its log holds every one of them.
 
     .venv/bin/python bench/store_catchup.py [--messages 10000]
 """
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,9 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from kit import Broker
+
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
-
 
 
 def stored(db: Path) -> int:
@@ -33,17 +33,24 @@ def stored(db: Path) -> int:
         return 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def main(n: int, work: Path, url: str) -> None:
     cfg = node_channel_config(resend_unacknowledged_ms=600_000, resend_possibly_acknowledged_ms=600_000)
     key = ChannelKey.generate("bench")
-    store = subprocess.Popen([sys.executable, "-m", "sdschat", "store", "--broker", url, "--db", str(work / "store.db"),
-                              "--retention", "0", "--quiet"])
+    store = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "store",
+            "--broker",
+            url,
+            "--db",
+            str(work / "store.db"),
+            "--retention",
+            "0",
+            "--quiet",
+        ]
+    )
     while not (work / "store.db").exists():
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)
@@ -59,8 +66,11 @@ async def main(n: int, work: Path, url: str) -> None:
             await a.send_text(f"message {i}")
         while stored(work / "store.db") < n + 1:
             await asyncio.sleep(0.1)
-        print(f"sent {n} messages and stored them in {time.monotonic() - t0:.1f} s "
-              f"(store database {(work / 'store.db').stat().st_size / 1e6:.0f} MB)", flush=True)
+        print(
+            f"sent {n} messages and stored them in {time.monotonic() - t0:.1f} s "
+            f"(store database {(work / 'store.db').stat().st_size / 1e6:.0f} MB)",
+            flush=True,
+        )
         t0 = time.monotonic()
         b.set_impairment(offline=False)
         while b.channel.log_size() < n + 1:
@@ -69,9 +79,11 @@ async def main(n: int, work: Path, url: str) -> None:
             await asyncio.sleep(0.01)
         took = time.monotonic() - t0
         assert b.channel.log == a.channel.log and b.channel.log_size() == a.channel.log_size()
-        print(f"caught up {n} missed messages from the store in {took:.2f} s ({n / took:,.0f} msg/s); "
-              f"store requests {b.store_counters['requests']}, envelopes fed {b.store_counters['envelopes']}, "
-              f"SDS-R repairs requested {b.channel.stats['repairs_requested']}")
+        print(
+            f"caught up {n} missed messages from the store in {took:.2f} s ({n / took:,.0f} msg/s); "
+            f"store requests {b.store_counters['requests']}, envelopes fed {b.store_counters['envelopes']}, "
+            f"SDS-R repairs requested {b.channel.stats['repairs_requested']}"
+        )
     finally:
         await a.stop()
         await b.stop()
@@ -82,30 +94,19 @@ async def main(n: int, work: Path, url: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=10_000)
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     args = ap.parse_args()
     if args.smoke:
         args.messages = 50
-    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    if not Path(mosquitto).exists():
-        print("mosquitto not found: run `bash .ci/setup` (it installs it)", file=sys.stderr)
-        raise SystemExit(2)
     with tempfile.TemporaryDirectory(prefix="sdschat-store-bench-") as tmp:
         work = Path(tmp)
-        port = free_port()
-        (work / "mosquitto.conf").write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
-                                             "max_queued_messages 100000\nset_tcp_nodelay true\npersistence false\n")
-        broker = subprocess.Popen([mosquitto, "-c", str(work / "mosquitto.conf")], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        broker = Broker(work)  # (one line and exit when mosquitto is missing: `bash .ci/setup` installs it)
+        broker.start()
         try:
-            for _ in range(200):
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.1).close()
-                    break
-                except OSError:
-                    time.sleep(0.02)
-            asyncio.run(main(args.messages, work, f"mqtt://127.0.0.1:{port}"))
+            asyncio.run(main(args.messages, work, broker.url))
         finally:
-            broker.terminate()
-            broker.wait(5)
+            broker.close()

@@ -37,8 +37,28 @@ from sdschat.sds.state import LogRow
 from sdschat.store import MessageRow, Store, integrity, migrate
 
 RUNS = 7
-WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
-         "there", "reliable", "message", "delivered", "missing", "filter", "peer", "channel", "epoch")
+WORDS = (
+    "ack",
+    "bloom",
+    "lamport",
+    "causal",
+    "history",
+    "repair",
+    "resend",
+    "gap",
+    "sync",
+    "buffer",
+    "hello",
+    "there",
+    "reliable",
+    "message",
+    "delivered",
+    "missing",
+    "filter",
+    "peer",
+    "channel",
+    "epoch",
+)
 PEOPLE = [(f"{i:02x}" * 16, nick) for i, nick in enumerate(("alice", "bob", "carol", "dave", "erin"))]
 
 
@@ -49,8 +69,7 @@ async def make_db(db: Path, n: int) -> None:
     key = ChannelKey(b"\x42" * 32, "bench")
     rng = random.Random(7)
     async with await Store.open(db) as store:
-        channel = MessageChannel(key.channel_id, PEOPLE[0][0], node_channel_config(), 1_763_000_000_000,
-                                 journal=True)
+        channel = MessageChannel(key.channel_id, PEOPLE[0][0], node_channel_config(), 1_763_000_000_000, journal=True)
         await store.save_state(channel.snapshot(), "{}")
         for start in range(0, n, 5_000):
             rows, ops = [], []
@@ -58,8 +77,16 @@ async def make_db(db: Path, n: int) -> None:
                 pid, nick = PEOPLE[i % 5]
                 text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14)))
                 mid = f"{i:064x}"
-                rows.append(MessageRow(mid, pid, i + 1, AppPayload("msg", nick, text, 1_763_000_000_000 + i).encode(),
-                                       "received", received_at_ms=1_763_000_000_000 + i))
+                rows.append(
+                    MessageRow(
+                        mid,
+                        pid,
+                        i + 1,
+                        AppPayload("msg", nick, text, 1_763_000_000_000 + i).encode(),
+                        "received",
+                        received_at_ms=1_763_000_000_000 + i,
+                    )
+                )
                 ops.append(("log", mid, LogRow(mid, i + 1, pid)))
             ops.append(("lamport", None, min(n, start + 5_000)))
             await store.apply(key.channel_id, ops, messages=rows)
@@ -93,11 +120,11 @@ def measure(db: Path) -> dict:
     out["open"] = median_ms([asyncio.run(open_close(db)) for _ in range(RUNS)])
     out["header"] = median_ms([_time(lambda: integrity.check_file(db)) for _ in range(RUNS)])
     migrations = migrate.load_migrations()  # (an open reads them anyway)
-    out["schema"] = median_ms([timed(db, lambda con: integrity.check_schema(con, migrations, db))
-                               for _ in range(RUNS)])
+    out["schema"] = median_ms([timed(db, lambda con: integrity.check_schema(con, migrations, db)) for _ in range(RUNS)])
     out["tables"] = median_ms([timed(db, integrity.check_tables) for _ in range(RUNS)])
-    out["quick_check"] = median_ms([timed(db, lambda con: con.execute("PRAGMA quick_check").fetchall())
-                                    for _ in range(3)])
+    out["quick_check"] = median_ms(
+        [timed(db, lambda con: con.execute("PRAGMA quick_check").fetchall()) for _ in range(3)]
+    )
     return out
 
 
@@ -114,14 +141,20 @@ def report(db: Path, n: int) -> None:
     filled = "reused" if reused else f"filled in {time.perf_counter() - t:,.0f} s"
     m = measure(db)
     check = m["header"] + m["schema"] + m["tables"]
-    print(f"one channel of {n:,} messages: {m['bytes'] / 2**20:,.1f} MiB ({m['bytes'] / n:,.0f} bytes per message; "
-          f"{filled})")
+    print(
+        f"one channel of {n:,} messages: {m['bytes'] / 2**20:,.1f} MiB ({m['bytes'] / n:,.0f} bytes per message; "
+        f"{filled})"
+    )
     print(f"Store.open + close with the open checks: {m['open']:,.2f} ms median of {RUNS}")
-    print(f"  the checks at open: {check:,.2f} ms ({check / m['open'] * 100:,.0f}% of the open): header "
-          f"{m['header']:,.3f} ms, schema {m['schema']:,.2f} ms, quick_check of the small tables {m['tables']:,.2f} ms")
+    print(
+        f"  the checks at open: {check:,.2f} ms ({check / m['open'] * 100:,.0f}% of the open): header "
+        f"{m['header']:,.3f} ms, schema {m['schema']:,.2f} ms, quick_check of the small tables {m['tables']:,.2f} ms"
+    )
     print(f"  without them (open + close minus the checks): {m['open'] - check:,.2f} ms")
-    print(f"for comparison, PRAGMA quick_check of the whole file: {m['quick_check']:,.0f} ms "
-          f"({m['quick_check'] / m['open']:,.0f}x the open)")
+    print(
+        f"for comparison, PRAGMA quick_check of the whole file: {m['quick_check']:,.0f} ms "
+        f"({m['quick_check'] / m['open']:,.0f}x the open)"
+    )
 
 
 def main() -> None:

@@ -19,11 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from sdschat.pipeline.sweep import load_grid, run_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from sdschat.pipeline.sweep import load_grid, run_sweep  # noqa: E402
-
 EXAMPLE = ROOT / "sdschat" / "pipeline" / "grids" / "example.toml"
 SMOKE_GRID = """
 [sweep]
@@ -42,8 +40,11 @@ def main() -> int:
     ap.add_argument("--grid", type=Path, default=EXAMPLE)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--quiet", action="store_true", help="no per-scenario lines")
-    ap.add_argument("--smoke", action="store_true",
-                    help="a two-scenario grid, a few seconds of Spark: the bench still runs (the test suite runs this)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a two-scenario grid, a few seconds of Spark: the bench still runs (the test suite runs this)",
+    )
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="sdschat-sweep-bench-"))
     if args.smoke:
@@ -59,9 +60,13 @@ def main() -> int:
 
         rows = pq.read_table(written["results"]).to_pylist()
         sim_s = sum(r["wall_s"] or 0 for r in rows)
-        print(f"sweep wall time    {wall:.1f} s for {len(rows)} scenarios of {args.grid.name} "
-              f"({os.cpu_count()} cores, load average before {load:.2f})")
-        print(f"  simulations      {sim_s:.1f} s of task time in total (longest {max(r['wall_s'] for r in rows):.1f} s)")
+        print(
+            f"sweep wall time    {wall:.1f} s for {len(rows)} scenarios of {args.grid.name} "
+            f"({os.cpu_count()} cores, load average before {load:.2f})"
+        )
+        print(
+            f"  simulations      {sim_s:.1f} s of task time in total (longest {max(r['wall_s'] for r in rows):.1f} s)"
+        )
         print(f"  events written   {sum(r['events'] or 0 for r in rows):,}")
         if args.keep:
             print(f"output in {out}")

@@ -25,8 +25,28 @@ from textual.app import App, ComposeResult
 from sdschat.node import events as ev
 from sdschat.ui.widgets.message_view import MessageView
 
-WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
-         "there", "reliable", "message", "delivered", "missing", "filter", "peer", "channel", "epoch")
+WORDS = (
+    "ack",
+    "bloom",
+    "lamport",
+    "causal",
+    "history",
+    "repair",
+    "resend",
+    "gap",
+    "sync",
+    "buffer",
+    "hello",
+    "there",
+    "reliable",
+    "message",
+    "delivered",
+    "missing",
+    "filter",
+    "peer",
+    "channel",
+    "epoch",
+)
 
 
 def make_history(n: int, seed: int = 1) -> list[ev.ChatMessage]:
@@ -39,8 +59,11 @@ def make_history(n: int, seed: int = 1) -> list[ev.ChatMessage]:
         words = rng.randint(2, 30)
         text = " ".join(rng.choice(WORDS) for _ in range(words))
         own = pid == senders[0][0]
-        out.append(ev.ChatMessage(f"{i:064x}", pid, nick, text, "msg", t0 + i * 1000, i + 1, own,
-                                  ev.ACKNOWLEDGED if own else ev.RECEIVED))
+        out.append(
+            ev.ChatMessage(
+                f"{i:064x}", pid, nick, text, "msg", t0 + i * 1000, i + 1, own, ev.ACKNOWLEDGED if own else ev.RECEIVED
+            )
+        )
     return out
 
 
@@ -122,9 +145,17 @@ async def run(n: int, width: int, height: int, appends: int) -> dict:
         commits, frames = [], []
         last = history[-1]
         for k in range(appends):
-            msg = ev.ChatMessage(f"f{k:063x}", last.sender_id, "alice", f"appended message {k} " * 3, "msg",
-                                 last.sent_at_ms + 1000 * (k + 1), last.lamport_timestamp + k + 1, True,
-                                 ev.UNACKNOWLEDGED)
+            msg = ev.ChatMessage(
+                f"f{k:063x}",
+                last.sender_id,
+                "alice",
+                f"appended message {k} " * 3,
+                "msg",
+                last.sent_at_ms + 1000 * (k + 1),
+                last.lamport_timestamp + k + 1,
+                True,
+                ev.UNACKNOWLEDGED,
+            )
             mark = clock.mark()
             t = time.perf_counter()
             view.timeline.add_message(msg)
@@ -157,8 +188,18 @@ async def run(n: int, width: int, height: int, appends: int) -> dict:
 
         # a repair in the middle of the history (a message sliding into its Lamport place)
         mid_l = history[n // 2].lamport_timestamp
-        msg = ev.ChatMessage("0" * 63 + "g", history[1].sender_id, "bob", "repaired in the middle", "msg",
-                             history[n // 2].sent_at_ms, mid_l, False, ev.RECEIVED, repaired=True)
+        msg = ev.ChatMessage(
+            "0" * 63 + "g",
+            history[1].sender_id,
+            "bob",
+            "repaired in the middle",
+            "msg",
+            history[n // 2].sent_at_ms,
+            mid_l,
+            False,
+            ev.RECEIVED,
+            repaired=True,
+        )
         t = time.perf_counter()
         view.timeline.add_message(msg)
         view.commit()
@@ -176,10 +217,18 @@ async def fill(node_db: Path, key, history: list[ev.ChatMessage]) -> None:
     store = await Store.open(node_db)
     try:
         for i in range(0, len(history), 5_000):
-            page = history[i:i + 5_000]
-            rows = [MessageRow(m.message_id, m.sender_id, m.lamport_timestamp,
-                               AppPayload(m.kind, m.nick, m.text, m.sent_at_ms).encode(), m.state,
-                               received_at_ms=m.sent_at_ms) for m in page]
+            page = history[i : i + 5_000]
+            rows = [
+                MessageRow(
+                    m.message_id,
+                    m.sender_id,
+                    m.lamport_timestamp,
+                    AppPayload(m.kind, m.nick, m.text, m.sent_at_ms).encode(),
+                    m.state,
+                    received_at_ms=m.sent_at_ms,
+                )
+                for m in page
+            ]
             # the engine's log holds them too, as it would after a real conversation (restored at start-up)
             ops = [("log", m.message_id, LogRow(m.message_id, m.lamport_timestamp, m.sender_id)) for m in page]
             ops.append(("lamport", None, page[-1].lamport_timestamp))
@@ -243,25 +292,37 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--appends", type=int, default=20)
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     a = ap.parse_args()
     if a.smoke:
         a.messages, a.appends = 2_000, 3
     w, h = (int(x) for x in a.size.split("x"))
     r = asyncio.run(run(a.messages, w, h, a.appends))
     print(f"history: {a.messages:,} messages, {r['lines']:,} lines at {w}x{h} (headless App.run_test)")
-    print(f"open: load + layout {r['load_s'] * 1000:.0f} ms, first frame on screen after {r['open_s'] * 1000:.0f} ms"
-          f" ({r['open_painted']} lines painted)")
-    print(f"append one message: commit {r['append_commit_ms']:.2f} ms, on screen after {r['append_frame_ms']:.1f} ms"
-          f" median ({r['append_frame_max_ms']:.1f} ms max)")
-    print(f"one ack: commit {r['ack_commit_ms']:.2f} ms, on screen after {r['ack_frame_ms']:.1f} ms median;"
-          f" {r['ack_lines_painted']} line(s) repainted")
+    print(
+        f"open: load + layout {r['load_s'] * 1000:.0f} ms, first frame on screen after {r['open_s'] * 1000:.0f} ms"
+        f" ({r['open_painted']} lines painted)"
+    )
+    print(
+        f"append one message: commit {r['append_commit_ms']:.2f} ms, on screen after {r['append_frame_ms']:.1f} ms"
+        f" median ({r['append_frame_max_ms']:.1f} ms max)"
+    )
+    print(
+        f"one ack: commit {r['ack_commit_ms']:.2f} ms, on screen after {r['ack_frame_ms']:.1f} ms median;"
+        f" {r['ack_lines_painted']} line(s) repainted"
+    )
     print(f"repair sliding into the middle of the history: commit {r['insert_middle_ms']:.1f} ms")
     c = asyncio.run(run_chat_screen(a.messages, w, h, a.appends))
-    print(f"whole chat screen on a real node (node event -> bridge -> pane -> view): app up with "
-          f"{c['shown']:,} messages from its database in {c['open_s'] * 1000:.0f} ms; a sent message on screen "
-          f"{c['append_ms']:.1f} ms after the node emits it")
+    print(
+        f"whole chat screen on a real node (node event -> bridge -> pane -> view): app up with "
+        f"{c['shown']:,} messages from its database in {c['open_s'] * 1000:.0f} ms; a sent message on screen "
+        f"{c['append_ms']:.1f} ms after the node emits it"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -52,8 +52,11 @@ import time
 from pathlib import Path
 
 import sdschat.ui  # noqa: F401  (first: it sets Textual's frame rate, which Textual reads when imported)
-from chaos_harness import Broker, percentile
+
+# isort: split
+from kit import Broker, percentile
 from ui_history import FrameClock, fill, make_history, record_applied
+
 from sdschat.cli.window import ProfileClient
 from sdschat.cli.wiring import profile_node_config
 from sdschat.node import Node
@@ -68,8 +71,9 @@ def channel_names(n: int) -> list[str]:
     return [f"chan-{i}" for i in range(n)]
 
 
-async def _fill_profile(home: Path, broker_url: str, channels: int, messages: int, keep_days: float | None = None
-                        ) -> list[bytes]:
+async def _fill_profile(
+    home: Path, broker_url: str, channels: int, messages: int, keep_days: float | None = None
+) -> list[bytes]:
     profile = Profile.create(resolve_paths(home), "alice", broker_url)
     if keep_days is not None:  # (an embedded broker keeps no session: no MQTT 5 probe, as in earlier figures)
         profile.session_days = keep_days
@@ -86,8 +90,9 @@ async def _fill_profile(home: Path, broker_url: str, channels: int, messages: in
     return secrets
 
 
-def fill_profile(home: str, broker_url: str, channels: int, messages: int, keep_days: float | None = None
-                 ) -> list[bytes]:
+def fill_profile(
+    home: str, broker_url: str, channels: int, messages: int, keep_days: float | None = None
+) -> list[bytes]:
     return asyncio.run(_fill_profile(Path(home), broker_url, channels, messages, keep_days))
 
 
@@ -119,8 +124,15 @@ def process_first_paint(home: str, markers: list[bytes], timeout: float = 60.0) 
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["TERM"] = "xterm-256color"
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sdschat_command(), "--home", home], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True, close_fds=True)
+    proc = subprocess.Popen(
+        [sdschat_command(), "--home", home],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+        close_fds=True,
+    )
     os.close(slave)
     out = {"first_output_s": None, "paint_s": None, "exit": None}
     seen = b""
@@ -188,11 +200,13 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
             t = time.perf_counter()
             secrets = await asyncio.get_running_loop().run_in_executor(
-                pool, fill_profile, str(work / "alice"), broker.url, channels, messages, 0)  # the broker answers meanwhile
+                pool, fill_profile, str(work / "alice"), broker.url, channels, messages, 0
+            )  # the broker answers meanwhile
             out["fill_s"] = time.perf_counter() - t
         # the whole process first (its own connection to this broker, which keeps answering meanwhile)
         out["process"] = await asyncio.get_running_loop().run_in_executor(
-            None, process_runs, str(work / "alice"), messages, runs)
+            None, process_runs, str(work / "alice"), messages, runs
+        )
         alice = Profile.load(resolve_paths(work / "alice"))
         bob = Profile.create(resolve_paths(work / "bob"), "bob", broker.url)
         bob.add_channel(channel_names(channels)[-1], secrets[-1])
@@ -205,8 +219,9 @@ async def open_and_switch(work: Path, channels: int, messages: int, background: 
             app = ChannelWindow(client, blink=False)
             clock = FrameClock(app)
             async with app.run_test(size=SIZE) as pilot:
-                await _until(pilot, lambda: app.active_pane() is not None
-                             and len(app.active_pane().view.timeline.items) > 0)
+                await _until(
+                    pilot, lambda: app.active_pane() is not None and len(app.active_pane().view.timeline.items) > 0
+                )
                 mark = clock.mark()
                 out["first_paint_s"] = await clock.next_frame(mark, 30) - t0
                 out["shown"] = len(app.active_pane().view.timeline.items)
@@ -279,7 +294,8 @@ async def live_latency(work: Path, channels: int, seconds: float, rate: float) -
         # screenful and more in every channel, as in a profile in daily use)
         pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         secrets = await asyncio.get_running_loop().run_in_executor(
-            pool, fill_profile, str(work / "live-alice"), broker.url, channels, 200)
+            pool, fill_profile, str(work / "live-alice"), broker.url, channels, 200
+        )
         alice = Profile.load(resolve_paths(work / "live-alice"))
         bob = Profile.create(resolve_paths(work / "live-bob"), "bob", broker.url)
         for name, secret in zip(channel_names(channels), secrets):
@@ -304,7 +320,8 @@ async def live_latency(work: Path, channels: int, seconds: float, rate: float) -
             frames_from = clock.mark()
             start_at = time.perf_counter() + 3.0  # the peer's process and its channels start meanwhile
             count = await asyncio.get_running_loop().run_in_executor(
-                pool, bob_process, str(work / "live-bob"), seconds, rate, start_at)
+                pool, bob_process, str(work / "live-bob"), seconds, rate, start_at
+            )
             expected = len(range(0, count, channels))
             await _until(pilot, lambda: len(applied) >= expected, 30)
             await pilot.pause(0.2)
@@ -320,9 +337,14 @@ async def live_latency(work: Path, channels: int, seconds: float, rate: float) -
                     stages["to the pane"].append((t_applied - emitted[text]) * 1000)
                     stages["to a frame"].append((shown - t_applied) * 1000)
             await pilot.press("ctrl+q")
-        return {"sent": count, "measured": len(latencies), "p50_ms": percentile(latencies, 0.5),
-                "p99_ms": percentile(latencies, 0.99), "max_ms": max(latencies),
-                "stages": {k: (percentile(v, 0.5), percentile(v, 0.99)) for k, v in stages.items()}}
+        return {
+            "sent": count,
+            "measured": len(latencies),
+            "p50_ms": percentile(latencies, 0.5),
+            "p99_ms": percentile(latencies, 0.99),
+            "max_ms": max(latencies),
+            "stages": {k: (percentile(v, 0.5), percentile(v, 0.99)) for k, v in stages.items()},
+        }
     finally:
         if pool is not None:
             pool.shutdown()
@@ -341,8 +363,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="length of the live part")
     ap.add_argument("--rate", type=float, default=50.0, help="live messages a second, all channels together")
     ap.add_argument("--size", default=f"{SIZE[0]}x{SIZE[1]}", help="the terminal, COLUMNSxROWS (e.g. 80x24)")
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)",
+    )
     a = ap.parse_args()
     SIZE = tuple(int(n) for n in a.size.lower().split("x"))
     if a.smoke:
@@ -350,27 +375,39 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sdschat-window-bench-") as tmp:
         r = asyncio.run(open_and_switch(Path(tmp), a.channels, a.messages, a.background, a.runs))
         sw = r["switch_ms"]
-        print(f"profile: {a.channels} channels x {a.messages:,} messages (written in {r['fill_s']:.1f} s); "
-              f"window {SIZE[0]}x{SIZE[1]} (headless App.run_test)")
+        print(
+            f"profile: {a.channels} channels x {a.messages:,} messages (written in {r['fill_s']:.1f} s); "
+            f"window {SIZE[0]}x{SIZE[1]} (headless App.run_test)"
+        )
         paint = [x["paint_s"] * 1000 for x in r["process"]]
         first = [x["first_output_s"] * 1000 for x in r["process"]]
         if paint:  # (--runs 0: not timed)
-            print(f"whole process, `sdschat --home DIR` in a {SIZE[0]}x{SIZE[1]} pty, spawn to first paint (channel list "
-                  f"and the last message on screen): {statistics.median(paint):.0f} ms median, {max(paint):.0f} ms "
-                  f"max over {len(paint)} runs [target < 1000 ms] (first output {statistics.median(first):.0f} ms "
-                  f"median; runs: {', '.join(f'{x:.0f}' for x in paint)} ms)")
-        print(f"first paint: {r['first_paint_s'] * 1000:.0f} ms from starting the client "
-              f"(client up in {r['client_start_s'] * 1000:.0f} ms; {r['shown']:,} messages in the active view) "
-              f"[target < 1000 ms]; all {a.channels} channels up after {r['all_up_s']:.1f} s")
-        print(f"channel switch: {statistics.median(sw):.1f} ms median, {max(sw):.1f} ms max over {len(sw)} "
-              f"switches (first visits: {', '.join(f'{x:.0f}' for x in r['first_switches_ms'])} ms) [target < 50 ms]")
-        print(f"background channel: {r['background_unread']} messages arrived (unread counted), active view "
-              f"repainted {r['background_painted']} lines [target 0]")
+            print(
+                f"whole process, `sdschat --home DIR` in a {SIZE[0]}x{SIZE[1]} pty, spawn to first paint (channel list "
+                f"and the last message on screen): {statistics.median(paint):.0f} ms median, {max(paint):.0f} ms "
+                f"max over {len(paint)} runs [target < 1000 ms] (first output {statistics.median(first):.0f} ms "
+                f"median; runs: {', '.join(f'{x:.0f}' for x in paint)} ms)"
+            )
+        print(
+            f"first paint: {r['first_paint_s'] * 1000:.0f} ms from starting the client "
+            f"(client up in {r['client_start_s'] * 1000:.0f} ms; {r['shown']:,} messages in the active view) "
+            f"[target < 1000 ms]; all {a.channels} channels up after {r['all_up_s']:.1f} s"
+        )
+        print(
+            f"channel switch: {statistics.median(sw):.1f} ms median, {max(sw):.1f} ms max over {len(sw)} "
+            f"switches (first visits: {', '.join(f'{x:.0f}' for x in r['first_switches_ms'])} ms) [target < 50 ms]"
+        )
+        print(
+            f"background channel: {r['background_unread']} messages arrived (unread counted), active view "
+            f"repainted {r['background_painted']} lines [target 0]"
+        )
         print(f"peak RSS: {r['rss_mb']:.0f} MB [target < 300 MB]")
         live = asyncio.run(live_latency(Path(tmp), a.channels, a.seconds, a.rate))
-        print(f"live, two profiles on mosquitto, {a.channels} channels each, {a.rate:g} msg/s for {a.seconds:g} s: "
-              f"send-to-shown in the channel on screen p50 {live['p50_ms']:.1f} ms, p99 {live['p99_ms']:.1f} ms, "
-              f"max {live['max_ms']:.1f} ms ({live['measured']} of {live['sent']} messages) [target p99 < 20 ms]")
+        print(
+            f"live, two profiles on mosquitto, {a.channels} channels each, {a.rate:g} msg/s for {a.seconds:g} s: "
+            f"send-to-shown in the channel on screen p50 {live['p50_ms']:.1f} ms, p99 {live['p99_ms']:.1f} ms, "
+            f"max {live['max_ms']:.1f} ms ({live['measured']} of {live['sent']} messages) [target p99 < 20 ms]"
+        )
         print("  stages, p50 / p99 ms: " + "; ".join(f"{k} {a:.1f} / {b:.1f}" for k, (a, b) in live["stages"].items()))
     return 0
 

@@ -51,15 +51,34 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_harness import Broker, rss_kb
+from kit import Broker, rss_kb
 from soak_nodes import cpu_s, linfit
 from window_channels import ESCAPES
 
 SIZE = (140, 40)
 CHANNEL = "soak"
-WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
-         "there", "reliable", "message", "delivered", "missing", "filter", "peer", "channel", "epoch")
+WORDS = (
+    "ack",
+    "bloom",
+    "lamport",
+    "causal",
+    "history",
+    "repair",
+    "resend",
+    "gap",
+    "sync",
+    "buffer",
+    "hello",
+    "there",
+    "reliable",
+    "message",
+    "delivered",
+    "missing",
+    "filter",
+    "peer",
+    "channel",
+    "epoch",
+)
 #: the targets of issue 44 ("a window that stays light under traffic")
 TARGET_CPU_PERCENT = 5.0
 TARGET_RATE = 10.0
@@ -92,8 +111,13 @@ def make_profiles(work: Path, broker_url: str, history: int) -> tuple[Path, Path
     name = next(iter(alice.channels))
     invite = decode_invite(encode_invite(alice.invite(name)))
     bob = Profile.create(resolve_paths(bob_home), "bob", broker_url)
-    bob.add_channel(invite.channel, invite.secret, admins=invite.admins,
-                    epoch=(invite.epoch, invite.epoch_secret), removed=invite.removed)
+    bob.add_channel(
+        invite.channel,
+        invite.secret,
+        admins=invite.admins,
+        epoch=(invite.epoch, invite.epoch_secret),
+        removed=invite.removed,
+    )
     return alice_home, bob_home
 
 
@@ -136,8 +160,9 @@ class Terminal:
     def __init__(self, argv: list[str], env: dict, cwd: Path) -> None:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
-                                     start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, start_new_session=True, close_fds=True
+        )
         os.close(slave)
         self.bytes = 0
         self.tail = b""
@@ -155,7 +180,7 @@ class Terminal:
                 return
             with self._lock:
                 self.bytes += len(chunk)
-                self.tail = (self.tail + chunk)[-(1 << 18):]
+                self.tail = (self.tail + chunk)[-(1 << 18) :]
 
     def text(self) -> str:
         with self._lock:
@@ -219,10 +244,15 @@ def run(work: Path, a: argparse.Namespace) -> dict:
         t_spawn = time.monotonic()
         term = Terminal(argv, env, cwd=work)
         out["pid"] = term.proc.pid
-        print(f"window: pid {term.proc.pid}, `{' '.join(argv)}` in a {SIZE[0]}x{SIZE[1]} pty; code {out['code']}",
-              flush=True)
-        sender = ctx.Process(target=sender_process, args=(str(bob_home), a.rate, a.minutes * 60, ready, go, stop,
-                                                          sent, sender_cpu_ms), daemon=True)
+        print(
+            f"window: pid {term.proc.pid}, `{' '.join(argv)}` in a {SIZE[0]}x{SIZE[1]} pty; code {out['code']}",
+            flush=True,
+        )
+        sender = ctx.Process(
+            target=sender_process,
+            args=(str(bob_home), a.rate, a.minutes * 60, ready, go, stop, sent, sender_cpu_ms),
+            daemon=True,
+        )
         sender.start()
         if not term.wait_for(f"#{channel}", 60):
             raise SystemExit(f"bench: the window never painted #{channel}; it wrote: {term.text()[-800:]!r}")
@@ -240,10 +270,16 @@ def run(work: Path, a: argparse.Namespace) -> dict:
         cpu0, rss0, bytes0 = cpu_s(pid), rss_kb(pid), term.bytes
         out["rss0_mb"] = rss0 / 1024
         prev = {"t": 0.0, "sent": 0, "cpu": 0.0, "rss": rss0, "bytes": bytes0}
-        print(f"idle window: {out['idle_percent']:.1f}% of a core over {a.idle:g} s; RSS {rss0 / 1024:.1f} MB "
-              f"when the first line is sent (first paint {out['paint_s']:.1f} s after spawn)", flush=True)
-        print(f"{'elapsed s':>9} {'lines':>7} {'CPU s':>8} {'% intvl':>7} {'% all':>6} {'ms/line':>7} "
-              f"{'RSS MB':>7} {'KB/line':>7} {'out KB/line':>11}", flush=True)
+        print(
+            f"idle window: {out['idle_percent']:.1f}% of a core over {a.idle:g} s; RSS {rss0 / 1024:.1f} MB "
+            f"when the first line is sent (first paint {out['paint_s']:.1f} s after spawn)",
+            flush=True,
+        )
+        print(
+            f"{'elapsed s':>9} {'lines':>7} {'CPU s':>8} {'% intvl':>7} {'% all':>6} {'ms/line':>7} "
+            f"{'RSS MB':>7} {'KB/line':>7} {'out KB/line':>11}",
+            flush=True,
+        )
         duration = a.minutes * 60
         k = 1
         while True:
@@ -262,9 +298,11 @@ def run(work: Path, a: argparse.Namespace) -> dict:
             row["kb_line"] = (row["rss"] - prev["rss"]) / lines if lines else float("nan")
             row["out_kb_line"] = (row["bytes"] - prev["bytes"]) / 1024 / lines if lines else float("nan")
             out["rows"].append(row)
-            print(f"{row['t']:9.0f} {row['sent']:7,} {row['cpu']:8.1f} {row['pct']:7.1f} {row['pct_all']:6.1f} "
-                  f"{row['ms_line']:7.1f} {row['rss'] / 1024:7.1f} {row['kb_line']:7.1f} {row['out_kb_line']:11.1f}",
-                  flush=True)
+            print(
+                f"{row['t']:9.0f} {row['sent']:7,} {row['cpu']:8.1f} {row['pct']:7.1f} {row['pct_all']:6.1f} "
+                f"{row['ms_line']:7.1f} {row['rss'] / 1024:7.1f} {row['kb_line']:7.1f} {row['out_kb_line']:11.1f}",
+                flush=True,
+            )
             prev = row
             k += 1
             if now >= duration - 0.01:
@@ -296,8 +334,10 @@ def summarize(r: dict, a: argparse.Namespace) -> bool:
     last = rows[-1]
     rate = last["sent"] / last["t"]
     ms_line = 1000 * last["cpu"] / max(1, last["sent"])
-    print(f"window: CPU {last['pct_all']:.1f}% of a core at {rate:.1f} lines/s ({ms_line:.1f} ms a line), "
-          f"RSS {r['rss0_mb']:.0f} -> {last['rss'] / 1024:.0f} MB, last-interval growth {last['kb_line']:.1f} KB/line")
+    print(
+        f"window: CPU {last['pct_all']:.1f}% of a core at {rate:.1f} lines/s ({ms_line:.1f} ms a line), "
+        f"RSS {r['rss0_mb']:.0f} -> {last['rss'] / 1024:.0f} MB, last-interval growth {last['kb_line']:.1f} KB/line"
+    )
     # an hour at the target rate: the RSS fit over the second half of the run (once caches have had time to fill)
     hour_lines = int(TARGET_RATE * TARGET_HOUR_S)
     half = [x for x in rows if x["t"] >= last["t"] / 2] or rows
@@ -308,27 +348,38 @@ def summarize(r: dict, a: argparse.Namespace) -> bool:
         hour_mb = max(last["rss"], a0 + per_line * hour_lines) / 1024
         how = f"extrapolated from {last['sent']:,} lines ({per_line:.1f} KB/line over the second half)"
         if last["sent"] < NODE_CAPS:
-            how += (f"; an overestimate: the node's bounded parts (log window, repair cache) fill for the first "
-                    f"{NODE_CAPS:,} lines")
+            how += (
+                f"; an overestimate: the node's bounded parts (log window, repair cache) fill for the first "
+                f"{NODE_CAPS:,} lines"
+            )
     else:
         hour_mb = last["rss"] / 1024 + max(0.0, last["kb_line"]) * (hour_lines - last["sent"]) / 1024
         how = f"extrapolated from {last['sent']:,} lines (the last interval's growth)"
     # CPU at the target rate: the measured share scaled to 10 lines/s when the run used another rate
     cpu_at_target = last["pct_all"] * TARGET_RATE / rate if rate else float("nan")
-    print(f"RSS after {hour_lines:,} lines (an hour at {TARGET_RATE:g}/s): {hour_mb:.0f} MB, {how} "
-          f"[target <= {TARGET_RSS_MB:.0f} MB]")
-    print(f"CPU at {TARGET_RATE:g} lines/s: {cpu_at_target:.1f}% of a core"
-          f"{'' if abs(rate - TARGET_RATE) < 0.5 else ' (scaled from the measured rate)'} "
-          f"[target <= {TARGET_CPU_PERCENT:g}%]")
-    print(f"messages of others in the window's database: {r['received']} ({r['sent']} lines sent); last line on screen: {r['last_shown']}; "
-          f"exit status {r['exit']}; the sender's headless node: {r['sender_ms_line']:.1f} ms CPU a line")
+    print(
+        f"RSS after {hour_lines:,} lines (an hour at {TARGET_RATE:g}/s): {hour_mb:.0f} MB, {how} "
+        f"[target <= {TARGET_RSS_MB:.0f} MB]"
+    )
+    print(
+        f"CPU at {TARGET_RATE:g} lines/s: {cpu_at_target:.1f}% of a core"
+        f"{'' if abs(rate - TARGET_RATE) < 0.5 else ' (scaled from the measured rate)'} "
+        f"[target <= {TARGET_CPU_PERCENT:g}%]"
+    )
+    print(
+        f"messages of others in the window's database: {r['received']} ({r['sent']} lines sent); "
+        f"last line on screen: {r['last_shown']}; "
+        f"exit status {r['exit']}; the sender's headless node: {r['sender_ms_line']:.1f} ms CPU a line"
+    )
     ok = cpu_at_target <= TARGET_CPU_PERCENT and hour_mb <= TARGET_RSS_MB
     verdict = "PASS" if ok else "FAIL"
     if a.smoke:
         print(f"targets not enforced in a smoke run (it would be {verdict})")
     else:
-        print(f"{verdict}: CPU {cpu_at_target:.1f}% (<= {TARGET_CPU_PERCENT:g}%), "
-              f"RSS an hour {hour_mb:.0f} MB (<= {TARGET_RSS_MB:.0f} MB)")
+        print(
+            f"{verdict}: CPU {cpu_at_target:.1f}% (<= {TARGET_CPU_PERCENT:g}%), "
+            f"RSS an hour {hour_mb:.0f} MB (<= {TARGET_RSS_MB:.0f} MB)"
+        )
     return ok
 
 
@@ -341,16 +392,22 @@ def main() -> int:
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured before the first line")
     ap.add_argument("--size", default=f"{SIZE[0]}x{SIZE[1]}", help="the terminal, COLUMNSxROWS")
     ap.add_argument("--history", type=int, default=0, help="old messages in the channel before the window opens")
-    ap.add_argument("--window-cmd", default=f"{shlex.quote(sys.executable)} -m sdschat",
-                    help="the window's command, before `--home DIR` (e.g. under cProfile)")
+    ap.add_argument(
+        "--window-cmd",
+        default=f"{shlex.quote(sys.executable)} -m sdschat",
+        help="the window's command, before `--home DIR` (e.g. under cProfile)",
+    )
     ap.add_argument("--workdir", type=Path, help="keep the profiles and broker log here (default: a temp folder)")
     ap.add_argument("--smoke", action="store_true", help="~35 s at 5 lines/s, a row every 6 s (the test suite)")
     a = ap.parse_args()
     SIZE = tuple(int(n) for n in a.size.lower().split("x"))
     if a.smoke:
         a.minutes, a.rate, a.interval, a.idle = 0.4, 5.0, 6.0, 3.0
-    print(f"window soak: {a.rate:g} lines/s for {a.minutes:g} min, a row every {a.interval:g} s, "
-          f"{a.history:,} messages of history, terminal {SIZE[0]}x{SIZE[1]}", flush=True)
+    print(
+        f"window soak: {a.rate:g} lines/s for {a.minutes:g} min, a row every {a.interval:g} s, "
+        f"{a.history:,} messages of history, terminal {SIZE[0]}x{SIZE[1]}",
+        flush=True,
+    )
     if a.workdir:
         a.workdir.mkdir(parents=True, exist_ok=True)
         r = run(a.workdir, a)

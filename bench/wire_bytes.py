@@ -64,9 +64,18 @@ async def measure(messages: int, settle_s: float, chars: int = 0, members: int =
         with tempfile.TemporaryDirectory(prefix="sdschat-wire-bytes-") as tmp:
             for i in range(members):
                 nick = ("alice", "bob", "carol")[i] if i < 3 else f"member{i}"
-                nodes.append(await Node.start(NodeConfig(nick=nick, key=key, db_path=Path(tmp) / f"{nick}.db",
-                                                         broker_url=broker.url, seed=i,
-                                                         impairment={"loss_in": loss} if loss else {})))
+                nodes.append(
+                    await Node.start(
+                        NodeConfig(
+                            nick=nick,
+                            key=key,
+                            db_path=Path(tmp) / f"{nick}.db",
+                            broker_url=broker.url,
+                            seed=i,
+                            impairment={"loss_in": loss} if loss else {},
+                        )
+                    )
+                )
             await asyncio.sleep(2)
             sizes.clear()  # joins and greetings: not chat
             lines = texts(messages, chars=chars)
@@ -83,8 +92,13 @@ async def measure(messages: int, settle_s: float, chars: int = 0, members: int =
         sub.loop_stop()
         await broker.close()
     chars = sum(map(len, lines))
-    return {"frames": len(sizes), "bytes": sum(sizes), "messages": messages, "chars": chars,
-            "median_frame": statistics.median(sizes) if sizes else 0}
+    return {
+        "frames": len(sizes),
+        "bytes": sum(sizes),
+        "messages": messages,
+        "chars": chars,
+        "median_frame": statistics.median(sizes) if sizes else 0,
+    }
 
 
 def main() -> int:
@@ -100,9 +114,11 @@ def main() -> int:
     r = asyncio.run(measure(messages, settle, a.chars, a.members, a.loss))
     print(f"sdschat from {Path(sdschat.__file__).parent}")
     print(f"{a.members} members, loss {a.loss:.0%}")
-    print(f"{r['frames']} frames, {r['bytes']:,} bytes on the broker for {r['messages']} messages of "
-          f"{r['chars'] / r['messages']:.0f} characters on average: {r['bytes'] / r['messages']:,.0f} bytes a "
-          f"message; median frame {r['median_frame']:,.0f} bytes")
+    print(
+        f"{r['frames']} frames, {r['bytes']:,} bytes on the broker for {r['messages']} messages of "
+        f"{r['chars'] / r['messages']:.0f} characters on average: {r['bytes'] / r['messages']:,.0f} bytes a "
+        f"message; median frame {r['median_frame']:,.0f} bytes"
+    )
     return 0
 
 

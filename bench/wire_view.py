@@ -34,7 +34,9 @@ import time
 from pathlib import Path
 
 import sdschat.ui  # noqa: F401
-from chaos_harness import Broker, percentile
+
+# isort: split
+from kit import Broker, percentile
 from ui_history import FrameClock, record_applied
 
 from sdschat.crypto import ChannelKey
@@ -86,9 +88,22 @@ async def bench(folder: Path, n: int) -> dict:
             log = WireLog()
             t = time.perf_counter()
             for publisher, reason, msg, size in decoded:
-                log.add(WireFrame(0, "in", kind_of(reason, None), msg.sender_id, publisher, msg.message_id,
-                                  msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter),
-                                  len(msg.repair_request), size, _outcome(msg, ())))
+                log.add(
+                    WireFrame(
+                        0,
+                        "in",
+                        kind_of(reason, None),
+                        msg.sender_id,
+                        publisher,
+                        msg.message_id,
+                        msg.lamport_timestamp,
+                        len(msg.causal_history),
+                        bloom_fill(msg.bloom_filter),
+                        len(msg.repair_request),
+                        size,
+                        _outcome(msg, ()),
+                    )
+                )
             rounds.append((time.perf_counter() - t) / len(decoded))
         out["per_frame_us"] = statistics.median(rounds) * 1e6
         node = await Node.start(NodeConfig("c", key, folder / "c.db", broker.url, use_store=False))
@@ -137,8 +152,9 @@ async def _peer(url: str, seconds: float, rate: float, start_at: float, role: st
     frames a second) from ``start_at`` (perf_counter) for ``seconds``."""
     from sdschat.node.hostile import HostileMember
 
-    node = await Node.start(NodeConfig(role, ChannelKey(SECRET, "wire"), Path(folder) / f"{role}.db", url,
-                                       use_store=False))
+    node = await Node.start(
+        NodeConfig(role, ChannelKey(SECRET, "wire"), Path(folder) / f"{role}.db", url, use_store=False)
+    )
     try:
         await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
         if role == "flood":
@@ -170,8 +186,9 @@ async def live(folder: Path, seconds: float, wire_open: bool) -> dict:
     broker = Broker(folder / "mosquitto")
     broker.start()
     pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
-    alice = await Node.start(NodeConfig("alice", ChannelKey(SECRET, "wire"), folder / "alice.db", broker.url,
-                                        use_store=False))
+    alice = await Node.start(
+        NodeConfig("alice", ChannelKey(SECRET, "wire"), folder / "alice.db", broker.url, use_store=False)
+    )
     try:
         app = ChatApp(alice, blink=False)
         clock = FrameClock(app)
@@ -184,8 +201,10 @@ async def live(folder: Path, seconds: float, wire_open: bool) -> dict:
             frames_from = clock.mark()
             loop = asyncio.get_running_loop()
             start_at = time.perf_counter() + 4.0  # the peers' processes start meanwhile
-            work = [loop.run_in_executor(pool, peer_process, broker.url, seconds, 50.0, start_at, role, str(folder))
-                    for role in ("chat", "flood")]
+            work = [
+                loop.run_in_executor(pool, peer_process, broker.url, seconds, 50.0, start_at, role, str(folder))
+                for role in ("chat", "flood")
+            ]
             count, junk = await asyncio.gather(*work)
             deadline = time.perf_counter() + 20
             while len(applied) < count and time.perf_counter() < deadline:
@@ -200,10 +219,16 @@ async def live(folder: Path, seconds: float, wire_open: bool) -> dict:
                 if shown is not None and not wire_open:  # under the wire view the chat is not on screen
                     latencies.append((shown - sent[text]) * 1000)
             recorded = alice.wire.totals.get("rejected", 0)
-        return {"sent": count, "measured": len(to_pane), "p50_ms": percentile(latencies, 0.5) if latencies else None,
-                "p99_ms": percentile(latencies, 0.99) if latencies else None,
-                "pane_p50_ms": percentile(to_pane, 0.5), "pane_p99_ms": percentile(to_pane, 0.99), "junk": junk,
-                "junk_recorded": recorded}
+        return {
+            "sent": count,
+            "measured": len(to_pane),
+            "p50_ms": percentile(latencies, 0.5) if latencies else None,
+            "p99_ms": percentile(latencies, 0.99) if latencies else None,
+            "pane_p50_ms": percentile(to_pane, 0.5),
+            "pane_p99_ms": percentile(to_pane, 0.99),
+            "junk": junk,
+            "junk_recorded": recorded,
+        }
     finally:
         pool.shutdown()
         await alice.stop()
@@ -214,28 +239,39 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=500, help="distinct frames captured (each fed once per round)")
     ap.add_argument("--smoke", action="store_true", help="50 frames, no live run")
-    ap.add_argument("--live", type=float, default=20.0, metavar="SECONDS",
-                    help="seconds of each live run (section 4; 0 skips it)")
+    ap.add_argument(
+        "--live", type=float, default=20.0, metavar="SECONDS", help="seconds of each live run (section 4; 0 skips it)"
+    )
     a = ap.parse_args()
     n = 50 if a.smoke else a.frames
     with tempfile.TemporaryDirectory(prefix="sdschat-wire-") as tmp:
         r = asyncio.run(bench(Path(tmp), n))
     core = (1000 * r["per_frame_us"] / 1e6 + 4 * r["repaint_ms"] / 1000) * 100
-    print(f"recording a frame: {r['per_frame_us']:.1f} us per frame (the whole receive pipeline: "
-          f"{r['receive_us']:.0f} us per frame)")
-    print(f"repainting the wire view over a ring of {r['ring']:,} frames: {r['repaint_ms']:.1f} ms median "
-          f"({r['rows']} rows on screen)")
+    print(
+        f"recording a frame: {r['per_frame_us']:.1f} us per frame (the whole receive pipeline: "
+        f"{r['receive_us']:.0f} us per frame)"
+    )
+    print(
+        f"repainting the wire view over a ring of {r['ring']:,} frames: {r['repaint_ms']:.1f} ms median "
+        f"({r['rows']} rows on screen)"
+    )
     print(f"at 1,000 frames/s with the view open: {core:.1f}% of one core for the wire view")
     if a.smoke or not a.live:
         return
     for wire_open in (False, True, False, True):
         with tempfile.TemporaryDirectory(prefix="sdschat-wire-live-") as tmp:
             r = asyncio.run(live(Path(tmp), a.live, wire_open))
-        shown = (f"send-to-shown p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms; " if r["p50_ms"] is not None
-                 else "the chat is under the view; ")
-        print(f"live, wire view {'open  ' if wire_open else 'closed'}: {shown}send-to-chat-pane p50 "
-              f"{r['pane_p50_ms']:.1f} ms, p99 {r['pane_p99_ms']:.1f} ms ({r['measured']} of {r['sent']} messages at "
-              f"50/s; {r['junk']:,} junk frames published, {r['junk_recorded']:,} refused and recorded)", flush=True)
+        shown = (
+            f"send-to-shown p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms; "
+            if r["p50_ms"] is not None
+            else "the chat is under the view; "
+        )
+        print(
+            f"live, wire view {'open  ' if wire_open else 'closed'}: {shown}send-to-chat-pane p50 "
+            f"{r['pane_p50_ms']:.1f} ms, p99 {r['pane_p99_ms']:.1f} ms ({r['measured']} of {r['sent']} messages at "
+            f"50/s; {r['junk']:,} junk frames published, {r['junk_recorded']:,} refused and recorded)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from .node.errors import UserError
 from .node.files import open_private
 from .node.payload import AppPayload, PayloadError
 from .store import Store, StoreError
@@ -24,8 +25,8 @@ __all__ = ["export", "ExportError", "log_records", "event_records", "open_privat
 _NOT_IN_LOG = {"waiting"}
 
 
-class ExportError(Exception):
-    """One-line failure of an export."""
+class ExportError(UserError):
+    """One-line failure of an export (a database that cannot be read, a file that cannot be written)."""
 
 
 async def log_records(store: Store):
@@ -35,8 +36,9 @@ async def log_records(store: Store):
         try:
             app = AppPayload.decode(row.content)
         except PayloadError as exc:  # sdschat stores only payloads it read (or wrote): the row was changed since
-            raise ExportError(f"database {store.path}: the messages table is damaged (message {row.message_id[:16]}: "
-                              f"{exc})") from None
+            raise ExportError(
+                f"database {store.path}: the messages table is damaged (message {row.message_id[:16]}: {exc})"
+            ) from None
         yield {
             "message_id": row.message_id,
             "sender_id": row.sender_id,
@@ -82,8 +84,10 @@ async def export(db: Path, *, events: bool = False, fmt: str = "jsonl", out: Pat
     finally:
         await store.close()
     if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        if out is None:  # a binary file: never to the terminal
+            raise ExportError("a parquet export needs an output file (--out)")
+        import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (the same package)
 
         if records:
             table = pa.Table.from_pylist(records)

@@ -11,8 +11,3 @@ LOCAL_VECTORS = ROOT / "tests" / "data" / "waku-sds-0.0.8.json"
 def waku_vectors() -> dict:
     """The @waku/sds 0.0.8 reference vectors (copied into tests/data so a clone is self-contained)."""
     return json.loads(LOCAL_VECTORS.read_text())
-
-import sys
-
-# shared helpers (real brokers) for every test package; tests run with --import-mode=importlib
-sys.path.insert(0, str(ROOT / "tests" / "support"))

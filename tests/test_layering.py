@@ -14,8 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(sdschat.__file__).parent
 #: what the store may import of the engine: its state types and what they are made of (``frozen``: how the rows
 #: set their fields)
-ENGINE_STATE_TYPES = {"sdschat.sds.state", "sdschat.sds.wire", "sdschat.sds.archive", "sdschat.sds.sds_pb2",
-                      "sdschat.sds.frozen", "sdschat.sds"}
+ENGINE_STATE_TYPES = {
+    "sdschat.sds.state",
+    "sdschat.sds.wire",
+    "sdschat.sds.archive",
+    "sdschat.sds.sds_pb2",
+    "sdschat.sds.frozen",
+    "sdschat.sds",
+}
 
 
 def _module(path: Path) -> str:
@@ -30,8 +36,9 @@ def _part(module: str) -> str:
 
 def test_import_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run([str(lint), "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [str(lint), "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout, result.stdout
 

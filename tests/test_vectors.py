@@ -66,8 +66,9 @@ def test_repair_vector_count(waku_vectors):
 
 def _entries(raw):
     return [
-        HistoryEntry(e["message_id"], bytes.fromhex(e["retrieval_hint"]) if e.get("retrieval_hint") else None,
-                     e.get("sender_id"))
+        HistoryEntry(
+            e["message_id"], bytes.fromhex(e["retrieval_hint"]) if e.get("retrieval_hint") else None, e.get("sender_id")
+        )
         for e in raw
     ]
 

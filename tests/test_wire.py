@@ -59,15 +59,26 @@ def test_zero_lamport_and_empty_content_are_present_not_none():
 
 def test_encoding_writes_exactly_present_fields_in_field_order():
     msg = Message(
-        "alice", "id1", "chan", lamport_timestamp=5,
+        "alice",
+        "id1",
+        "chan",
+        lamport_timestamp=5,
         causal_history=[HistoryEntry("a", b"h", "bob"), HistoryEntry("b")],
-        bloom_filter=b"\x00\x01", repair_request=[HistoryEntry("z", None, "carol")], content=b"hi",
+        bloom_filter=b"\x00\x01",
+        repair_request=[HistoryEntry("z", None, "carol")],
+        content=b"hi",
     )
     data = wire.encode(msg)
     expected = (
-        b"\x0a\x05alice" b"\x12\x03id1" b"\x1a\x04chan" b"\x50\x05"
-        b"\x5a\x0b\x0a\x01a\x12\x01h\x1a\x03bob" b"\x5a\x03\x0a\x01b"
-        b"\x62\x02\x00\x01" b"\x6a\x0a\x0a\x01z\x1a\x05carol" b"\xa2\x01\x02hi"
+        b"\x0a\x05alice"
+        b"\x12\x03id1"
+        b"\x1a\x04chan"
+        b"\x50\x05"
+        b"\x5a\x0b\x0a\x01a\x12\x01h\x1a\x03bob"
+        b"\x5a\x03\x0a\x01b"
+        b"\x62\x02\x00\x01"
+        b"\x6a\x0a\x0a\x01z\x1a\x05carol"
+        b"\xa2\x01\x02hi"
     )
     assert data == expected
     assert wire.decode(data) == msg
@@ -118,15 +129,23 @@ def test_random_bytes_only_raise_wire_error(data):
     assert wire.decode(wire.encode(msg)) == msg
 
 
-entries = st.builds(HistoryEntry, st.text(max_size=20), st.none() | st.binary(max_size=8), st.none() | st.text(max_size=8))
+entries = st.builds(
+    HistoryEntry, st.text(max_size=20), st.none() | st.binary(max_size=8), st.none() | st.text(max_size=8)
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     st.builds(
-        Message, st.text(max_size=10), st.text(max_size=70), st.text(max_size=10),
-        st.none() | st.integers(0, 2**64 - 1), st.lists(entries, max_size=4), st.none() | st.binary(max_size=32),
-        st.lists(entries, max_size=3), st.none() | st.binary(max_size=40),
+        Message,
+        st.text(max_size=10),
+        st.text(max_size=70),
+        st.text(max_size=10),
+        st.none() | st.integers(0, 2**64 - 1),
+        st.lists(entries, max_size=4),
+        st.none() | st.binary(max_size=32),
+        st.lists(entries, max_size=3),
+        st.none() | st.binary(max_size=40),
     )
 )
 def test_round_trip(msg):

@@ -4,16 +4,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import CliError
 
 __all__ = [
-    "Parser", "home_dir", "broker_url", "ca_file",
-    "number", "probability", "non_negative", "positive_int", "at_least", "positive_float", "parsed_by",
-    "add_channel_args", "add_home_arg", "add_impairment_args", "tune_setting", "impairment_of", "add_spark_args", "spark_conf",
+    "Parser",
+    "home_dir",
+    "broker_url",
+    "ca_file",
+    "number",
+    "probability",
+    "non_negative",
+    "positive_int",
+    "at_least",
+    "positive_float",
+    "parsed_by",
+    "add_channel_args",
+    "add_home_arg",
+    "add_impairment_args",
+    "tune_setting",
+    "impairment_of",
+    "add_spark_args",
+    "spark_conf",
     "HOSTILE_MOVES",
 ]
 
@@ -25,16 +40,17 @@ HOSTILE_MOVES = ("forge-acks", "reorder", "withhold", "flood")
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one :class:`CliError` line, never a usage dump."""
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         raise CliError(f"{self.prog}: {message} (see --help)")
 
     def parse_args(self, args=None, namespace=None):
         """Parse, then refuse an empty ``$SDSCHAT_HOME`` when no ``--home`` overrides it (it would put the profile
-        in the current folder, or silently in the platform's)."""
+        in the current folder, or silently in the platform's): the one reader of the variable says so."""
+        from sdschat.profile.settings import env_home
+
         parsed = super().parse_args(args, namespace)
-        if getattr(parsed, "home", None) is None and "SDSCHAT_HOME" in os.environ \
-                and not os.environ["SDSCHAT_HOME"].strip():
-            raise CliError("SDSCHAT_HOME is set but empty: name a folder, or unset it")
+        if getattr(parsed, "home", None) is None:
+            env_home()
         return parsed
 
 
@@ -51,8 +67,9 @@ def broker_url(text: str) -> str:
     from sdschat.transport.url import parse_broker_url
 
     if not text.strip():
-        raise argparse.ArgumentTypeError("needs a broker URL (mqtt://host[:port] or mqtts://host[:port]), "
-                                         "not an empty string")
+        raise argparse.ArgumentTypeError(
+            "needs a broker URL (mqtt://host[:port] or mqtts://host[:port]), not an empty string"
+        )
     try:
         parse_broker_url(text)
     except TransportError as exc:
@@ -135,11 +152,18 @@ def add_channel_args(p: argparse.ArgumentParser) -> None:
     """
     p.add_argument("--name", help="your nick in the channel (default: the profile's name)")
     p.add_argument("--channel", default="general", help="channel name (never sent to the broker)")
-    p.add_argument("--key-file", type=Path, help="channel key file (from `sdschat keygen`); without it, the "
-                   "profile's key of --channel, else a passphrase (SDSCHAT_PASSPHRASE or a prompt)")
+    p.add_argument(
+        "--key-file",
+        type=Path,
+        help="channel key file (from `sdschat keygen`); without it, the "
+        "profile's key of --channel, else a passphrase (SDSCHAT_PASSPHRASE or a prompt)",
+    )
     add_home_arg(p)
-    p.add_argument("--broker", type=broker_url,
-                   help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, else an embedded broker)")
+    p.add_argument(
+        "--broker",
+        type=broker_url,
+        help="mqtt://host:port (default: 127.0.0.1:1883 if it answers, else an embedded broker)",
+    )
     p.add_argument("--db", type=Path, help="database file (default: under the user data directory)")
     p.add_argument("--qos", type=int, choices=(0, 1), default=0, help="MQTT QoS for publish and subscribe (default 0)")
     add_impairment_args(p)
@@ -147,8 +171,12 @@ def add_channel_args(p: argparse.ArgumentParser) -> None:
 
 def add_home_arg(p: argparse.ArgumentParser) -> None:
     """``--home DIR``: the profile's folder (accepted before or after the command)."""
-    p.add_argument("--home", type=home_dir, default=argparse.SUPPRESS,
-                   help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)")
+    p.add_argument(
+        "--home",
+        type=home_dir,
+        default=argparse.SUPPRESS,
+        help="the profile's folder (default: $SDSCHAT_HOME, else the platform's config and data folders)",
+    )
 
 
 def add_impairment_args(p: argparse.ArgumentParser) -> None:
@@ -161,12 +189,22 @@ def add_impairment_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--jitter-ms", type=non_negative, default=0.0, help="random +- delay (reorders frames)")
     g.add_argument("--duplicate", type=probability, default=0.0, help="probability a frame is delivered twice")
     g.add_argument("--seed", type=int, help="seed of the impairment's randomness")
-    p.add_argument("--tune", action="append", default=[], metavar="FIELD=VALUE", type=tune_setting,
-                   help="expert: override a protocol setting of the node (a ChannelConfig field, or repair_FIELD "
-                        "for RepairConfig), e.g. --tune repair_t_max_ms=3000; all members should agree")
-    p.add_argument("--events-keep", type=at_least(0), metavar="N",
-                   help="event rows the database keeps in full, the newest (default: the profile's [storage] "
-                        "events_keep, else 10000); older ones are compacted to each message's first times; 0 keeps all")
+    p.add_argument(
+        "--tune",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        type=tune_setting,
+        help="expert: override a protocol setting of the node (a ChannelConfig field, or repair_FIELD "
+        "for RepairConfig), e.g. --tune repair_t_max_ms=3000; all members should agree",
+    )
+    p.add_argument(
+        "--events-keep",
+        type=at_least(0),
+        metavar="N",
+        help="event rows the database keeps in full, the newest (default: the profile's [storage] "
+        "events_keep, else 10000); older ones are compacted to each message's first times; 0 keeps all",
+    )
 
 
 def tune_setting(text: str) -> tuple[str, int | float | bool]:
@@ -193,20 +231,34 @@ def impairment_of(args: argparse.Namespace) -> dict:
     """The node's impairment settings from the parsed options."""
     loss_in = args.loss if args.loss_in is None else args.loss_in
     loss_out = args.loss if args.loss_out is None else args.loss_out
-    return {"loss_in": loss_in, "loss_out": loss_out, "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms,
-            "duplicate": args.duplicate}
+    return {
+        "loss_in": loss_in,
+        "loss_out": loss_out,
+        "delay_ms": args.delay_ms,
+        "jitter_ms": args.jitter_ms,
+        "duplicate": args.duplicate,
+    }
 
 
 def add_spark_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("spark")
-    g.add_argument("--master", default=None,
-                   help="Spark master URL (default local[*]: an embedded Spark using every core)")
+    g.add_argument(
+        "--master", default=None, help="Spark master URL (default local[*]: an embedded Spark using every core)"
+    )
     # the default is sdschat.pipeline.spark.DRIVER_MEMORY (not imported: the CLI starts without the pipeline)
-    g.add_argument("--driver-memory", default=None,
-                   help="driver JVM heap in local mode, where it runs the executors too (default 1200m)")
-    g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark configuration (repeatable); JVM options (spark.driver.extraJavaOptions, "
-                        "spark.executor.extraJavaOptions) are added to sdschat's own")
+    g.add_argument(
+        "--driver-memory",
+        default=None,
+        help="driver JVM heap in local mode, where it runs the executors too (default 1200m)",
+    )
+    g.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration (repeatable); JVM options (spark.driver.extraJavaOptions, "
+        "spark.executor.extraJavaOptions) are added to sdschat's own",
+    )
 
 
 def spark_conf(args: argparse.Namespace) -> dict[str, str]:

@@ -17,37 +17,56 @@ __all__ = ["bot_configure", "bot_run"]
 
 def bot_configure(p: argparse.ArgumentParser) -> None:
     add_channel_args(p)
-    p.add_argument("--invite", metavar="TOKEN", help="the channel, its key and broker from an invite token "
-                   "(no profile needed; with --name)")
+    p.add_argument(
+        "--invite",
+        metavar="TOKEN",
+        help="the channel, its key and broker from an invite token (no profile needed; with --name)",
+    )
     p.add_argument("--count", type=positive_int, default=10, help="messages to send")
     p.add_argument("--interval", type=non_negative, default=1.0, help="seconds between messages")
-    p.add_argument("--linger", type=non_negative, default=12.0,
-                   help="after sending, exit once nothing was pending here, and no peer resent, repaired or asked "
-                        "for a repair, for this many seconds (keep it above the repair backoff T_max and the longest "
-                        "resend interval, both 10 s by default)")
-    p.add_argument("--max-runtime", type=non_negative, default=0.0,
-                   help="give up (exit 3) after this many seconds (0: never); a member removed from the channel "
-                        "exits 1, one locked out of its newest key 4")
+    p.add_argument(
+        "--linger",
+        type=non_negative,
+        default=12.0,
+        help="after sending, exit once nothing was pending here, and no peer resent, repaired or asked "
+        "for a repair, for this many seconds (keep it above the repair backoff T_max and the longest "
+        "resend interval, both 10 s by default)",
+    )
+    p.add_argument(
+        "--max-runtime",
+        type=non_negative,
+        default=0.0,
+        help="give up (exit 3) after this many seconds (0: never); a member removed from the channel "
+        "exits 1, one locked out of its newest key 4",
+    )
     p.add_argument("--text", default="{name} #{i}", help="message template ({name}, {i})")
-    p.add_argument("--start-after", type=non_negative, default=0.0,
-                   help="wait this many seconds after connecting before sending (lets peers subscribe first)")
+    p.add_argument(
+        "--start-after",
+        type=non_negative,
+        default=0.0,
+        help="wait this many seconds after connecting before sending (lets peers subscribe first)",
+    )
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--hostile", metavar="MOVE", choices=HOSTILE_MOVES,
-                   help="play an attack instead of chatting, to watch it fail (or, for withhold and flood, what "
-                        "it does): forge-acks, reorder, withhold (sends --count lines, publishes every other "
-                        "one), flood (--rate junk frames a second); runs until --max-runtime or Ctrl-C")
+    p.add_argument(
+        "--hostile",
+        metavar="MOVE",
+        choices=HOSTILE_MOVES,
+        help="play an attack instead of chatting, to watch it fail (or, for withhold and flood, what "
+        "it does): forge-acks, reorder, withhold (sends --count lines, publishes every other "
+        "one), flood (--rate junk frames a second); runs until --max-runtime or Ctrl-C",
+    )
     p.add_argument("--rate", type=positive_float, default=50.0, help="frames a second for --hostile flood")
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         pass
 
 
 async def _send_all(node, args: argparse.Namespace, stop: asyncio.Event) -> None:
-    from sdschat.node import NodeFailed
+    from sdschat.node import NodeFailed, UserError
 
     if args.start_after:
         await _wait(stop, args.start_after)
@@ -58,7 +77,7 @@ async def _send_all(node, args: argparse.Namespace, stop: asyncio.Event) -> None
             await node.send_text(args.text.format(name=node.nick, i=i))
         except NodeFailed:  # node.failure says why
             return
-        except ValueError as exc:  # removed from the channel
+        except UserError as exc:  # removed from the channel
             raise CliError(str(exc), code=1) from None
         await _wait(stop, args.interval)
 
@@ -97,9 +116,12 @@ async def bot_run(args: argparse.Namespace) -> int:
         code = await _linger(node, args, stop, started)
         if not args.quiet:
             h = node.health()
-            print(f"{node.nick}: log {h['log']} messages, sent {h['sent']}, resends {h['resends']}, "
-                  f"repairs requested {h['repairs_requested']}, served {h['repairs_served']}, lost {h['lost']}"
-                  + (f", LOCKED OUT of key epoch {node.locked_out}" if node.locked_out else ""), flush=True)
+            print(
+                f"{node.nick}: log {h['log']} messages, sent {h['sent']}, resends {h['resends']}, "
+                f"repairs requested {h['repairs_requested']}, served {h['repairs_served']}, lost {h['lost']}"
+                + (f", LOCKED OUT of key epoch {node.locked_out}" if node.locked_out else ""),
+                flush=True,
+            )
     finally:
         await node.stop()
     if node.failure:
@@ -111,13 +133,14 @@ def _membership_status(node) -> int:
     """1 (removed) or 4 (locked out of the newest key) with one line on stderr; 0 if still a member."""
     name = node.key.channel_name
     if node.removed_me:
-        print(f"{node.nick}: removed from #{name} by an admin: nothing sent since reached the members",
-              file=sys.stderr)
+        print(f"{node.nick}: removed from #{name} by an admin: nothing sent since reached the members", file=sys.stderr)
         return 1
     if node.locked_out:
-        print(f"{node.nick}: locked out of #{name}: key epoch {node.locked_out} began without a key for this member, "
-              "so what it sent and received since was on a key the others left; ask an admin for a new invite",
-              file=sys.stderr)
+        print(
+            f"{node.nick}: locked out of #{name}: key epoch {node.locked_out} began without a key for this member, "
+            "so what it sent and received since was on a key the others left; ask an admin for a new invite",
+            file=sys.stderr,
+        )
         return 4
     return 0
 
@@ -133,12 +156,15 @@ async def _hostile_run(args: argparse.Namespace) -> int:
         asyncio.get_running_loop().call_later(args.max_runtime, stop.set)
     try:
         if not args.quiet:
-            print(f"{node.nick}: hostile member ({args.hostile}) {node.participant_id[:12]} on {node.broker_url}",
-                  flush=True)
+            print(
+                f"{node.nick}: hostile member ({args.hostile}) {node.participant_id[:12]} on {node.broker_url}",
+                flush=True,
+            )
         if args.start_after:
             await _wait(stop, args.start_after)
-        hostile = HostileMember(node, args.hostile, rate=args.rate, count=args.count, interval=args.interval,
-                                seed=args.seed)
+        hostile = HostileMember(
+            node, args.hostile, rate=args.rate, count=args.count, interval=args.interval, seed=args.seed
+        )
         published = await hostile.run(stop)
         if args.hostile == "withhold" and not stop.is_set():
             await _wait(stop, args.linger)  # stay a member while the others ask (and get no answer)

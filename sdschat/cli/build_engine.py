@@ -46,8 +46,8 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
     try:
         import mypy.version
         from mypyc.build import mypycify
-        from setuptools import Distribution, Extension
-        from setuptools.command.build_ext import build_ext
+        from setuptools import Distribution, Extension  # type: ignore[import-untyped]  # (no type information here)
+        from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]  # (the same package)
     except ImportError as exc:
         raise BuildError(f"mypyc is not installed ({exc.name}): pip install -e '.[dev]'") from None
     src = native.COMPILED_DIR.parent
@@ -55,20 +55,28 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
     out_dir = Path(out_dir)
     with tempfile.TemporaryDirectory(prefix="sdschat-engine-build-") as tmp:
         work = Path(tmp)
-        args = ["--ignore-missing-imports", "--cache-dir", str(work / "mypy-cache"),
-                *(str(src / f"{m}.py") for m in native.MODULES)]
+        args = [
+            "--ignore-missing-imports",
+            "--cache-dir",
+            str(work / "mypy-cache"),
+            *(str(src / f"{m}.py") for m in native.MODULES),
+        ]
         cwd = os.getcwd()
         try:
             os.chdir(src.parents[1])  # mypy names the modules from the package folders: sdschat.sds.<module>
             try:
-                exts = mypycify(args, opt_level="3", group_name="sdschat.sds._engine", target_dir=str(work / "c"),
-                                verbose=verbose)
+                exts = mypycify(
+                    args, opt_level="3", group_name="sdschat.sds._engine", target_dir=str(work / "c"), verbose=verbose
+                )
             except SystemExit as exc:  # mypy's type errors end in sys.exit
-                raise BuildError(f"mypyc refused the engine's sources (exit {exc.code}); run mypy on "
-                                 "sdschat/sds for the errors") from None
+                raise BuildError(
+                    f"mypyc refused the engine's sources (exit {exc.code}); run mypy on sdschat/sds for the errors"
+                ) from None
             if sys.platform.startswith("linux"):  # the C helpers (mmap, madvise)
-                exts += [Extension(f"sdschat.sds._{c}", [str(src / f"{c}.c")], extra_compile_args=["-O2"])
-                         for c in native.C_HELPERS]
+                exts += [
+                    Extension(f"sdschat.sds._{c}", [str(src / f"{c}.c")], extra_compile_args=["-O2"])
+                    for c in native.C_HELPERS
+                ]
             dist = Distribution({"name": "sdschat-engine", "ext_modules": exts})
             cmd = build_ext(dist)
             cmd.build_lib = str(work / "lib")
@@ -82,7 +90,8 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
         finally:
             os.chdir(cwd)
         built = sorted((work / "lib" / "sdschat" / "sds").glob("*.so")) + sorted(
-            (work / "lib" / "sdschat" / "sds").glob("*.pyd"))
+            (work / "lib" / "sdschat" / "sds").glob("*.pyd")
+        )
         names = {p.name.split(".")[0] for p in built}
         missing = [m for m in native.MODULES if m not in names]
         if missing:
@@ -91,8 +100,13 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
         stage.mkdir()
         for p in built:
             shutil.copy2(p, stage / p.name)
-        stamp = {"sources": digest, "cache_tag": sys.implementation.cache_tag, "mypy": mypy.version.__version__,
-                 "modules": list(native.MODULES), "helpers": [f"_{c}" for c in native.C_HELPERS if f"_{c}" in names]}
+        stamp = {
+            "sources": digest,
+            "cache_tag": sys.implementation.cache_tag,
+            "mypy": mypy.version.__version__,
+            "modules": list(native.MODULES),
+            "helpers": [f"_{c}" for c in native.C_HELPERS if f"_{c}" in names],
+        }
         (stage / native.STAMP).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
         old = out_dir.with_name(out_dir.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -104,8 +118,10 @@ def build(out_dir: Path = native.COMPILED_DIR, *, verbose: bool = False) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(prog="python -m sdschat.cli.build_engine",
-                description="Compile the SDS engine to C with mypyc (sdschat/sds/_compiled).")
+    ap = Parser(
+        prog="python -m sdschat.cli.build_engine",
+        description="Compile the SDS engine to C with mypyc (sdschat/sds/_compiled).",
+    )
     ap.add_argument("--force", action="store_true", help="rebuild even if the build is current")
     ap.add_argument("--verbose", action="store_true", help="show mypyc's and the C compiler's output")
     try:
@@ -143,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     except (BuildError, OSError) as exc:  # OSError: e.g. an installed package's folder this user cannot write
         print(f"engine: not compiled, it runs as Python: {exc}", file=sys.stderr)
         return 1
-    print(f"engine: compiled {len(stamp['modules'])} modules with mypyc {stamp['mypy']} in "
-          f"{time.perf_counter() - t0:.0f} s ({native.COMPILED_DIR})", file=sys.stderr)
+    print(
+        f"engine: compiled {len(stamp['modules'])} modules with mypyc {stamp['mypy']} in "
+        f"{time.perf_counter() - t0:.0f} s ({native.COMPILED_DIR})",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from .args import add_home_arg
-from .errors import CliError, profile_call
+from .errors import CliError
 from .extras import require_pipeline
 
 __all__ = ["export_configure", "export_run"]
@@ -21,15 +21,18 @@ def export_configure(p: argparse.ArgumentParser) -> None:
     which.add_argument("--db", type=Path, help="a participant's database file")
     which.add_argument("--channel", help="a channel of your profile (default: its only one, if it has one)")
     add_home_arg(p)
-    p.add_argument("--events", action="store_true",
-                   help="export the events instead of the ordered log (the recent rows in full; older ones as the "
-                        "first sent/received/delivered/acked times compaction keeps, with a negative seq)")
+    p.add_argument(
+        "--events",
+        action="store_true",
+        help="export the events instead of the ordered log (the recent rows in full; older ones as the "
+        "first sent/received/delivered/acked times compaction keeps, with a negative seq)",
+    )
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("--out", type=Path, help="output file (default: standard output; required for parquet)")
 
 
 async def export_run(args: argparse.Namespace) -> int:
-    from sdschat.export import ExportError, export
+    from sdschat.export import export
 
     if args.db is None:
         args.db = _channel_db(args)
@@ -39,10 +42,7 @@ async def export_run(args: argparse.Namespace) -> int:
         if args.out is None:
             raise CliError("--format parquet needs --out FILE")
         require_pipeline("sdschat export --format parquet", ("pyarrow",))
-    try:
-        n = await export(args.db, events=args.events, fmt=args.format, out=args.out)
-    except ExportError as exc:
-        raise CliError(str(exc)) from None
+    n = await export(args.db, events=args.events, fmt=args.format, out=args.out)
     if args.out is not None:
         print(f"wrote {n} {'events' if args.events else 'messages'} to {args.out}", file=sys.stderr)
     return 0
@@ -54,12 +54,14 @@ def _channel_db(args: argparse.Namespace) -> Path:
 
     profile = load_profile(args)
     if args.channel is not None:
-        entry = profile_call(profile.channel, args.channel)
+        entry = profile.channel(args.channel)
     elif len(profile.channels) == 1:
         entry = next(iter(profile.channels.values()))
     elif not profile.channels:
-        raise CliError("no channel joined yet: nothing to export (create one with `sdschat new NAME`, or "
-                       "`sdschat join TOKEN`; or give --db FILE)")
+        raise CliError(
+            "no channel joined yet: nothing to export (create one with `sdschat new NAME`, or "
+            "`sdschat join TOKEN`; or give --db FILE)"
+        )
     else:
         names = ", ".join(profile.channels)
         raise CliError(f"which channel? --channel NAME (joined: {names}), or --db FILE")

@@ -16,5 +16,6 @@ def require_pipeline(what: str, modules: tuple[str, ...] = PIPELINE_MODULES) -> 
     """Raise a one-line :class:`CliError` unless every module of ``modules`` can be imported."""
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        raise CliError(f"{what} needs the pipeline extra ({', '.join(missing)} not installed): "
-                       "pip install 'sdschat[pipeline]'")
+        raise CliError(
+            f"{what} needs the pipeline extra ({', '.join(missing)} not installed): pip install 'sdschat[pipeline]'"
+        )

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .args import add_home_arg
-from .errors import CliError, profile_call
+from .errors import CliError
 
 __all__ = ["inspect_configure", "inspect_run"]
 
@@ -56,18 +56,15 @@ class _Reading:
 
 
 async def inspect_run(args: argparse.Namespace) -> int:
-    from sdschat.node.inspect import InspectError, check_message_id
+    from sdschat.node.inspect import check_message_id
 
     if args.gaps == (args.message_id is not None):
         raise CliError("give a message id, or --gaps")
     text = None
     if args.message_id is not None:
-        try:
-            text = check_message_id(args.message_id)  # a bad id is refused before any database is opened
-        except InspectError as exc:
-            raise CliError(str(exc)) from None
+        text = check_message_id(args.message_id)  # a bad id is refused before any database is opened
     sources = _sources(args)
-    if args.gaps:
+    if text is None:  # --gaps
         await _gaps(sources, args.json)
     else:
         await _message(sources, text, args.json)
@@ -84,15 +81,16 @@ def _sources(args: argparse.Namespace) -> list[_Source]:
 
     profile = load_profile(args)  # no profile: one line
     if args.channel is not None:
-        entry = profile_call(profile.channel, args.channel)
-        src = _Source(profile.db_path(entry), entry.name, profile_call(profile.key, entry).channel_id)
+        entry = profile.channel(args.channel)
+        src = _Source(profile.db_path(entry), entry.name, profile.key(entry).channel_id)
         if not src.db.exists():
             raise CliError(f"#{entry.name} has nothing stored yet (no database at {src.db})")
         return [src]
     if not profile.channels:
         raise CliError("no channel joined yet: nothing to inspect (create one with `sdschat new`, or `sdschat join`)")
-    return [_Source(profile.db_path(e), e.name, profile_call(profile.key, e).channel_id, named=False)
-            for e in profile.channels.values()]
+    return [
+        _Source(profile.db_path(e), e.name, profile.key(e).channel_id, named=False) for e in profile.channels.values()
+    ]
 
 
 @contextlib.contextmanager
@@ -105,7 +103,9 @@ def _one_line(src: _Source, prefix: bool):
     try:
         yield
     except InspectError as exc:
-        raise CliError(f"{src.label}: {exc}" if prefix else str(exc)) from None
+        if not prefix:
+            raise  # one line as it is (cli/main.py)
+        raise CliError(f"{src.label}: {exc}") from None
     except (StoreError, CryptoError, ValueError) as exc:
         raise CliError(f"{src.label}: {exc}") from None
 
@@ -152,8 +152,10 @@ async def _message(sources: list[_Source], text: str, as_json: bool) -> None:
         if not found:
             raise CliError(f"no message {text} in any joined channel ({', '.join(s.label for s in sources)})")
         if len(found) > 1:
-            raise CliError(f"{text} names messages in {len(found)} channels ({', '.join(s.label for s in found)}): "
-                           "give more of the id, or --channel")
+            raise CliError(
+                f"{text} names messages in {len(found)} channels ({', '.join(s.label for s in found)}): "
+                "give more of the id, or --channel"
+            )
         sources = found
     src = sources[0]
     with _one_line(src, prefix=wide):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import CliError
-
 __all__ = ["keygen_configure", "keygen_run"]
 
 
@@ -16,11 +14,8 @@ def keygen_configure(p: argparse.ArgumentParser) -> None:
 
 
 def keygen_run(args: argparse.Namespace) -> int:
-    from sdschat.crypto import CryptoError, keygen
+    from sdschat.crypto import keygen
 
-    try:
-        keygen(args.path, overwrite=args.force)
-    except CryptoError as exc:
-        raise CliError(str(exc)) from None
+    keygen(args.path, overwrite=args.force)  # a file there already: a CryptoError, one line (cli/main.py)
     print(f"wrote a new channel key to {args.path} (mode 0600); share it only with the channel's members")
     return 0

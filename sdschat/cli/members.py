@@ -15,18 +15,31 @@ import asyncio
 import sys
 
 from .args import add_home_arg, non_negative
-from .errors import CliError, profile_call
+from .errors import CliError
 from .profiles import load_profile
 from .wiring import profile_node_config
 
-__all__ = ["kick_configure", "kick_run", "rekey_configure", "rekey_run", "admin_configure", "admin_run",
-           "part_configure", "part_run"]
+__all__ = [
+    "kick_configure",
+    "kick_run",
+    "rekey_configure",
+    "rekey_run",
+    "admin_configure",
+    "admin_run",
+    "part_configure",
+    "part_run",
+]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("channel", help="a joined channel you administer")
-    p.add_argument("--wait", type=non_negative, default=5.0, metavar="S",
-                   help="wait up to S seconds for the members to acknowledge the change (default 5)")
+    p.add_argument(
+        "--wait",
+        type=non_negative,
+        default=5.0,
+        metavar="S",
+        help="wait up to S seconds for the members to acknowledge the change (default 5)",
+    )
     add_home_arg(p)
 
 
@@ -45,23 +58,18 @@ def admin_configure(p: argparse.ArgumentParser) -> None:
 
 
 async def _with_node(args: argparse.Namespace, act) -> int:
-    from sdschat.node import Node
-    from sdschat.store import StoreError
-    from sdschat.transport import TransportError
+    from sdschat.node import Node, UserError
 
     profile = load_profile(args)
-    entry = profile_call(profile.channel, args.channel)
-    try:
-        node = await Node.start(profile_node_config(profile, entry))
-    except (TransportError, StoreError) as exc:
-        raise CliError(str(exc)) from None
+    entry = profile.channel(args.channel)
+    node = await Node.start(profile_node_config(profile, entry))
     try:
         if entry.invite_epoch is not None:
             profile.adopted_epoch(entry.name)
         await asyncio.sleep(0.5)  # what arrived while we were away (joins, an earlier change) comes first
         try:
             mid, line = await act(node)
-        except ValueError as exc:
+        except UserError as exc:  # not an admin, no such member: the node's refusal, with the command's exit
             raise CliError(str(exc)) from None
         await node.drain_outbox()
         deadline = asyncio.get_running_loop().time() + args.wait
@@ -74,8 +82,11 @@ async def _with_node(args: argparse.Namespace, act) -> int:
         acked = msg is not None and msg.state == "acknowledged"
         print(line)
         if not acked:
-            print(f"sdschat: not acknowledged yet: members offline get it from a store node or any member on "
-                  f"return, and your node resends it the next time it runs", file=sys.stderr)
+            print(
+                "sdschat: not acknowledged yet: members offline get it from a store node or any member on "
+                "return, and your node resends it the next time it runs",
+                file=sys.stderr,
+            )
     finally:
         await node.stop()
     if node.failure:
@@ -87,8 +98,11 @@ async def kick_run(args: argparse.Namespace) -> int:
     async def act(node):
         pid, n, count = await node.kick(args.name)
         mid = _last_own(node)
-        return mid, f"removed {args.name} ({pid[:8]}) from #{node.key.channel_name}: new key (epoch {n}) for {count} " \
-                    f"member{'s' if count != 1 else ''}"
+        return (
+            mid,
+            f"removed {args.name} ({pid[:8]}) from #{node.key.channel_name}: new key (epoch {n}) for {count} "
+            f"member{'s' if count != 1 else ''}",
+        )
 
     return await _with_node(args, act)
 
@@ -96,8 +110,9 @@ async def kick_run(args: argparse.Namespace) -> int:
 async def rekey_run(args: argparse.Namespace) -> int:
     async def act(node):
         n, count = await node.rekey()
-        return _last_own(node), f"#{node.key.channel_name}: new key (epoch {n}) for {count} " \
-                                f"member{'s' if count != 1 else ''}"
+        return _last_own(
+            node
+        ), f"#{node.key.channel_name}: new key (epoch {n}) for {count} member{'s' if count != 1 else ''}"
 
     return await _with_node(args, act)
 
@@ -124,9 +139,9 @@ def part_configure(p: argparse.ArgumentParser) -> None:
 
 def part_run(args: argparse.Namespace) -> int:
     profile = load_profile(args)
-    entry = profile_call(profile.channel, args.channel)
+    entry = profile.channel(args.channel)
     told = "" if args.quiet else asyncio.run(_tell_leaving(profile, entry))
-    entry = profile_call(profile.remove_channel, args.channel, forget=args.forget)
+    entry = profile.remove_channel(args.channel, forget=args.forget)
     print(entry.name)
     kept = "its history is deleted" if args.forget else f"its history stays in {profile.db_path(entry)}"
     print(f"sdschat: left #{entry.name}{told}; {kept}", file=sys.stderr)
@@ -144,7 +159,7 @@ async def _tell_leaving(profile, entry, timeout: float = 8.0) -> str:
         return ""  # never opened: nobody knows us there
     try:
         node = await asyncio.wait_for(Node.start(profile_node_config(profile, entry)), timeout)
-    except (TransportError, StoreError, OSError, TimeoutError, asyncio.TimeoutError) as exc:
+    except (TransportError, StoreError, OSError, TimeoutError) as exc:
         return f" (the others were not told: {str(exc) or 'broker unreachable'})"
     try:
         told = await node.leave(timeout)

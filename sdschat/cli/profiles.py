@@ -14,18 +14,29 @@ import sys
 from pathlib import Path
 
 from .args import add_home_arg, broker_url, ca_file
-from .errors import CliError, profile_call
+from .errors import CliError
 
 __all__ = [
-    "load_profile", "broker_failure", "read_invite", "init_configure", "init_run", "new_configure", "new_run",
-    "invite_configure", "invite_run", "join_configure", "join_run", "channels_configure", "channels_run",
+    "load_profile",
+    "broker_failure",
+    "read_invite",
+    "init_configure",
+    "init_run",
+    "new_configure",
+    "new_run",
+    "invite_configure",
+    "invite_run",
+    "join_configure",
+    "join_run",
+    "channels_configure",
+    "channels_run",
 ]
 
 
 def load_profile(args: argparse.Namespace):
     from sdschat.profile import Profile, resolve_paths
 
-    return profile_call(Profile.load, resolve_paths(getattr(args, "home", None)))
+    return Profile.load(resolve_paths(getattr(args, "home", None)))
 
 
 #: where a protected identity's passphrase may come from instead of the terminal
@@ -34,13 +45,24 @@ IDENTITY_PASSPHRASE_ENV = "SDSCHAT_IDENTITY_PASSPHRASE"
 
 def init_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True, help="your display name in every channel")
-    p.add_argument("--broker", type=broker_url, help="mqtt://[USER:PASSWORD@]host:port, or mqtts://... "
-                   "(default: 127.0.0.1:1883 if it answers, else an embedded broker)")
-    p.add_argument("--ca", type=ca_file, metavar="FILE",
-                   help="the CA certificate to check an mqtts:// broker with (default: the system's)")
-    p.add_argument("--protect", action="store_true",
-                   help="seal your identity key under a passphrase (SDSCHAT_IDENTITY_PASSPHRASE, else asked twice); "
-                        "every later start asks for it, and no channel database holds the key")
+    p.add_argument(
+        "--broker",
+        type=broker_url,
+        help="mqtt://[USER:PASSWORD@]host:port, or mqtts://... "
+        "(default: 127.0.0.1:1883 if it answers, else an embedded broker)",
+    )
+    p.add_argument(
+        "--ca",
+        type=ca_file,
+        metavar="FILE",
+        help="the CA certificate to check an mqtts:// broker with (default: the system's)",
+    )
+    p.add_argument(
+        "--protect",
+        action="store_true",
+        help="seal your identity key under a passphrase (SDSCHAT_IDENTITY_PASSPHRASE, else asked twice); "
+        "every later start asks for it, and no channel database holds the key",
+    )
     add_home_arg(p)
 
 
@@ -50,9 +72,9 @@ def init_run(args: argparse.Namespace) -> int:
     if args.ca is not None and args.broker is None:
         raise CliError("--ca needs --broker mqtts://host[:port]")
     broker = _with_ca(args.broker, args.ca, "--broker") if args.broker is not None else ""
-    paths = profile_call(resolve_paths, getattr(args, "home", None))
+    paths = resolve_paths(getattr(args, "home", None))
     passphrase = new_identity_passphrase() if args.protect else None
-    profile = profile_call(Profile.create, paths, args.name, broker, passphrase=passphrase)
+    profile = Profile.create(paths, args.name, broker, passphrase=passphrase)
     print(profile.paths.profile_file)
     print(f"sdschat: created the profile of {profile.name}; `sdschat new CHANNEL` starts a channel", file=sys.stderr)
     return 0
@@ -79,8 +101,10 @@ def _with_ca(url: str, ca: Path | None, what: str) -> str:
             raise CliError(f"--ca needs an mqtts:// broker; {what} is {address.url}")
         return dataclasses.replace(address, ca_file=str(ca)).full_url
     if address.ca_file is not None and not os.access(address.ca_file, os.R_OK):
-        raise CliError(f"{what} names the CA file {address.ca_file}, which cannot be read here: "
-                       "pass --ca FILE, a CA file of this machine")
+        raise CliError(
+            f"{what} names the CA file {address.ca_file}, which cannot be read here: "
+            "pass --ca FILE, a CA file of this machine"
+        )
     return url
 
 
@@ -97,10 +121,14 @@ def broker_failure(exc: Exception, url: str | None) -> CliError:
         address = None
     where = address.public_url.replace("://", "://USER:PASSWORD@", 1) if address else "mqtt://USER:PASSWORD@host"
     if address is not None and address.username is not None:
-        return CliError(f"{text}: check the user name and password of {address.url}; pass --broker {where}, "
-                        "or keep it in your profile: sdschat join TOKEN --broker URL")
-    return CliError(f"{text}: the broker needs a login: pass --broker {where} with yours, "
-                    "or keep it in your profile: sdschat join TOKEN --broker URL")
+        return CliError(
+            f"{text}: check the user name and password of {address.url}; pass --broker {where}, "
+            "or keep it in your profile: sdschat join TOKEN --broker URL"
+        )
+    return CliError(
+        f"{text}: the broker needs a login: pass --broker {where} with yours, "
+        "or keep it in your profile: sdschat join TOKEN --broker URL"
+    )
 
 
 def new_configure(p: argparse.ArgumentParser) -> None:
@@ -110,19 +138,24 @@ def new_configure(p: argparse.ArgumentParser) -> None:
 
 def new_run(args: argparse.Namespace) -> int:
     profile = load_profile(args)
-    entry = profile_call(profile.add_channel, args.channel, os.urandom(32))
+    entry = profile.add_channel(args.channel, os.urandom(32))
     print(entry.name)
-    print(f"sdschat: created #{entry.name} with a fresh key; `sdschat invite {entry.name}` brings people in",
-          file=sys.stderr)
+    print(
+        f"sdschat: created #{entry.name} with a fresh key; `sdschat invite {entry.name}` brings people in",
+        file=sys.stderr,
+    )
     return 0
 
 
 def invite_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("channel", help="a joined channel")
     p.add_argument("--qr", action="store_true", help="also print the token as a QR code for the terminal")
-    p.add_argument("--with-credentials", action="store_true",
-                   help="also put your broker login (user, password) and CA file path in the token (by default it "
-                        "names the broker's host and port only: each member logs in as themselves)")
+    p.add_argument(
+        "--with-credentials",
+        action="store_true",
+        help="also put your broker login (user, password) and CA file path in the token (by default it "
+        "names the broker's host and port only: each member logs in as themselves)",
+    )
     add_home_arg(p)
 
 
@@ -130,18 +163,22 @@ def invite_run(args: argparse.Namespace) -> int:
     from sdschat.profile import encode_invite
 
     profile = load_profile(args)
-    entry = profile_call(profile.channel, args.channel)
+    entry = profile.channel(args.channel)
     admins, epoch, removed = asyncio.run(_channel_keys(profile.db_path(entry)))
-    invite = profile_call(profile.invite, args.channel, admins=admins, epoch=epoch, removed=removed,
-                          with_credentials=args.with_credentials)
-    token = profile_call(encode_invite, invite)
+    invite = profile.invite(
+        args.channel, admins=admins, epoch=epoch, removed=removed, with_credentials=args.with_credentials
+    )
+    token = encode_invite(invite)
     print(token)
     if args.qr:
         import segno
 
         segno.make(token, error="m").terminal(out=sys.stdout, compact=True)
-    print(f"sdschat: this token is #{invite.channel}'s key: whoever holds it reads and writes the channel; "
-          "send it only to the people you invite, over a private channel", file=sys.stderr)
+    print(
+        f"sdschat: this token is #{invite.channel}'s key: whoever holds it reads and writes the channel; "
+        "send it only to the people you invite, over a private channel",
+        file=sys.stderr,
+    )
     _broker_note(profile.broker, args.with_credentials)
     return 0
 
@@ -153,28 +190,30 @@ def _broker_note(url: str, with_credentials: bool) -> None:
     if address is None or not address.private:
         return
     if with_credentials:
-        print(f"sdschat: warning: this token also carries your broker login and CA file path ({address.url}): "
-              "whoever holds it logs in as you", file=sys.stderr)
+        print(
+            f"sdschat: warning: this token also carries your broker login and CA file path ({address.url}): "
+            "whoever holds it logs in as you",
+            file=sys.stderr,
+        )
     else:
         where = address.public_url.replace("://", "://USER:PASSWORD@", 1) if address.username else address.public_url
-        print(f"sdschat: the token names {address.public_url} without your login or CA file; whoever joins gives "
-              f"their own: sdschat join TOKEN --broker {where}" + (" --ca FILE" if address.ca_file else ""),
-              file=sys.stderr)
+        print(
+            f"sdschat: the token names {address.public_url} without your login or CA file; whoever joins gives "
+            f"their own: sdschat join TOKEN --broker {where}" + (" --ca FILE" if address.ca_file else ""),
+            file=sys.stderr,
+        )
 
 
 async def _channel_keys(db: Path):
     """The admins, current key epoch and removed members the channel's database knows (Nones: none yet)."""
     from sdschat.node import MEMBERSHIP_KEY
     from sdschat.node.membership import Membership, invite_refusal
-    from sdschat.store import Store, StoreError
+    from sdschat.store import Store
 
     if not db.exists():
         return None, None, None
-    try:
-        async with await Store.open(db, create=False) as store:
-            raw = await store.kv_get(MEMBERSHIP_KEY)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+    async with await Store.open(db, create=False) as store:
+        raw = await store.kv_get(MEMBERSHIP_KEY)
     if raw is None:
         return None, None, None
     try:
@@ -188,11 +227,19 @@ async def _channel_keys(db: Path):
 
 def join_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("token", nargs="?", help="an invite token (from `sdschat invite`)")
-    p.add_argument("--broker", type=broker_url, help="your own broker URL, with your login if it needs one: "
-                   "mqtt://USER:PASSWORD@host:port (kept in your profile; default: the one the invite names); "
-                   "with a channel joined already, only the profile's broker changes")
-    p.add_argument("--ca", type=ca_file, metavar="FILE",
-                   help="the CA certificate to check an mqtts:// broker with, a file of this machine")
+    p.add_argument(
+        "--broker",
+        type=broker_url,
+        help="your own broker URL, with your login if it needs one: "
+        "mqtt://USER:PASSWORD@host:port (kept in your profile; default: the one the invite names); "
+        "with a channel joined already, only the profile's broker changes",
+    )
+    p.add_argument(
+        "--ca",
+        type=ca_file,
+        metavar="FILE",
+        help="the CA certificate to check an mqtts:// broker with, a file of this machine",
+    )
     g = p.add_argument_group("importing a channel of sdschat 0.1")
     g.add_argument("--key-file", type=Path, help="its key file (with --channel)")
     g.add_argument("--channel", help="its channel name")
@@ -217,15 +264,21 @@ def join_run(args: argparse.Namespace) -> int:
         offered = ""
     broker = _joined_broker(profile.broker, offered, args)  # checked before anything is written
     existing = profile.channels.get(name)
-    if existing is not None and args.token is not None and (args.broker is not None or args.ca is not None) \
-            and _same_key(profile, existing, secret):
+    if (
+        existing is not None
+        and args.token is not None
+        and (args.broker is not None or args.ca is not None)
+        and _same_key(profile, existing, secret)
+    ):
         # joined before, without the login (or CA file) the broker asks for: only the broker changes
         _save_broker(profile, broker)
         print(existing.name)
-        print(f"sdschat: already in #{existing.name}; your profile's broker is now {_broker(broker, 'broker').url}",
-              file=sys.stderr)
+        print(
+            f"sdschat: already in #{existing.name}; your profile's broker is now {_broker(broker, 'broker').url}",
+            file=sys.stderr,
+        )
         return 0
-    entry = profile_call(profile.add_channel, name, secret, db=db, admins=admins, epoch=epoch, removed=removed)
+    entry = profile.add_channel(name, secret, db=db, admins=admins, epoch=epoch, removed=removed)
     if db is not None:
         try:
             _copy_database(args.db, profile.db_path(entry))
@@ -241,7 +294,7 @@ def _same_key(profile, entry, secret: bytes) -> bool:
     """Whether ``entry`` (a joined channel) has the key ``secret`` (an invite to the channel we are in)."""
     from sdschat.crypto import ChannelKey
 
-    return profile_call(profile.key, entry).topic == ChannelKey(secret, entry.name).topic
+    return profile.key(entry).topic == ChannelKey(secret, entry.name).topic
 
 
 def read_invite(text: str):
@@ -249,7 +302,7 @@ def read_invite(text: str):
     parser as ``init --broker``); one line for a bad one."""
     from sdschat.profile import decode_invite
 
-    invite = profile_call(decode_invite, text)
+    invite = decode_invite(text)
     if invite.broker:
         _broker(invite.broker, "invite token's broker")
     return invite
@@ -271,27 +324,25 @@ def _joined_broker(current: str, offered: str, args: argparse.Namespace) -> str:
     if offered and chosen:
         mine, theirs = _broker(chosen, what), _broker(offered, "invite token's broker")
         if (mine.scheme, mine.host, mine.port) != (theirs.scheme, theirs.host, theirs.port):
-            print(f"sdschat: note: the invite names the broker {theirs.url}; your profile uses {mine.url}",
-                  file=sys.stderr)
+            print(
+                f"sdschat: note: the invite names the broker {theirs.url}; your profile uses {mine.url}",
+                file=sys.stderr,
+            )
     return chosen
 
 
 def _save_broker(profile, broker: str) -> None:
     if broker != profile.broker:
         profile.broker = broker
-        profile_call(profile.save)
+        profile.save()
 
 
 def _imported(profile, args: argparse.Namespace) -> tuple[str, bytes, Path | None]:
-    from sdschat.crypto import CryptoError
     from sdschat.crypto.keyfile import read_key_file
 
     if not (args.key_file and args.channel):
         raise CliError("join needs an invite token, or --key-file FILE --channel NAME")
-    try:
-        secret = read_key_file(args.key_file)
-    except CryptoError as exc:
-        raise CliError(str(exc)) from None
+    secret = read_key_file(args.key_file)
     db = None
     if args.db is not None:
         if not args.db.is_file():
@@ -302,13 +353,9 @@ def _imported(profile, args: argparse.Namespace) -> tuple[str, bytes, Path | Non
 
 def _check_import(source: Path) -> None:
     """Every check of an open on a database to import (read-only); one line for a damaged one."""
-    from sdschat.store import StoreError
     from sdschat.store.integrity import check_database
 
-    try:
-        check_database(source)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+    check_database(source)
 
 
 def _copy_database(source: Path, target: Path) -> None:
@@ -371,9 +418,11 @@ async def _channel_summary(profile, entry) -> dict:
             me = Identity.from_private_bytes(raw).participant_id if raw else profile.participant_id
             gone = Membership.gone_in(await store.kv_get(MEMBERSHIP_KEY) or "{}")  # removed, or left: no members
             seen = ({p.participant_id for p in await store.participants()} - gone) | {me}
-            row.update(members=len(seen - {""}), unread=await store.unread_count(channel_id, entry.read_ms, me,
-                                                                                 CONTROL_PREFIXES),
-                       messages=await store.message_count(channel_id))
+            row.update(
+                members=len(seen - {""}),
+                unread=await store.unread_count(channel_id, entry.read_ms, me, CONTROL_PREFIXES),
+                messages=await store.message_count(channel_id),
+            )
     except (StoreError, CryptoError, ValueError) as exc:
         raise CliError(f"#{entry.name}: {exc}") from None
     return row
@@ -398,8 +447,8 @@ def new_identity_passphrase() -> str:
 def profile_identity(profile):
     """The profile's identity, asking for its passphrase if it is protected (SDSCHAT_IDENTITY_PASSPHRASE, else the
     terminal); one line and exit 2 without it, or for a wrong one."""
-    if not profile_call(lambda: profile.protected):
-        return profile_call(profile.identity)
+    if not profile.protected:
+        return profile.identity()
     passphrase = os.environ.get(IDENTITY_PASSPHRASE_ENV)
     if passphrase is None:
         if not sys.stdin.isatty():
@@ -407,4 +456,4 @@ def profile_identity(profile):
         import getpass
 
         passphrase = getpass.getpass("passphrase for your identity: ")
-    return profile_call(profile.identity, passphrase)
+    return profile.identity(passphrase)

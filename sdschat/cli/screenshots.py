@@ -35,7 +35,9 @@ WINDOW_SIZE = (140, 40)
 SMALL_SIZE = (80, 24)  # a terminal's default: the side panel gives way, the channel list narrows
 
 
-_TEXT = re.compile(r'<text ([^>]*?)x="([\d.]+)"([^>]*?)textLength="([\d.]+)"([^>]*)>((?:&#160;)+)((?!&#160;)[^<]+)</text>')
+_TEXT = re.compile(
+    r'<text ([^>]*?)x="([\d.]+)"([^>]*?)textLength="([\d.]+)"([^>]*)>((?:&#160;)+)((?!&#160;)[^<]+)</text>'
+)
 _ASCII_TEXT = re.compile(r'textLength="([\d.]+)"[^>]*>([ -;=-~]+)</text>')
 
 
@@ -55,8 +57,10 @@ def leading_blanks_as_offsets(svg: str) -> str:
     def shift(m: re.Match) -> str:
         before, x, middle, length, after, blanks, rest = m.groups()
         n = blanks.count("&#160;")
-        return (f'<text {before}x="{float(x) + n * cell:g}"{middle}textLength="{float(length) - n * cell:g}"'
-                f"{after}>{rest}</text>")
+        return (
+            f'<text {before}x="{float(x) + n * cell:g}"{middle}textLength="{float(length) - n * cell:g}"'
+            f"{after}>{rest}</text>"
+        )
 
     return _TEXT.sub(shift, svg)
 
@@ -130,8 +134,12 @@ async def shoot_repair(out: Path, workdir: Path) -> None:
             await _wait(pilot, lambda: len(_chat(alice)) == 2 and not bob.pending(), 10, "settled")
             alice.set_impairment(loss_in=1.0)  # alice's link drops everything for a moment
             await bob.send_text("heads-up: the deploy moves to 3pm")
-            await _wait(pilot, lambda: any(m.text.startswith("heads-up") and m.state == "acknowledged"
-                                           for m in bob.messages()), 15, "carol acknowledges bob")
+            await _wait(
+                pilot,
+                lambda: any(m.text.startswith("heads-up") and m.state == "acknowledged" for m in bob.messages()),
+                15,
+                "carol acknowledges bob",
+            )
             alice.set_impairment(loss_in=0.0)
             await bob.send_text("so please hold your merges until then")
             view = app.pane.view
@@ -139,16 +147,21 @@ async def shoot_repair(out: Path, workdir: Path) -> None:
             bob.set_impairment(offline=True)  # bob leaves: the repair has to come from carol's copy
             await pilot.pause(0.2)
             _save(app, out / "repair-1-missing.svg")
-            await _wait(pilot, lambda: not any(isinstance(i, MarkerItem) for i in view.timeline.items), 30,
-                        "repair")
+            await _wait(pilot, lambda: not any(isinstance(i, MarkerItem) for i in view.timeline.items), 30, "repair")
             await pilot.pause(0.3)
             _save(app, out / "repair-2-repaired.svg")
 
 
 async def shoot_demo(out: Path, workdir: Path) -> None:
     async with _group(workdir, 3, "demo", loss=0.2, seed=7) as nodes:
-        app = DemoApp(nodes, bots=True, bot_interval=1.2, seed=7, blink=False,
-                      subtitle=f"3 participants on {nodes[0].broker_url} · loss 20% each way · bots")
+        app = DemoApp(
+            nodes,
+            bots=True,
+            bot_interval=1.2,
+            seed=7,
+            blink=False,
+            subtitle=f"3 participants on {nodes[0].broker_url} · loss 20% each way · bots",
+        )
         async with app.run_test(size=DEMO_SIZE) as pilot:
             await pilot.pause(9)
             _save(app, out / "demo.svg")
@@ -174,12 +187,13 @@ async def shoot_window(out: Path, workdir: Path) -> None:
     secrets = {name: os.urandom(32) for name in ("general", "release", "design", "random")}
     clients: list = []
     try:
-        profiles = {}
+        profiles: dict[str, Profile] = {}
         for who, channels in (("alice", list(secrets)), ("bob", ["general", "release"]), ("carol", ["design"])):
             profile = Profile.create(resolve_paths(workdir / who), who, broker.url)
             for name in channels:  # alice made them all: she is their admin
-                profile.add_channel(name, secrets[name], admins=None if who == "alice" else
-                                    [profiles["alice"].participant_id])
+                profile.add_channel(
+                    name, secrets[name], admins=None if who == "alice" else [profiles["alice"].participant_id]
+                )
             profiles[who] = profile
         alice, bob, carol = [await ProfileClient.start(profiles[w]) for w in ("alice", "bob", "carol")]
         clients = [alice, bob, carol]
@@ -195,8 +209,12 @@ async def shoot_window(out: Path, workdir: Path) -> None:
             for text in ("tagged v0.3.0-rc1", "changelog draft is in the doc", "who signs off on the migration?"):
                 await release.send_text(text)
             await carol.nodes[0].send_text("new palette mock-ups are up")
-            await _wait(pilot, lambda: app.channel_list.rows[1].unread == 3 and app.channel_list.rows[2].unread == 1,
-                        10, "unread")
+            await _wait(
+                pilot,
+                lambda: app.channel_list.rows[1].unread == 3 and app.channel_list.rows[2].unread == 1,
+                10,
+                "unread",
+            )
             await pilot.pause(0.3)
             _save(app, out / "window.svg")
             await pilot.resize_terminal(*SMALL_SIZE)
@@ -212,8 +230,14 @@ async def shoot_search(out: Path, workdir: Path) -> None:
     async with _group(workdir, 2) as (alice, bob):
         app = ChatApp(alice, blink=False)
         async with app.run_test(size=CHAT_SIZE) as pilot:
-            for text in ("the deploy checklist is in the wiki", "lunch at noon?", "who reviews the deploy script?",
-                         "deployment went fine on staging", "coffee first", "friday deploy: yes or no?"):
+            for text in (
+                "the deploy checklist is in the wiki",
+                "lunch at noon?",
+                "who reviews the deploy script?",
+                "deployment went fine on staging",
+                "coffee first",
+                "friday deploy: yes or no?",
+            ):
                 await bob.send_text(text)
             await _wait(pilot, lambda: len(_chat(alice)) == 6, 10, "history")
             await pilot.press(*"/search deploy*", "enter")
@@ -239,8 +263,12 @@ async def shoot_reply(out: Path, workdir: Path) -> None:
             bob.set_impairment(offline=True)  # the repair comes from carol's copy
             await pilot.pause(0.2)
             _save(app, out / "reply-1-parent-missing.svg")
-            await _wait(pilot, lambda: any(i.quote and i.quote[0] == "text" for i in view.timeline.by_mid.values()),
-                        30, "repair")
+            await _wait(
+                pilot,
+                lambda: any(i.quote and i.quote[0] == "text" for i in view.timeline.by_mid.values()),
+                30,
+                "repair",
+            )
             await pilot.pause(0.3)
             _save(app, out / "reply-2-filled-in.svg")
 
@@ -252,8 +280,12 @@ async def _repaired_by_carol(pilot, alice, bob, carol) -> str:
     await _wait(pilot, lambda: len(_chat(alice)) == 2 and not bob.pending(), 10, "settled")
     alice.set_impairment(loss_in=1.0)
     missed = await bob.send_text("heads-up: the deploy moves to 3pm")
-    await _wait(pilot, lambda: any(m.message_id == missed and m.state == "acknowledged"
-                                   for m in bob.messages()), 15, "carol acknowledges bob")
+    await _wait(
+        pilot,
+        lambda: any(m.message_id == missed and m.state == "acknowledged" for m in bob.messages()),
+        15,
+        "carol acknowledges bob",
+    )
     bob.set_impairment(offline=True)  # the repair has to come from carol's copy
     alice.set_impairment(loss_in=0.0)
     await carol.send_text("so please hold your merges until then")
@@ -273,8 +305,9 @@ async def shoot_inspect(out: Path, workdir: Path) -> None:
             while view.cursor is not None and view.cursor.msg.message_id != missed:
                 await pilot.press("up")
             await pilot.press("i")
-            await _wait(pilot, lambda: any("delivered" in line for line in getattr(app.screen, "lines", [])), 10,
-                        "inspector")
+            await _wait(
+                pilot, lambda: any("delivered" in line for line in getattr(app.screen, "lines", [])), 10, "inspector"
+            )
             await pilot.pause(0.2)
             _save(app, out / "inspector.svg")
 
@@ -299,9 +332,17 @@ async def shoot_wire(out: Path, workdir: Path) -> None:
             _save(app, out / "gaps.svg")
 
 
-SHOTS = {"chat": shoot_chat, "repair": shoot_repair, "demo": shoot_demo, "help": shoot_help, "window": shoot_window,
-         "search": shoot_search, "reply": shoot_reply, "inspect": shoot_inspect,
-         "wire": shoot_wire}
+SHOTS = {
+    "chat": shoot_chat,
+    "repair": shoot_repair,
+    "demo": shoot_demo,
+    "help": shoot_help,
+    "window": shoot_window,
+    "search": shoot_search,
+    "reply": shoot_reply,
+    "inspect": shoot_inspect,
+    "wire": shoot_wire,
+}
 
 
 async def run(out: Path, only: list[str]) -> None:

@@ -17,7 +17,7 @@ import unicodedata
 from datetime import datetime
 
 from .args import add_home_arg
-from .errors import CliError, profile_call
+from .errors import CliError
 from .profiles import load_profile
 
 __all__ = ["search_configure", "search_run"]
@@ -26,9 +26,11 @@ _MARK = ("\x1b[1;7m", "\x1b[0m")  # bold reverse: the matched words, on a termin
 
 
 def search_configure(p: argparse.ArgumentParser) -> None:
-    p.epilog = ("A word may start with '-' (sdschat search -deploy): only the options above are read as options, "
-                "and every word after -- is part of the query (sdschat search -- --json). Punctuation is "
-                "ignored, so -deploy finds deploy; NOT excludes a word (deploy NOT friday).")
+    p.epilog = (
+        "A word may start with '-' (sdschat search -deploy): only the options above are read as options, "
+        "and every word after -- is part of the query (sdschat search -- --json). Punctuation is "
+        "ignored, so -deploy finds deploy; NOT excludes a word (deploy NOT friday)."
+    )
     p.add_argument("query", nargs="+", help='words (all must match), word* (prefix), "a phrase", OR, NOT')
     p.set_defaults(_words=True)  # -deploy is a word of the query, not an unknown option (cli/main.py)
     p.add_argument("--channel", help="search this channel only (default: every channel of the profile)")
@@ -45,13 +47,10 @@ async def search_run(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 10_000:
         raise CliError("--limit must be between 1 and 10000")
     query = " ".join(args.query)
-    try:
-        fts_query(query)  # a query that cannot be run is refused before any database is opened
-    except SearchQueryError as exc:
-        raise CliError(str(exc)) from None
+    fts_query(query)  # a query that cannot be run is refused before any database is opened
     profile = load_profile(args)
-    entries = [profile_call(profile.channel, args.channel)] if args.channel else list(profile.channels.values())
-    me = profile_call(lambda: profile.participant_id)  # no passphrase needed for the id
+    entries = [profile.channel(args.channel)] if args.channel else list(profile.channels.values())
+    me = profile.participant_id  # no passphrase needed for the id
     found = []
     for entry in entries:
         db = profile.db_path(entry)
@@ -59,10 +58,11 @@ async def search_run(args: argparse.Namespace) -> int:
             continue
         try:
             async with await Store.open(db, create=False) as store:
-                found.append(await search_store(store, profile.key(entry).channel_id, entry.name, query, me=me,
-                                                limit=args.limit))
-        except SearchQueryError as exc:
-            raise CliError(str(exc)) from None
+                found.append(
+                    await search_store(store, profile.key(entry).channel_id, entry.name, query, me=me, limit=args.limit)
+                )
+        except SearchQueryError:
+            raise  # the query's fault, not the channel's: no channel named
         except (StoreError, CryptoError, ValueError) as exc:
             raise CliError(f"#{entry.name}: {exc}") from None
     hits = merge_hits(found, args.limit)
@@ -80,9 +80,17 @@ async def search_run(args: argparse.Namespace) -> int:
 
 def _as_json(h) -> dict:
     m = h.message
-    return {"channel": h.channel, "message_id": m.message_id, "sender_id": m.sender_id, "nick": m.nick,
-            "kind": m.kind, "sent_at_ms": m.sent_at_ms, "lamport_timestamp": m.lamport_timestamp,
-            "text": m.text, "matches": [list(s) for s in h.spans]}
+    return {
+        "channel": h.channel,
+        "message_id": m.message_id,
+        "sender_id": m.sender_id,
+        "nick": m.nick,
+        "kind": m.kind,
+        "sent_at_ms": m.sent_at_ms,
+        "lamport_timestamp": m.lamport_timestamp,
+        "text": m.text,
+        "matches": [list(s) for s in h.spans],
+    }
 
 
 def _printable(text: str) -> str:

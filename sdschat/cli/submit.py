@@ -17,9 +17,11 @@ give them to spark-submit.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     # run as a file, Python puts this folder first on the path, where our modules would shadow the standard
@@ -27,27 +29,24 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
     del sys.path[0]
 
 from sdschat.cli.args import Parser  # absolute: spark-submit runs this file as a script
-from sdschat.cli.errors import CliError
+from sdschat.cli.errors import CliError, one_line, user_errors
 from sdschat.cli.pipeline import report_configure, sweep_configure
 
 __all__ = ["main"]
 
 
-def _run(args, spark) -> dict:
+def _run(args: argparse.Namespace, spark: object) -> Path:
+    """Run the command on ``spark``; the report it wrote."""
     if args.command == "report":
-        from sdschat.pipeline.report import ReportError, run_report
+        from sdschat.pipeline.report import run_report
 
-        try:
-            return run_report(args.inputs, args.out, quiet=args.quiet, spark=spark, compare=args.compare)
-        except ReportError as exc:
-            raise CliError(str(exc)) from None
-    from sdschat.pipeline.sweep import GridError, load_grid, run_sweep
+        return run_report(args.inputs, args.out, quiet=args.quiet, spark=spark, compare=args.compare).markdown
+    from sdschat.pipeline.sweep import load_grid, run_sweep
 
-    try:
-        return run_sweep(load_grid(args.grid), args.out, keep_events=not args.no_events, quiet=args.quiet,
-                         spark=spark)
-    except GridError as exc:
-        raise CliError(str(exc)) from None
+    written: Path = run_sweep(
+        load_grid(args.grid), args.out, keep_events=not args.no_events, quiet=args.quiet, spark=spark
+    )["report"]
+    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,11 +67,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             written = _run(args, spark)
         finally:
             spark.stop()
-        print(f"wrote {written['report']}", file=sys.stderr)
+        print(f"wrote {written}", file=sys.stderr)
         return 0
     except CliError as exc:
         print(f"sdschat: {exc}", file=sys.stderr)
         return exc.code
+    except Exception as exc:  # a report's or a grid's own error (sdschat.cli.errors): one line, as `sdschat` says it
+        if not isinstance(exc, user_errors()):
+            raise  # a bug: spark-submit shows its traceback
+        print(f"sdschat: {one_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .errors import CliError, profile_call
-from .profiles import broker_failure, load_profile
-from .profiles import profile_identity
+from .errors import CliError
+from .logs import setup_logging
+from .profiles import broker_failure, load_profile, profile_identity
 from .wiring import profile_node_config, stop_all
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class ProfileClient:
         self._unread: dict[int, int] = {}
         self._viewed = None
         self._save_at = 0.0  # when read positions may be written again (monotonic s)
-        self._save_timer = None  # a pending write of read positions
+        self._save_timer: asyncio.TimerHandle | None = None  # a pending write of read positions
         self._waiting: list = []  # channels whose nodes start_others() starts
         self._identity = None  # the profile's identity, read once
         self._session: BrokerSession | None = None  # the profile's kept broker session, if this window holds it
@@ -66,12 +66,14 @@ class ProfileClient:
         session = claim_session(profile.paths.data) if embedded is None and profile.session_expiry_s else None
         qos = 1 if embedded is None else 0
         if session is not None:
-            transport = MqttTransport(url, client_id=session.client_id, qos=qos,
-                                      session_expiry_s=profile.session_expiry_s)
+            transport = MqttTransport(
+                url, client_id=session.client_id, qos=qos, session_expiry_s=profile.session_expiry_s
+            )
         else:  # a random client id: the broker learns nothing of who connects
             transport = MqttTransport(url, client_id=f"sdschat-{os.urandom(8).hex()}", qos=qos)
-        shared = SharedConnection(transport, keep=lambda topic: topic.startswith(TOPIC_PREFIX),
-                                  hold=session is not None)
+        shared = SharedConnection(
+            transport, keep=lambda topic: topic.startswith(TOPIC_PREFIX), hold=session is not None
+        )
         client = cls(profile, shared, url, embedded)
         client._session = session
         try:
@@ -81,8 +83,9 @@ class ProfileClient:
             client._waiting = entries[1:] if not all_channels else []
             first = entries if all_channels else entries[:1]
             # the first channel's engine restores in the background: the window shows its history at once
-            started = await asyncio.gather(*(client._start(e, background=not all_channels) for e in first),
-                                           return_exceptions=True)
+            started = await asyncio.gather(
+                *(client._start(e, background=not all_channels) for e in first), return_exceptions=True
+            )
             client.nodes.extend(n for n in started if not isinstance(n, BaseException))
             failed = next((n for n in started if isinstance(n, BaseException)), None)
             if failed is not None:
@@ -126,9 +129,12 @@ class ProfileClient:
 
         if self._identity is None:  # once, before the window takes the terminal (a protected one asks)
             self._identity = profile_identity(self.profile)
-        node = await Node.start(profile_node_config(self.profile, entry, broker_url=self.broker_url,
-                                                    transport=self.shared.view(), identity=self._identity),
-                                restore_in_background=background)
+        node = await Node.start(
+            profile_node_config(
+                self.profile, entry, broker_url=self.broker_url, transport=self.shared.view(), identity=self._identity
+            ),
+            restore_in_background=background,
+        )
         if entry.invite_epoch is not None:  # the database holds it now
             self.profile.adopted_epoch(entry.name)
         return node
@@ -200,11 +206,18 @@ class ProfileClient:
         note = ""
         if text.startswith(TOKEN_PREFIX):
             invite = decode_invite(text)
-            entry = self.profile.add_channel(invite.channel, invite.secret, admins=invite.admins,
-                                             epoch=(invite.epoch, invite.epoch_secret), removed=invite.removed)
+            entry = self.profile.add_channel(
+                invite.channel,
+                invite.secret,
+                admins=invite.admins,
+                epoch=(invite.epoch, invite.epoch_secret),
+                removed=invite.removed,
+            )
             if invite.broker and invite.broker != self.broker_url:
-                note = (f"the invite names broker {invite.broker}; this window is on {self.broker_url} "
-                        f"(set broker in {self.profile.paths.profile_file} to change it)")
+                note = (
+                    f"the invite names broker {invite.broker}; this window is on {self.broker_url} "
+                    f"(set broker in {self.profile.paths.profile_file} to change it)"
+                )
         else:
             entry = self.profile.add_channel(text, os.urandom(32))
         try:
@@ -231,9 +244,14 @@ class ProfileClient:
         if refused is not None:
             raise ValueError(f"no invite: {refused}")
         current = node.membership.current
-        return encode_invite(self.profile.invite(node.key.channel_name, admins=node.membership.admins,
-                                                 epoch=(current.number, current.secret),
-                                                 removed=node.membership.removed))
+        return encode_invite(
+            self.profile.invite(
+                node.key.channel_name,
+                admins=node.membership.admins,
+                epoch=(current.number, current.secret),
+                removed=node.membership.removed,
+            )
+        )
 
     def set_nick(self, nick: str) -> None:
         for node in self.nodes:
@@ -272,16 +290,18 @@ def first_run(args: argparse.Namespace):
             name = input("your name: ").strip()
         except (EOFError, KeyboardInterrupt):
             raise CliError("no profile created") from None
-        profile_call(Profile.create, paths, name)
+        Profile.create(paths, name)
     return load_profile(args)
 
 
 def welcome(profile) -> str:
     """What bare ``sdschat`` says to a profile in no channel yet: how to start one or join one."""
-    return (f"Welcome to sdschat, {profile.name}. You are in no channel yet:\n"
-            "  sdschat new NAME      start a channel (then `sdschat invite NAME` makes an invite to send)\n"
-            "  sdschat join TOKEN    join one with the invite someone sent you ('sdschat:...')\n"
-            "then run `sdschat` again: every channel in one window. To watch it work first: `sdschat demo --bots`.")
+    return (
+        f"Welcome to sdschat, {profile.name}. You are in no channel yet:\n"
+        "  sdschat new NAME      start a channel (then `sdschat invite NAME` makes an invite to send)\n"
+        "  sdschat join TOKEN    join one with the invite someone sent you ('sdschat:...')\n"
+        "then run `sdschat` again: every channel in one window. To watch it work first: `sdschat demo --bots`."
+    )
 
 
 async def window_run(args: argparse.Namespace) -> int:
@@ -292,6 +312,8 @@ async def window_run(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         raise CliError("sdschat needs a terminal (stdout is not a tty); for scripts use `sdschat bot`")
     profile = first_run(args)
+    if getattr(args, "log_file", None) is None:  # a profile made just now: the log moves into its data folder
+        setup_logging(args)
     if not profile.channels:  # nothing to open: say how to start or join a channel, never pick one for them
         print(welcome(profile))
         return 0

@@ -10,15 +10,28 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .args import impairment_of
-from .errors import CliError, profile_call
+from .errors import CliError
 from .profiles import broker_failure, profile_identity
 
+if TYPE_CHECKING:
+    from sdschat.crypto import ChannelKey, Identity
+    from sdschat.profile import Profile
+
 __all__ = [
-    "DEMO_NICKS", "Choice", "data_dir", "load_key", "default_db", "resolve_channel", "profile_node_config", "start_node",
-    "start_demo_nodes", "stop_all", "stop_event",
+    "DEMO_NICKS",
+    "Choice",
+    "data_dir",
+    "load_key",
+    "default_db",
+    "resolve_channel",
+    "profile_node_config",
+    "start_node",
+    "start_demo_nodes",
+    "stop_all",
+    "stop_event",
 ]
 
 DEMO_NICKS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
@@ -27,10 +40,12 @@ HOSTILE_NICK = "mallory"
 
 
 def data_dir() -> Path:
-    """Where databases live: ``$SDSCHAT_HOME``, else the platform's user data folder."""
-    from platformdirs import user_data_dir
+    """Where databases made outside a profile live: the profile's data folder as the profile resolves it
+    (``$SDSCHAT_HOME``, else the platform's user data folder), so both agree, and refuse an empty
+    ``$SDSCHAT_HOME`` alike."""
+    from sdschat.profile import resolve_paths
 
-    return Path(os.environ.get("SDSCHAT_HOME") or user_data_dir("sdschat"))
+    return resolve_paths().data
 
 
 def load_key(args: argparse.Namespace):
@@ -38,10 +53,7 @@ def load_key(args: argparse.Namespace):
     from sdschat.crypto import ChannelKey, CryptoError, key_file_is_private
 
     if args.key_file is not None:
-        try:
-            key = ChannelKey.from_file(args.key_file, args.channel)
-        except CryptoError as exc:
-            raise CliError(str(exc)) from None
+        key = ChannelKey.from_file(args.key_file, args.channel)
         try:
             if not key_file_is_private(args.key_file):
                 print(f"sdschat: warning: {args.key_file} is readable by others; chmod 600 it", file=sys.stderr)
@@ -72,10 +84,10 @@ class Choice(NamedTuple):
     (``None`` outside a profile: a new database makes its own)."""
 
     nick: str
-    key: object
+    key: ChannelKey
     db: Path
     broker: str | None
-    identity: object = None
+    identity: Identity | None = None
     #: whether a new database may keep a copy of ``identity``'s private key (not for a protected profile's)
     store_identity: bool = True
     #: the channel's first admins (from the profile or the invite) and the invite's key epoch
@@ -90,23 +102,33 @@ def resolve_channel(args: argparse.Namespace) -> Choice:
 
     invite = getattr(args, "invite", None)
     if invite is not None:
-        from sdschat.profile import TokenError, decode_invite
+        from sdschat.profile import decode_invite
 
-        try:
-            inv = decode_invite(invite)
-        except TokenError as exc:
-            raise CliError(str(exc)) from None
+        inv = decode_invite(invite)
         key = ChannelKey(inv.secret, inv.channel)
-        return Choice(_nick(args, None), key, args.db or default_db(_nick(args, None), key),
-                      args.broker or inv.broker or None, admins=inv.admins,
-                      epoch=(inv.epoch, inv.epoch_secret) if inv.epoch else None, removed=inv.removed)
+        return Choice(
+            _nick(args, None),
+            key,
+            args.db or default_db(_nick(args, None), key),
+            args.broker or inv.broker or None,
+            admins=inv.admins,
+            epoch=(inv.epoch, inv.epoch_secret) if inv.epoch else None,
+            removed=inv.removed,
+        )
     profile = _profile_of(args) if args.key_file is None else None
     entry = profile.channels.get(args.channel) if profile is not None else None
-    if entry is not None:
-        return Choice(_nick(args, profile.name), profile.key(entry), args.db or profile.db_path(entry),
-                      args.broker or profile.broker or None, profile_identity(profile),
-                      not profile_call(lambda: profile.protected), tuple(entry.admins), entry.epoch,
-                      tuple(entry.removed))
+    if profile is not None and entry is not None:
+        return Choice(
+            _nick(args, profile.name),
+            profile.key(entry),
+            args.db or profile.db_path(entry),
+            args.broker or profile.broker or None,
+            profile_identity(profile),
+            not profile.protected,
+            tuple(entry.admins),
+            entry.epoch,
+            tuple(entry.removed),
+        )
     nick = _nick(args, None)
     key = load_key(args)
     return Choice(nick, key, args.db or default_db(nick, key), args.broker)
@@ -126,22 +148,31 @@ def profile_node_config(profile, entry, **overrides):
 
     db = profile.db_path(entry)
     db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    settings = dict(nick=profile.name, key=profile.key(entry), db_path=db, broker_url=profile.broker or None,
-                    channel_config=node_channel_config(), events_keep=profile.events_keep,
-                    store_identity=not profile_call(lambda: profile.protected), membership=True,
-                    admins=tuple(entry.admins), epoch=entry.epoch, removed=tuple(entry.removed),
-                    rekey_every_ms=profile.rekey_every_ms)
+    settings = dict(
+        nick=profile.name,
+        key=profile.key(entry),
+        db_path=db,
+        broker_url=profile.broker or None,
+        channel_config=node_channel_config(),
+        events_keep=profile.events_keep,
+        store_identity=not profile.protected,
+        membership=True,
+        admins=tuple(entry.admins),
+        epoch=entry.epoch,
+        removed=tuple(entry.removed),
+        rekey_every_ms=profile.rekey_every_ms,
+    )
     settings.update(overrides)
     if "identity" not in overrides:  # (a caller that has it already passes it: a protected one asks once)
         settings["identity"] = profile_identity(profile)
     return NodeConfig(**settings)
 
 
-def _profile_of(args: argparse.Namespace):
+def _profile_of(args: argparse.Namespace) -> Profile | None:
     from sdschat.profile import Profile, resolve_paths
 
     paths = resolve_paths(getattr(args, "home", None))
-    return profile_call(Profile.load, paths) if Profile.exists(paths) else None
+    return Profile.load(paths) if Profile.exists(paths) else None
 
 
 def _events_keep(args: argparse.Namespace) -> dict:
@@ -154,7 +185,8 @@ def _events_keep(args: argparse.Namespace) -> dict:
 
 
 async def start_node(args: argparse.Namespace, *, channel_config=None):
-    """Start a node from the channel options, turning every expected failure into a :class:`CliError`."""
+    """Start a node from the channel options; a broker's refusal for want of a login says how to give one, and a
+    database folder that cannot be made names it (the parts' other errors are one line as they are)."""
     from sdschat.node import Node, NodeConfig, node_channel_config
     from sdschat.store import StoreError
     from sdschat.transport import TransportError
@@ -165,10 +197,21 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
     except OSError as exc:
         raise CliError(f"cannot create {db.parent}: {exc.strerror}") from None
     config = NodeConfig(
-        nick=nick, key=key, db_path=db, broker_url=broker, qos=args.qos,
+        nick=nick,
+        key=key,
+        db_path=db,
+        broker_url=broker,
+        qos=args.qos,
         channel_config=channel_config or node_channel_config(**dict(getattr(args, "tune", []))),
-        impairment=impairment_of(args), seed=args.seed, identity=identity, store_identity=store_identity,
-        membership=True, admins=admins, epoch=epoch, removed=removed, **_events_keep(args),
+        impairment=impairment_of(args),
+        seed=args.seed,
+        identity=identity,
+        store_identity=store_identity,
+        membership=True,
+        admins=admins,
+        epoch=epoch,
+        removed=removed,
+        **_events_keep(args),
     )
     try:
         return await Node.start(config)
@@ -178,8 +221,17 @@ async def start_node(args: argparse.Namespace, *, channel_config=None):
         raise CliError(f"cannot open {db}: {exc.strerror or exc}") from None
 
 
-async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir: Path, seed: int | None = None,
-                           broker_url: str, channel_config=None, hostile: str | None = None) -> list:
+async def start_demo_nodes(
+    n: int,
+    loss: float,
+    *,
+    channel: str = "demo",
+    db_dir: Path,
+    seed: int | None = None,
+    broker_url: str,
+    channel_config=None,
+    hostile: str | None = None,
+) -> list:
     """Start ``n`` participants of one new channel, each on its own profile under ``db_dir/NICK``; with
     ``hostile`` (a move of sdschat.node.hostile), one more, "mallory", last, set up for that move."""
     from sdschat.node import Node, node_channel_config
@@ -193,11 +245,13 @@ async def start_demo_nodes(n: int, loss: float, *, channel: str = "demo", db_dir
     try:
         for i in range(n + bool(hostile)):
             nick = DEMO_NICKS[i] if i < n else HOSTILE_NICK
-            profile = profile_call(Profile.create, resolve_paths(db_dir / nick), nick, broker_url)
-            entry = profile_call(profile.add_channel, channel, secret, admins=admins)
+            profile = Profile.create(resolve_paths(db_dir / nick), nick, broker_url)
+            entry = profile.add_channel(channel, secret, admins=admins)
             admins = admins or list(entry.admins)
             config = profile_node_config(
-                profile, entry, channel_config=base if i < n else hostile_channel_config(hostile, base),
+                profile,
+                entry,
+                channel_config=base if i < n or not hostile else hostile_channel_config(hostile, base),
                 impairment={"loss_in": loss, "loss_out": loss} if i < n else {},
                 seed=None if seed is None else seed * 1000 + i,
             )

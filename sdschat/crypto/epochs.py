@@ -40,8 +40,16 @@ from .identity import Identity
 from .keyfile import KEY_SIZE
 from .keys import ChannelKey
 
-__all__ = ["EXCHANGE_KEY_SIZE", "EpochKeyError", "exchange_key", "exchange_public", "epoch_key",
-           "new_epoch_secret", "seal_to_members", "open_for_member"]
+__all__ = [
+    "EXCHANGE_KEY_SIZE",
+    "EpochKeyError",
+    "exchange_key",
+    "exchange_public",
+    "epoch_key",
+    "new_epoch_secret",
+    "seal_to_members",
+    "open_for_member",
+]
 
 EXCHANGE_KEY_SIZE = 32
 BOX_SIZE = KEY_SIZE + 16
@@ -56,7 +64,8 @@ class EpochKeyError(CryptoError):
 def exchange_key(identity: Identity) -> X25519PrivateKey:
     """The member's X25519 key, derived from its Ed25519 identity (nothing more to store or lose)."""
     seed = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"sdschat/v1/x25519").derive(
-        identity.private_bytes())
+        identity.private_bytes()
+    )
     return X25519PrivateKey.from_private_bytes(seed)
 
 
@@ -83,7 +92,9 @@ def _box_key(shared: bytes, context: bytes, eph_pub: bytes, member_pub: bytes) -
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(shared)
 
 
-def seal_to_members(secret: bytes, epoch: int, binding: bytes, members: dict[str, bytes]) -> tuple[bytes, dict[str, bytes]]:
+def seal_to_members(
+    secret: bytes, epoch: int, binding: bytes, members: dict[str, bytes]
+) -> tuple[bytes, dict[str, bytes]]:
     """``(ephemeral public key, {participant id: box})``: ``secret`` sealed to each member's X25519 key."""
     if len(secret) != KEY_SIZE:
         raise ValueError(f"an epoch secret is {KEY_SIZE} bytes")

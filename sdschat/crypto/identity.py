@@ -45,9 +45,7 @@ _RAW = serialization.Encoding.Raw
 # The eight points of order dividing 8 have exactly these y coordinates
 # (identity 1, order 2: p-1, order 4: 0, order 8: +-Y8), whatever the sign bit.
 _P = 2**255 - 19
-_Y8 = int.from_bytes(
-    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little"
-)
+_Y8 = int.from_bytes(bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little")
 _SMALL_ORDER_Y = frozenset({0, 1, _P - 1, _Y8, _P - _Y8})
 
 
@@ -122,9 +120,7 @@ class Identity:
 
     def private_bytes(self) -> bytes:
         """The raw 32-byte private key (a secret: store it 0600, never log it)."""
-        return self._private.private_bytes(
-            _RAW, serialization.PrivateFormat.Raw, serialization.NoEncryption()
-        )
+        return self._private.private_bytes(_RAW, serialization.PrivateFormat.Raw, serialization.NoEncryption())
 
     def public_bytes(self) -> bytes:
         """The raw 32-byte public key."""

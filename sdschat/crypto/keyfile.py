@@ -133,9 +133,7 @@ def write_key_file(path: str | os.PathLike[str], secret: bytes, *, overwrite: bo
         except FileExistsError:
             raise KeyFileError(f"key file already exists: {name} (refusing to overwrite)") from None
         except OSError as exc:
-            raise KeyFileError(
-                f"cannot write key file {name}: {exc.strerror or type(exc).__name__}"
-            ) from None
+            raise KeyFileError(f"cannot write key file {name}: {exc.strerror or type(exc).__name__}") from None
         return
     directory, base = os.path.split(os.path.abspath(target))
     tmp = os.path.join(directory, f".{base}.{os.urandom(6).hex()}.tmp")
@@ -168,9 +166,7 @@ def key_file_is_private(path: str | os.PathLike[str]) -> bool:
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
-        raise KeyFileError(
-            f"cannot stat key file {os.fsdecode(path)}: {exc.strerror or type(exc).__name__}"
-        ) from None
+        raise KeyFileError(f"cannot stat key file {os.fsdecode(path)}: {exc.strerror or type(exc).__name__}") from None
     if os.name != "posix":
         return True
     return mode & 0o077 == 0

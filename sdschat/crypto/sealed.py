@@ -21,6 +21,7 @@ import binascii
 import json
 import os
 import unicodedata
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -41,23 +42,35 @@ def _key(passphrase: str, salt: bytes, params: ScryptParams) -> bytes:
     return Scrypt(salt=salt, length=32, n=params.n, r=params.r, p=params.p).derive(secret)
 
 
-def seal_private_key(private_key: bytes, public_key: bytes, passphrase: str,
-                     params: ScryptParams = DEFAULT_SCRYPT_PARAMS) -> str:
+def seal_private_key(
+    private_key: bytes, public_key: bytes, passphrase: str, params: ScryptParams = DEFAULT_SCRYPT_PARAMS
+) -> str:
     """The file text of ``private_key`` sealed under ``passphrase``."""
     salt, nonce = os.urandom(16), os.urandom(12)
     aad = SEALED_HEADER.encode("ascii") + bytes(public_key)
     sealed = AESGCM(_key(passphrase, salt, params)).encrypt(nonce, bytes(private_key), aad)
-    b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
-    doc = {"kdf": "scrypt", "n": params.n, "r": params.r, "p": params.p, "salt": b64(salt), "nonce": b64(nonce),
-           "public": b64(public_key), "sealed": b64(sealed)}
-    return f"{SEALED_HEADER}\n{b64(json.dumps(doc, separators=(',', ':')).encode('ascii'))}\n"
+    doc = {
+        "kdf": "scrypt",
+        "n": params.n,
+        "r": params.r,
+        "p": params.p,
+        "salt": _b64(salt),
+        "nonce": _b64(nonce),
+        "public": _b64(public_key),
+        "sealed": _b64(sealed),
+    }
+    return f"{SEALED_HEADER}\n{_b64(json.dumps(doc, separators=(',', ':')).encode('ascii'))}\n"
+
+
+def _b64(b: bytes) -> str:
+    return base64.b64encode(b).decode("ascii")
 
 
 def is_sealed(text: str) -> bool:
     return text.lstrip().startswith(SEALED_HEADER)
 
 
-def _doc(text: str) -> dict:
+def _doc(text: str) -> dict[str, Any]:  # (JSON values: each is checked where it is read)
     try:
         header, body = text.strip().splitlines()
         if header.strip() != SEALED_HEADER:
@@ -70,7 +83,7 @@ def _doc(text: str) -> dict:
         raise KeyFileError("the sealed identity is damaged") from None
 
 
-def _field(doc: dict, name: str) -> bytes:
+def _field(doc: dict[str, Any], name: str) -> bytes:
     try:
         return base64.b64decode(doc[name], validate=True)
     except (KeyError, TypeError, ValueError, binascii.Error):
@@ -87,14 +100,20 @@ def open_private_key(text: str, passphrase: str) -> bytes:
     doc = _doc(text)
     try:
         params = ScryptParams(int(doc["n"]), int(doc["r"]), int(doc["p"]))
-        if params.n < 2 or params.n & (params.n - 1) or params.n > 2**22 or not 1 <= params.r <= 64 \
-                or not 1 <= params.p <= 16:
+        if (
+            params.n < 2
+            or params.n & (params.n - 1)
+            or params.n > 2**22
+            or not 1 <= params.r <= 64
+            or not 1 <= params.p <= 16
+        ):
             raise ValueError
     except (KeyError, TypeError, ValueError):
         raise KeyFileError("the sealed identity is damaged") from None
     public = _field(doc, "public")
     try:
         return AESGCM(_key(passphrase, _field(doc, "salt"), params)).decrypt(
-            _field(doc, "nonce"), _field(doc, "sealed"), SEALED_HEADER.encode("ascii") + public)
+            _field(doc, "nonce"), _field(doc, "sealed"), SEALED_HEADER.encode("ascii") + public
+        )
     except (InvalidTag, ValueError):
         raise KeyFileError("wrong passphrase for the identity (or the sealed identity is damaged)") from None

@@ -69,8 +69,9 @@ def _version(context: bytes | None) -> int:
     return SIGNED_CONTENT_VERSION if context is None else SIGNED_CONTEXT_VERSION
 
 
-def _to_be_signed(channel_binding: bytes, message: bytes, domain: bytes = _DOMAIN,
-                  context: bytes | None = None) -> bytes:
+def _to_be_signed(
+    channel_binding: bytes, message: bytes, domain: bytes = _DOMAIN, context: bytes | None = None
+) -> bytes:
     if not isinstance(channel_binding, _BYTES_LIKE):
         raise TypeError("channel binding must be bytes")
     if len(channel_binding) > 0xFFFF:
@@ -84,8 +85,14 @@ def _to_be_signed(channel_binding: bytes, message: bytes, domain: bytes = _DOMAI
     return b"".join(parts)
 
 
-def signed_content(identity: Identity, channel_binding: bytes, message_bytes: bytes, *,
-                   domain: bytes = _DOMAIN, context: bytes | None = None) -> bytes:
+def signed_content(
+    identity: Identity,
+    channel_binding: bytes,
+    message_bytes: bytes,
+    *,
+    domain: bytes = _DOMAIN,
+    context: bytes | None = None,
+) -> bytes:
     """Wrap ``message_bytes`` with ``identity``'s public key and signature (``domain``: what kind of thing is
     signed; :data:`FRAME_DOMAIN` for a whole node frame; ``context``: bytes signed along but not carried,
     which makes it version 2)."""
@@ -96,8 +103,9 @@ def signed_content(identity: Identity, channel_binding: bytes, message_bytes: by
     return bytes((_version(context),)) + identity.public_bytes() + signature + message
 
 
-def open_signed_content(data: bytes, channel_binding: bytes, *, domain: bytes = _DOMAIN,
-                        context: bytes | None = None) -> SignedContent:
+def open_signed_content(
+    data: bytes, channel_binding: bytes, *, domain: bytes = _DOMAIN, context: bytes | None = None
+) -> SignedContent:
     """Verify signed content; return ``(participant_id, public_key, message)``.
 
     With ``context`` the content must be version 2 and its signature cover that context; without, version 1.
@@ -125,7 +133,7 @@ def read_signed_content(data: bytes) -> SignedContent:
     return SignedContent(fingerprint(public_key), public_key, data[SIGNED_CONTENT_OVERHEAD:])
 
 
-def _checked(data) -> bytes:
+def _checked(data: object) -> bytes:
     """``data`` as bytes, of a known version and long enough for the header (else :class:`SignatureError`)."""
     if not isinstance(data, _BYTES_LIKE):
         raise SignatureError("type")

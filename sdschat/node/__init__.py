@@ -1,13 +1,31 @@
 """The asyncio runtime of one participant (see :mod:`sdschat.node.node`)."""
 
+from ..store import SearchQueryError
 from .authored import open_authored, ordering_context, signer
-from .errors import UserError
+from .errors import MemberNotFound, NotAllowed, UserError
 from .events import *  # noqa: F401,F403
 from .node import MEMBERSHIP_KEY, Node, NodeConfig, NodeFailed, node_channel_config
 from .payload import CONTROL_PREFIXES, AppPayload, PayloadError
-from ..store import SearchQueryError
 from .search import SearchHit, match_spans, merge_hits, search_store
 
-__all__ = ["CONTROL_PREFIXES", "MEMBERSHIP_KEY", "Node", "NodeConfig", "NodeFailed", "node_channel_config", "AppPayload", "PayloadError", "SearchHit",
-           "SearchQueryError", "match_spans", "merge_hits", "search_store",
-           "open_authored", "ordering_context", "signer", "UserError"]
+__all__ = [
+    "CONTROL_PREFIXES",
+    "MEMBERSHIP_KEY",
+    "Node",
+    "NodeConfig",
+    "NodeFailed",
+    "node_channel_config",
+    "AppPayload",
+    "PayloadError",
+    "SearchHit",
+    "SearchQueryError",
+    "match_spans",
+    "merge_hits",
+    "search_store",
+    "open_authored",
+    "ordering_context",
+    "signer",
+    "UserError",
+    "MemberNotFound",
+    "NotAllowed",
+]

@@ -51,8 +51,9 @@ def signer(identity: Identity, channel_binding: bytes):
     over it and the Lamport time and causal history the engine chose."""
 
     def sign(payload: bytes, lamport_timestamp: int | None, causal_history) -> bytes:
-        return signed_content(identity, channel_binding, payload,
-                              context=ordering_context(lamport_timestamp, causal_history))
+        return signed_content(
+            identity, channel_binding, payload, context=ordering_context(lamport_timestamp, causal_history)
+        )
 
     return sign
 
@@ -60,8 +61,9 @@ def signer(identity: Identity, channel_binding: bytes):
 def open_authored(msg, channel_binding: bytes) -> SignedContent:
     """Verify a received frame's content against its own Lamport time and causal history (``msg``: a decoded
     :class:`sdschat.sds.wire.Message`); raises :class:`sdschat.crypto.SignatureError`."""
-    return open_signed_content(msg.content, channel_binding,
-                               context=ordering_context(msg.lamport_timestamp, msg.causal_history))
+    return open_signed_content(
+        msg.content, channel_binding, context=ordering_context(msg.lamport_timestamp, msg.causal_history)
+    )
 
 
 def is_unordered(content: bytes) -> bool:

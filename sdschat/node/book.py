@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..crypto import SignatureError, read_signed_content
 from ..store import CorruptRowError, MessageRow, MessageUpdate, ParticipantRow
@@ -23,8 +23,7 @@ FINGERPRINT_DIGITS = 4
 
 
 class MessageBook:
-    def __init__(self, participant_id: Callable[[], str], emit, cap: int,
-                 nick: Callable[[], str] = lambda: "") -> None:
+    def __init__(self, participant_id: Callable[[], str], emit, cap: int, nick: Callable[[], str] = lambda: "") -> None:
         self._pid = participant_id
         self._nick = nick
         #: nick -> participants (other than us) going by it; rebuilt when :attr:`participants` changed
@@ -38,15 +37,30 @@ class MessageBook:
         self.apps: OrderedDict[str, tuple[AppPayload, bytes]] = OrderedDict()
         self.participants: dict[str, ParticipantRow] = {}
 
-    def chat(self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0,
-             repaired=False) -> ev.ChatMessage:
+    def chat(
+        self, mid, sender, app: AppPayload, lamport, state, received_at=0, acks=0, resends=0, repaired=False
+    ) -> ev.ChatMessage:
         text = describe(app.kind, app.data, self.name_of) if app.kind in CONTROL_KINDS else app.text
         nick = self.display_name(sender, app.nick)
         if app.kind == "nick" and isinstance(app.data, dict) and isinstance(app.data.get("from"), str):
             nick, text = app.data["from"][:64], f"is now {nick}"  # * bob is now alicia
-        return ev.ChatMessage(mid, sender, nick, text, app.kind, app.sent_at_ms, lamport,
-                              sender == self._pid(), state, acks, resends, bool(repaired), None, received_at,
-                              app.reply_to or None)
+        return ev.ChatMessage(
+            mid,
+            sender,
+            nick,
+            text,
+            app.kind,
+            app.sent_at_ms,
+            lamport,
+            sender == self._pid(),
+            state,
+            acks,
+            resends,
+            bool(repaired),
+            None,
+            received_at,
+            app.reply_to or None,
+        )
 
     def chat_of_row(self, row: MessageRow) -> ev.ChatMessage:
         """The message a database row holds; :class:`~sdschat.store.CorruptRowError` if its payload does not read
@@ -55,8 +69,17 @@ class MessageBook:
             app = AppPayload.decode(row.content)
         except PayloadError as exc:
             raise CorruptRowError(f"the messages table is damaged (message {row.message_id[:16]}: {exc})") from None
-        return self.chat(row.message_id, row.sender_id, app, row.lamport_timestamp, row.state,
-                         row.received_at_ms or 0, row.possible_ack_count, row.resends, row.repaired)
+        return self.chat(
+            row.message_id,
+            row.sender_id,
+            app,
+            row.lamport_timestamp,
+            row.state,
+            row.received_at_ms or 0,
+            row.possible_ack_count,
+            row.resends,
+            row.repaired,
+        )
 
     def name_of(self, pid: str) -> str:
         """A participant's name (``you`` for us; the start of its id if never seen): :meth:`display_name`."""
@@ -110,16 +133,31 @@ class MessageBook:
         if len(self.apps) > 4096:
             self.apps.popitem(last=False)
 
-    def set_state(self, mid: str, state: str, now: int, acks: int | None = None,
-                  resends: int | None = None) -> MessageUpdate | None:
+    def load_participants(self, rows: Iterable[ParticipantRow]) -> None:
+        """Everyone the database has seen in the channel (at start, before the messages that name them)."""
+        for row in rows:
+            self.participants[row.participant_id] = row
+        self._changes += 1
+
+    def show(self, chat: ev.ChatMessage) -> None:
+        """Hold ``chat`` as the message shown under its id (a new one, or a new state of one held): the book is
+        the one owner of the messages in memory, which :meth:`trim` bounds."""
+        self.messages[chat.message_id] = chat
+
+    def set_state(
+        self, mid: str, state: str, now: int, acks: int | None = None, resends: int | None = None
+    ) -> MessageUpdate | None:
         chat = self.messages.get(mid)
         if chat is None:
             return None
         if chat.state == ev.ACKNOWLEDGED and state != ev.ACKNOWLEDGED:
             return None  # acknowledged is final
-        chat = dataclasses.replace(chat, state=state,
-                                   possible_acks=chat.possible_acks if acks is None else acks,
-                                   resends=chat.resends if resends is None else resends)
+        chat = dataclasses.replace(
+            chat,
+            state=state,
+            possible_acks=chat.possible_acks if acks is None else acks,
+            resends=chat.resends if resends is None else resends,
+        )
         self.messages[mid] = chat
         self._emit(ev.AckStateChanged(mid, state, chat.possible_acks, chat.resends))
         return MessageUpdate(mid, state=state, possible_ack_count=acks, resends=resends)
@@ -129,8 +167,8 @@ class MessageBook:
             return
         old = self.participants.get(pid)
         row = ParticipantRow(pid, nick or (old.nick if old else None), old.first_seen_ms if old else now, now)
-        renamed = row.nick and (old is None or old.nick != row.nick)
-        if renamed and self.clashes(pid, row.nick):
+        renamed = bool(row.nick) and (old is None or old.nick != row.nick)
+        if row.nick and renamed and self.clashes(pid, row.nick):
             self._emit(ev.NickClash(pid, row.nick, row.nick == self._nick()))
         self.participants[pid] = row
         if renamed:

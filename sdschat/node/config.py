@@ -6,6 +6,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..crypto import ChannelKey, Identity
 from ..sds import ChannelConfig, RepairConfig
@@ -45,11 +46,14 @@ def node_channel_config(**overrides) -> ChannelConfig:
     other's filters and acknowledge through causal histories.
     """
     repair_keys = {f.name for f in dataclasses.fields(RepairConfig)}
-    repair_over = {k[len("repair_"):]: v for k, v in overrides.items()
-                   if k.startswith("repair_") and k[len("repair_"):] in repair_keys}
+    repair_over = {
+        k[len("repair_") :]: v
+        for k, v in overrides.items()
+        if k.startswith("repair_") and k[len("repair_") :] in repair_keys
+    }
     chan_over = {k: v for k, v in overrides.items() if not k.startswith("repair_")}
     repair = RepairConfig(**{"t_min_ms": 2_000, "t_max_ms": 10_000, "t_min_growth": 1.0, **repair_over})
-    base = dict(
+    base: dict[str, Any] = dict(
         causal_history_size=10,
         bloom_capacity=BLOOM_CAPACITY,
         resend_unacknowledged_ms=2_000,

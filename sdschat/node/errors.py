@@ -7,8 +7,17 @@ bug and is reported as one, with its traceback in the log.
 
 from __future__ import annotations
 
-__all__ = ["UserError"]
+__all__ = ["UserError", "MemberNotFound", "NotAllowed"]
 
 
 class UserError(Exception):
     """A failure the user can act on: its text is shown as it is, never a traceback."""
+
+
+class MemberNotFound(UserError):
+    """A name that is no member of the channel, or that several members go by (the text lists them)."""
+
+
+class NotAllowed(UserError):
+    """Something the channel's rules do not let us do: a command for admins only, or anything once we were
+    removed from the channel."""

@@ -9,12 +9,54 @@ and closing, repairs, losses, participants, the connection and counters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 __all__ = [
-    "ChatMessage", "NodeEvent", "MessageShown", "AckStateChanged", "GapOpened", "GapClosed",
-    "MessageRepaired", "MessageLost", "ParticipantSeen", "TypingSeen", "ConnectionChanged",
-    "CountersChanged", "FrameRejected", "MembershipChanged", "NickClash", "ACTION_KINDS", "MEMBERSHIP_KINDS",
+    "ChatMessage",
+    "NodeEvent",
+    "MessageShown",
+    "AckStateChanged",
+    "GapOpened",
+    "GapClosed",
+    "MessageRepaired",
+    "MessageLost",
+    "ParticipantSeen",
+    "TypingSeen",
+    "ConnectionChanged",
+    "CountersChanged",
+    "FrameRejected",
+    "NodeProblem",
+    "ProblemKind",
+    "RejectReason",
+    "Refusal",
+    "MembershipChanged",
+    "NickClash",
+    "ACTION_KINDS",
+    "MEMBERSHIP_KINDS",
 ]
+
+#: why the node itself refuses a frame or a message (``FrameRejected.reason``; the engine adds codes of its own,
+#: ``malformed``, ``empty``, ``lamport_future``, ...): it does not open with a key we hold, it is not a node frame
+#: (``malformed``, ``unsigned``: from an earlier sdschat), its signature or id does not hold, it is published or
+#: signed under someone else's id, its payload does not read, or the membership refuses it
+RejectReason = Literal[
+    "undecryptable",
+    "malformed",
+    "unsigned",
+    "bad_signature",
+    "impersonation",
+    "bad_message_id",
+    "unsigned_ordering",
+    "bad_payload",
+    "bad_control",
+    "removed",
+    "stale_key",
+    "bad_epoch",
+]
+#: why the membership refuses a member's frame or message (:meth:`~sdschat.node.membership.Membership.refusal`)
+Refusal = Literal["removed", "stale_key", "bad_epoch"]
+#: what kind of trouble the node itself is in (:class:`NodeProblem`)
+ProblemKind = Literal["storage", "internal"]
 
 #: message kinds that change the channel's members or keys: shown, but not news (no unread count, no mention)
 MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch", "leave", "nick"})
@@ -139,7 +181,20 @@ class CountersChanged(NodeEvent):
 
 @dataclass(frozen=True, slots=True)
 class FrameRejected(NodeEvent):
+    """A frame or a message was refused: ``reason`` a short code (:data:`RejectReason`, or the engine's own),
+    ``detail`` one line of prose."""
+
     reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeProblem(NodeEvent):
+    """The node itself is in trouble, not a frame: ``storage`` (its database can no longer be written, or the
+    channel could not be restored: nothing more is taken in, ``Node.failure`` says why) or ``internal`` (a task
+    or a tick failed: a bug, logged with its traceback). ``detail``: one line."""
+
+    what: ProblemKind
     detail: str = ""
 
 

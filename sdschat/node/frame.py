@@ -44,6 +44,7 @@ sender, in its causal history and bloom filter -- only counts from the member it
 from __future__ import annotations
 
 import zlib
+from typing import Literal
 
 from sdschat.crypto import FRAME_DOMAIN, Identity, SignatureError, open_signed_content, signed_content
 from sdschat.crypto.signed import SIGNED_CONTENT_OVERHEAD, SIGNED_CONTENT_VERSION
@@ -64,9 +65,9 @@ _SIG = SIGNED_CONTENT_OVERHEAD - 1  # public key and signature
 class FrameError(ValueError):
     """Sealed plaintext that is not a node frame (``reason``: ``malformed``, ``unsigned`` or ``bad_signature``)."""
 
-    def __init__(self, message: str, reason: str = "malformed") -> None:
+    def __init__(self, message: str, reason: Literal["malformed", "unsigned", "bad_signature"] = "malformed") -> None:
         super().__init__(message)
-        self.reason = reason
+        self.reason: Literal["malformed", "unsigned", "bad_signature"] = reason
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -105,7 +106,7 @@ def content_split(sds_frame: bytes) -> int:
                 _, i = _varint(sds_frame, i)
             elif wire_type == 2:
                 size, i = _varint(sds_frame, i)
-                if sds_frame[tag_at:tag_at + 2] == _CONTENT_TAG and i + size == n:
+                if sds_frame[tag_at : tag_at + 2] == _CONTENT_TAG and i + size == n:
                     return i
                 i += size
             elif wire_type == 1:
@@ -125,8 +126,16 @@ def pack(identity: Identity, channel_binding: bytes, sds_frame: bytes, reason: s
     signed = signed_content(identity, channel_binding, code + sds_frame, domain=FRAME_DOMAIN)
     split = content_split(sds_frame)
     tail = sds_frame[split:]
-    return b"".join((bytes((VERSION,)), code, signed[1:SIGNED_CONTENT_OVERHEAD], _encode_varint(len(tail)), tail,
-                     zlib.compress(sds_frame[:split], 6)))
+    return b"".join(
+        (
+            bytes((VERSION,)),
+            code,
+            signed[1:SIGNED_CONTENT_OVERHEAD],
+            _encode_varint(len(tail)),
+            tail,
+            zlib.compress(sds_frame[:split], 6),
+        )
+    )
 
 
 def _inflate(data: bytes) -> bytes:
@@ -163,15 +172,16 @@ def unpack(data: bytes, channel_binding: bytes) -> tuple[str, str, bytes]:
             raise FrameError("frame tail length is damaged") from None
         if at + size > len(data):
             raise FrameError("frame tail runs past the end")
-        sds_frame = _inflate(data[at + size:]) + data[at:at + size]
+        sds_frame = _inflate(data[at + size :]) + data[at : at + size]
         body = b"".join((bytes((SIGNED_CONTENT_VERSION,)), data[2:sig_end], data[1:2], sds_frame))
     else:
         body = data[2:]
     try:
         signed = open_signed_content(body, channel_binding, domain=FRAME_DOMAIN)
     except SignatureError as exc:
-        raise FrameError(f"frame signature: {exc}", "bad_signature" if exc.reason == "invalid" else "malformed") \
-            from None
+        raise FrameError(
+            f"frame signature: {exc}", "bad_signature" if exc.reason == "invalid" else "malformed"
+        ) from None
     if signed.message[:1] != data[1:2]:  # the reason byte outside must be the one signed
         raise FrameError("frame reason does not match its signature", "bad_signature")
     return signed.participant_id, REASONS[data[1]], bytes(signed.message[1:])

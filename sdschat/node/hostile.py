@@ -53,16 +53,21 @@ def hostile_channel_config(move: str, base):
     if move != "withhold":
         return base
     never = 10**12
-    return dataclasses.replace(base, resend_unacknowledged_ms=never, resend_possibly_acknowledged_ms=never,
-                               resend_max_interval_ms=never,
-                               repair=dataclasses.replace(base.repair, enabled=False))
+    return dataclasses.replace(
+        base,
+        resend_unacknowledged_ms=never,
+        resend_possibly_acknowledged_ms=never,
+        resend_max_interval_ms=never,
+        repair=dataclasses.replace(base.repair, enabled=False),
+    )
 
 
 class HostileMember:
     """One move (see the module's docstring) played by ``node``'s member; :meth:`run` until stopped."""
 
-    def __init__(self, node, move: str, *, rate: float = 50.0, count: int = 10, interval: float = 1.0,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, node, move: str, *, rate: float = 50.0, count: int = 10, interval: float = 1.0, seed: int | None = None
+    ) -> None:
         if move not in MOVES:
             raise ValueError(f"unknown hostile move {move!r} (one of {', '.join(MOVES)})")
         self.node = node
@@ -119,7 +124,7 @@ class HostileMember:
         while not stop.is_set():
             try:
                 msg = await asyncio.wait_for(self._queue.get(), 0.2)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 continue
             if self.move == "reorder":
                 await self._reorder(msg)
@@ -127,25 +132,36 @@ class HostileMember:
                 await self._forge_acks(msg)
 
     async def _publish(self, kind: str, frame: wire.Message, reason: str) -> None:
-        node = self.node
+        node, tap = self.node, self._tap
+        if tap is None:  # (the tap is up for as long as a move runs)
+            return
         envelope = node.key.seal(pack(node.identity, node.key.channel_binding, wire.encode(frame), reason))
-        if await self._tap.publish(node.key.topic, envelope):
+        if await tap.publish(node.key.topic, envelope):
             self.published[kind] += 1
 
     # ------------------------------------------------------------ the moves
 
     async def _reorder(self, msg: wire.Message) -> None:
-        variants = (
-            ("reordered_ahead", msg.lamport_timestamp + AHEAD_MS, msg.causal_history),
-            ("reordered_no_history", msg.lamport_timestamp, []),
-            ("reordered_added_history", msg.lamport_timestamp, [*msg.causal_history, wire.HistoryEntry(
-                os.urandom(32).hex(), None, msg.sender_id)]),
+        lamport = msg.lamport_timestamp or 0  # (only messages are queued: they have one)
+        variants: tuple[tuple[str, int, list[wire.HistoryEntry]], ...] = (
+            ("reordered_ahead", lamport + AHEAD_MS, msg.causal_history),
+            ("reordered_no_history", lamport, []),
+            (
+                "reordered_added_history",
+                lamport,
+                [*msg.causal_history, wire.HistoryEntry(os.urandom(32).hex(), None, msg.sender_id)],
+            ),
         )
         for kind, lamport, history in variants:
             if (lamport, history) == (msg.lamport_timestamp, msg.causal_history):
                 continue  # the first message's history is empty already: that copy would be genuine
-            await self._publish(kind, dataclasses.replace(msg, lamport_timestamp=lamport, causal_history=history,
-                                                          bloom_filter=None, repair_request=[]), "repair")
+            await self._publish(
+                kind,
+                dataclasses.replace(
+                    msg, lamport_timestamp=lamport, causal_history=history, bloom_filter=None, repair_request=[]
+                ),
+                "repair",
+            )
 
     async def _forge_acks(self, msg: wire.Message) -> None:
         others = [m for m in self._last if m != msg.sender_id]
@@ -153,14 +169,22 @@ class HostileMember:
             return
         victim = self.rng.choice(others)  # who is made to seem to have the message
         now = int(time.time() * 1000)
-        sync = wire.Message(sender_id=victim, message_id=os.urandom(32).hex(), channel_id=msg.channel_id,
-                            lamport_timestamp=now, causal_history=[wire.HistoryEntry(msg.message_id, None,
-                                                                                     msg.sender_id)])
+        sync = wire.Message(
+            sender_id=victim,
+            message_id=os.urandom(32).hex(),
+            channel_id=msg.channel_id,
+            lamport_timestamp=now,
+            causal_history=[wire.HistoryEntry(msg.message_id, None, msg.sender_id)],
+        )
         await self._publish("forged_sync", sync, "sync")
         await self._publish("forged_sync_as_repair", sync, "repair")
         genuine = self._last[victim]
-        relayed = dataclasses.replace(genuine, causal_history=[*genuine.causal_history, wire.HistoryEntry(
-            msg.message_id, None, msg.sender_id)], bloom_filter=None, repair_request=[])
+        relayed = dataclasses.replace(
+            genuine,
+            causal_history=[*genuine.causal_history, wire.HistoryEntry(msg.message_id, None, msg.sender_id)],
+            bloom_filter=None,
+            repair_request=[],
+        )
         await self._publish("forged_history_relay", relayed, "repair")
 
     async def _withhold(self, stop: asyncio.Event) -> None:
@@ -187,7 +211,7 @@ class HostileMember:
                 kind, payload = "garbage", os.urandom(padded_size(self.rng.randrange(64, 20_000)))
             else:
                 kind, payload = "sealed_junk", node.key.seal(os.urandom(self.rng.randrange(8, 2_000)))
-            if await self._tap.publish(node.key.topic, payload):
+            if self._tap is not None and await self._tap.publish(node.key.topic, payload):
                 self.published[kind] += 1
             next_at += period
             delay = next_at - time.monotonic()
@@ -201,5 +225,5 @@ class HostileMember:
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         pass

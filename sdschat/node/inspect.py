@@ -19,16 +19,33 @@ from typing import Any
 
 from ..store import EventRow, Store
 from .book import decode_app
+from .errors import UserError
 
-__all__ = ["Step", "Inspection", "GapReport", "inspect_message", "gap_reports", "resolve_message_id",
-           "message_ids_like", "check_message_id", "InspectError", "Rendered", "render", "render_parts", "gap_lines",
-           "Member", "member_reports", "wall_clock", "lamport_time"]
+__all__ = [
+    "Step",
+    "Inspection",
+    "GapReport",
+    "inspect_message",
+    "gap_reports",
+    "resolve_message_id",
+    "message_ids_like",
+    "check_message_id",
+    "InspectError",
+    "Rendered",
+    "render",
+    "render_parts",
+    "gap_lines",
+    "Member",
+    "member_reports",
+    "wall_clock",
+    "lamport_time",
+]
 
 #: the shortest id prefix accepted
 MIN_PREFIX = 6
 
 
-class InspectError(ValueError):
+class InspectError(UserError, ValueError):
     """An id that names no message of the channel, or more than one (one line)."""
 
 
@@ -83,19 +100,28 @@ class GapReport:
 #: the rows of a missing message that tell what was done about its gap (the gap inspector's lines)
 _GAP_STEPS = frozenset({"repair_requested", "repair_cancelled", "store_query", "store_answer", "duplicate"})
 
-_HOW = {"repair": "repaired (SDS-R)", "store": "filled from the store node", "resend": "its author resent it",
-        "late": "a late copy arrived", "lost": "declared lost", "open": "still open"}
+_HOW = {
+    "repair": "repaired (SDS-R)",
+    "store": "filled from the store node",
+    "resend": "its author resent it",
+    "late": "a late copy arrived",
+    "lost": "declared lost",
+    "open": "still open",
+}
 
 
 def gap_lines(g: GapReport, names: Mapping[str, str | None], clock, now_ms: int) -> list[str]:
     """One gap as text: when it was noticed, how it closed and after how long; an open one's timers."""
+
     def name(pid):
         return _printable(names.get(pid or "") or (pid or "?")[:8])
 
     took = f" after {(g.closed_ms - g.detected_ms) / 1000:.2f} s" if g.closed_ms is not None else ""
     how = _HOW[g.how] + (f" by {name(g.by)}" if g.how == "repair" and g.by else "")
-    out = [f"{clock(g.detected_ms)}  {g.message_id[:16]} from {name(g.sender_id)}: noticed through "
-           f"{_printable(g.noticed_by)}; {how}{took}"]
+    out = [
+        f"{clock(g.detected_ms)}  {g.message_id[:16]} from {name(g.sender_id)}: noticed through "
+        f"{_printable(g.noticed_by)}; {how}{took}"
+    ]
     if g.hint:
         out.append(f"    retrieval hint {g.hint[:16]}…")
     for s in g.steps:
@@ -175,9 +201,10 @@ async def resolve_message_id(store: Store, channel_id: str, text: str) -> str:
     if not found:
         raise InspectError(f"no message {text} in this channel")
     if len(found) > 1 and text not in found:
-        more = ", ".join(m[:len(text) + 4] for m in found)
-        raise InspectError(f"{text} names {'more than ' if len(found) >= 5 else ''}{len(found)} messages ({more}): "
-                           "give more of the id")
+        more = ", ".join(m[: len(text) + 4] for m in found)
+        raise InspectError(
+            f"{text} names {'more than ' if len(found) >= 5 else ''}{len(found)} messages ({more}): give more of the id"
+        )
     return text if text in found else found[0]
 
 
@@ -198,9 +225,13 @@ def _came(d: Mapping[str, Any], sender: str | None, name: _Names) -> tuple[str, 
 
 def _arrival(d: Mapping[str, Any], sender: str | None, name: _Names) -> str:
     how, who = _came(d, sender, name)
-    text = {"store": "first copy from the store node", "repair": f"first copy rebroadcast by {who} (SDS-R answer)",
-            "resend": f"first copy resent by {who}", "published": f"first copy published by {who}",
-            "direct": f"first copy straight from {who}"}[how]
+    text = {
+        "store": "first copy from the store node",
+        "repair": f"first copy rebroadcast by {who} (SDS-R answer)",
+        "resend": f"first copy resent by {who}",
+        "published": f"first copy published by {who}",
+        "direct": f"first copy straight from {who}",
+    }[how]
     if how == "resend" and d.get("publisher") not in (None, sender):
         text += " (not its author)"
     return text
@@ -216,10 +247,16 @@ def _delivered(d: Mapping[str, Any], name: _Names) -> str:
     text = "delivered in causal order"
     if d.get("repaired"):
         via = d.get("via")
-        how = {"repair": "SDS-R repair", "store": "the store node", "resend": "the author's resend",
-               "sync": "a late copy", "message": "a late copy"}.get(via, str(via))
-        text += f", repaired through {how}" + (f" by {name(d.get('publisher'))}"
-                                               if d.get("publisher") and via == "repair" else "")
+        how = {
+            "repair": "SDS-R repair",
+            "store": "the store node",
+            "resend": "the author's resend",
+            "sync": "a late copy",
+            "message": "a late copy",
+        }.get(str(via), str(via))
+        text += f", repaired through {how}" + (
+            f" by {name(d.get('publisher'))}" if d.get("publisher") and via == "repair" else ""
+        )
     if d.get("after_lost"):
         text += f", after {len(d['after_lost'])} earlier message(s) were declared lost"
     return text
@@ -274,18 +311,24 @@ def _step(e: EventRow, mid: str, name: _Names) -> Step | None:
     elif kind == "repair_cancelled":
         came = _copy(d, e.sender_id, name)
         if d.get("what") == "answer":
-            text = (f"your repair answer was called off: {name(d.get('publisher'))} answered first"
-                    if d.get("via") == "repair" else f"your repair answer was called off: it came ({came})")
+            text = (
+                f"your repair answer was called off: {name(d.get('publisher'))} answered first"
+                if d.get("via") == "repair"
+                else f"your repair answer was called off: it came ({came})"
+            )
         else:
             text = f"your repair request was called off: it came ({came})"
     elif kind == "store_query":
         hint = d.get("hint")
         text = "asked the store node for it" + (f" (retrieval hint {hint[:12]}…)" if isinstance(hint, str) else "")
     elif kind == "store_answer":
-        text = {"found": "the store node had it", "not found": "the store node did not have it",
-                "arrived meanwhile": "the store node's answer came after it had arrived",
-                "no answer": "no answer from the store node", "refused": "the store node refused the request"
-                }.get(d.get("outcome"), f"the store node answered ({d.get('outcome')})")
+        text = {
+            "found": "the store node had it",
+            "not found": "the store node did not have it",
+            "arrived meanwhile": "the store node's answer came after it had arrived",
+            "no answer": "no answer from the store node",
+            "refused": "the store node refused the request",
+        }.get(str(d.get("outcome")), f"the store node answered ({d.get('outcome')})")
     else:
         return None
     detail = dict(d)
@@ -309,8 +352,10 @@ def _resend_reasons(steps: list[Step], name: _Names) -> None:
             n = s.detail.get("resends", "?")
             if count:
                 whose = f" ({', '.join(name(p) for p in by)})" if by and len(by) <= count else ""
-                text = (f"resent (#{n}): only possibly acknowledged: in the bloom filter of {count} member(s)"
-                        f"{whose}, in nobody's causal history yet")
+                text = (
+                    f"resent (#{n}): only possibly acknowledged: in the bloom filter of {count} member(s)"
+                    f"{whose}, in nobody's causal history yet"
+                )
             else:
                 text = f"resent (#{n}): not yet acknowledged: no member has named it or shown it in a bloom filter"
             steps[i] = dataclasses.replace(s, text=text, detail={**s.detail, "possibly": count})
@@ -361,25 +406,39 @@ def _pending(rows: Mapping[str, tuple], name: _Names) -> list[Step]:
     if "incoming" in rows:
         received_at, unmet = rows["incoming"]
         ids = json.loads(unmet) if isinstance(unmet, str) else []
-        out.append(Step(received_at, "buffered", "held back: waits for " + ", ".join(map(_short, ids)),
-                        {"waits_for": ids}))
+        out.append(
+            Step(received_at, "buffered", "held back: waits for " + ", ".join(map(_short, ids)), {"waits_for": ids})
+        )
     if "missing" in rows:
         sender, detected = rows["missing"]
         out.append(Step(detected, "missing", f"still missing (from {name(sender)})", {}))
     if "request" in rows:
         t_req, attempts = rows["request"]
-        out.append(Step(t_req, "repair_request_due", f"you ask for a repair (attempt {attempts + 1}) unless it "
-                        "arrives first", {"attempts": attempts}))
+        out.append(
+            Step(
+                t_req,
+                "repair_request_due",
+                f"you ask for a repair (attempt {attempts + 1}) unless it arrives first",
+                {"attempts": attempts},
+            )
+        )
     if "response" in rows:
-        out.append(Step(rows["response"][0], "repair_answer_due",
-                        "you answer a repair request then, unless someone answers first", {}))
+        out.append(
+            Step(
+                rows["response"][0],
+                "repair_answer_due",
+                "you answer a repair request then, unless someone answers first",
+                {},
+            )
+        )
     if "lost" in rows:
         out.append(Step(0, "lost", "declared lost", {}))
     return out
 
 
-async def inspect_message(store: Store, channel_id: str, message_id: str, *, me: str,
-                          names: Mapping[str, str | None]) -> Inspection | None:
+async def inspect_message(
+    store: Store, channel_id: str, message_id: str, *, me: str, names: Mapping[str, str | None]
+) -> Inspection | None:
     """The life of ``message_id`` as this database tells it, or None if nothing here names it."""
     name = _Names(names, me)
     events = await store.events_about(channel_id, [message_id])
@@ -391,8 +450,20 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
     if row is not None:
         sender = row.sender_id
     else:  # never stored here: whoever its rows (or the engine's missing table: a gap still open) name
-        sender = next((e.sender_id for e in events if e.kind in ("received", "delivered", "sent", "lost")
-                       and e.message_id == message_id and e.sender_id), None) or rows.get("missing", ("",))[0] or ""
+        sender = (
+            next(
+                (
+                    e.sender_id
+                    for e in events
+                    if e.kind in ("received", "delivered", "sent", "lost")
+                    and e.message_id == message_id
+                    and e.sender_id
+                ),
+                None,
+            )
+            or rows.get("missing", ("",))[0]
+            or ""
+        )
     steps = [s for s in (_step(e, message_id, name) for e in events) if s is not None]
     asked = [s for e in events if e.message_id == message_id for s in _asked(e, name)]
     if asked:
@@ -411,21 +482,28 @@ async def inspect_message(store: Store, channel_id: str, message_id: str, *, me:
     if duplicates:
         figures["duplicates"] = duplicates
     if sender == me and sender:  # per member: who has named it in a causal history (the events window)
-        by = sorted({s.detail.get("by") for s in steps if s.kind == "ack_seen" and s.detail.get("by")})
+        by = sorted({str(s.detail["by"]) for s in steps if s.kind == "ack_seen" and s.detail.get("by")})
         figures["acked_by"] = by
         figures["not_yet"] = sorted(p for p in names if p not in by and p != me)
         if by and not figures["not_yet"] and "sent" in first:  # the last member seen named it then
             figures["all_acked_ms"] = max(s.ts_ms for s in steps if s.kind == "ack_seen") - first["sent"]
     return Inspection(
-        message_id=message_id, sender_id=sender, nick=(app.nick if app else None) or names.get(sender),
-        text=app.text if app else None, lamport_timestamp=row.lamport_timestamp if row else None,
-        state=row.state if row else ("lost" if "lost" in rows else None), own=sender == me,
-        steps=steps, pending=_pending(rows, name), figures=figures,
+        message_id=message_id,
+        sender_id=sender,
+        nick=(app.nick if app else None) or names.get(sender),
+        text=app.text if app else None,
+        lamport_timestamp=row.lamport_timestamp if row else None,
+        state=row.state if row else ("lost" if "lost" in rows else None),
+        own=sender == me,
+        steps=steps,
+        pending=_pending(rows, name),
+        figures=figures,
     )
 
 
-async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[str, str | None],
-                      ids: Collection[str] | None = None) -> list[GapReport]:
+async def gap_reports(
+    store: Store, channel_id: str, *, me: str, names: Mapping[str, str | None], ids: Collection[str] | None = None
+) -> list[GapReport]:
     """Every message noticed missing in the channel (still told of by its events) and how its gap closed:
     ``repair`` (SDS-R), ``store``, ``resend``, ``late`` (a copy came by itself), ``lost``, or ``open``.
     With ``ids``, only the gaps of those messages (from the rows naming them, not every missing row)."""
@@ -437,14 +515,19 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
         noticed_rows = [e for e in await store.events_about(channel_id, list(ids)) if e.kind == "missing"]
     for e in noticed_rows:
         d = _detail(e)
-        noticed = (f"a sync frame from {name(e.sender_id)}" if d.get("source") == "sync"
-                   else f"{name(e.sender_id)}'s message {_short(e.message_id)}")
-        hints = d.get("hints") if isinstance(d.get("hints"), dict) else {}
+        noticed = (
+            f"a sync frame from {name(e.sender_id)}"
+            if d.get("source") == "sync"
+            else f"{name(e.sender_id)}'s message {_short(e.message_id)}"
+        )
+        raw_hints = d.get("hints")
+        hints = raw_hints if isinstance(raw_hints, dict) else {}
         for mid in d.get("missing", []):
             if isinstance(mid, str) and mid not in found and (ids is None or mid in ids):
                 hint = hints.get(mid)
-                found[mid] = GapReport(mid, None, e.ts_ms, noticed, None, "open", None,
-                                       hint=hint if isinstance(hint, str) else None)
+                found[mid] = GapReport(
+                    mid, None, e.ts_ms, noticed, None, "open", None, hint=hint if isinstance(hint, str) else None
+                )
     if not found:
         return []
     # each gap's own rows (its lost row, its arrival); the rows merely naming it are the missing ones read above
@@ -466,7 +549,7 @@ async def gap_reports(store: Store, channel_id: str, *, me: str, names: Mapping[
             gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, "lost", e.sender_id
         elif e.kind in ("received", "delivered") and e.ts_ms >= gap.detected_ms - 1:
             via = d.get("via")
-            how = {"repair": "repair", "store": "store", "resend": "resend"}.get(via, "late")
+            how = {"repair": "repair", "store": "store", "resend": "resend"}.get(str(via), "late")
             if gap.closed_ms is None or how != "late":
                 gap.closed_ms, gap.how, gap.sender_id = e.ts_ms, how, e.sender_id
                 gap.by = d.get("publisher") if how == "repair" else None
@@ -499,8 +582,9 @@ class Rendered:
         return out + self.tail
 
 
-def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None,
-                 tz: tzinfo | None = None) -> Rendered:
+def render_parts(
+    insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None, tz: tzinfo | None = None
+) -> Rendered:
     """The inspection as text (``clock(ms)`` formats a wall-clock time; timers count down from ``now_ms``;
     ``names``: participant id -> nick, for the per-member line; ``tz``: the zone of ``clock``, for the date of a
     Lamport time not of today)."""
@@ -512,9 +596,11 @@ def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, st
 
     who = "you" if insp.own else _printable(insp.nick or insp.sender_id[:8] or "a member not known here")
     lamport = insp.lamport_timestamp
-    head = [f"message {insp.message_id[:16]}… from {who}"
-            + (f", Lamport time {lamport_time(lamport, now_ms, clock, tz)}" if lamport is not None else ""),
-            f"state: {insp.state or 'not stored here'}"]
+    head = [
+        f"message {insp.message_id[:16]}… from {who}"
+        + (f", Lamport time {lamport_time(lamport, now_ms, clock, tz)}" if lamport is not None else ""),
+        f"state: {insp.state or 'not stored here'}",
+    ]
     if insp.text is not None:
         head.append(f"text: {_printable(insp.text[:200])}")  # a peer's text: no escape sequences
     rows = []
@@ -548,8 +634,9 @@ def render_parts(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, st
     return Rendered(head, rows, tail)
 
 
-def render(insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None,
-           tz: tzinfo | None = None) -> list[str]:
+def render(
+    insp: Inspection, *, now_ms: int, clock, names: Mapping[str, str | None] | None = None, tz: tzinfo | None = None
+) -> list[str]:
     """:func:`render_parts` as plain lines (``sdschat inspect``)."""
     return render_parts(insp, now_ms=now_ms, clock=clock, names=names, tz=tz).lines()
 
@@ -587,7 +674,17 @@ async def member_reports(store: Store, channel_id: str, participants) -> list[Me
     out = []
     for p in participants:
         f = figures.get(p.participant_id, {})
-        out.append(Member(p.participant_id, p.nick, p.last_seen_ms, int(f.get("messages", 0)),
-                          int(f.get("tries", 0)), int(f.get("lost", 0)), int(f.get("acks", 0)),
-                          f.get("ack_lag_ms"), int(f.get("repairs", 0))))
+        out.append(
+            Member(
+                p.participant_id,
+                p.nick,
+                p.last_seen_ms,
+                int(f.get("messages", 0)),
+                int(f.get("tries", 0)),
+                int(f.get("lost", 0)),
+                int(f.get("acks", 0)),
+                f.get("ack_lag_ms"),
+                int(f.get("repairs", 0)),
+            )
+        )
     return sorted(out, key=lambda m: -m.last_seen_ms)

@@ -43,18 +43,29 @@ from ..crypto.epochs import (
     open_for_member,
     seal_to_members,
 )
+from .errors import UserError
+from .events import Refusal
 from .payload import MAX_EPOCH
 
-__all__ = ["ControlError", "Epoch", "Membership", "EpochApplied", "parse_control",
-           "redacted_body", "invite_refusal", "MAX_EPOCH"]
+__all__ = [
+    "ControlError",
+    "Epoch",
+    "Membership",
+    "EpochApplied",
+    "parse_control",
+    "redacted_body",
+    "invite_refusal",
+    "MAX_EPOCH",
+]
 
 #: at most this many members in one epoch message (its boxes are ~100 bytes each)
 MAX_RECIPIENTS = 5_000
 _PID_LEN = 32
 
 
-class ControlError(ValueError):
-    """A membership message whose data is not what sdschat writes (refused as ``bad_control``)."""
+class ControlError(UserError, ValueError):
+    """A membership message whose data is not what sdschat writes (refused as ``bad_control``). Its text is
+    one readable line: what the refusal tells a person."""
 
 
 def _pid(value) -> str:
@@ -106,9 +117,14 @@ def parse_control(kind: str, data) -> dict:
         why = data.get("why", "rekey")
         if why not in ("kick", "rekey", "grant"):
             raise ControlError("epoch: why is kick, rekey or grant")
-        return {"epoch": n, "why": why, "removed": [_pid(p) for p in removed], "out": [_pid(p) for p in out],
-                "e": _hex(data.get("e"), EXCHANGE_KEY_SIZE, "epoch ephemeral key"),
-                "keys": {_pid(p): _hex(b, 48, "epoch key box") for p, b in keys.items()}}
+        return {
+            "epoch": n,
+            "why": why,
+            "removed": [_pid(p) for p in removed],
+            "out": [_pid(p) for p in out],
+            "e": _hex(data.get("e"), EXCHANGE_KEY_SIZE, "epoch ephemeral key"),
+            "keys": {_pid(p): _hex(b, 48, "epoch key box") for p, b in keys.items()},
+        }
     raise ControlError(f"not a membership kind: {kind!r}")
 
 
@@ -147,14 +163,28 @@ class Epoch:
         return (self.number, tuple(-ord(c) for c in self.message_id) if self.message_id else ())
 
     def to_json(self) -> dict:
-        return {"n": self.number, "s": self.secret.hex(), "m": self.message_id, "a": self.author,
-                "r": sorted(self.recipients), "t": self.retired_ms,
-                "st": self.started_ms}
+        return {
+            "n": self.number,
+            "s": self.secret.hex(),
+            "m": self.message_id,
+            "a": self.author,
+            "r": sorted(self.recipients),
+            "t": self.retired_ms,
+            "st": self.started_ms,
+        }
 
     @classmethod
     def from_json(cls, obj: dict) -> Epoch:
-        return cls(int(obj["n"]), bytes.fromhex(obj["s"]), obj.get("m", ""), obj.get("a", ""),
-                   frozenset(obj.get("r", ())), obj.get("t"), b"", int(obj.get("st", 0)))
+        return cls(
+            int(obj["n"]),
+            bytes.fromhex(obj["s"]),
+            obj.get("m", ""),
+            obj.get("a", ""),
+            frozenset(obj.get("r", ())),
+            obj.get("t"),
+            b"",
+            int(obj.get("st", 0)),
+        )
 
 
 @dataclasses.dataclass
@@ -251,14 +281,13 @@ class Membership:
                 keys.insert(0, self.key_of(max(before, key=Epoch.rank)))
             # a grant also goes out under each of its joiners' keys: one whose invite is several epochs old holds
             # none of the two above
-            keys += [self.key_of(e) for e in self.epochs if e.number in self.also_under.get(message_id, ())]
+            keys += [self.key_of(e) for e in self.epochs if e.number in self.also_under.get(message_id or "", ())]
             return list({k.topic: k for k in keys}.values())
         return [current]
 
     def epoch_frames_after(self, number: int) -> list[tuple[str, bytes]]:
         """``(message id, SDS frame)`` of the epoch messages later than ``number`` (for a member still on it)."""
-        return [(e.message_id, e.frame) for e in sorted(self.epochs, key=Epoch.rank)
-                if e.number > number and e.frame]
+        return [(e.message_id, e.frame) for e in sorted(self.epochs, key=Epoch.rank) if e.number > number and e.frame]
 
     def expire(self, now: int, retention_ms: int) -> list[Epoch]:
         """Forget the keys superseded here more than ``retention_ms`` ago; returns them. Epoch 0's secret is the
@@ -355,7 +384,9 @@ class Membership:
         self.admins.update(new)
         return new
 
-    def refusal(self, author: str, claim: int, envelope: int, *, direct: bool = True, kind: str = "msg") -> str | None:
+    def refusal(
+        self, author: str, claim: int, envelope: int, *, direct: bool = True, kind: str = "msg"
+    ) -> Refusal | None:
         """Why a message of ``author``, written under key epoch ``claim`` (its payload's ``e``) and opened with the
         key of epoch ``envelope``, is refused here (None: it is not). ``direct``: published by its author, not
         relayed. See the module docstring."""
@@ -382,11 +413,18 @@ class Membership:
     def needs_grant(self, pid: str) -> bool:
         """Whether an admin should send ``pid`` (a member) the current key: it joined after the epoch began."""
         cur = self.current
-        return (self.is_admin and cur.number > 0 and pid not in self.removed and pid != self.me
-                and pid in self.members and pid not in cur.recipients)
+        return (
+            self.is_admin
+            and cur.number > 0
+            and pid not in self.removed
+            and pid != self.me
+            and pid in self.members
+            and pid not in cur.recipients
+        )
 
-    def apply_epoch(self, sender: str, message_id: str, data: dict, identity: Identity, now: int,
-                    frame: bytes = b"") -> EpochApplied:
+    def apply_epoch(
+        self, sender: str, message_id: str, data: dict, identity: Identity, now: int, frame: bytes = b""
+    ) -> EpochApplied:
         if sender not in self.admins:
             raise ControlError("only an admin starts a key epoch")
         n = data["epoch"]
@@ -426,8 +464,9 @@ class Membership:
                 out.mine = True
             else:
                 out.mine = True
-                out.switched = self._add(Epoch(n, secret, message_id, sender, frozenset(data["keys"]), None, frame),
-                                         now)
+                out.switched = self._add(
+                    Epoch(n, secret, message_id, sender, frozenset(data["keys"]), None, frame), now
+                )
         elif known is not None:
             known.recipients = known.recipients | frozenset(data["keys"])
             out.mine = True
@@ -455,28 +494,53 @@ class Membership:
         members[self.me] = exchange_public(identity)
         n = self.current.number + 1
         eph, boxes = seal_to_members(new_epoch_secret(), n, self.base.channel_binding, members)
-        return {"epoch": n, "why": "kick" if remove else "rekey", "removed": sorted(set(remove)),
-                "out": sorted(self.removed), "e": eph.hex(), "keys": {p: b.hex() for p, b in boxes.items()}}
+        return {
+            "epoch": n,
+            "why": "kick" if remove else "rekey",
+            "removed": sorted(set(remove)),
+            "out": sorted(self.removed),
+            "e": eph.hex(),
+            "keys": {p: b.hex() for p, b in boxes.items()},
+        }
 
     def grant_data(self, identity: Identity, pids) -> dict:
         """The data of a grant: the current key sealed to ``pids`` (members who joined after it began)."""
         cur = self.current
         members = {p: self.members[p] for p in pids if p in self.members}
         eph, boxes = seal_to_members(cur.secret, cur.number, self.base.channel_binding, members)
-        return {"epoch": cur.number, "why": "grant", "removed": [], "out": sorted(self.removed), "e": eph.hex(),
-                "keys": {p: b.hex() for p, b in boxes.items()}}
+        return {
+            "epoch": cur.number,
+            "why": "grant",
+            "removed": [],
+            "out": sorted(self.removed),
+            "e": eph.hex(),
+            "keys": {p: b.hex() for p, b in boxes.items()},
+        }
 
     # ------------------------------------------------------------ persistence
 
     def to_json(self) -> str:
         base = next((e for e in self.epochs if e.number == 0 and not e.secret), None)
-        return json.dumps({"admins": sorted(self.admins), "members": {p: x.hex() for p, x in self.members.items()},
-                           "removed": self.removed, "joined": self.joined, "sealed": self.sealed_under,
-                           "base": None if base is None else base.retired_ms, "base_gone": base is None,
-                           "base_started": None if base is None else base.started_ms,
-                           "cut": self.cut, "admitted": sorted(self.admitted), "locked": self.locked_out,
-                           "joined_under": self.joined_under, "left": sorted(self.left),
-                           "me": self.me, "epochs": [e.to_json() for e in self.epochs if e.secret]}, sort_keys=True)
+        return json.dumps(
+            {
+                "admins": sorted(self.admins),
+                "members": {p: x.hex() for p, x in self.members.items()},
+                "removed": self.removed,
+                "joined": self.joined,
+                "sealed": self.sealed_under,
+                "base": None if base is None else base.retired_ms,
+                "base_gone": base is None,
+                "base_started": None if base is None else base.started_ms,
+                "cut": self.cut,
+                "admitted": sorted(self.admitted),
+                "locked": self.locked_out,
+                "joined_under": self.joined_under,
+                "left": sorted(self.left),
+                "me": self.me,
+                "epochs": [e.to_json() for e in self.epochs if e.secret],
+            },
+            sort_keys=True,
+        )
 
     def load_json(self, text: str) -> None:
         obj = json.loads(text)
@@ -520,12 +584,17 @@ def invite_refusal(text: str) -> str | None:
     me, removed = obj.get("me"), obj.get("removed", {})
     if isinstance(me, str) and isinstance(removed, dict) and me in removed:
         n = removed[me]
-        return "you were removed from this channel" + (f" (key epoch {n})" if n else "") + \
-            ": an invite from you would admit nobody; ask a member for one"
+        return (
+            "you were removed from this channel"
+            + (f" (key epoch {n})" if n else "")
+            + ": an invite from you would admit nobody; ask a member for one"
+        )
     locked = obj.get("locked", 0)
     if isinstance(locked, int) and locked > 0:
-        return (f"a newer key (epoch {locked}) was not given to you: an invite from you would admit nobody; ask an "
-                "admin for a new invite")
+        return (
+            f"a newer key (epoch {locked}) was not given to you: an invite from you would admit nobody; ask an "
+            "admin for a new invite"
+        )
     return None
 
 

@@ -2,9 +2,27 @@
 
 The node is the only place where the pieces meet. It turns engine events into
 persisted rows and published frames, and into UI-level events
-(:mod:`sdschat.node.events`) for its listeners. :class:`Node` is the facade;
-its collaborators are the message book (:mod:`.book`), the receive pipeline
-(:mod:`.receive`) and the store-node client (:mod:`.storeclient`).
+(:mod:`sdschat.node.events`) for its listeners. :class:`Node` is the facade
+and owns the engine, the database writer, the connection and the publisher's
+queue (:class:`~.outbox.Outbound` items). Its collaborators, each the one
+owner of its own state:
+
+- the message book (:mod:`.book`): the messages held in memory and the
+  participants seen;
+- the roster (:mod:`.roster`): members, admins and key epochs, and what is
+  handed to newcomers and stragglers;
+- the receive pipeline (:mod:`.receive`): a frame through open, verify and the
+  engine, and the engine's events into rows, frames and UI events;
+- the store-node client (:mod:`.storeclient`): requests by retrieval hint and
+  catch-up after being away;
+- the wire log (:mod:`.wirelog`): the last frames in and out.
+
+The roster, the receiver and the store client see the node only through the
+small protocols of :mod:`.ports` (the clock, the listeners, the writer, the
+engine, the publisher's queue, and the few calls each needs more); the node
+satisfies all three. Failures a person can act on are
+:class:`~.errors.UserError`; the node's own trouble is told as
+:class:`~.events.NodeProblem`.
 
 Durability: a message the user sends is committed to the database before it
 is published (``send_text`` awaits the writer's flush), and every other
@@ -25,20 +43,41 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from typing import Any
 
 from ..crypto import CryptoError, Identity, envelope_hash
-from ..sds import MessageChannel, wire
-from ..store import CorruptRowError, EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter
-from ..transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, StateChange, resolve_broker
+from ..sds import ChannelConfig, ChannelState, Event, MessageChannel, wire
+from ..store import (
+    CorruptRowError,
+    EventRow,
+    MessageRow,
+    MessageUpdate,
+    ParticipantRow,
+    Store,
+    StoreError,
+    StoreWriter,
+)
+from ..transport import (
+    ConnectionState,
+    EmbeddedBroker,
+    ImpairedTransport,
+    Impairment,
+    MqttTransport,
+    StateChange,
+    resolve_broker,
+)
 from . import events as ev
 from .authored import signer
 from .book import FINAL_STATES, MessageBook
 from .config import NodeConfig, node_channel_config
+from .errors import NotAllowed, UserError
 from .frame import pack
-from .membership import Membership, redacted_body
 from .inspect import GapReport, Inspection, Member, gap_reports, inspect_message, member_reports
-from .payload import CONTROL_PREFIXES, AppPayload
+from .membership import Membership, redacted_body
+from .outbox import Outbound
+from .payload import CONTROL_PREFIXES, AppPayload, PayloadError
+from .ports import Signer
 from .receive import Receiver, Turn
 from .roster import MEMBERSHIP_KEY, Roster
 from .search import SearchHit, search_store
@@ -60,14 +99,22 @@ class NodeFailed(Exception):
 
 def _write_failure(exc: BaseException) -> str:
     """One line for a failed database write (the store's own message, without wrapper class names)."""
-    while isinstance(exc, StoreError) and isinstance(getattr(exc, "original", None), BaseException):
-        exc = exc.original
+    while isinstance(exc, StoreError):
+        original = getattr(exc, "original", None)  # (a write failure wraps what the database raised)
+        if not isinstance(original, BaseException):
+            break
+        exc = original
     return f"database write failed: {exc if isinstance(exc, StoreError) else f'{type(exc).__name__}: {exc}'}"
 
 
-def _restored(state, config) -> tuple[MessageChannel, list[str]]:
+def _restored(state: ChannelState, config: ChannelConfig) -> tuple[MessageChannel, list[str]]:
     channel = MessageChannel.restore(state, config, journal=True)
     return channel, channel.check_invariants()
+
+
+def _no_identity(*args: object, **kwargs: object) -> bytes:
+    """The ``sign`` hook before the node's identity is loaded: nothing is sent before that."""
+    raise RuntimeError("the node's identity is not loaded")
 
 
 class Node:
@@ -83,18 +130,21 @@ class Node:
         self.channel: MessageChannel | None = None
         self.transport: ImpairedTransport | None = None
         self.broker_url: str | None = None
-        self._embedded = None
+        self._embedded: EmbeddedBroker | None = None  # the embedded broker we started, if any (closed at stop)
         self._listeners: list[Listener] = []
-        self.book = MessageBook(lambda: self.identity.participant_id, self.emit,
-                                config.memory_messages, lambda: self.nick)
-        self.receiver = Receiver(self)
+        #: the engine's ``sign`` hook, once the identity is known
+        self.sign: Signer = _no_identity
+        self.book = MessageBook(lambda: self._me.participant_id, self.emit, config.memory_messages, lambda: self.nick)
         self.store_client = StoreClient(self)
-        #: frames to publish, in order: (SDS frame, reason, message id[, the keys to seal it under: else membership.seal_keys_for])
-        self.outbox: asyncio.Queue[tuple] = asyncio.Queue()
+        #: members, admins and key epochs (:mod:`.roster`; its state once the identity is known)
+        self.roster = Roster(self, self.book)
+        self.receiver = Receiver(self, self.book, self.roster, self.store_client)
+        #: frames to publish, in order
+        self.outbox: asyncio.Queue[Outbound] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._wake = asyncio.Event()
         self.stopping = False
-        self._last_counters: dict = {}
+        self._last_counters: dict[str, Any] = {}
         self._counters_due = 0  # (node ms) when the counters are compared again
         self._was_connected = False
         #: set (one line) when persistence failed; the node keeps no further promises of durability
@@ -118,8 +168,6 @@ class Node:
         #: set once the engine is restored and the node connected (see ``start(restore_in_background=...)``)
         self._ready = asyncio.Event()
         self._restoring: asyncio.Task | None = None
-        #: members, admins and key epochs (:mod:`.roster`; its state once the identity is known)
-        self.roster = Roster(self)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -129,7 +177,7 @@ class Node:
         needs is read (history, participants: a few indexed reads, however long the channel) and restores
         the engine's state, then connects, in a task (:meth:`wait_ready`): a window shows a channel of a
         million messages at once, and sends wait for the engine. A failure there is reported like a failed
-        write (``FrameRejected("storage", ...)``, :attr:`failure`)."""
+        write (``NodeProblem("storage", ...)``, :attr:`failure`)."""
         node = cls(config)
         try:
             await node._open()
@@ -148,26 +196,26 @@ class Node:
     async def _open(self) -> None:
         """What a view needs: the database, the identity, the messages held in memory, the participants."""
         cfg = self.config
-        self.store = await Store.open(cfg.db_path)
-        self.writer = StoreWriter(self.store, on_error=self._writer_failed)
-        self.identity = await self._load_identity()
-        self.sign = signer(self.identity, self.key.channel_binding)
-        await self.roster.load()
-        await self.store.kv_set("nick", self.nick)
-        await self.store.kv_set("channel_name", self.key.channel_name)
-        for p in await self.store.participants():  # (before the messages: a membership line names members)
-            self.book.participants[p.participant_id] = p
-        await self._load_messages()
+        store = self.store = await Store.open(cfg.db_path)
+        self.writer = StoreWriter(store, on_error=self._writer_failed)
+        identity = self.identity = await self._load_identity(store)
+        self.sign = signer(identity, self.key.channel_binding)
+        await self.roster.load(identity, store)
+        await store.kv_set("nick", self.nick)
+        await store.kv_set("channel_name", self.key.channel_name)
+        # (before the messages: a membership line names members)
+        self.book.load_participants(await store.participants())
+        await self._load_messages(store)
 
     async def _run(self, *, own_reader: bool = False) -> None:
         """The engine's state, then the connection and the node's tasks."""
-        await self._load_channel(own_reader=own_reader)
+        channel = await self._load_channel(self._db, own_reader=own_reader)
         self.roster.channel_ready()
         await self._connect()
-        await self.store_client.start()
+        await self.store_client.start(self._db)
         self._tasks.append(asyncio.create_task(self._ticker(), name="sdschat-node-tick"))
         self._tasks.append(asyncio.create_task(self._publisher(), name="sdschat-node-publish"))
-        self.store_client.want([row.entry for row in self.channel.snapshot().missing])
+        self.store_client.want([row.entry for row in channel.snapshot().missing])
         self._compact_events()  # a database from before compaction, or one closed mid-window
         self._ready.set()
         self.roster.started()
@@ -182,9 +230,10 @@ class Node:
             self.failure = self.failure or f"could not start #{self.key.channel_name}: {exc}"
             log.debug("%s", self.failure)
             self._ready.set()
-            self.emit(ev.FrameRejected("storage", self.failure))
+            self._problem("storage", self.failure)
             return
-        self.emit(ev.ConnectionChanged(str(self.transport.state), ""))  # a view showed "restoring" until now
+        state = self.transport.state if self.transport is not None else "stopped"
+        self.emit(ev.ConnectionChanged(str(state), ""))  # a view showed "restoring" until now
         for gap in self.open_gaps():
             self.emit(gap)
 
@@ -199,45 +248,46 @@ class Node:
         if self.failure is not None and self.transport is None:
             raise NodeFailed(self.failure)
 
-    async def _load_messages(self) -> None:
+    async def _load_messages(self, store: Store) -> None:
         """Into memory: the newest ``memory_messages`` and every one whose state can still change (two indexed
         reads, however long the history)."""
         cid = self.key.channel_id
-        rows = await self.store.page_messages(cid, None, self.config.memory_messages)
-        rows += await self.store.messages_not_in(cid, sorted(FINAL_STATES))
+        rows = await store.page_messages(cid, None, self.config.memory_messages)
+        rows += await store.messages_not_in(cid, sorted(FINAL_STATES))
         rows.sort(key=lambda r: (r.lamport_timestamp, r.message_id))
         try:
             for row in rows:
-                self.book.messages[row.message_id] = self.book.chat_of_row(row)
+                self.book.show(self.book.chat_of_row(row))
         except CorruptRowError as exc:
             raise CorruptRowError(f"database {self.config.db_path}: {exc}") from None
 
-    async def _load_identity(self) -> Identity:
+    async def _load_identity(self, store: Store) -> Identity:
         """The database's identity; a new database takes the configured one (or a fresh one)."""
-        raw = await self.store.get_identity()
+        raw = await store.get_identity()
         if raw is None:
             identity = self.config.identity or Identity.generate()
             if self.config.store_identity or self.config.identity is None:
-                await self.store.set_identity(identity.private_bytes())
+                await store.set_identity(identity.private_bytes())
             return identity
         try:
             return Identity.from_private_bytes(raw)
         except (CryptoError, ValueError, TypeError) as exc:
             raise StoreError(f"database {self.config.db_path}: the stored identity is damaged ({exc})") from None
 
-    async def _load_channel(self, *, own_reader: bool = False) -> None:
+    async def _load_channel(self, store: Store, *, own_reader: bool = False) -> MessageChannel:
+        """The engine, restored from the database's state (a new channel's: created, and its state saved)."""
         cfg = self.config
-        pid, cid = self.identity.participant_id, self.key.channel_id
+        pid, cid = self._me.participant_id, self.key.channel_id
         if own_reader:  # a connection (and thread) of its own: a view's reads do not queue behind a long log
             async with await Store.open(cfg.db_path, create=False) as reader:
                 state = await reader.load_state(cid, log_window=cfg.channel_config.log_window)
         else:
-            state = await self.store.load_state(cid, log_window=cfg.channel_config.log_window)
+            state = await store.load_state(cid, log_window=cfg.channel_config.log_window)
         if state is None:
-            self.channel = MessageChannel(cid, pid, cfg.channel_config, self.now(), journal=True)
+            channel = self.channel = MessageChannel(cid, pid, cfg.channel_config, self.now(), journal=True)
             config_json = json.dumps(dataclasses.asdict(cfg.channel_config), sort_keys=True)
-            await self.store.save_state(self.channel.snapshot(), config_json)
-            return
+            await store.save_state(channel.snapshot(), config_json)
+            return channel
         if state.participant_id != pid:
             raise StoreError(f"database {cfg.db_path}: the channel state belongs to another identity (damaged)")
         try:  # a worker thread: a long log takes seconds to rebuild, and the loop keeps serving a view meanwhile
@@ -247,6 +297,7 @@ class Node:
         if problems:  # never run on a state the engine's own rules say cannot be
             raise StoreError(f"database {cfg.db_path}: the channel state is damaged ({problems[0]})")
         self.channel = channel
+        return channel
 
     async def _connect(self) -> None:
         cfg = self.config
@@ -256,14 +307,14 @@ class Node:
             self.broker_url, self._embedded = await resolve_broker(cfg.broker_url, probe_port=cfg.probe_port)
             # a random client id: the broker learns nothing of who connects
             inner = MqttTransport(self.broker_url, qos=cfg.qos, client_id=f"sdschat-{os.urandom(8).hex()}")
-        self.transport = ImpairedTransport(inner, seed=cfg.seed, **cfg.impairment)
-        self.transport.set_message_handler(self._on_frame)
-        self.transport.add_state_listener(self._on_connection)
-        await self.transport.start()
-        for topic in self.membership.topics():
-            await self.transport.subscribe(topic)
+        transport = self.transport = ImpairedTransport(inner, seed=cfg.seed, **cfg.impairment)
+        transport.set_message_handler(self._on_frame)
+        transport.add_state_listener(self._on_connection)
+        await transport.start()
+        for topic in self.roster.membership.topics():
+            await transport.subscribe(topic)
         if cfg.use_store:
-            await self.transport.subscribe(self.store_client.reply_topic)
+            await transport.subscribe(self.store_client.reply_topic)
 
     async def stop(self) -> None:
         """Shut down in order: tasks, transport, final flush, store. Each step is bounded, so a
@@ -294,7 +345,7 @@ class Node:
         try:
             await asyncio.wait_for(coro, timeout)
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             log.warning("%s did not finish in %.0f s", what, timeout)
         except Exception as exc:
             if self.failure is None:  # after a failure, what follows from it is no news
@@ -307,7 +358,34 @@ class Node:
 
     @property
     def participant_id(self) -> str:
-        return self.identity.participant_id
+        return self._me.participant_id
+
+    # The parts the node has once open (its database, writer and identity) and once running (the engine): each
+    # accessor raises if called before, which the node's order of start rules out (a bug otherwise).
+
+    @property
+    def _db(self) -> Store:
+        if self.store is None:
+            raise RuntimeError("the node's database is not open")
+        return self.store
+
+    @property
+    def _db_writer(self) -> StoreWriter:
+        if self.writer is None:
+            raise RuntimeError("the node's database is not open")
+        return self.writer
+
+    @property
+    def _me(self) -> Identity:
+        if self.identity is None:
+            raise RuntimeError("the node's identity is not loaded")
+        return self.identity
+
+    @property
+    def _engine(self) -> MessageChannel:
+        if self.channel is None:
+            raise RuntimeError("the node's engine is not restored")
+        return self.channel
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)
@@ -329,14 +407,15 @@ class Node:
         if self.channel is None:
             return []
         shown = self.book.messages
-        return [ev.GapOpened(mid, ids, senders) for mid, ids, senders in self.channel.open_gaps()
-                if not mid or mid in shown]
+        return [
+            ev.GapOpened(mid, ids, senders) for mid, ids, senders in self.channel.open_gaps() if not mid or mid in shown
+        ]
 
     async def _flush_for_reading(self) -> None:
         """Write what the writer holds, so a read of the database sees it; a failed write is ``node.failure``'s
         news, and the database still holds everything flushed before."""
         try:
-            await self.writer.flush()
+            await self._db_writer.flush()
         except StoreError:
             pass
 
@@ -344,10 +423,11 @@ class Node:
         """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database
         (membership changes are not news: not counted)."""
         await self._flush_for_reading()
-        return await self.store.unread_count(self.key.channel_id, since_ms, self.participant_id, CONTROL_PREFIXES)
+        return await self._db.unread_count(self.key.channel_id, since_ms, self.participant_id, CONTROL_PREFIXES)
 
-    async def history(self, *, limit: int | None = None, before: tuple[int, str] | None = None,
-                      after: tuple[int, str] | None = None) -> list[ev.ChatMessage]:
+    async def history(
+        self, *, limit: int | None = None, before: tuple[int, str] | None = None, after: tuple[int, str] | None = None
+    ) -> list[ev.ChatMessage]:
         """The channel's messages in local-log order: all of them, or one page: the newest ``limit`` before the
         ``(lamport_timestamp, message_id)`` key ``before`` (exclusive; ``None``: up to the newest), or with
         ``after`` the oldest ``limit`` after that key -- what a view loads first, then as the person scrolls
@@ -364,24 +444,31 @@ class Node:
                 out.append(chat)
 
         if limit is None:
-            async for row in self.store.iter_messages(cid):
+            async for row in self._db.iter_messages(cid):
                 take(row)
             out.extend(known.values())
         else:
-            rows = await self.store.page_messages(cid, before, limit, after=after)
+            rows = await self._db.page_messages(cid, before, limit, after=after)
             for row in rows:
                 take(row)
             # shown but not (yet) in the database: within the page's range
             full = len(rows) >= limit
             if after is not None:
                 high = (rows[-1].lamport_timestamp, rows[-1].message_id) if full else None
-                out.extend(m for m in known.values() if (m.lamport_timestamp, m.message_id) > after
-                           and (high is None or (m.lamport_timestamp, m.message_id) < high))
+                out.extend(
+                    m
+                    for m in known.values()
+                    if (m.lamport_timestamp, m.message_id) > after
+                    and (high is None or (m.lamport_timestamp, m.message_id) < high)
+                )
             else:
                 low = (rows[0].lamport_timestamp, rows[0].message_id) if full else None
-                out.extend(m for m in known.values()
-                           if (before is None or (m.lamport_timestamp, m.message_id) < before)
-                           and (low is None or (m.lamport_timestamp, m.message_id) > low))
+                out.extend(
+                    m
+                    for m in known.values()
+                    if (before is None or (m.lamport_timestamp, m.message_id) < before)
+                    and (low is None or (m.lamport_timestamp, m.message_id) > low)
+                )
         out.sort(key=lambda m: (m.lamport_timestamp, m.message_id))
         return out
 
@@ -391,7 +478,7 @@ class Node:
         if known is not None:
             return known
         await self._flush_for_reading()
-        row = await self.store.get_message(self.key.channel_id, message_id)
+        row = await self._db.get_message(self.key.channel_id, message_id)
         return self.book.chat_of_row(row) if row is not None else None
 
     async def around(self, key: tuple[int, str], *, limit: int) -> tuple[list[ev.ChatMessage], bool, bool]:
@@ -405,62 +492,83 @@ class Node:
         """This channel's messages matching ``query`` (words, ``word*``, ``"a phrase"``, OR, NOT), newest
         stored first; :class:`~sdschat.store.SearchQueryError` for one that cannot be run."""
         await self._flush_for_reading()
-        return await search_store(self.store, self.key.channel_id, self.key.channel_name or "", query,
-                                  me=self.participant_id, limit=limit, before=before)
+        return await search_store(
+            self._db,
+            self.key.channel_id,
+            self.key.channel_name or "",
+            query,
+            me=self.participant_id,
+            limit=limit,
+            before=before,
+        )
 
     async def inspect(self, message_id: str) -> Inspection | None:
         """The life of one message as the database tells it (:mod:`.inspect`): the inspector panel's reading."""
         await self._flush_for_reading()
-        return await inspect_message(self.store, self.key.channel_id, message_id, me=self.participant_id,
-                                     names=self.names())
+        return await inspect_message(
+            self._db, self.key.channel_id, message_id, me=self.participant_id, names=self.names()
+        )
 
     async def gaps(self, ids: Collection[str] | None = None) -> list[GapReport]:
         """Every gap noticed in the channel (or only those of ``ids``) and how it closed
         (:func:`.inspect.gap_reports`)."""
         await self._flush_for_reading()
-        return await gap_reports(self.store, self.key.channel_id, me=self.participant_id, names=self.names(),
-                                 ids=ids)
+        return await gap_reports(self._db, self.key.channel_id, me=self.participant_id, names=self.names(), ids=ids)
 
     async def members(self) -> list[Member]:
         """Everyone seen in the channel, with what the database tells of each (:func:`.inspect.member_reports`)."""
         await self._flush_for_reading()
         others = [p for p in self.book.participants.values() if p.participant_id != self.participant_id]
-        return await member_reports(self.store, self.key.channel_id, others)
+        return await member_reports(self._db, self.key.channel_id, others)
 
     def names(self) -> dict[str, str | None]:
         """Participant id -> name of everyone seen in the channel: its nick, with a fingerprint suffix while
         another member goes by the same one (``bob#3f2a``); None for one never named."""
         book = self.book
-        return {p.participant_id: book.display_name(p.participant_id, p.nick) if p.nick else None
-                for p in book.participants.values()}
+        return {
+            p.participant_id: book.display_name(p.participant_id, p.nick) if p.nick else None
+            for p in book.participants.values()
+        }
 
     def whois(self, name: str) -> dict:
         """What is known of the member called ``name`` (a name as shown, a nick, or the start of an id): its
         participant id, fingerprint, nick, first and last heard, whether an admin, removed or gone, the key epoch
-        its join was written under. ValueError (one line) if none or several."""
+        its join was written under. :class:`~.errors.MemberNotFound` (one line) if none or several."""
         pid = self.roster.member_of(name, include_gone=True)
-        row, m = self.book.participants.get(pid), self.membership
-        return {"participant_id": pid, "fingerprint": pid[:8], "name": self.names().get(pid) or pid[:8],
-                "nick": row.nick if row else None, "first_seen_ms": row.first_seen_ms if row else None,
-                "last_heard_ms": row.last_seen_ms if row else None, "admin": pid in m.admins,
-                "removed": pid in m.removed, "left": pid in m.left, "member": pid in m.members,
-                "joined_epoch": m.joined_under.get(pid)}
+        row, m = self.book.participants.get(pid), self.roster.membership
+        return {
+            "participant_id": pid,
+            "fingerprint": pid[:8],
+            "name": self.names().get(pid) or pid[:8],
+            "nick": row.nick if row else None,
+            "first_seen_ms": row.first_seen_ms if row else None,
+            "last_heard_ms": row.last_seen_ms if row else None,
+            "admin": pid in m.admins,
+            "removed": pid in m.removed,
+            "left": pid in m.left,
+            "member": pid in m.members,
+            "joined_epoch": m.joined_under.get(pid),
+        }
 
     def participants(self) -> list[ParticipantRow]:
         """Everyone seen in the channel who is still a member (not removed, not left), the most recently heard
         first; each row's nick as shown (``bob#3f2a`` while two members share it)."""
         m, book = self.membership, self.book
         gone = m.gone if m is not None else set()
-        rows = [p if not book.clashes(p.participant_id, p.nick)
-                else dataclasses.replace(p, nick=book.display_name(p.participant_id, p.nick))
-                for p in book.participants.values() if p.participant_id not in gone]
+        rows = [
+            p
+            if not book.clashes(p.participant_id, p.nick)
+            else dataclasses.replace(p, nick=book.display_name(p.participant_id, p.nick))
+            for p in book.participants.values()
+            if p.participant_id not in gone
+        ]
         return sorted(rows, key=lambda p: -p.last_seen_ms)
 
     def health(self) -> dict:
         """Channel health for the side panel: clock, buffer sizes, counters, connection."""
         if self.channel is None:  # the engine is being restored
             return {**self.counters, "connection": "restoring" if self.failure is None else "stopped"}
-        out = dict(self.channel.summary())
+        out: dict[str, Any] = dict(self.channel.summary())
         out.update({k: v for k, v in self.channel.stats.items()})
         out.update(self.counters)
         out["connection"] = str(self.transport.state) if self.transport else "stopped"
@@ -472,8 +580,14 @@ class Node:
         ch = self.channel
         if ch is None:
             return self.failure is None
-        return bool(ch.outgoing_ids or ch.incoming_ids or ch.missing_ids or ch.repair_request_ids
-                    or ch.repair_response_ids or self.outbox.qsize())
+        return bool(
+            ch.outgoing_ids
+            or ch.incoming_ids
+            or ch.missing_ids
+            or ch.repair_request_ids
+            or ch.repair_response_ids
+            or self.outbox.qsize()
+        )
 
     def settled(self, quiet_ms: int) -> bool:
         """Nothing pending here, and no peer resent, repaired or asked for a repair in ``quiet_ms``."""
@@ -500,10 +614,11 @@ class Node:
         """Send a chat line (``reply_to``: the message id it answers); returns its message id once it is durable
         (publishing follows).
 
-        Raises :class:`NodeFailed` once the database can no longer be written, ``ValueError`` once we were removed.
+        Raises :class:`NodeFailed` once the database can no longer be written, :class:`~.errors.NotAllowed` once we
+        were removed, :class:`~.payload.PayloadError` for an empty or too long text.
         """
         if not text.strip():
-            raise ValueError("empty message")
+            raise PayloadError("empty message")
         return await self._send(kind, text, reply_to or "", None)
 
     async def send_control(self, kind: str, data: dict, text: str = "") -> str:
@@ -517,32 +632,46 @@ class Node:
         if self.failure is not None:
             raise NodeFailed(self.failure)
         if self.removed_me:
-            raise ValueError(f"you were removed from #{self.key.channel_name}: nothing more can be sent there")
-        if kind != "join" and self.config.membership and not self.membership.joined:
+            raise NotAllowed(f"you were removed from #{self.key.channel_name}: nothing more can be sent there")
+        members = self.roster.membership
+        if kind != "join" and self.config.membership and not members.joined:
             await self.roster.join()
         now = self.now()
-        app = AppPayload.new(kind, self.nick, text, now, reply_to, data, epoch=self.membership.current.number)
+        app = AppPayload.new(kind, self.nick, text, now, reply_to, data, epoch=members.current.number)
         body = app.encode()
-        out = self.channel.send(body, now, sign=self.sign)
+        out = self._engine.send(body, now, sign=self.sign)
         mid = out.message_id
+        lamport = out.lamport_timestamp or 0  # (a message always has one)
         self.book.remember_app(mid, app, body)
-        chat = self.book.chat(mid, self.participant_id, app, out.lamport_timestamp, ev.SENDING, now)
-        self.book.messages[mid] = chat
+        chat = self.book.chat(mid, self.participant_id, app, lamport, ev.SENDING, now)
+        self.book.show(chat)
         self.emit(ev.MessageShown(chat))
         history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
         kv = self.roster.sent(kind, mid, app, now, out.data) if data is not None else None
-        self.persist(now, messages=[MessageRow(mid, self.participant_id, out.lamport_timestamp,
-                                               redacted_body(body) if data is not None else body, ev.SENDING,
-                                               received_at_ms=now)],
-                     events=[EventRow("sent", now, mid, self.participant_id, lamport_timestamp=out.lamport_timestamp,
-                                      detail={"history": history})], kv=kv)
+        self.persist(
+            now,
+            messages=[
+                MessageRow(
+                    mid,
+                    self.participant_id,
+                    lamport,
+                    redacted_body(body) if data is not None else body,
+                    ev.SENDING,
+                    received_at_ms=now,
+                )
+            ],
+            events=[
+                EventRow("sent", now, mid, self.participant_id, lamport_timestamp=lamport, detail={"history": history})
+            ],
+            kv=kv,
+        )
         try:
-            await self.writer.flush()  # durable before published
+            await self._db_writer.flush()  # durable before published
         except StoreError as exc:
             self._writer_failed(exc)
         if self.failure is not None:
             raise NodeFailed(self.failure)
-        self.outbox.put_nowait((out.data, "message", mid))
+        self.enqueue(Outbound(out.data, "message", mid))
         self.book.set_state(mid, ev.UNACKNOWLEDGED, now)
         return mid
 
@@ -568,16 +697,18 @@ class Node:
         return self.roster.state.locked_out if self.roster.state is not None else 0
 
     def member_of(self, name: str) -> str:
-        """The participant id of the member called ``name``; ValueError (one line) if none or several."""
+        """The participant id of the member called ``name``; :class:`~.errors.MemberNotFound` (one line) if none or
+        several."""
         return self.roster.member_of(name)
 
     def check_admin(self) -> None:
-        """ValueError (one line) unless we are an admin of the channel (and still a member)."""
+        """NotAllowed (one line) unless we are an admin of the channel (and still a member)."""
         self.roster.check_admin()
 
     async def kick(self, name: str) -> tuple[str, int, int]:
         """Remove the member called ``name``: a new key epoch sealed to everyone else. Returns (participant id,
-        epoch, members who get the key); ValueError (one line) if we are not an admin or there is no such member."""
+        epoch, members who get the key); a :class:`~.errors.UserError` (one line) if we are not an admin or there is
+        no such member."""
         return await self.roster.kick(name)
 
     async def rekey(self, remove=()) -> tuple[int, int]:
@@ -588,7 +719,7 @@ class Node:
         """Make the member called ``name`` an admin too; returns its participant id."""
         return await self.roster.name_admin(name)
 
-    def spawn(self, coro, name: str) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """Run ``coro`` as one of the node's tasks (cancelled at stop); a failure is logged and told."""
         task = asyncio.ensure_future(coro)
         task.set_name(name)
@@ -599,7 +730,7 @@ class Node:
                 self._tasks.remove(t)
             if not t.cancelled() and t.exception() is not None:
                 log.warning("%s failed: %s", name, t.exception())
-                self.emit(ev.FrameRejected("internal", f"{name}: {t.exception()}"))
+                self._problem("internal", f"{name}: {t.exception()}")
 
         task.add_done_callback(done)
         return task
@@ -608,32 +739,44 @@ class Node:
         if not self.ready:  # a typing notice is not worth waiting for
             return
         now = self.now()
-        app = AppPayload.new("typing", self.nick, "", now, epoch=self.membership.current.number)
-        out = self.channel.send_ephemeral(app.encode(), now, sign=self.sign)
-        self.outbox.put_nowait((out.data, "ephemeral", None))
+        app = AppPayload.new("typing", self.nick, "", now, epoch=self.roster.membership.current.number)
+        out = self._engine.send_ephemeral(app.encode(), now, sign=self.sign)
+        self.enqueue(Outbound(out.data, "ephemeral"))
 
     def set_nick(self, nick: str) -> None:
         """Take a new nick; a member of the channel tells the others (a ``nick`` line: ``* bob is now alicia``)."""
         old, self.nick = self.nick, nick.strip()[:64] or self.nick
-        if (self.nick != old and self.ready and self.config.membership and self.membership.joined
-                and not self.removed_me and not self.stopping):
+        if (
+            self.nick != old
+            and self.ready
+            and self.config.membership
+            and self.roster.membership.joined
+            and not self.removed_me
+            and not self.stopping
+        ):
             self.spawn(self.send_control("nick", {"from": old}), "sdschat-nick")
 
     async def leave(self, timeout: float = 5.0) -> bool:
         """Tell the others we leave (``/part``: a ``leave`` line, ``* bob left``) and wait up to ``timeout``
         seconds for a member to acknowledge it (it is resent meanwhile); whether one did. Nothing to tell if we
         never joined or were removed."""
-        if not self.config.membership or not self.membership.joined or self.removed_me or self.failure:
+        if (
+            not self.config.membership
+            or self.membership is None
+            or not self.membership.joined
+            or self.removed_me
+            or self.failure
+        ):
             return False
         try:
             await asyncio.wait_for(self._leave(), timeout)
-        except (TimeoutError, asyncio.TimeoutError, NodeFailed, ValueError):
+        except (TimeoutError, NodeFailed, UserError):
             return False
         return True
 
     async def _leave(self) -> None:
         mid = await self.send_control("leave", {})
-        while mid in self.channel.outgoing_ids:
+        while mid in self._engine.outgoing_ids:
             await asyncio.sleep(0.05)
         await self.drain_outbox()
 
@@ -644,20 +787,20 @@ class Node:
     async def _publisher(self) -> None:
         while True:
             item = await self.outbox.get()
-            data, reason, mid = item[:3]
+            data, reason, mid = item.data, item.reason, item.message_id
             try:
                 # an epoch message goes out under the key before it (for the members who have not switched) and
                 # under the current one (for those who joined with it); everything else under the current key,
                 # unless the item names its keys (an admin message handed to a member on an older key)
-                keys = item[3] if len(item) > 3 else self.membership.seal_keys_for(mid)
-                frame = pack(self.identity, self.key.channel_binding, data, reason)
+                keys = item.keys if item.keys is not None else self.roster.membership.seal_keys_for(mid)
+                frame = pack(self._me, self.key.channel_binding, data, reason)
                 for i, key in enumerate(keys):
                     envelope = key.seal(frame)
                     if reason == "message" and mid and i == 0:
-                        self.channel.set_retrieval_hint(mid, envelope_hash(envelope))
+                        self._engine.set_retrieval_hint(mid, envelope_hash(envelope))
                         self.persist(self.now())
                     try:
-                        ok = await self.transport.publish(key.topic, envelope)
+                        ok = self.transport is not None and await self.transport.publish(key.topic, envelope)
                     except Exception as exc:  # never let one publish kill the node
                         log.warning("publish failed: %s", exc)
                         ok = False
@@ -668,10 +811,63 @@ class Node:
 
     def _record_out(self, data: bytes, reason: str, size: int, ok: bool) -> None:
         msg = wire.decode(data)  # our own frame: it decodes
-        self.wire.add(frame_of(self.now(), "out", reason, None, msg, self.participant_id, size,
-                               "published" if ok else "publish failed"))
+        self.wire.add(
+            frame_of(
+                self.now(), "out", reason, None, msg, self.participant_id, size, "published" if ok else "publish failed"
+            )
+        )
+
+    # ------------------------------------------------------------ the collaborators' doors (sdschat.node.ports)
+
+    def enqueue(self, item: Outbound) -> None:
+        """Queue a frame for the publisher."""
+        self.outbox.put_nowait(item)
+
+    def subscribe(self, topic: str) -> None:
+        """Listen on ``topic`` too (a new key's), in a task; nothing before the node is connected."""
+        if self.transport is not None:
+            self.spawn(self._subscribe(self.transport, topic), "sdschat-subscribe")
+
+    @staticmethod
+    async def _subscribe(transport: ImpairedTransport, topic: str) -> None:
+        await transport.subscribe(topic)
+
+    def unsubscribe(self, topic: str) -> None:
+        if self.transport is not None:
+            self.transport.unsubscribe(topic)
+
+    def topics(self) -> list[str]:
+        """The topics of the keys we keep, the current one first."""
+        return self.roster.membership.topics()
+
+    def catch_up(self) -> None:
+        if self.transport is not None:  # (before the node connects, its start catches up)
+            self.store_client.start_catch_up()
+
+    def take_events(self, events: list[Event], now: int) -> None:
+        self.receiver.handle(events, Turn(now))
+
+    def take_frame(self, payload: bytes, source: str) -> None:
+        self.receiver.on_frame(payload, source=source)
+
+    def reject(self, reason: ev.RejectReason, detail: str, now: int) -> None:
+        self.receiver.reject(reason, detail, now)
+
+    def count(self, name: str) -> None:
+        self.counters[name] += 1
+
+    def peer_worked(self, now: int) -> None:
+        self.last_peer_work_ms = now
+
+    async def scrub(self) -> None:
+        await self._db_writer.flush()
+        await self._db.scrub()
 
     # ------------------------------------------------------------ internals
+
+    def _problem(self, what: ev.ProblemKind, detail: str) -> None:
+        """Tell that the node itself is in trouble (:class:`~.events.NodeProblem`): not a frame's refusal."""
+        self.emit(ev.NodeProblem(what, detail))
 
     def emit(self, event: ev.NodeEvent) -> None:
         for listener in list(self._listeners):
@@ -684,16 +880,25 @@ class Node:
         """The engine has new deadlines: the ticker looks again now."""
         self._wake.set()
 
-    def _writer_failed(self, exc) -> None:
+    def _writer_failed(self, exc: BaseException) -> None:
         # the store is no longer being written: the node stops taking anything in (nothing it accepts could be
         # made durable) and says so once; the owner decides (the CLI exits with one line, the UI shows it)
         if self.failure is not None:
             return
         self.failure = _write_failure(exc)
         log.debug("%s", self.failure)
-        self.emit(ev.FrameRejected("storage", self.failure))
+        self._problem("storage", self.failure)
 
-    def persist(self, now: int, *, messages=(), updates=(), events=(), participants=(), kv=None) -> None:
+    def persist(
+        self,
+        now: int,
+        *,
+        messages: Sequence[MessageRow] = (),
+        updates: Sequence[MessageUpdate] = (),
+        events: Sequence[EventRow] = (),
+        participants: Sequence[ParticipantRow] = (),
+        kv: Mapping[str, str | None] | None = None,
+    ) -> None:
         """Hand this turn's changes to the writer (``kv``: key-value rows written in the same transaction). After
         a write failure nothing more is persisted."""
         if self.channel is None:  # stopped while the engine was being restored: nothing of it changed
@@ -704,8 +909,14 @@ class Node:
         if not (ops or messages or updates or events or participants) or self.failure is not None:
             return
         try:
-            self.writer.submit(self.channel.channel_id, ops, messages=messages, message_updates=updates,
-                               events=events, participants=participants)
+            self._db_writer.submit(
+                self.channel.channel_id,
+                ops,
+                messages=messages,
+                message_updates=updates,
+                events=events,
+                participants=participants,
+            )
         except StoreError as exc:
             self._writer_failed(exc)
             return
@@ -723,7 +934,7 @@ class Node:
 
     async def _compact(self) -> None:
         try:
-            self.events_compacted += await self.store.compact_events(self.config.events_keep)
+            self.events_compacted += await self._db.compact_events(self.config.events_keep)
         except StoreError as exc:  # the writer's own failure is what stops the node; this only costs space
             log.warning("events compaction failed: %s", exc)
         finally:
@@ -750,10 +961,11 @@ class Node:
         self.receiver.on_frame(payload, source, topic)
 
     async def _ticker(self) -> None:
+        channel = self._engine  # (started once the engine is restored)
         while True:
             now = self.now()
             try:
-                events = self.channel.tick(now)
+                events = channel.tick(now)
                 if events:
                     self.receiver.handle(events, Turn(now))
                 self._maybe_counters()
@@ -761,12 +973,12 @@ class Node:
                 await self.store_client.maybe_mark_synced(now)
             except Exception as exc:  # a bug must not silently stop resends and repairs
                 log.exception("node tick failed")
-                self.emit(ev.FrameRejected("internal", f"{exc.__class__.__name__}: {exc}"))
-            delay = (self.channel.next_deadline() - self.now()) / 1000
+                self._problem("internal", f"{exc.__class__.__name__}: {exc}")
+            delay = (channel.next_deadline() - self.now()) / 1000
             delay = min(0.5, max(0.005, delay))
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 pass
             self._wake.clear()
 

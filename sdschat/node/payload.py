@@ -13,10 +13,12 @@ the message it answers, inside the sealed payload like everything else;
 peers that do not know ``re`` ignore it and show the text.
 
 ``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``typing``
-(ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is here), or a membership change -- ``join``, ``admin``, ``epoch``,
-``leave`` (``/part``), ``nick`` (a new nick, ``{"from": the old one}``) -- whose
-object ``d`` sdschat.node.membership reads (peers from before them refuse these kinds). ``ts`` is the sender's wall clock in ms at send
-time (display only; ordering is SDS's Lamport order). ``n`` is a random nonce,
+(ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is
+here), or a membership change -- ``join``, ``admin``, ``epoch``, ``leave``
+(``/part``), ``nick`` (a new nick, ``{"from": the old one}``) -- whose object
+``d`` sdschat.node.membership reads (peers from before them refuse these kinds).
+``ts`` is the sender's wall clock in ms at send time (display only; ordering is
+SDS's Lamport order). ``n`` is a random nonce,
 so two people — or one person twice — typing the same text still produce
 distinct SDS message ids. Unknown keys are ignored (forward compatible);
 a newer ``v`` is refused.
@@ -28,10 +30,19 @@ import json
 import os
 from dataclasses import dataclass
 
+from .errors import UserError
 from .events import MEMBERSHIP_KINDS
 
-__all__ = ["AppPayload", "PayloadError", "KINDS", "CONTROL_KINDS", "CONTROL_PREFIXES", "VERSION", "MAX_TEXT",
-           "MAX_EPOCH"]
+__all__ = [
+    "AppPayload",
+    "PayloadError",
+    "KINDS",
+    "CONTROL_KINDS",
+    "CONTROL_PREFIXES",
+    "VERSION",
+    "MAX_TEXT",
+    "MAX_EPOCH",
+]
 
 VERSION = 1
 KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch", "leave", "nick")
@@ -46,8 +57,9 @@ MAX_NICK = 64
 MAX_EPOCH = 2**31
 
 
-class PayloadError(ValueError):
-    """An application payload that cannot be read."""
+class PayloadError(UserError, ValueError):
+    """An application payload that cannot be read, or a text that cannot be sent (empty, too long, a reply to
+    something that is no message id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +77,22 @@ class AppPayload:
     epoch: int = 0
 
     @classmethod
-    def new(cls, kind: str, nick: str, text: str, sent_at_ms: int, reply_to: str = "",
-            data: dict | None = None, epoch: int = 0) -> AppPayload:
+    def new(
+        cls,
+        kind: str,
+        nick: str,
+        text: str,
+        sent_at_ms: int,
+        reply_to: str = "",
+        data: dict | None = None,
+        epoch: int = 0,
+    ) -> AppPayload:
         if kind not in KINDS:
             raise ValueError(f"unknown payload kind {kind!r}")
         if len(text) > MAX_TEXT:
-            raise ValueError(f"message longer than {MAX_TEXT} characters")
+            raise PayloadError(f"message longer than {MAX_TEXT} characters")
         if reply_to and not _is_message_id(reply_to):
-            raise ValueError("a reply names a message id (64 hex digits)")
+            raise PayloadError("a reply names a message id (64 hex digits)")
         if (kind in CONTROL_KINDS) != isinstance(data, dict):
             raise ValueError("membership kinds carry a data object, and only they do")
         if not 0 <= epoch < MAX_EPOCH:
@@ -80,7 +100,14 @@ class AppPayload:
         return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to, data, int(epoch))
 
     def encode(self) -> bytes:
-        obj = {"v": VERSION, "k": self.kind, "nick": self.nick, "text": self.text, "ts": self.sent_at_ms, "n": self.nonce}
+        obj = {
+            "v": VERSION,
+            "k": self.kind,
+            "nick": self.nick,
+            "text": self.text,
+            "ts": self.sent_at_ms,
+            "n": self.nonce,
+        }
         if self.reply_to:
             obj["re"] = self.reply_to
         if self.data is not None:
@@ -118,13 +145,13 @@ class AppPayload:
         reply_to = obj.get("re", "")
         if not isinstance(reply_to, str) or reply_to and not _is_message_id(reply_to):
             reply_to = ""  # not something we can follow: show the text, as a peer without replies would
-        data = obj.get("d")
-        if kind in CONTROL_KINDS and not isinstance(data, dict):
+        d = obj.get("d")
+        if kind in CONTROL_KINDS and not isinstance(d, dict):
             raise PayloadError(f"a {kind} payload carries no data")
         epoch = obj.get("e", 0)
         if not isinstance(epoch, int) or isinstance(epoch, bool) or not 0 <= epoch < MAX_EPOCH:
             raise PayloadError("payload key epoch is invalid")
-        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, data if kind in CONTROL_KINDS else None, epoch)
+        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, d if kind in CONTROL_KINDS else None, epoch)
 
 
 def _is_message_id(text: str) -> bool:

@@ -19,15 +19,26 @@ import base64
 import json
 import logging
 
+from ..crypto import Identity
 from ..crypto.epochs import exchange_public
-from ..store import StoreError
+from ..store import Store, StoreError
 from . import events as ev
+from .book import MessageBook
+from .errors import MemberNotFound, NotAllowed
 from .membership import ControlError, EpochApplied, Membership, parse_control
+from .outbox import Outbound
 from .payload import AppPayload
-from .receive import Turn
+from .ports import RosterHost
 
-__all__ = ["Roster", "MEMBERSHIP_KEY", "JOIN_FRAME_KEY", "ADMIN_FRAMES_KEY", "EPOCH_FRAME_PREFIX",
-           "STRAGGLER_EVERY_MS", "OUTSIDER_MAX_EVERY_MS"]
+__all__ = [
+    "Roster",
+    "MEMBERSHIP_KEY",
+    "JOIN_FRAME_KEY",
+    "ADMIN_FRAMES_KEY",
+    "EPOCH_FRAME_PREFIX",
+    "STRAGGLER_EVERY_MS",
+    "OUTSIDER_MAX_EVERY_MS",
+]
 
 log = logging.getLogger("sdschat.node")
 
@@ -52,9 +63,16 @@ GRANT_AFTER_UP_MS = 10_000
 
 
 class Roster:
-    def __init__(self, node) -> None:
-        self.node = node
+    """The membership as this node runs it. It owns the :class:`~.membership.Membership` state and its own tables
+    (frames kept for stragglers, deferred messages, rate limits); it sees the node through :class:`RosterHost`
+    and reads the names of participants from the message book."""
+
+    def __init__(self, host: RosterHost, book: MessageBook) -> None:
+        self.host = host
+        self.book = book
+        #: the channel's members, admins and key epochs (None until :meth:`load`)
         self.state: Membership | None = None
+        self._identity: Identity | None = None
         #: SDS frames of epoch messages seen, by message id (kept with their epoch, to hand to stragglers)
         self.epoch_frames: dict[str, bytes] = {}
         #: membership messages refused while they waited for their causal dependencies: tried again when the
@@ -82,42 +100,59 @@ class Roster:
         self.left = False
         self._last_tick_ms = 0
 
-    async def load(self) -> Membership:
+    @property
+    def membership(self) -> Membership:
+        """The state (once loaded: the node loads it before anything can reach the roster)."""
+        if self.state is None:
+            raise RuntimeError("the roster is used before its state was loaded")
+        return self.state
+
+    @property
+    def identity(self) -> Identity:
+        if self._identity is None:
+            raise RuntimeError("the roster is used before its state was loaded")
+        return self._identity
+
+    async def load(self, identity: Identity, store: Store) -> Membership:
         """The state from the database (a new one: the configured admins, the invite's epoch and removed)."""
-        node, cfg = self.node, self.node.config
-        state = self.state = Membership(node.identity.participant_id, node.key, cfg.admins)
-        raw = await node.store.kv_get(MEMBERSHIP_KEY)
+        host, cfg = self.host, self.host.config
+        self._identity = identity
+        state = self.state = Membership(identity.participant_id, host.key, cfg.admins)
+        raw = await store.kv_get(MEMBERSHIP_KEY)
         if raw is not None:
             try:
                 state.load_json(raw)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise StoreError(f"database {cfg.db_path}: the membership state is damaged ({exc})") from None
         else:
-            state.current.started_ms = node.now()  # the first key's age counts from here (rekey_days)
+            state.current.started_ms = host.now()  # the first key's age counts from here (rekey_days)
         for pid in cfg.removed:
             state.removed.setdefault(pid, 0)
-        adopted = cfg.epoch is not None and state.adopt(cfg.epoch[0], cfg.epoch[1], node.now())
+        adopted = cfg.epoch is not None and state.adopt(cfg.epoch[0], cfg.epoch[1], host.now())
         if raw is None or adopted:
-            await node.store.kv_set(MEMBERSHIP_KEY, state.to_json())
-        join = await node.store.kv_get(JOIN_FRAME_KEY)
+            await store.kv_set(MEMBERSHIP_KEY, state.to_json())
+        join = await store.kv_get(JOIN_FRAME_KEY)
         try:
             if join is not None and ":" in join:
                 mid, _, frame = join.partition(":")
                 self._join_frame = (mid, base64.b64decode(frame, validate=True))
             for e in state.epochs:
-                raw_frame = await node.store.kv_get(EPOCH_FRAME_PREFIX + e.message_id) if e.message_id else None
+                raw_frame = await store.kv_get(EPOCH_FRAME_PREFIX + e.message_id) if e.message_id else None
                 if raw_frame is not None:
                     e.frame = base64.b64decode(raw_frame, validate=True)
-            admins = json.loads(await node.store.kv_get(ADMIN_FRAMES_KEY) or "{}")
+            admins = json.loads(await store.kv_get(ADMIN_FRAMES_KEY) or "{}")
             self.admin_frames = {mid: (int(n), base64.b64decode(f, validate=True)) for mid, (n, f) in admins.items()}
         except (ValueError, TypeError, AttributeError) as exc:
-            raise StoreError(f"database {cfg.db_path}: the membership messages kept for stragglers are damaged "
-                             f"({exc.__class__.__name__})") from None
+            raise StoreError(
+                f"database {cfg.db_path}: the membership messages kept for stragglers are damaged "
+                f"({exc.__class__.__name__})"
+            ) from None
         return state
 
     def _admin_frames_json(self) -> str:
-        return json.dumps({mid: [n, base64.b64encode(f).decode("ascii")] for mid, (n, f) in self.admin_frames.items()},
-                          sort_keys=True)
+        return json.dumps(
+            {mid: [n, base64.b64encode(f).decode("ascii")] for mid, (n, f) in self.admin_frames.items()}, sort_keys=True
+        )
 
     @property
     def removed_me(self) -> bool:
@@ -126,83 +161,102 @@ class Roster:
 
     def channel_ready(self) -> None:
         """The engine is up: the removed members no longer count as its peers (it is told again each start)."""
-        self._drop_peers(self.state.removed, self.node.now())
+        self._drop_peers(self.membership.removed, self.host.now())
 
     def _drop_peers(self, pids, now: int) -> None:
         """``pids`` no longer count as the engine's peers (removed, or left): their acknowledgements no longer
         come, and what the others' already hold is acknowledged now (:meth:`MessageChannel.drop_peer`)."""
-        node = self.node
-        if node.channel is None:
+        channel = self.host.channel
+        if channel is None:
             return
-        events = [e for pid in pids for e in node.channel.drop_peer(pid)]
+        events = [e for pid in pids for e in channel.drop_peer(pid)]
         if events:
-            node.receiver.handle(events, Turn(now))
+            self.host.take_events(events, now)
 
     # ------------------------------------------------------------ joining
 
     def started(self) -> None:
         """The node is up: a member not yet announced says hello (an ephemeral frame, acknowledged by nobody):
         whoever is here answers with its join, and ours follows once we see another member."""
-        node = self.node
-        self._up_ms = node.now()
-        if node.config.membership and not self.state.joined and not self.removed_me:
-            app = AppPayload.new("hello", node.nick, "", node.now(), epoch=self.state.current.number)
-            out = node.channel.send_ephemeral(app.encode(), node.now(), sign=node.sign)
-            node.outbox.put_nowait((out.data, "ephemeral", None))
+        host, m = self.host, self.membership
+        self._up_ms = now = host.now()
+        if host.config.membership and not m.joined and not self.removed_me and host.channel is not None:
+            app = AppPayload.new("hello", host.nick, "", now, epoch=m.current.number)
+            out = host.channel.send_ephemeral(app.encode(), now, sign=host.sign)
+            host.enqueue(Outbound(out.data, "ephemeral"))
 
     def want_join(self) -> None:
         """Another member is here: announce ourselves (once per channel) if we have not yet. A member alone in a
         channel announces nothing (nobody could acknowledge it); its first message or the first frame of another
         member brings the join."""
-        node = self.node
-        if (node.config.membership and not self.state.joined and not self.removed_me and not node.stopping
-                and not self.left and not node.has_task("sdschat-join")):
-            node.spawn(self.join(), "sdschat-join")
+        host = self.host
+        if (
+            host.config.membership
+            and not self.membership.joined
+            and not self.removed_me
+            and not host.stopping
+            and not self.left
+            and not host.has_task("sdschat-join")
+        ):
+            host.spawn(self.join(), "sdschat-join")
 
     async def join(self) -> None:
-        if not self.state.joined:
-            self.state.joined = True  # (set again when our join is applied: one join, even if two ask)
-            await self.node.send_control("join", {"x": exchange_public(self.node.identity).hex()})
+        if not self.membership.joined:
+            self.membership.joined = True  # (set again when our join is applied: one join, even if two ask)
+            await self.host.send_control("join", {"x": exchange_public(self.identity).hex()})
 
     def greet(self, pid: str, now: int) -> None:
         """A member we have no join of said hello: hand it ours now (it may have been published before that
         member listened), rather than leave it to a repair seconds later. Rate-limited."""
-        if (self._join_frame is None or pid in self.state.members or pid == self.state.me
-                or now - self._greeted_ms < STRAGGLER_EVERY_MS // 5):
+        m = self.membership
+        if (
+            self._join_frame is None
+            or pid in m.members
+            or pid == m.me
+            or now - self._greeted_ms < STRAGGLER_EVERY_MS // 5
+        ):
             return
         self._greeted_ms = now
         mid, frame = self._join_frame
-        self.node.outbox.put_nowait((frame, "repair", mid))
+        self.host.enqueue(Outbound(frame, "repair", mid))
 
     # ------------------------------------------------------------ applying
 
     def sent(self, kind: str, mid: str, app: AppPayload, now: int, frame: bytes) -> dict | None:
         """Our own membership message, just written to the log: applied here; the kv rows to persist with it."""
-        kv = self.apply(mid, self.state.me, app, now, frame)
+        kv = self.apply(mid, self.membership.me, app, now, frame)
         if kind == "join":
             self._join_frame = (mid, frame)
             kv = {**(kv or {}), JOIN_FRAME_KEY: f"{mid}:{base64.b64encode(frame).decode('ascii')}"}
         return kv
 
-    def apply(self, mid: str, sender: str, app: AppPayload, now: int, frame: bytes | None = None,
-              via_epoch: int | None = None, waiting: bool = False) -> dict | None:
+    def apply(
+        self,
+        mid: str,
+        sender: str,
+        app: AppPayload,
+        now: int,
+        frame: bytes | None = None,
+        via_epoch: int | None = None,
+        waiting: bool = False,
+    ) -> dict | None:
         """Apply a membership message (ours or delivered; ``via_epoch``: the key epoch of the envelope it came
         in) here; returns the kv row to persist with it (None if it changed nothing). A message that breaks the
         rules (not an admin, damaged data) is refused and counted; one that still ``waiting`` for its causal
         dependencies is only put off (:attr:`deferred`), to be applied again when it is delivered."""
-        node, m = self.node, self.state
+        host, m = self.host, self.membership
         frame = frame if frame is not None else self.epoch_frames.get(mid, b"")
-        kv = {}
+        kv: dict[str, str | None] = {}
         try:
             data = parse_control(app.kind, app.data)
             if app.kind == "join":
                 if not m.apply_join(sender, data["x"], app.epoch):
-                    why = "removed" if sender in m.removed else "stale_key"
-                    node.receiver.reject(why, f"join of {sender[:8]} under key epoch {app.epoch} ignored", now)
+                    why: ev.RejectReason = "removed" if sender in m.removed else "stale_key"
+                    host.reject(why, f"join of {sender[:8]} under key epoch {app.epoch} ignored", now)
                     return None
-                if node.channel is not None:
-                    node.channel.readmit_peer(sender)  # (it may have left, or been dropped, before)
-                node.emit(ev.MembershipChanged("join", sender, ()))
+                if host.channel is not None:
+                    host.channel.readmit_peer(sender)  # (it may have left, or been dropped, before)
+                host.emit(ev.MembershipChanged("join", sender, ()))
                 held = app.epoch if via_epoch is None else min(via_epoch, app.epoch)
                 if m.needs_grant(sender) and held < m.current.number:
                     # (a join written and sealed under the current key shows its author has it: nothing to give)
@@ -213,7 +267,7 @@ class Roster:
                 self.left = self.left or sender == m.me
                 if sender != m.me:
                     self._drop_peers((sender,), now)
-                node.emit(ev.MembershipChanged("leave", sender, ()))
+                host.emit(ev.MembershipChanged("leave", sender, ()))
             elif app.kind == "nick":
                 return None  # shown as a line; the new nick is the author's from its next message on
             elif app.kind == "admin":
@@ -222,9 +276,9 @@ class Roster:
                 if frame:
                     self.admin_frames[mid] = (m.current.number, frame)
                     kv[ADMIN_FRAMES_KEY] = self._admin_frames_json()
-                node.emit(ev.MembershipChanged("admin", sender, tuple(added)))
+                host.emit(ev.MembershipChanged("admin", sender, tuple(added)))
             else:
-                self._epoch_applied(m.apply_epoch(sender, mid, data, node.identity, now, frame), mid)
+                self._epoch_applied(m.apply_epoch(sender, mid, data, self.identity, now, frame), mid)
                 kept = next((e for e in m.epochs if e.message_id == mid and e.frame), None)
                 if kept is not None:
                     kv[EPOCH_FRAME_PREFIX + mid] = base64.b64encode(kept.frame).decode("ascii")
@@ -232,31 +286,42 @@ class Roster:
             if waiting:
                 self.deferred.add(mid)
                 return None
-            node.receiver.reject("bad_control", f"{app.kind} from {sender[:8]}: {exc}", now)
+            host.reject("bad_control", f"{app.kind} from {sender[:8]}: {exc}", now)
             return None
         kv[MEMBERSHIP_KEY] = m.to_json()
         return kv
 
-    def _epoch_applied(self, out: EpochApplied, mid: str) -> None:
-        node = self.node
-        self.epoch_frames.pop(mid, None)
-        if out.switched and node.transport is not None:
-            node.spawn(self._subscribe(self.state.send_key.topic), "sdschat-subscribe")
-            node.store_client.start_catch_up()  # what was sent under the new key before we had it
-        self._drop_peers(out.removed, node.now())
-        if out.removed_me:
-            node.emit(ev.MembershipChanged("removed", out.author, out.removed, out.number))
-        elif not out.grant:
-            node.emit(ev.MembershipChanged("epoch", out.author, out.removed, out.number, out.mine))
-        if out.redo and self.state.is_admin:
-            node.spawn(self.rekey(remove=out.redo), "sdschat-rekey")
+    def keep_frame(self, mid: str, frame: bytes) -> None:
+        """The SDS frame of an epoch or admin message that arrived (checked): kept to hand on to members still on an
+        older key once it is applied."""
+        self.epoch_frames[mid] = frame
 
-    async def _subscribe(self, topic: str) -> None:
-        await self.node.transport.subscribe(topic)
+    def take_deferred(self, mid: str) -> bool:
+        """Whether ``mid`` is a membership message put off while it waited (it is to be applied again now that it
+        is delivered); it is no longer put off after this."""
+        if mid in self.deferred:
+            self.deferred.discard(mid)
+            return True
+        return False
+
+    def _epoch_applied(self, out: EpochApplied, mid: str) -> None:
+        host = self.host
+        self.epoch_frames.pop(mid, None)
+        if out.switched:
+            host.subscribe(self.membership.send_key.topic)
+            host.catch_up()  # what was sent under the new key before we had it
+        self._drop_peers(out.removed, host.now())
+        if out.removed_me:
+            host.emit(ev.MembershipChanged("removed", out.author, out.removed, out.number))
+        elif not out.grant:
+            host.emit(ev.MembershipChanged("epoch", out.author, out.removed, out.number, out.mine))
+        if out.redo and self.membership.is_admin:
+            host.spawn(self.rekey(remove=out.redo), "sdschat-rekey")
 
     def heard_current(self, pid: str, now: int) -> None:
         """An admitted member's frame came under our current key: it is current (pending grants may go)."""
-        if pid != self.state.me and pid in self.state.members and pid not in self._pending_grants:
+        m = self.membership
+        if pid != m.me and pid in m.members and pid not in self._pending_grants:
             self._current_heard_ms = now
 
     def _current(self, now: int) -> bool:
@@ -267,7 +332,7 @@ class Roster:
         """Grant ``pid`` (holding key epoch ``held``) the current key now if ours is known to be current, else as
         soon as it is (:meth:`tick`)."""
         if self._current(now):
-            self.node.spawn(self._grant([pid], held), "sdschat-grant")
+            self.host.spawn(self._grant([pid], held), "sdschat-grant")
         else:
             self._pending_grants[pid] = min(held, self._pending_grants.get(pid, held))
 
@@ -275,74 +340,80 @@ class Roster:
         """Seal the current key to ``pids``, whose join came under key epoch ``held``: the grant goes out under that
         key too (it may be several epochs old). Only to those still members when it goes (a kick learned of
         meanwhile may have ended their admission)."""
-        m = self.state
+        m = self.membership
         pids = [p for p in pids if p in m.members and p not in m.removed and p != m.me]
-        if self.node.stopping or self.removed_me or not pids or not m.is_admin or m.current.number == 0:
+        if self.host.stopping or self.removed_me or not pids or not m.is_admin or m.current.number == 0:
             return
-        mid = await self.node.send_control("epoch", self.state.grant_data(self.node.identity, pids))
+        mid = await self.host.send_control("epoch", m.grant_data(self.identity, pids))
         # (set before the publisher, which runs once we yield, seals it: Membership.seal_keys_for)
-        self.state.also_under.setdefault(mid, set()).add(held)
-        if len(self.state.also_under) > 1_000:
-            self.state.also_under.pop(next(iter(self.state.also_under)))
+        m.also_under.setdefault(mid, set()).add(held)
+        if len(m.also_under) > 1_000:
+            m.also_under.pop(next(iter(m.also_under)))
 
     # ------------------------------------------------------------ admins' commands
 
     def member_of(self, name: str, include_gone: bool = False) -> str:
         """The participant id of the member called ``name`` (a name as shown, ``bob#3f2a``; a nick; or the start of
-        an id); ValueError (one line) if none or several. ``include_gone``: also those removed or who left."""
+        an id); :class:`MemberNotFound` (one line) if none or several. ``include_gone``: also those removed or who
+        left."""
         want = name.strip().lstrip("@")
-        names, me, book = self.node.names(), self.state.me, self.node.book
-        pool = [p for p in (book.participants if include_gone else self.state.members) if p != me]
+        m, book = self.membership, self.book
+        names, me = self.host.names(), m.me
+        pool = [p for p in (book.participants if include_gone else m.members) if p != me]
         found = [p for p in pool if names.get(p) == want]
         if not found:
             found = [p for p in pool if (book.participants.get(p) and book.participants[p].nick) == want]
         if not found:
             found = [p for p in pool if len(want) >= 4 and p.startswith(want.lower())]
         if not found:
-            known = sorted(names.get(p) or p[:8] for p in self.state.others())
-            raise ValueError(f"no member called {want!r} here (members: {', '.join(known) or 'none yet'})")
+            known = sorted(names.get(p) or p[:8] for p in m.others())
+            raise MemberNotFound(f"no member called {want!r} here (members: {', '.join(known) or 'none yet'})")
         if len(found) > 1:
-            raise ValueError(f"{len(found)} members are called {want!r}: say which "
-                             f"({', '.join(names.get(p) or p[:8] for p in found)})")
+            raise MemberNotFound(
+                f"{len(found)} members are called {want!r}: say which "
+                f"({', '.join(names.get(p) or p[:8] for p in found)})"
+            )
         return found[0]
 
     def check_admin(self) -> None:
-        """ValueError (one line) unless we are an admin of the channel (and still a member)."""
-        name = self.node.key.channel_name
+        """NotAllowed (one line) unless we are an admin of the channel (and still a member)."""
+        name = self.host.key.channel_name
         if self.removed_me:
-            raise ValueError(f"you were removed from #{name}")
-        if not self.state.is_admin:
-            names = self.node.names()
-            admins = sorted(names.get(p) or p[:8] for p in self.state.admins)
-            raise ValueError(f"only an admin of #{name} can do that "
-                             f"(admins: {', '.join(admins) or 'none: a channel joined without an invite'})")
+            raise NotAllowed(f"you were removed from #{name}")
+        if not self.membership.is_admin:
+            names = self.host.names()
+            admins = sorted(names.get(p) or p[:8] for p in self.membership.admins)
+            raise NotAllowed(
+                f"only an admin of #{name} can do that "
+                f"(admins: {', '.join(admins) or 'none: a channel joined without an invite'})"
+            )
 
     async def kick(self, name: str) -> tuple[str, int, int]:
         await self._ready()
         self.check_admin()
         pid = self.member_of(name)
-        if pid in self.state.removed:
-            raise ValueError(f"{name} was already removed")
+        if pid in self.membership.removed:
+            raise MemberNotFound(f"{name} was already removed")
         n, count = await self.rekey(remove=(pid,))
         return pid, n, count
 
     async def rekey(self, remove=()) -> tuple[int, int]:
         await self._ready()
         self.check_admin()
-        data = self.state.new_epoch(self.node.identity, remove)
-        await self.node.send_control("epoch", data)
+        data = self.membership.new_epoch(self.identity, remove)
+        await self.host.send_control("epoch", data)
         return data["epoch"], len(data["keys"])
 
     async def name_admin(self, name: str) -> str:
         await self._ready()
         self.check_admin()
         pid = self.member_of(name)
-        await self.node.send_control("admin", {"add": [pid]})
+        await self.host.send_control("admin", {"add": [pid]})
         return pid
 
     async def _ready(self) -> None:
-        if self.node.channel is None:
-            await self.node.wait_ready()
+        if self.host.channel is None:
+            await self.host.wait_ready()
 
     # ------------------------------------------------------------ keys over time
 
@@ -352,15 +423,14 @@ class Roster:
         its key (it needs them to accept an epoch message of an admin it has not heard named). An admin also grants
         the current key to ``pid`` under its own key when it is still on that older key two rounds of this later
         (it joined after an epoch began and missed its grant, say: no epoch message holds a key for it)."""
-        m = self.state
+        m = self.membership
         since = self._straggling.get(pid)
         if since is None or since[0] != epoch:
             since = self._straggling[pid] = (epoch, now)
             if len(self._straggling) > 1_000:
                 self._straggling.pop(next(iter(self._straggling)))
-        if (pid and m.is_admin and pid in m.members and not self.removed_me
-                and now - since[1] >= 2 * STRAGGLER_EVERY_MS):
-            if not self.node.stopping and _due(self._regrant_next, pid, now):
+        if pid and m.is_admin and pid in m.members and not self.removed_me and now - since[1] >= 2 * STRAGGLER_EVERY_MS:
+            if not self.host.stopping and _due(self._regrant_next, pid, now):
                 self.grant_when_current(pid, epoch, now)
         # (per straggler: an epoch message sealed under the older key too, as every one is, would otherwise use up
         # the turn of a member who needs it)
@@ -369,14 +439,14 @@ class Roster:
         self._straggler_sent[(pid, epoch)] = now
         if len(self._straggler_sent) > 1_000:
             self._straggler_sent.pop(next(iter(self._straggler_sent)))
-        for mid, frame in self.state.epoch_frames_after(epoch):
-            self.node.outbox.put_nowait((frame, "repair", mid))
-        key = next((self.state.key_of(e) for e in self.state.epochs if e.number == epoch), None)
+        for mid, frame in m.epoch_frames_after(epoch):
+            self.host.enqueue(Outbound(frame, "repair", mid))
+        key = next((m.key_of(e) for e in m.epochs if e.number == epoch), None)
         if key is None:
             return  # its key is no longer kept here: nothing of ours it could open
         for mid, (number, frame) in self.admin_frames.items():
             if number >= epoch:  # named since: under the straggler's own key, which it opens
-                self.node.outbox.put_nowait((frame, "repair", mid, [key]))
+                self.host.enqueue(Outbound(frame, "repair", mid, (key,)))
 
     def tell_outsider(self, pid: str, epoch: int, now: int) -> None:
         """A frame came under key epoch ``epoch`` from ``pid``, who is not entitled to later keys (removed, or a
@@ -386,8 +456,8 @@ class Roster:
         intervals (5 s, 10 s, ... 10 min) per outsider."""
         if not _due(self._outsider_next, pid, now):
             return
-        for mid, frame in self.state.epoch_frames_after(epoch):
-            self.node.outbox.put_nowait((frame, "repair", mid))
+        for mid, frame in self.membership.epoch_frames_after(epoch):
+            self.host.enqueue(Outbound(frame, "repair", mid))
 
     def tick(self, now: int) -> None:
         """Once a second: delete the keys superseded more than the retention window ago; rotate if the profile
@@ -395,34 +465,37 @@ class Roster:
         if now - self._last_tick_ms < 1_000:
             return
         self._last_tick_ms = now
-        node, m = self.node, self.state
+        host, m = self.host, self.membership
         if self._pending_grants and self._current(now):
             pending, self._pending_grants = self._pending_grants, {}
             for pid, held in pending.items():
-                node.spawn(self._grant([pid], held), "sdschat-grant")
-        gone = m.expire(now, node.config.epoch_retention_ms)
+                host.spawn(self._grant([pid], held), "sdschat-grant")
+        gone = m.expire(now, host.config.epoch_retention_ms)
         if gone:
             last = max(e.number for e in gone)
             for mid in m.epoch_messages_upto(last):
-                node.channel.forget_cached(mid)  # the repair cache keeps whole frames: their key boxes too
+                if host.channel is not None:  # the repair cache keeps whole frames: their key boxes too
+                    host.channel.forget_cached(mid)
                 m.sealed_under.pop(mid, None)
             for e in gone:
                 topic = m.key_of(e).topic
-                if node.transport is not None and topic not in m.topics():
-                    node.transport.unsubscribe(topic)
-            frames = {EPOCH_FRAME_PREFIX + e.message_id: None for e in gone if e.message_id}
-            node.persist(now, kv={MEMBERSHIP_KEY: m.to_json(), **frames})
-            node.spawn(self._scrub(), "sdschat-scrub")
-            node.emit(ev.MembershipChanged("expired", "", (), last))
-        every = node.config.rekey_every_ms
-        if (every > 0 and node.config.membership and m.is_admin and not self.removed_me
-                and now - m.current.started_ms >= every and not node.has_task("sdschat-rekey")):
-            node.spawn(self.rekey(), "sdschat-rekey")
-
-    async def _scrub(self) -> None:
-        """Once a deleted key's row is written, empty the database's log, which still held older copies."""
-        await self.node.writer.flush()
-        await self.node.store.scrub()
+                if topic not in m.topics():
+                    host.unsubscribe(topic)
+            frames: dict[str, str | None] = {EPOCH_FRAME_PREFIX + e.message_id: None for e in gone if e.message_id}
+            host.persist(now, kv={MEMBERSHIP_KEY: m.to_json(), **frames})
+            # once a deleted key's row is written, the database's log, which still held older copies, is emptied
+            host.spawn(host.scrub(), "sdschat-scrub")
+            host.emit(ev.MembershipChanged("expired", "", (), last))
+        every = host.config.rekey_every_ms
+        if (
+            every > 0
+            and host.config.membership
+            and m.is_admin
+            and not self.removed_me
+            and now - m.current.started_ms >= every
+            and not host.has_task("sdschat-rekey")
+        ):
+            host.spawn(self.rekey(), "sdschat-rekey")
 
 
 def _due(table: dict[str, tuple[int, int]], pid: str, now: int) -> bool:

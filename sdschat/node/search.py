@@ -37,13 +37,28 @@ def _chat(row: MessageRow, me: str) -> ev.ChatMessage | None:
     app = decode_app(row.content)
     if app is None:
         return None
-    return ev.ChatMessage(row.message_id, row.sender_id, app.nick, app.text, app.kind, app.sent_at_ms,
-                          row.lamport_timestamp, row.sender_id == me, row.state, row.possible_ack_count,
-                          row.resends, row.repaired, None, row.received_at_ms or 0, app.reply_to or None)
+    return ev.ChatMessage(
+        row.message_id,
+        row.sender_id,
+        app.nick,
+        app.text,
+        app.kind,
+        app.sent_at_ms,
+        row.lamport_timestamp,
+        row.sender_id == me,
+        row.state,
+        row.possible_ack_count,
+        row.resends,
+        row.repaired,
+        None,
+        row.received_at_ms or 0,
+        app.reply_to or None,
+    )
 
 
-async def search_store(store: Store, channel_id: str, channel: str, query: str, *, me: str = "",
-                       limit: int = 50, before: int | None = None) -> list[SearchHit]:
+async def search_store(
+    store: Store, channel_id: str, channel: str, query: str, *, me: str = "", limit: int = 50, before: int | None = None
+) -> list[SearchHit]:
     """Hits for ``query`` in one channel's database, newest stored first (``me``: whose messages are own).
     :class:`~sdschat.store.SearchQueryError` for a query that cannot be run."""
     terms = query_terms(query)

@@ -11,10 +11,14 @@ import asyncio
 import dataclasses
 import logging
 import os
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
-from ..store import EventRow
+from ..sds import HistoryEntry
+from ..store import EventRow, Store
 from ..storenode import protocol as store_proto
 from ..transport import ConnectionState
+from .ports import StoreClientHost
 
 __all__ = ["StoreClient", "SYNCED_KEY"]
 
@@ -37,9 +41,14 @@ SYNCED_KEY = "store_synced_until"
 
 
 class StoreClient:
-    def __init__(self, node) -> None:
-        self.node = node
-        self.config = node.config
+    """The node's client of store nodes. It sees the node through :class:`~.ports.StoreClientHost`, reads and
+    writes its own ``kv`` row (:data:`SYNCED_KEY`) in the database it is started with, and owns its requests and
+    counters."""
+
+    def __init__(self, host: StoreClientHost) -> None:
+        self.host = host
+        self.config = host.config
+        self._store: Store | None = None
         self.reply_topic = store_proto.REPLY_PREFIX + os.urandom(8).hex()
         self._waiting: dict[str, asyncio.Future] = {}
         #: ids of requests already answered (or timed out) whose later replies are still fed, oldest first
@@ -54,18 +63,32 @@ class StoreClient:
         #: requests sent, answers (``late_answers``: replies after the first to the same request), timeouts,
         #: envelopes fed, messages delivered from them
         self.counters: dict[str, int] = dict.fromkeys(
-            ("requests", "answers", "late_answers", "timeouts", "envelopes", "delivered", "repaired", "catch_ups"), 0)
+            ("requests", "answers", "late_answers", "timeouts", "envelopes", "delivered", "repaired", "catch_ups"), 0
+        )
+
+    def count(self, name: str) -> None:
+        """One more of ``name`` in :attr:`counters` (the receive pipeline counts what it delivered from a store's
+        answers, and what that repaired)."""
+        self.counters[name] += 1
 
     @property
     def enabled(self) -> bool:
-        return self.config.use_store and not self.node.stopping
+        return self.config.use_store and not self.host.stopping
 
-    async def start(self) -> None:
+    @property
+    def store(self) -> Store:
+        """The node's database (given at :meth:`start`)."""
+        if self._store is None:
+            raise RuntimeError("the store client is used before it was started")
+        return self._store
+
+    async def start(self, store: Store) -> None:
         """After connecting: catch up if we were away (a new member has nothing to catch up on)."""
+        self._store = store
         if not self.config.use_store:
             return
-        if await self.node.store.kv_get(SYNCED_KEY) is None:
-            await self.mark_synced(self.node.now())
+        if await store.kv_get(SYNCED_KEY) is None:
+            await self.mark_synced(self.host.now())
         else:
             self.start_catch_up()  # started after a gap (before the ticker can move "synced until")
 
@@ -77,37 +100,42 @@ class StoreClient:
 
     # ---------------------------------------------------------------- requests
 
-    def request(self, *, feed: bool = True, topic: str | None = None, **fields) -> asyncio.Future | None:
+    def request(self, *, feed: bool = True, topic: str | None = None, **fields: Any) -> asyncio.Future | None:
         """Publish one request (about ``topic``: by default the current key's); the future resolves to the Reply.
         With ``feed`` its envelopes go through the receive path before it resolves; without, the caller feeds
         them (``feed``)."""
-        node = self.node
-        if node.stopping or node.transport is None:
+        host = self.host
+        transport = host.transport
+        if host.stopping or transport is None:
             return None
         self._seq += 1
         rid = f"{self._seq}" if feed else f"{self._seq}{CALLER_FEEDS}"
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
-        body = store_proto.encode_request(store_proto.Request(rid, self.reply_topic, topic or node.membership.send_key.topic, **fields))
+        request = store_proto.Request(rid, self.reply_topic, topic or host.topics()[0], **fields)
+        body = store_proto.encode_request(request)
         self.counters["requests"] += 1
 
         async def send() -> None:
             try:
-                await node.transport.publish(self.config.store_request_topic, body)
+                await transport.publish(self.config.store_request_topic, body)
             except Exception as exc:
                 log.debug("store request not sent: %s", exc)
 
         self.spawn(send())
         return fut
 
-    async def call(self, **fields) -> store_proto.Reply | None:
+    async def call(self, **fields: Any) -> store_proto.Reply | None:
         return await self.wait(self.request(**fields))
 
-    async def call_each_topic(self, **fields) -> store_proto.Reply | None:
+    async def call_each_topic(self, **fields: Any) -> store_proto.Reply | None:
         """:meth:`call` about every topic whose key we keep (one after a key change, usually); the replies'
         envelopes together (None if no store answered)."""
-        replies = [r for r in await asyncio.gather(*(self.call(topic=t, **fields)
-                                                      for t in self.node.membership.topics())) if r is not None]
+        replies = [
+            r
+            for r in await asyncio.gather(*(self.call(topic=t, **fields) for t in self.host.topics()))
+            if r is not None
+        ]
         if not replies:
             return None
         ok = [r for r in replies if not r.error]
@@ -120,18 +148,20 @@ class StoreClient:
             return None
         rid = next((k for k, v in self._waiting.items() if v is fut), None)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.config.store_timeout_s)
-        except (asyncio.TimeoutError, TimeoutError):
+            reply: store_proto.Reply = await asyncio.wait_for(asyncio.shield(fut), self.config.store_timeout_s)
+            return reply
+        except TimeoutError:
             self.counters["timeouts"] += 1
             return None
         finally:
-            self._waiting.pop(rid, None)
+            if rid is not None:
+                self._waiting.pop(rid, None)
             if rid is not None and _fed_here(rid):
                 self._finished[rid] = None
                 if len(self._finished) > LATE_REPLIES:
                     del self._finished[next(iter(self._finished))]
 
-    def spawn(self, coro) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -161,16 +191,16 @@ class StoreClient:
             self.feed(reply.envelopes)
         fut.set_result(reply)
 
-    def feed(self, envelopes) -> None:
-        node = self.node
+    def feed(self, envelopes: Iterable[bytes]) -> None:
+        host = self.host
         for env in envelopes:
             self.counters["envelopes"] += 1
-            node.receiver.on_frame(env, source="store")
-        node.wake()
+            host.take_frame(env, "store")
+        host.wake()
 
     # ---------------------------------------------------------------- gaps
 
-    def want(self, entries) -> None:
+    def want(self, entries: Iterable[HistoryEntry]) -> None:
         """Queue missing entries that carry a retrieval hint (an envelope hash) for a store request."""
         if not self.enabled:
             return
@@ -180,20 +210,22 @@ class StoreClient:
                 self._hints[h.message_id] = bytes(hint)
         if self._hints and self._hint_timer is None:
             self._hint_timer = asyncio.get_running_loop().call_later(
-                self.config.store_hint_delay_ms / 1000, lambda: self.spawn(self._ask_hints()))
+                self.config.store_hint_delay_ms / 1000, lambda: self.spawn(self._ask_hints())
+            )
 
     async def _ask_hints(self) -> None:
         self._hint_timer = None
         if self._catch_up_task is not None and not self._catch_up_task.done():
             await asyncio.wait({self._catch_up_task})  # it may bring them; ask for what is still missing after
-        missing = set(self.node.channel.missing_ids)
+        channel = self.host.channel
+        missing = set(channel.missing_ids) if channel is not None else set()
         wanted = [(mid, hint) for mid, hint in self._hints.items() if mid in missing]
         self._hints.clear()
         if len(self._asked) > 50_000:
             self._asked.clear()
         calls = []
         for i in range(0, len(wanted), store_proto.MAX_HASHES):
-            chunk = wanted[i:i + store_proto.MAX_HASHES]
+            chunk = wanted[i : i + store_proto.MAX_HASHES]
             self._asked.update(mid for mid, _ in chunk)
             calls.append(self._ask(chunk))
         if calls:
@@ -202,14 +234,16 @@ class StoreClient:
     async def _ask(self, chunk: list[tuple[str, bytes]]) -> None:
         """One store request by retrieval hint, recorded for the gap inspector: ``store_query`` rows when it
         goes out, ``store_answer`` rows (found, not found, or no answer) when it comes back."""
-        node = self.node
-        now = node.now()
-        node.persist(now, events=[EventRow("store_query", now, mid, detail={"hint": hint.hex()}) for mid, hint in chunk])
+        host = self.host
+        now = host.now()
+        host.persist(
+            now, events=[EventRow("store_query", now, mid, detail={"hint": hint.hex()}) for mid, hint in chunk]
+        )
         reply = await self.call_each_topic(hashes=[hint for _, hint in chunk])
-        if node.stopping or node.channel is None:
+        if host.stopping or host.channel is None:
             return
-        now = node.now()
-        missing = set(node.channel.missing_ids)
+        now = host.now()
+        missing = set(host.channel.missing_ids)
         rows = []
         for mid, _ in chunk:
             if reply is None:
@@ -220,9 +254,15 @@ class StoreClient:
                 outcome = "not found"
             else:
                 outcome = "found" if reply.envelopes else "arrived meanwhile"
-            rows.append(EventRow("store_answer", now, mid, detail={"outcome": outcome,
-                                                                   "envelopes": len(reply.envelopes) if reply else 0}))
-        node.persist(now, events=rows)
+            rows.append(
+                EventRow(
+                    "store_answer",
+                    now,
+                    mid,
+                    detail={"outcome": outcome, "envelopes": len(reply.envelopes) if reply else 0},
+                )
+            )
+        host.persist(now, events=rows)
 
     # ---------------------------------------------------------------- catch-up
 
@@ -236,16 +276,16 @@ class StoreClient:
     async def _catch_up(self) -> None:
         """Fetch everything on our topics since we were last in sync, page by page, through the receive path; a
         key change found on the way adds its topic."""
-        node = self.node
-        raw = await node.store.kv_get(SYNCED_KEY)
+        host = self.host
+        raw = await self.store.kv_get(SYNCED_KEY)
         if raw is None:
             return
         since = max(0, int(raw))
-        started = node.now()
+        started = host.now()
         self.counters["catch_ups"] += 1
         done: set[str] = set()
-        while not node.stopping:
-            todo = [t for t in node.membership.topics() if t not in done]
+        while not host.stopping:
+            todo = [t for t in host.topics() if t not in done]
             if not todo:
                 break
             for topic in todo:
@@ -255,20 +295,24 @@ class StoreClient:
         await self.mark_synced(started)
 
     async def _catch_up_topic(self, topic: str, since: int) -> bool:
-        node = self.node
         fut = self.request(feed=False, topic=topic, since_ms=since, cursor=0, limit=store_proto.MAX_PAGE)
         while True:
             reply = await self.wait(fut)
             if reply is None or reply.error:
                 return False
             # ask for the next page now, feed this one meanwhile (in slices, so the loop stays responsive)
-            fut = (self.request(feed=False, topic=topic, since_ms=since, cursor=reply.next_cursor,
-                                limit=store_proto.MAX_PAGE) if reply.next_cursor else None)
+            fut = (
+                self.request(
+                    feed=False, topic=topic, since_ms=since, cursor=reply.next_cursor, limit=store_proto.MAX_PAGE
+                )
+                if reply.next_cursor
+                else None
+            )
             envs = reply.envelopes
             for i in range(0, len(envs), 50):
-                if node.stopping:
+                if self.host.stopping:
                     return False
-                self.feed(envs[i:i + 50])
+                self.feed(envs[i : i + 50])
                 await asyncio.sleep(0)
             if fut is None:
                 return True
@@ -276,16 +320,20 @@ class StoreClient:
     async def mark_synced(self, now: int) -> None:
         value = max(0, now - self.config.store_sync_margin_ms)
         try:
-            await self.node.store.kv_set(SYNCED_KEY, str(value))
+            await self.store.kv_set(SYNCED_KEY, str(value))
             self._synced_written_ms = now
         except Exception as exc:
             log.debug("could not record the sync time: %s", exc)
 
     async def maybe_mark_synced(self, now: int) -> None:
         """While connected and not catching up, advance "synced until" (every few seconds)."""
-        transport = self.node.transport
-        if (not self.config.use_store or now - self._synced_written_ms < 5_000
-                or transport is None or transport.state != ConnectionState.CONNECTED
-                or (self._catch_up_task is not None and not self._catch_up_task.done())):
+        transport = self.host.transport
+        if (
+            not self.config.use_store
+            or now - self._synced_written_ms < 5_000
+            or transport is None
+            or transport.state != ConnectionState.CONNECTED
+            or (self._catch_up_task is not None and not self._catch_up_task.done())
+        ):
             return
         await self.mark_synced(now)

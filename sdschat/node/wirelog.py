@@ -5,7 +5,8 @@ decoded (the receive pipeline, the publisher), so keeping up with 1,000 frames/s
 costs a few microseconds each; a view reads the ring at its own pace (it never
 repaints per frame). ``outcome`` says what the node did with an incoming frame:
 ``delivered``, ``duplicate``, ``buffered: waits for N``, ``acked N of ours``,
-``rejected: REASON`` ...; for an outgoing one, ``published`` or ``publish failed``.
+``rejected: REASON`` ...; for an outgoing one, ``published`` or ``publish failed``. That is text to show;
+``rejected`` holds the refusal's code (None: not refused), for what counts or filters refusals.
 """
 
 from __future__ import annotations
@@ -38,19 +39,42 @@ class WireFrame:
     repair: int  # repair request entries
     size: int  # bytes on the wire (the sealed envelope)
     outcome: str
+    rejected: str | None = None  # the refusal's code, for a frame refused
 
 
-def frame_of(ts_ms: int, direction: str, reason: str | None, source: str | None, msg, publisher: str | None,
-             size: int, outcome: str) -> WireFrame:
+def frame_of(
+    ts_ms: int,
+    direction: str,
+    reason: str | None,
+    source: str | None,
+    msg,
+    publisher: str | None,
+    size: int,
+    outcome: str,
+    rejected: str | None = None,
+) -> WireFrame:
     """The record of one frame from its decoded SDS message (``msg``: a ``wire.Message``, or None for a frame
-    that could not be read)."""
+    that could not be read); ``rejected``: the refusal's code, for a frame refused."""
     if msg is None:
-        return WireFrame(ts_ms, direction, kind_of(reason, source), "", publisher, "", None, 0, None, 0, size,
-                         outcome)
+        return WireFrame(
+            ts_ms, direction, kind_of(reason, source), "", publisher, "", None, 0, None, 0, size, outcome, rejected
+        )
     repair = len(msg.repair_request)
-    return WireFrame(ts_ms, direction, kind_of(reason, source, repair), msg.sender_id, publisher, msg.message_id,
-                     msg.lamport_timestamp, len(msg.causal_history), bloom_fill(msg.bloom_filter), repair, size,
-                     outcome)
+    return WireFrame(
+        ts_ms,
+        direction,
+        kind_of(reason, source, repair),
+        msg.sender_id,
+        publisher,
+        msg.message_id,
+        msg.lamport_timestamp,
+        len(msg.causal_history),
+        bloom_fill(msg.bloom_filter),
+        repair,
+        size,
+        outcome,
+        rejected,
+    )
 
 
 def kind_of(reason: str | None, source: str | None, repair: int = 0) -> str:
@@ -85,7 +109,7 @@ class WireLog:
     def add(self, frame: WireFrame) -> None:
         self.frames.append(frame)
         self.totals[frame.direction] += 1
-        if frame.outcome.startswith("rejected"):
+        if frame.rejected is not None:
             self.totals["rejected"] += 1
 
     def rates(self, now_ms: int, window_ms: int = 5_000) -> dict[str, float]:

@@ -28,8 +28,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (nor does its parquet module)
 
 from sdschat.sim import output as simout
 
@@ -80,7 +80,7 @@ def stage_inputs(paths: list[Path], staging: Path) -> list[Staged]:
         raise InputError("no inputs given")
     seen: set[Path] = set()
     sims: list[Staged] = []
-    dbs: dict[str, list[tuple[Path, str, Path, tuple[str, int]]]] = {}
+    dbs: dict[str, list[tuple[Path, str, Path | None, tuple[str, int]]]] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -111,7 +111,9 @@ def stage_inputs(paths: list[Path], staging: Path) -> list[Staged]:
         if dupes:
             raise InputError(f"two databases record participant {sorted(dupes)[0][:16]} in channel {channel[:16]}")
         info = SourceInfo(
-            name=f"db:{channel[:16]}", kind="db", participants=sorted(pids),
+            name=f"db:{channel[:16]}",
+            kind="db",
+            participants=sorted(pids),
             inputs=[str(p) for p, _, _, _ in members],
             engine_log_hashes={pid: loginfo for _, pid, _, loginfo in members},
         )
@@ -173,9 +175,16 @@ def _stage_sim(path: Path) -> Staged:
             raise InputError(f"{frames_path} is unreadable: {exc}") from None
         bytes_received = sum(b * d for b, d in zip(ft["bytes"], ft["delivered"]))
         frames = len(ft["bytes"])
-    info = SourceInfo(name=path.resolve().name or str(path), kind="sim", participants=participants,
-                      inputs=[str(path)], engine_log_hashes=engine, bytes_received=bytes_received, frames=frames,
-                      meta=meta)
+    info = SourceInfo(
+        name=path.resolve().name or str(path),
+        kind="sim",
+        participants=participants,
+        inputs=[str(path)],
+        engine_log_hashes=engine,
+        bytes_received=bytes_received,
+        frames=frames,
+        meta=meta,
+    )
     return Staged(info, shards, legacy=version == "1")
 
 
@@ -192,7 +201,8 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
 
 
 def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tuple[str, int]]]:
-    """Convert one database; returns ``(channel_id, participant_id, events parquet, (log hash, length))`` per channel."""
+    """Convert one database; returns ``(channel_id, participant_id, events parquet, (log hash, length))`` per
+    channel."""
     from sdschat.store import SchemaTooNewError
     from sdschat.store import migrate as store_migrate
 
@@ -218,9 +228,13 @@ def _stage_db(path: Path, staging: Path) -> list[tuple[str, str, Path | None, tu
             out = []
             staging.mkdir(parents=True, exist_ok=True)
             for channel_id, pid in channels:
-                mids = [r[0] for r in conn.execute(
-                    "SELECT message_id FROM sds_log WHERE channel_id = ? ORDER BY lamport_timestamp, message_id",
-                    (channel_id,))]
+                mids = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT message_id FROM sds_log WHERE channel_id = ? ORDER BY lamport_timestamp, message_id",
+                        (channel_id,),
+                    )
+                ]
                 target = staging / f"db-{len(list(staging.iterdir())):04d}-{path.stem}.parquet"
                 rows = _copy_events(conn, channel_id, target, source)
                 out.append((channel_id, pid, target if rows else None, (log_hash(mids), len(mids))))
@@ -246,8 +260,10 @@ _TYPED_SQL = {
 def _typed_select(conn: sqlite3.Connection, source: str) -> str:
     """The typed columns of ``source`` (a table or view): its own, or :data:`_TYPED_SQL` where it has none."""
     have = {r[1] for r in conn.execute(f"SELECT * FROM pragma_table_xinfo('{source}')")}
-    return ", ".join(c if c in have else f"CASE WHEN json_valid(detail) THEN {_TYPED_SQL[c]} END AS {c}"
-                     for c in simout.TYPED_COLUMNS)
+    return ", ".join(
+        c if c in have else f"CASE WHEN json_valid(detail) THEN {_TYPED_SQL[c]} END AS {c}"
+        for c in simout.TYPED_COLUMNS
+    )
 
 
 def _missing_list(text: str | None) -> list[str] | None:
@@ -257,12 +273,15 @@ def _missing_list(text: str | None) -> list[str] | None:
     return [str(i) for i in ids]
 
 
-def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, source: str = "events",
-                 chunk: int = 100_000) -> int:
+def _copy_events(
+    conn: sqlite3.Connection, channel_id: str, target: Path, source: str = "events", chunk: int = 100_000
+) -> int:
     cur = conn.execute(
         "SELECT seq, ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail, "
         f"{_typed_select(conn, source)} "
-        f"FROM {source} WHERE channel_id = ? OR channel_id IS NULL ORDER BY seq", (channel_id,))
+        f"FROM {source} WHERE channel_id = ? OR channel_id IS NULL ORDER BY seq",
+        (channel_id,),
+    )
     missing_at = EVENT_COLUMNS.index("missing_ids")
     flags = [EVENT_COLUMNS.index("repaired"), EVENT_COLUMNS.index("by_bloom")]
     ints = [EVENT_COLUMNS.index("bytes"), EVENT_COLUMNS.index("frame_ts")]
@@ -282,8 +301,9 @@ def _copy_events(conn: sqlite3.Connection, channel_id: str, target: Path, source
                 cols[i] = [v if type(v) is int else None for v in cols[i]]
             for i in texts:
                 cols[i] = [v if v is None or type(v) is str else str(v) for v in cols[i]]
-            table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, simout.EVENT_SCHEMA)],
-                                         schema=simout.EVENT_SCHEMA)
+            table = pa.Table.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(cols, simout.EVENT_SCHEMA)], schema=simout.EVENT_SCHEMA
+            )
             if writer is None:
                 writer = pq.ParquetWriter(target, simout.EVENT_SCHEMA, compression="zstd")
             writer.write_table(table)

@@ -73,14 +73,29 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from hashlib import sha256
-from typing import Any
+from typing import Any, NamedTuple
 
 from sdschat.sim.stats import percentiles
 
 __all__ = [
-    "LATENCY_METRICS", "Reduced", "SourceInfo", "Report", "reduce_events", "compute", "percentiles",
-    "cdf_points", "log_hash", "convergence", "delivery", "repair_rounds", "bloom_false_positives", "bloom_counts",
-    "bloom_summary", "comparison", "BACKLOG_BUCKETS", "backlog_series",
+    "LATENCY_METRICS",
+    "Reduced",
+    "SourceInfo",
+    "Report",
+    "reduce_events",
+    "compute",
+    "percentiles",
+    "cdf_points",
+    "log_hash",
+    "convergence",
+    "delivery",
+    "repair_rounds",
+    "bloom_false_positives",
+    "bloom_counts",
+    "bloom_summary",
+    "comparison",
+    "BACKLOG_BUCKETS",
+    "backlog_series",
 ]
 
 LATENCY_METRICS = ("send_to_shown", "send_to_deliver", "send_to_ack", "repair")
@@ -132,14 +147,28 @@ class Reduced:
     repair_rounds: list[tuple] | None = field(default_factory=list)
     bloom_evidence: list[tuple] | None = field(default_factory=list)
 
-    TABLES = ("kind_counts", "messages", "latency_hist", "participants", "sender_latency", "repair_totals",
-              "bloom_totals", "wire_bytes", "event_log_hashes", "repair_load", "backlog")
+    TABLES = (
+        "kind_counts",
+        "messages",
+        "latency_hist",
+        "participants",
+        "sender_latency",
+        "repair_totals",
+        "bloom_totals",
+        "wire_bytes",
+        "event_log_hashes",
+        "repair_load",
+        "backlog",
+    )
     DETAIL_TABLES = ("repair_rounds", "bloom_evidence")
 
     def sorted(self) -> Reduced:
         """Rows in a canonical order (for comparing two reductions)."""
-        return Reduced(**{t: sorted(getattr(self, t), key=_sort_key) if getattr(self, t) is not None else None
-                          for t in (*self.TABLES, *self.DETAIL_TABLES)})
+        out = Reduced()
+        for t in (*self.TABLES, *self.DETAIL_TABLES):
+            rows = getattr(self, t)
+            setattr(out, t, sorted(rows, key=_sort_key) if rows is not None else None)
+        return out
 
 
 def _sort_key(row: tuple) -> tuple:
@@ -180,20 +209,64 @@ def reduce_events(rows: Iterable[Mapping[str, Any]]) -> Reduced:
         event_log_hashes=_event_log_hashes(acc.log_entries),
         repair_load=[(s, p, *v) for (s, p), v in acc.repair_load.items()],
         backlog=_backlog(acc),
-        repair_rounds=[], bloom_evidence=[],
     )
+    rounds: list[tuple] = []
     for src, events in _by_source(acc.repair_events).items():
         rows_, tot = repair_rounds([e[1:] for e in events])
-        red.repair_rounds += [(src, r["message_id"], r["round"], r["started_ts"], r["responses"]) for r in rows_]
-        red.repair_totals.append((src, tot["requests"], tot["responses"], tot["rounds_answered"],
-                                  tot["rounds_with_duplicates"], tot["duplicate_responses"]))
-    evidence = [(*e, received.get((e[0], e[5], e[2])) if e[5] is not None else None) for e in acc.evidence]
+        rounds += [(src, r["message_id"], r["round"], r["started_ts"], r["responses"]) for r in rows_]
+        red.repair_totals.append(
+            (
+                src,
+                tot["requests"],
+                tot["responses"],
+                tot["rounds_answered"],
+                tot["rounds_with_duplicates"],
+                tot["duplicate_responses"],
+            )
+        )
+    # each piece of evidence with when the participant it names (``by``) received the message
+    evidence = [(*e, received.get(EventKey(e[0], e[5], e[2])) if e[5] is not None else None) for e in acc.evidence]
+    judged: list[tuple] = []
     for src, events in _by_source(evidence).items():
         brows, _ = bloom_false_positives([e[1:] for e in events])
-        red.bloom_evidence += [(src, r["participant_id"], r["message_id"], r["kind"], r["ts_ms"], r["by"],
-                                r["frame_ts"], r["by_received_ts"], r["false_positive"]) for r in brows]
+        judged += [
+            (
+                src,
+                r["participant_id"],
+                r["message_id"],
+                r["kind"],
+                r["ts_ms"],
+                r["by"],
+                r["frame_ts"],
+                r["by_received_ts"],
+                r["false_positive"],
+            )
+            for r in brows
+        ]
         red.bloom_totals.append((src, *bloom_counts(brows)))
+    red.repair_rounds, red.bloom_evidence = rounds, judged
     return red
+
+
+class MessageKey(NamedTuple):
+    """One message of one source: the key of what :func:`reduce_events` gathers per message."""
+
+    source: str
+    message_id: str
+
+
+class EventKey(NamedTuple):
+    """One participant and one message of one source: the key of every fact :func:`reduce_events` gathers per
+    participant and message (first received, delivered, acknowledged, noted missing, declared lost), always in
+    this order."""
+
+    source: str
+    participant_id: str | None
+    message_id: str
+
+    @property
+    def message(self) -> MessageKey:
+        return MessageKey(self.source, self.message_id)
 
 
 _MESSAGE_KINDS = frozenset(("sent", "received", "delivered", "acked"))
@@ -205,20 +278,20 @@ class _Pass:
 
     def __init__(self) -> None:
         self.kind_counts: Counter = Counter()
-        self.sender_of: dict[tuple, str] = {}  # (src, mid) -> smallest non-null sender_id of sent/received/delivered
-        self.seen: set[tuple] = set()
-        self.sent: dict[tuple, int] = {}  # (src, mid) -> first ts
-        self.sent_by: set[tuple] = set()  # (src, pid, mid) of sent rows
-        self.delivered: dict[tuple, list] = {}  # (src, mid, pid) -> [first ts, repaired]
-        self.acked: dict[tuple, int] = {}  # (src, mid, pid) -> first ts
-        self.received: dict[tuple, int] = {}  # (src, pid, mid) -> first ts
-        self.detected: dict[tuple, int] = {}  # (src, pid, mid) -> first noted missing
+        self.sender_of: dict[MessageKey, str] = {}  # smallest non-null sender_id of sent/received/delivered
+        self.seen: set[MessageKey] = set()
+        self.sent: dict[MessageKey, int] = {}  # first ts
+        self.sent_by: set[EventKey] = set()  # of sent rows
+        self.delivered: dict[EventKey, list] = {}  # [first ts, repaired]
+        self.acked: dict[EventKey, int] = {}  # first ts
+        self.received: dict[EventKey, int] = {}  # first ts
+        self.detected: dict[EventKey, int] = {}  # first noted missing
         self.repair_events: list[tuple] = []
         self.evidence: list[tuple] = []
         self.wire: dict[tuple, list] = {}  # (src, kind) -> [frames, bytes|None]
         self.log_entries: dict[tuple, dict] = defaultdict(dict)  # (src, pid) -> {mid: smallest lamport}
         self.span: dict[str, list] = {}  # src -> [first ts, last ts]
-        self.lost: dict[tuple, int] = {}  # (src, pid, mid) -> first declared lost
+        self.lost: dict[EventKey, int] = {}  # first declared lost
         self.repair_load: dict[tuple, list] = {}  # (src, pid) -> [requests, answers, answer bytes|None, called off]
 
     def add(self, r: Mapping[str, Any]) -> None:
@@ -248,7 +321,8 @@ class _Pass:
             if isinstance(ids, str):  # a database's generated column: JSON text
                 ids = json.loads(ids)
             for m in ids or ():
-                self.detected[(src, pid, m)] = min(self.detected.get((src, pid, m), ts), ts)
+                key = EventKey(src, pid, m)
+                self.detected[key] = min(self.detected.get(key, ts), ts)
         elif kind in _REPAIR_KINDS:
             if kind != "repair_cancelled":
                 self.repair_events.append((src, mid, ts, kind, pid))
@@ -264,29 +338,32 @@ class _Pass:
                 load[3] += 1
         elif kind == "lost":
             if mid is not None:
-                self.lost[(src, pid, mid)] = min(self.lost.get((src, pid, mid), ts), ts)
+                key = EventKey(src, pid, mid)
+                self.lost[key] = min(self.lost.get(key, ts), ts)
 
     def _message_event(self, r: Mapping[str, Any], src: str, kind: str, ts: int, mid: str, pid, snd) -> None:
+        key = EventKey(src, pid, mid)
         if kind == "acked":
-            self.acked[(src, mid, pid)] = min(self.acked.get((src, mid, pid), ts), ts)
+            self.acked[key] = min(self.acked.get(key, ts), ts)
             if r.get("by_bloom"):
                 self.evidence.append((src, pid, mid, kind, ts, r.get("by_id"), _int(r.get("frame_ts"))))
             return
-        self.seen.add((src, mid))
-        if snd is not None and ((src, mid) not in self.sender_of or snd < self.sender_of[(src, mid)]):
-            self.sender_of[(src, mid)] = snd
+        message = key.message
+        self.seen.add(message)
+        if snd is not None and (message not in self.sender_of or snd < self.sender_of[message]):
+            self.sender_of[message] = snd
         if kind == "sent":
-            self.sent[(src, mid)] = min(self.sent.get((src, mid), ts), ts)
-            self.sent_by.add((src, pid, mid))
+            self.sent[message] = min(self.sent.get(message, ts), ts)
+            self.sent_by.add(key)
             self._log(src, pid, mid, r.get("lamport_timestamp"))
         elif kind == "delivered":
             rep = 1 if r.get("repaired") else 0
-            cur = self.delivered.setdefault((src, mid, pid), [ts, rep])
+            cur = self.delivered.setdefault(key, [ts, rep])
             cur[0] = min(cur[0], ts)
             cur[1] = max(cur[1], rep)
             self._log(src, pid, mid, r.get("lamport_timestamp"))
         else:  # received
-            self.received[(src, pid, mid)] = min(self.received.get((src, pid, mid), ts), ts)
+            self.received[key] = min(self.received.get(key, ts), ts)
 
     def _log(self, src: str, pid, mid: str, lamport) -> None:
         entries = self.log_entries[(src, pid)]
@@ -298,20 +375,20 @@ class _Pass:
 
 def _messages(acc: _Pass) -> list[tuple]:
     """Rows of :attr:`Reduced.messages`: deliveries to participants other than the sender, per message."""
-    per_msg: dict[tuple, list] = {}
-    for (src, mid, pid), (ts, rep) in acc.delivered.items():
-        if pid == acc.sender_of.get((src, mid)):
+    per_msg: dict[MessageKey, list] = {}
+    for key, (ts, rep) in acc.delivered.items():
+        if key.participant_id == acc.sender_of.get(key.message):
             continue
-        m = per_msg.setdefault((src, mid), [0, ts, ts, 0])
+        m = per_msg.setdefault(key.message, [0, ts, ts, 0])
         m[0] += 1
         m[1] = min(m[1], ts)
         m[2] = max(m[2], ts)
         m[3] += rep
     messages = []
-    for key in acc.seen:
-        s = acc.sent.get(key)
-        n, first, last, rep = per_msg.get(key, (0, None, None, 0))
-        messages.append((key[0], key[1], acc.sender_of.get(key), s, n, first, last, rep))
+    for message in acc.seen:
+        s = acc.sent.get(message)
+        n, first, last, rep = per_msg.get(message, (0, None, None, 0))
+        messages.append((message.source, message.message_id, acc.sender_of.get(message), s, n, first, last, rep))
     return messages
 
 
@@ -319,22 +396,22 @@ def _latency_hist(acc: _Pass) -> Counter:
     """``(source, metric, latency_ms) -> n`` for every metric of :data:`LATENCY_METRICS`."""
     hist: Counter = Counter()
     sent, delivered = acc.sent, acc.delivered
-    for (src, mid, pid), (ts, _r) in delivered.items():
-        s = sent.get((src, mid))
+    for key, (ts, _r) in delivered.items():
+        s = sent.get(key.message)
         if s is not None:
-            hist[(src, "send_to_deliver", ts - s)] += 1
-    for (src, pid, mid), ts in acc.received.items():
-        s = sent.get((src, mid))
+            hist[(key.source, "send_to_deliver", ts - s)] += 1
+    for key, ts in acc.received.items():
+        s = sent.get(key.message)
         if s is not None:
-            hist[(src, "send_to_shown", ts - s)] += 1
-    for (src, mid, pid), ts in acc.acked.items():
-        s = sent.get((src, mid))
-        if s is not None and acc.sender_of.get((src, mid)) == pid:
-            hist[(src, "send_to_ack", ts - s)] += 1
-    for (src, pid, mid), t0 in acc.detected.items():
-        d = delivered.get((src, mid, pid))
+            hist[(key.source, "send_to_shown", ts - s)] += 1
+    for key, ts in acc.acked.items():
+        s = sent.get(key.message)
+        if s is not None and acc.sender_of.get(key.message) == key.participant_id:
+            hist[(key.source, "send_to_ack", ts - s)] += 1
+    for key, t0 in acc.detected.items():
+        d = delivered.get(key)
         if d is not None and d[0] >= t0:
-            hist[(src, "repair", d[0] - t0)] += 1
+            hist[(key.source, "repair", d[0] - t0)] += 1
     return hist
 
 
@@ -342,24 +419,25 @@ def _backlog(acc: _Pass) -> list[tuple]:
     """Rows of :attr:`Reduced.backlog` (see :func:`backlog_series`)."""
     intervals: dict[str, list[tuple]] = defaultdict(list)
     delivered = acc.delivered
-    for (src, pid, mid), shown in acc.received.items():
-        d = delivered.get((src, mid, pid))
+    for key, shown in acc.received.items():
+        d = delivered.get(key)
         end = d[0] if d is not None else None
         if end is None or end > shown:
-            intervals[src].append((0, shown, end))
-    for (src, pid, mid), noted in acc.detected.items():
-        ends = [t for t in (acc.received.get((src, pid, mid)), acc.lost.get((src, pid, mid))) if t is not None]
+            intervals[key.source].append((0, shown, end))
+    for key, noted in acc.detected.items():
+        ends = [t for t in (acc.received.get(key), acc.lost.get(key)) if t is not None]
         end = min(ends) if ends else None
         if end is None or end > noted:
-            intervals[src].append((1, noted, end))
+            intervals[key.source].append((1, noted, end))
     out = []
     for src, (t0, t1) in acc.span.items():
         out += [(src, *row) for row in backlog_series(intervals.get(src, ()), t0, t1)]
     return out
 
 
-def backlog_series(intervals: Iterable[tuple], t0: int, t1: int,
-                   buckets: int = BACKLOG_BUCKETS) -> list[tuple[int, int, int, int]]:
+def backlog_series(
+    intervals: Iterable[tuple], t0: int, t1: int, buckets: int = BACKLOG_BUCKETS
+) -> list[tuple[int, int, int, int]]:
     """``(bucket, bucket_start_ms, waiting, gaps_open)`` for ``buckets`` equal buckets of ``[t0, t1]``.
 
     ``intervals``: ``(what, start_ts, end_ts|None)``, what 0 a message waiting, 1 a gap open; each counts at
@@ -382,14 +460,14 @@ def backlog_series(intervals: Iterable[tuple], t0: int, t1: int,
 def _sender_latency(acc: _Pass) -> list[tuple]:
     """Rows of :attr:`Reduced.sender_latency`: send-to-shown and send-to-deliver percentiles per sender."""
     hists: dict[tuple, Counter] = defaultdict(Counter)
-    for (src, pid, mid), ts in acc.received.items():
-        s = acc.sent.get((src, mid))
+    for key, ts in acc.received.items():
+        s = acc.sent.get(key.message)
         if s is not None:
-            hists[(src, acc.sender_of.get((src, mid)), "send_to_shown")][ts - s] += 1
-    for (src, mid, pid), (ts, _r) in acc.delivered.items():
-        s = acc.sent.get((src, mid))
+            hists[(key.source, acc.sender_of.get(key.message), "send_to_shown")][ts - s] += 1
+    for key, (ts, _r) in acc.delivered.items():
+        s = acc.sent.get(key.message)
         if s is not None:
-            hists[(src, acc.sender_of.get((src, mid)), "send_to_deliver")][ts - s] += 1
+            hists[(key.source, acc.sender_of.get(key.message), "send_to_deliver")][ts - s] += 1
     out = []
     for (src, sender, metric), hist in hists.items():
         pc = percentiles(hist)
@@ -400,17 +478,20 @@ def _sender_latency(acc: _Pass) -> list[tuple]:
 def _participant_counts(acc: _Pass) -> list[tuple]:
     """Rows of :attr:`Reduced.participants`: messages of others delivered, own messages sent."""
     got: dict[tuple, set] = defaultdict(set)
-    for (src, mid, pid) in acc.delivered:
-        if pid != acc.sender_of.get((src, mid)):
+    for src, pid, mid in acc.delivered:
+        if pid != acc.sender_of.get(MessageKey(src, mid)):
             got[(src, pid)].add(mid)
     own: dict[tuple, set] = defaultdict(set)
     for src, pid, mid in acc.sent_by:
         own[(src, pid)].add(mid)
-    return [(src, pid, len(got.get((src, pid), ())), len(own.get((src, pid), ())))
-            for src, pid in set(got) | set(own) if pid is not None]
+    return [
+        (src, pid, len(got.get((src, pid), ())), len(own.get((src, pid), ())))
+        for src, pid in set(got) | set(own)
+        if pid is not None
+    ]
 
 
-def _event_log_hashes(log_entries: Mapping[tuple, set]) -> list[tuple]:
+def _event_log_hashes(log_entries: Mapping[tuple, dict[str, Any]]) -> list[tuple]:
     """Rows of :attr:`Reduced.event_log_hashes`: each participant's log rebuilt from its events."""
     hashes = []
     for (src, pid), entries in log_entries.items():
@@ -435,7 +516,7 @@ def _int(v: Any) -> int | None:
 
 def cdf_points(hist: Iterable[tuple[int, int]] | Mapping[int, int]) -> tuple[list[int], list[float]]:
     """``(values, cumulative fractions)`` of a histogram, for plotting."""
-    items = sorted((hist.items() if isinstance(hist, Mapping) else hist))
+    items = sorted(hist.items() if isinstance(hist, Mapping) else hist)
     n = sum(c for _, c in items)
     xs, ys, acc = [], [], 0
     for v, c in items:
@@ -455,12 +536,21 @@ def delivery(messages: Iterable[tuple], participants: list[str]) -> tuple[list[d
     for _src, mid, sender, sent_ts, n, first, last, repaired in messages:
         recipients = len(members) - (1 if sender in members else 0)
         ratio = (n / recipients) if recipients > 0 else None
-        rows.append({
-            "message_id": mid, "sender_id": sender, "sent_ts": sent_ts, "delivered_to": n,
-            "recipients": recipients, "delivery_ratio": ratio, "first_delivery_ts": first,
-            "last_delivery_ts": last, "repaired_deliveries": repaired,
-            "never_delivered": recipients > 0 and n == 0, "complete": recipients > 0 and n >= recipients,
-        })
+        rows.append(
+            {
+                "message_id": mid,
+                "sender_id": sender,
+                "sent_ts": sent_ts,
+                "delivered_to": n,
+                "recipients": recipients,
+                "delivery_ratio": ratio,
+                "first_delivery_ts": first,
+                "last_delivery_ts": last,
+                "repaired_deliveries": repaired,
+                "never_delivered": recipients > 0 and n == 0,
+                "complete": recipients > 0 and n >= recipients,
+            }
+        )
     rows.sort(key=lambda r: (r["sent_ts"] is None, r["sent_ts"] or 0, r["message_id"]))
     ratios = [r["delivery_ratio"] for r in rows if r["delivery_ratio"] is not None]
     deliveries = sum(r["delivered_to"] for r in rows)
@@ -492,7 +582,7 @@ def repair_rounds(events: Iterable[tuple]) -> tuple[list[dict], dict[str, int]]:
     for mid, ts, kind, pid in events:
         by_msg[mid].append((ts, order[kind], pid))
     rows = []
-    totals = Counter()
+    totals: Counter[str] = Counter()
     for mid, evs in by_msg.items():
         evs.sort(key=lambda e: (e[0], e[1], e[2] or ""))
         rnd, started, served = 0, None, 0
@@ -530,8 +620,18 @@ def bloom_false_positives(evidence: Iterable[tuple]) -> tuple[list[dict], dict[s
     for pid, mid, kind, ts, by, frame_ts, rts in evidence:
         known = by is not None and frame_ts is not None
         false = (rts is None or rts > frame_ts) if known else None
-        rows.append({"participant_id": pid, "message_id": mid, "kind": kind, "ts_ms": ts, "by": by,
-                     "frame_ts": frame_ts, "by_received_ts": rts, "false_positive": false})
+        rows.append(
+            {
+                "participant_id": pid,
+                "message_id": mid,
+                "kind": kind,
+                "ts_ms": ts,
+                "by": by,
+                "frame_ts": frame_ts,
+                "by_received_ts": rts,
+                "false_positive": false,
+            }
+        )
     rows.sort(key=lambda r: (r["participant_id"] or "", r["message_id"] or "", r["ts_ms"], r["kind"]))
     return rows, bloom_summary(*bloom_counts(rows))
 
@@ -552,7 +652,8 @@ def bloom_counts(rows: list[dict]) -> tuple[int, int, int, int, int]:
         if r["kind"] != "acked":
             continue
         acks += 1
-        if any(c["false_positive"] and c["ts_ms"] <= r["ts_ms"] for c in chains[(r["participant_id"], r["message_id"])]):
+        chain = chains[(r["participant_id"], r["message_id"])]
+        if any(c["false_positive"] and c["ts_ms"] <= r["ts_ms"] for c in chain):
             false_acks += 1
     judged = sum(1 for r in rows if r["false_positive"] is not None)
     return len(rows), judged, sum(1 for r in rows if r["false_positive"]), acks, false_acks
@@ -573,8 +674,14 @@ def convergence(hashes: Mapping[str, str]) -> dict[str, Any]:
     """Whether every participant's ordered-log hash is the same (``hashes``: participant -> hash)."""
     counts = Counter(hashes.values())
     if not counts:
-        return {"participants": 0, "converged": None, "distinct_logs": 0, "largest_agreeing": 0,
-                "majority_hash": None, "diverging": []}
+        return {
+            "participants": 0,
+            "converged": None,
+            "distinct_logs": 0,
+            "largest_agreeing": 0,
+            "majority_hash": None,
+            "diverging": [],
+        }
     majority, size = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
     return {
         "participants": len(hashes),
@@ -612,8 +719,20 @@ class Report:
     #: ``report --compare``: the two sources' summaries side by side (:func:`comparison`)
     comparison: list[dict] = field(default_factory=list)
 
-    TABLES = ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds", "bloom_evidence",
-              "convergence", "kind_counts", "senders", "repair_load", "backlog")
+    TABLES = (
+        "summary",
+        "messages",
+        "latency",
+        "latency_hist",
+        "participants",
+        "repair_rounds",
+        "bloom_evidence",
+        "convergence",
+        "kind_counts",
+        "senders",
+        "repair_load",
+        "backlog",
+    )
 
 
 def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
@@ -624,8 +743,17 @@ def _by_source(rows: Iterable[tuple]) -> dict[str, list[tuple]]:
 
 
 _ROUND_COLUMNS = ("source", "message_id", "round", "started_ts", "responses")
-_EVIDENCE_COLUMNS = ("source", "participant_id", "message_id", "kind", "ts_ms", "by", "frame_ts", "by_received_ts",
-                     "false_positive")
+_EVIDENCE_COLUMNS = (
+    "source",
+    "participant_id",
+    "message_id",
+    "kind",
+    "ts_ms",
+    "by",
+    "frame_ts",
+    "by_received_ts",
+    "false_positive",
+)
 
 
 def compute(red: Reduced, sources: list[SourceInfo]) -> Report:
@@ -655,8 +783,9 @@ def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tup
     rep.senders += _sender_rows(s, red["sender_latency"])
     rep.participants += _participant_rows(s, src.participants, mrows, red["participants"])
     rt = next(iter(red["repair_totals"]), (s, 0, 0, 0, 0, 0))
-    rtot = dict(zip(("requests", "responses", "rounds_answered", "rounds_with_duplicates", "duplicate_responses"),
-                    rt[1:]))
+    rtot = dict(
+        zip(("requests", "responses", "rounds_answered", "rounds_with_duplicates", "duplicate_responses"), rt[1:])
+    )
     if rep.repair_rounds is not None:
         rep.repair_rounds += [dict(zip(_ROUND_COLUMNS, r)) for r in red["repair_rounds"]]
     bsum = bloom_summary(*next(iter(red["bloom_totals"]), (s, 0, 0, 0, 0, 0))[1:])
@@ -666,13 +795,17 @@ def _compute_source(rep: Report, src: SourceInfo, red: Mapping[str, Iterable[tup
     rep.repair_load += load
     series = sorted(red["backlog"], key=lambda r: r[1])
     start = series[0][2] if series else 0  # times from the source's first event
-    backlog = [{"source": s, "bucket": b, "t_ms": t - start, "waiting": w, "gaps_open": g}
-               for _src, b, t, w, g in series]
+    backlog = [
+        {"source": s, "bucket": b, "t_ms": t - start, "waiting": w, "gaps_open": g} for _src, b, t, w, g in series
+    ]
     rep.backlog += backlog
     crows, conv = _convergence_rows(src, list(red["event_log_hashes"]))
     rep.convergence += crows
     summary = {
-        "source": s, "kind": src.kind, "inputs": ", ".join(src.inputs), "participants": len(src.participants),
+        "source": s,
+        "kind": src.kind,
+        "inputs": ", ".join(src.inputs),
+        "participants": len(src.participants),
         **dsum,
         "events": sum(kc.values()),
     }
@@ -706,8 +839,15 @@ def _sender_rows(s: str, rows: Iterable[tuple]) -> list[dict]:
     for _src, sender, metric, n, p50, p95, p99, mx in rows:
         row = by.setdefault(sender, {"source": s, "sender_id": sender})
         short = "shown" if metric == "send_to_shown" else "delivered"
-        row.update({f"{short}_n": n, f"{short}_p50_ms": p50, f"{short}_p95_ms": p95, f"{short}_p99_ms": p99,
-                    f"{short}_max_ms": mx})
+        row.update(
+            {
+                f"{short}_n": n,
+                f"{short}_p50_ms": p50,
+                f"{short}_p95_ms": p95,
+                f"{short}_p99_ms": p99,
+                f"{short}_max_ms": mx,
+            }
+        )
     keys = [f"{m}_{q}" for m in ("shown", "delivered") for q in ("n", "p50_ms", "p95_ms", "p99_ms", "max_ms")]
     out = [{**{k: None for k in keys}, **r} for r in by.values()]
     out.sort(key=lambda r: (-(r["delivered_p99_ms"] or -1), str(r["sender_id"])))
@@ -716,8 +856,17 @@ def _sender_rows(s: str, rows: Iterable[tuple]) -> list[dict]:
 
 def _repair_load_rows(s: str, rows: Iterable[tuple]) -> list[dict]:
     """One row per member with repair traffic, the most answers first."""
-    out = [{"source": s, "participant_id": p, "repair_requests": req, "repair_answers": ans,
-            "repair_answer_bytes": b, "repair_called_off": off} for _src, p, req, ans, b, off in rows]
+    out = [
+        {
+            "source": s,
+            "participant_id": p,
+            "repair_requests": req,
+            "repair_answers": ans,
+            "repair_answer_bytes": b,
+            "repair_called_off": off,
+        }
+        for _src, p, req, ans, b, off in rows
+    ]
     out.sort(key=lambda r: (-r["repair_answers"], -r["repair_requests"], str(r["participant_id"])))
     return out
 
@@ -742,7 +891,7 @@ def _load_summary(load: list[dict], backlog: list[dict]) -> dict[str, Any]:
 def _participant_rows(s: str, participants: list[str], mrows: list[dict], parts: Iterable[tuple]) -> list[dict]:
     """Per participant: messages of others delivered, own messages sent, and its delivery ratio."""
     members = set(participants)
-    sent_count = Counter()
+    sent_count: Counter[str] = Counter()
     for r in mrows:
         if r["sender_id"] in members:
             sent_count[r["sender_id"]] += 1
@@ -753,8 +902,16 @@ def _participant_rows(s: str, participants: list[str], mrows: list[dict], parts:
         d, snt = counts.get(p, (0, 0))
         own = sent_count.get(p, snt)
         expected = n_msgs - own
-        rows.append({"source": s, "participant_id": p, "delivered": d, "sent": own,
-                     "expected": expected, "delivery_ratio": (d / expected) if expected > 0 else None})
+        rows.append(
+            {
+                "source": s,
+                "participant_id": p,
+                "delivered": d,
+                "sent": own,
+                "expected": expected,
+                "delivery_ratio": (d / expected) if expected > 0 else None,
+            }
+        )
     return rows
 
 
@@ -778,8 +935,16 @@ def _convergence_rows(src: SourceInfo, ev_hashes: list[tuple]) -> tuple[list[dic
         length = (src.engine_log_hashes or {}).get(p, (None, None))[1]
         if length is None:
             length = next((n for _, q, _h, n in ev_hashes if q == p), 0)
-        rows.append({"source": s, "participant_id": p, "log_hash": h, "log_length": length,
-                     "agrees_with_majority": h == majority, "events_log_matches": ev.get(p, empty) == h})
+        rows.append(
+            {
+                "source": s,
+                "participant_id": p,
+                "log_hash": h,
+                "log_length": length,
+                "agrees_with_majority": h == majority,
+                "events_log_matches": ev.get(p, empty) == h,
+            }
+        )
     return rows, {
         "converged": conv["converged"],
         "distinct_logs": conv["distinct_logs"],
@@ -789,8 +954,9 @@ def _convergence_rows(src: SourceInfo, ev_hashes: list[tuple]) -> tuple[list[dic
     }
 
 
-def _cost_summary(src: SourceInfo, kc: Mapping[str, int], deliveries: int, rtot: Mapping[str, int],
-                  wbytes: Mapping[str, tuple]) -> dict[str, Any]:
+def _cost_summary(
+    src: SourceInfo, kc: Mapping[str, int], deliveries: int, rtot: Mapping[str, int], wbytes: Mapping[str, tuple]
+) -> dict[str, Any]:
     """The summary's cost fields: resends, repair traffic and bytes, also per delivered message."""
     published = None
     if src.kind == "sim" or any(b is not None for _, b in wbytes.values()):

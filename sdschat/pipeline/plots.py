@@ -25,8 +25,12 @@ def _save(plt, fig, path: Path) -> Path:
     return path
 
 
-_TITLES = {"send_to_shown": "send → shown (first copy)", "send_to_deliver": "send → delivered in order",
-           "send_to_ack": "send → ack (at the sender)", "repair": "gap noticed → repaired"}
+_TITLES = {
+    "send_to_shown": "send → shown (first copy)",
+    "send_to_deliver": "send → delivered in order",
+    "send_to_ack": "send → ack (at the sender)",
+    "repair": "gap noticed → repaired",
+}
 
 
 def latency_cdfs(latency_hist: list[dict], path: Path) -> Path:
@@ -112,8 +116,10 @@ def backlog(rows: list[dict], path: Path) -> Path:
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by[r["source"]].append(r)
-    for ax, key, title in ((axes[0][0], "waiting", "messages shown, waiting for causal order"),
-                           (axes[0][1], "gaps_open", "gaps open (missing, not yet repaired or lost)")):
+    for ax, key, title in (
+        (axes[0][0], "waiting", "messages shown, waiting for causal order"),
+        (axes[0][1], "gaps_open", "gaps open (missing, not yet repaired or lost)"),
+    ):
         for source, series in sorted(by.items()):
             series = sorted(series, key=lambda r: r["t_ms"])
             ax.step([r["t_ms"] / 1000 for r in series], [r[key] for r in series], where="post", label=source)
@@ -154,8 +160,14 @@ def sweep_plot(rows: list[dict], y: str, ylabel: str, path: Path, *, logy: bool 
         else:
             color = cmap(sizes.index(n) / max(1, len(sizes) - 1) * 0.85)
         label = f"n={n}, SDS-R {'on' if repair else 'off'}" + (f", {variant}" if variant else "")
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[variants.index(variant) % len(markers)],
-                linestyle="-" if repair else "--", color=color, label=label)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker=markers[variants.index(variant) % len(markers)],
+            linestyle="-" if repair else "--",
+            color=color,
+            label=label,
+        )
     ax.set_xlabel("loss probability")
     ax.set_ylabel(ylabel)
     if logy:

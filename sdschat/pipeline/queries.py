@@ -38,8 +38,15 @@ from pathlib import Path
 
 from .metrics import BACKLOG_BUCKETS, PUBLISH_KINDS
 
-__all__ = ["QUERIES", "DERIVED_VIEWS", "DETAIL_TABLES", "LOG_ENTRIES_IN_MEMORY", "LOG_KEYS_CONF", "log_keys_in_memory",
-           "reduce_with_spark"]
+__all__ = [
+    "QUERIES",
+    "DERIVED_VIEWS",
+    "DETAIL_TABLES",
+    "LOG_ENTRIES_IN_MEMORY",
+    "LOG_KEYS_CONF",
+    "log_keys_in_memory",
+    "reduce_with_spark",
+]
 
 #: views the queries share, registered in this order (:data:`CACHED_VIEWS` are computed once and kept)
 DERIVED_VIEWS = {
@@ -324,4 +331,3 @@ def _collect(df) -> list[tuple]:
     table = df.toArrow()
     cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
     return list(zip(*cols)) if cols else []
-

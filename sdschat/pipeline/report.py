@@ -11,7 +11,10 @@ What it does
 3. The metrics are computed from those in plain Python
    (:mod:`sdschat.pipeline.metrics`, where every definition is written down).
 4. Writes ``report.md``, PNG plots and every metric table as Parquet under
-   ``tables/``; prints where. The two tables with a row per event
+   ``tables/``; the command prints where. Spark stops in the background
+   from the end of step 2 (:class:`Reduction`): by then the report needs
+   nothing more from it, and its stop takes from under a second to half a
+   minute (the first session on a machine writes its class archive then). The two tables with a row per event
    (``repair_rounds``, ``bloom_evidence``) are written by the executors in
    step 2 (each a folder of Parquet parts, readable as one table by pyarrow,
    pandas, DuckDB or Spark): nothing proportional to the events reaches
@@ -46,23 +49,38 @@ dependencies) on every node, or ship it with ``--py-files``, and point
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
-import sys
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (nor does its parquet module)
 
 from sdschat.sim.output import BASE_COLUMNS, EVENT_COLUMNS, EVENT_SCHEMA
 
 from .inputs import InputError, Staged, stage_inputs
-from .metrics import BACKLOG_BUCKETS, Report, comparison, compute
+from .metrics import BACKLOG_BUCKETS, Reduced, Report, SourceInfo, comparison, compute
 from .spark import QUICK_JIT_EVENTS, SparkJobError, embedded, one_line, spark_session
 
-__all__ = ["ReportError", "run_report", "write_report", "build_events_view", "short_job", "cluster_partitions"]
+__all__ = [
+    "ReportError",
+    "Reduction",
+    "ReportResult",
+    "reduce_inputs",
+    "run_report",
+    "write_report",
+    "build_events_view",
+    "short_job",
+    "cluster_partitions",
+]
+
+log = logging.getLogger("sdschat.pipeline.report")
 
 
 class ReportError(Exception):
@@ -70,8 +88,22 @@ class ReportError(Exception):
 
 
 #: the columns of the view ``events`` besides ``source``: what the report reads (not ``detail``)
-VIEW_COLUMNS = ("seq", "ts_ms", "kind", "message_id", "sender_id", "participant_id", "lamport_timestamp",
-                "repaired", "by_bloom", "bytes", "by_id", "frame_ts", "missing_ids", "carrier")
+VIEW_COLUMNS = (
+    "seq",
+    "ts_ms",
+    "kind",
+    "message_id",
+    "sender_id",
+    "participant_id",
+    "lamport_timestamp",
+    "repaired",
+    "by_bloom",
+    "bytes",
+    "by_id",
+    "frame_ts",
+    "missing_ids",
+    "carrier",
+)
 
 #: the typed columns out of ``detail``, for simulation outputs of format 1 (slower: JSON on every row)
 _LEGACY = {
@@ -87,8 +119,7 @@ _LEGACY = {
 
 def _ddl(columns) -> str:
     """The Spark schema (DDL) of these columns of the events table (:data:`sdschat.sim.output.EVENT_SCHEMA`)."""
-    names = {pa.int64(): "BIGINT", pa.string(): "STRING", pa.bool_(): "BOOLEAN",
-             pa.list_(pa.string()): "ARRAY<STRING>"}
+    names = {pa.int64(): "BIGINT", pa.string(): "STRING", pa.bool_(): "BOOLEAN", pa.list_(pa.string()): "ARRAY<STRING>"}
     return ", ".join(f"{c} {names[EVENT_SCHEMA.field(c).type]}" for c in columns)
 
 
@@ -115,92 +146,232 @@ def build_events_view(spark, staged: list[Staged]) -> None:
     reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView("events")
 
 
-def run_report(inputs: list[Path], out: Path, *, master: str | None = None, driver_memory: str | None = None,
-               spark_conf: dict[str, str] | None = None, quiet: bool = False, spark=None,
-               compare: bool = False) -> dict[str, Any]:
-    """Make the report; returns the paths written, its ``timings`` and whether its JVMs compiled with C1 alone
-    (``quick_jit``: :func:`short_job`; None with a session given). ``spark``: use this session instead of starting
-    one. On a cluster, the shuffle partitions follow the events (:func:`cluster_partitions`) unless ``spark_conf``
-    sets them.
+@dataclass
+class Reduction:
+    """The Spark half of a report: the staged sources, what Spark reduced them to, how long each step took and
+    whether the JVMs compiled with C1 alone (``quick_jit``: :func:`short_job`; None with a caller's session).
 
-    ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
-    adds every summary metric of the second against the first (``tables/comparison.parquet``).
+    Nothing here needs Spark any more: when the report started its own session, that session is already
+    stopping in the background (:meth:`wait_for_spark`), while the metrics are computed and the files written.
+    """
+
+    staged: list[Staged]
+    reduced: Reduced
+    timings: dict[str, float]
+    quick_jit: bool | None = None
+    _stopping: _BackgroundStop | None = None
+
+    def wait_for_spark(self) -> float | None:
+        """Wait until the report's own Spark session has stopped and its JVM has exited; the seconds the stop took
+        (None when the session was the caller's)."""
+        return self._stopping.wait() if self._stopping is not None else None
+
+
+class _BackgroundStop:
+    """The end of a Spark session (an :class:`~contextlib.ExitStack` holding it) run in a thread of its own.
+
+    The thread is not a daemon: an interpreter that exits first waits for it, so the JVM never outlives the
+    command that started it."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self.seconds: float | None = None
+        self._thread = threading.Thread(target=self._run, name="sdschat-spark-stop")
+        self._thread.start()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._stack.close()
+        finally:
+            self.seconds = round(time.perf_counter() - t0, 2)
+
+    def wait(self) -> float | None:
+        if self._thread.is_alive():
+            log.info(
+                "report: waiting for Spark to stop (the first session on a machine writes its class archive then, once)"
+            )
+        self._thread.join()
+        return self.seconds
+
+
+@dataclass
+class ReportResult:
+    """What :func:`run_report` wrote and measured.
+
+    ``markdown``, ``tables`` and ``plots`` are where the report is; ``metrics`` what it says; ``timings`` how long
+    each step took (``spark_stop_s`` once :meth:`wait_for_spark` has returned); ``quick_jit`` as in
+    :class:`Reduction`. Spark may still be stopping when it is returned: call :meth:`wait_for_spark` after
+    telling the user where the report is.
+    """
+
+    markdown: Path
+    tables: Path
+    plots: list[Path]
+    metrics: Report
+    timings: dict[str, float]
+    quick_jit: bool | None
+    reduction: Reduction
+
+    def wait_for_spark(self) -> None:
+        """Wait until the report's own Spark session has stopped (see :meth:`Reduction.wait_for_spark`)."""
+        seconds = self.reduction.wait_for_spark()
+        if seconds is not None:
+            self.timings["spark_stop_s"] = seconds
+
+
+def reduce_inputs(
+    inputs: list[Path],
+    out: Path,
+    *,
+    master: str | None = None,
+    driver_memory: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+    spark: Any = None,
+    compare: bool = False,
+) -> Reduction:
+    """Stage the inputs and reduce them with Spark (the report's first two steps); see :func:`run_report`.
+
+    The session this starts (none when ``spark`` is given) begins stopping as soon as the reduction is collected:
+    the rest of the report needs no Spark, and a JVM's stop takes from under a second to half a minute (the
+    first session on a machine writes its class archive then).
     """
     from .queries import reduce_with_spark
 
     t0 = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     staging = out / "_staging"
     tables = out / "tables"  # the per-event tables are written there by Spark
     if staging.exists():
         shutil.rmtree(staging)
-
-    def say(msg: str) -> None:
-        if not quiet:
-            print(msg, file=sys.stderr, flush=True)
-
     try:
         staged = stage_inputs([Path(p) for p in inputs], staging)
     except InputError as exc:
         raise ReportError(str(exc)) from None
     if compare and len(staged) != 2:
-        raise ReportError(f"--compare needs two sources, the inputs are {len(staged)}: "
-                          + ", ".join(s.name for s in staged))
-    say(f"report: {len(staged)} source(s): " + ", ".join(
-        f"{s.name} ({s.info.kind}, {len(s.info.participants)} participants)" for s in staged))
+        raise ReportError(
+            f"--compare needs two sources, the inputs are {len(staged)}: " + ", ".join(s.name for s in staged)
+        )
+    log.info(
+        "report: %d source(s): %s",
+        len(staged),
+        ", ".join(f"{s.name} ({s.info.kind}, {len(s.info.participants)} participants)" for s in staged),
+    )
     timings: dict[str, float] = {"stage_s": time.perf_counter() - t0}
 
     def on_table(name: str, secs: float) -> None:
         timings[f"{name}_s"] = round(secs, 2)
-        say(f"report: reduced {name} ({secs:.1f} s)")
+        log.info("report: reduced %s (%.1f s)", name, secs)
 
-    quick_jit: bool | None = None  # (a session given: its JVM is the caller's)
-    try:
-        if spark is not None:
+    if spark is not None:
+        with _one_line_errors(out):
             build_events_view(spark, staged)
-            reduced = reduce_with_spark(spark, on_table, detail_dir=tables)
-        else:
-            # matplotlib loads while Spark's JVM starts (mostly on one core), not after the queries
-            threading.Thread(target=_load_plotting, name="sdschat-plots-import", daemon=True).start()
-            events = sum(s.events for s in staged)
-            quick_jit = short_job(events)
+            return Reduction(staged, reduce_with_spark(spark, on_table, detail_dir=tables), timings)
+    # matplotlib loads while Spark's JVM starts (mostly on one core), not after the queries
+    threading.Thread(target=_load_plotting, name="sdschat-plots-import", daemon=True).start()
+    events = sum(s.events for s in staged)
+    quick_jit = short_job(events)
+    stack = contextlib.ExitStack()
+    try:
+        with _one_line_errors(out):
             t1 = time.perf_counter()
-            with spark_session("sdschat-report", master=master, driver_memory=driver_memory, conf=spark_conf,
-                               log_dir=out, quick_jit=quick_jit) as session:
-                timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
-                notes = ["JIT: C1 alone, a short job"] if quick_jit else []
-                if not embedded(master) and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
-                    n = cluster_partitions(events, session.sparkContext.defaultParallelism)
-                    session.conf.set("spark.sql.shuffle.partitions", str(n))
-                    notes.append(f"{n} shuffle partitions")
-                say(f"report: Spark {session.version} ready ({timings['spark_start_s']:.1f} s"
-                    + "".join(f"; {x}" for x in notes) + ")")
-                t2 = time.perf_counter()
-                build_events_view(session, staged)
-                reduced = reduce_with_spark(session, on_table, detail_dir=tables)
-                timings["reduce_s"] = round(time.perf_counter() - t2, 2)
-                t2 = time.perf_counter()
-            timings["spark_stop_s"] = round(time.perf_counter() - t2, 2)
+            session = stack.enter_context(
+                spark_session(
+                    "sdschat-report",
+                    master=master,
+                    driver_memory=driver_memory,
+                    conf=spark_conf,
+                    log_dir=out,
+                    quick_jit=quick_jit,
+                )
+            )
+            timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
+            notes = ["JIT: C1 alone, a short job"] if quick_jit else []
+            if not embedded(master) and "spark.sql.shuffle.partitions" not in (spark_conf or {}):
+                n = cluster_partitions(events, session.sparkContext.defaultParallelism)
+                session.conf.set("spark.sql.shuffle.partitions", str(n))
+                notes.append(f"{n} shuffle partitions")
+            log.info(
+                "report: Spark %s ready (%.1f s%s)",
+                session.version,
+                timings["spark_start_s"],
+                "".join(f"; {x}" for x in notes),
+            )
+            t2 = time.perf_counter()
+            build_events_view(session, staged)
+            reduced = reduce_with_spark(session, on_table, detail_dir=tables)
+            timings["reduce_s"] = round(time.perf_counter() - t2, 2)
+    except BaseException:
+        stack.close()
+        raise
+    return Reduction(staged, reduced, timings, quick_jit, _BackgroundStop(stack))
+
+
+@contextlib.contextmanager
+def _one_line_errors(out: Path) -> Iterator[None]:
+    """Spark's failures as one :class:`ReportError` line (Py4J and Spark analysis errors: the JVM log has the rest)."""
+    try:
+        yield
     except SparkJobError as exc:
         raise ReportError(str(exc)) from None
-    except Exception as exc:  # Py4J / Spark analysis errors: one line, the JVM log has the rest
+    except Exception as exc:
         if type(exc).__module__.startswith(("py4j", "pyspark")):
             raise ReportError(f"Spark job failed: {one_line(exc)} (see {out / 'spark-jvm.log'})") from None
         raise
-    t3 = time.perf_counter()
-    report = compute(reduced, [s.info for s in staged])
-    if compare:
-        report.comparison = comparison(*report.summary)
-    timings["metrics_s"] = round(time.perf_counter() - t3, 2)
-    timings["total_s"] = round(time.perf_counter() - t0, 2)
-    written = write_report(report, out, [s.info for s in staged], timings)
-    timings["write_s"] = round(time.perf_counter() - t0 - timings["total_s"], 2)
-    shutil.rmtree(staging, ignore_errors=True)
-    written["timings"] = timings
-    written["quick_jit"] = quick_jit
-    written["report_obj"] = report
-    return written
+
+
+def run_report(
+    inputs: list[Path],
+    out: Path,
+    *,
+    master: str | None = None,
+    driver_memory: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+    spark: Any = None,
+    compare: bool = False,
+    quiet: bool = False,
+) -> ReportResult:
+    """Make the report: reduce with Spark (:func:`reduce_inputs`), compute the metrics, write the files.
+    ``spark``: use this session instead of starting one. On a cluster, the shuffle partitions follow the events
+    (:func:`cluster_partitions`) unless ``spark_conf`` sets them.
+
+    ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
+    adds every summary metric of the second against the first (``tables/comparison.parquet``).
+
+    The report is written while the session it started stops: the result's
+    :meth:`~ReportResult.wait_for_spark` waits for that stop. Progress goes to the ``sdschat.pipeline.report``
+    logger; ``quiet`` is kept for callers that pass it and changes nothing (the logger's level decides).
+    """
+    del quiet
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    red = reduce_inputs(
+        inputs, out, master=master, driver_memory=driver_memory, spark_conf=spark_conf, spark=spark, compare=compare
+    )
+    try:
+        timings = red.timings
+        t3 = time.perf_counter()
+        sources = [s.info for s in red.staged]
+        report = compute(red.reduced, sources)
+        if compare:
+            report.comparison = comparison(*report.summary)
+        timings["metrics_s"] = round(time.perf_counter() - t3, 2)
+        timings["total_s"] = round(time.perf_counter() - t0, 2)
+        written = write_report(report, out, sources, dict(timings))
+        timings["write_s"] = round(time.perf_counter() - t0 - timings["total_s"], 2)
+        shutil.rmtree(out / "_staging", ignore_errors=True)
+    except BaseException:
+        red.wait_for_spark()
+        raise
+    return ReportResult(
+        markdown=written["report"],
+        tables=written["tables"],
+        plots=written["plots"],
+        metrics=report,
+        timings=timings,
+        quick_jit=red.quick_jit,
+        reduction=red,
+    )
 
 
 def short_job(events: int) -> bool:
@@ -261,7 +432,7 @@ def _fmt(v: Any, digits: int = 4) -> str:
     if isinstance(v, bool):
         return "yes" if v else "**no**"
     if isinstance(v, float):
-        if v != 0 and abs(v) < 10 ** -digits:
+        if v != 0 and abs(v) < 10**-digits:
             return f"{v:.2e}"
         return f"{v:.{digits}f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
     if isinstance(v, int):
@@ -327,11 +498,24 @@ def write_report(report: Report, out: Path, sources, timings: dict[str, float] |
     return {"report": out / "report.md", "tables": tables, "plots": plot_paths}
 
 
-def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, float]) -> str:
-    S = rep.summary
+def _markdown(rep: Report, sources: list[SourceInfo], undelivered: list[dict], timings: dict[str, float]) -> str:
+    """report.md: its sections in order, each written by a function of its own."""
     parts = ["# sdschat reliability report", ""]
-    parts.append("Inputs: " + "; ".join(f"**{s['source']}** ({s['kind']}: {s['inputs']})" for s in S))
-    parts.append("")
+    parts += _md_inputs(rep, sources)
+    parts += _md_comparison(rep)
+    parts += _md_delivery(rep, undelivered)
+    parts += _md_latency(rep)
+    parts += _md_repair(rep)
+    parts += _md_bytes(rep)
+    parts += _md_bloom(rep)
+    parts += _md_convergence(rep)
+    parts += _md_definitions(timings)
+    return "\n".join(parts)
+
+
+def _md_inputs(rep: Report, sources: list[SourceInfo]) -> list[str]:
+    """The inputs, and what each source is (a simulation's parameters, a channel's databases)."""
+    parts = ["Inputs: " + "; ".join(f"**{s['source']}** ({s['kind']}: {s['inputs']})" for s in rep.summary), ""]
     for src in sources:
         if src.kind == "sim" and src.meta:
             p = src.meta.get("params", {})
@@ -342,27 +526,63 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
                 f"capacity {p.get('bloom_capacity')}, SDS-R {'on' if p.get('repair') else 'off'} "
                 f"({p.get('effective_response_groups')} response groups), settle {p.get('settle')}, seed "
                 f"{p.get('seed')}; stopped: {src.meta.get('stop_reason')} at "
-                f"{(src.meta.get('virtual_end_ms') or 0) / 1000:.0f} s virtual.")
+                f"{(src.meta.get('virtual_end_ms') or 0) / 1000:.0f} s virtual."
+            )
         elif src.kind == "db":
             parts.append(f"- **{src.name}**: {len(src.participants)} participant database(s) of one channel.")
-    if rep.comparison:
-        a, b = S[0]["source"], S[1]["source"]
-        parts += ["", f"## {b} against {a}", ""]
-        rows = []
-        for r in rep.comparison:
-            f = _ms if r["metric"].endswith("_ms") else _fmt
-            rows.append([r["metric"], f(r["a"]), f(r["b"]), _delta(r, f), _pct(r["change"])])
-        parts.append(_md_table(["metric", a, b, "change", "relative"], rows))
-        parts.append(f"\nChange: {b} minus {a}. Every table and plot below shows both; all of it in "
-                     "`tables/comparison.parquet`.")
-    parts += ["", "## Delivery", ""]
-    parts.append(_md_table(
-        ["source", "participants", "messages", "deliveries / expected", "delivery ratio", "mean per message",
-         "worst message", "incomplete", "never delivered"],
-        [[s["source"], _fmt(s["participants"]), _fmt(s["messages"]),
-          f"{_fmt(s['deliveries'])} / {_fmt(s['expected_deliveries'])}", _fmt(s["delivery_ratio"], 6),
-          _fmt(s["mean_message_delivery_ratio"], 6), _fmt(s["min_message_delivery_ratio"], 4),
-          _fmt(s["incomplete_messages"]), _fmt(s["never_delivered_messages"])] for s in S]))
+    return parts
+
+
+def _md_comparison(rep: Report) -> list[str]:
+    """``--compare``: every summary metric of the second source against the first (nothing otherwise)."""
+    if not rep.comparison:
+        return []
+    a, b = rep.summary[0]["source"], rep.summary[1]["source"]
+    rows = []
+    for r in rep.comparison:
+        f = _ms if r["metric"].endswith("_ms") else _fmt
+        rows.append([r["metric"], f(r["a"]), f(r["b"]), _delta(r, f), _pct(r["change"])])
+    return [
+        "",
+        f"## {b} against {a}",
+        "",
+        _md_table(["metric", a, b, "change", "relative"], rows),
+        f"\nChange: {b} minus {a}. Every table and plot below shows both; all of it in `tables/comparison.parquet`.",
+    ]
+
+
+def _md_delivery(rep: Report, undelivered: list[dict]) -> list[str]:
+    """Delivery ratios, and the messages nobody (or not everyone) got."""
+    parts = ["", "## Delivery", ""]
+    parts.append(
+        _md_table(
+            [
+                "source",
+                "participants",
+                "messages",
+                "deliveries / expected",
+                "delivery ratio",
+                "mean per message",
+                "worst message",
+                "incomplete",
+                "never delivered",
+            ],
+            [
+                [
+                    s["source"],
+                    _fmt(s["participants"]),
+                    _fmt(s["messages"]),
+                    f"{_fmt(s['deliveries'])} / {_fmt(s['expected_deliveries'])}",
+                    _fmt(s["delivery_ratio"], 6),
+                    _fmt(s["mean_message_delivery_ratio"], 6),
+                    _fmt(s["min_message_delivery_ratio"], 4),
+                    _fmt(s["incomplete_messages"]),
+                    _fmt(s["never_delivered_messages"]),
+                ]
+                for s in rep.summary
+            ],
+        )
+    )
     never = [r for r in undelivered if r["never_delivered"]]
     parts.append("")
     if never:
@@ -376,81 +596,235 @@ def _markdown(rep: Report, sources, undelivered: list[dict], timings: dict[str, 
         parts.append("No message was left undelivered to everyone.")
     if undelivered:
         parts.append(f"\n{len(undelivered)} message(s) missed at least one recipient: `tables/undelivered.parquet`.")
-    parts += ["", "![per-participant delivery](participant_delivery.png)",
-              "![per-message delivery](message_delivery.png)", "", "## Latency", ""]
-    parts.append(_md_table(
-        ["source", "metric", "samples", "p50", "p95", "p99", "max"],
-        [[r["source"], r["metric"], _fmt(r["n"]), _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]), _ms(r["max"])]
-         for r in rep.latency]))
-    parts.append("\nShown: the first copy to reach a recipient (the UI shows it at once, marked while earlier "
-                 "messages are missing). Delivered: in causal order, after everything it depends on. The gap "
-                 "between the two is the time messages wait behind a gap.")
+    parts += [
+        "",
+        "![per-participant delivery](participant_delivery.png)",
+        "![per-message delivery](message_delivery.png)",
+    ]
+    return parts
+
+
+def _md_latency(rep: Report) -> list[str]:
+    """Latency percentiles of every metric, and the slowest senders."""
+    parts = ["", "## Latency", ""]
+    parts.append(
+        _md_table(
+            ["source", "metric", "samples", "p50", "p95", "p99", "max"],
+            [
+                [r["source"], r["metric"], _fmt(r["n"]), _ms(r["p50"]), _ms(r["p95"]), _ms(r["p99"]), _ms(r["max"])]
+                for r in rep.latency
+            ],
+        )
+    )
+    parts.append(
+        "\nShown: the first copy to reach a recipient (the UI shows it at once, marked while earlier "
+        "messages are missing). Delivered: in causal order, after everything it depends on. The gap "
+        "between the two is the time messages wait behind a gap."
+    )
     parts += ["", "![latency CDFs](latency_cdf.png)", ""]
     if rep.senders:
-        parts += ["Per sender (p99; slowest delivered first, at most 5 per source; all of them in "
-                  "`tables/senders.parquet`):", ""]
+        parts += [
+            "Per sender (p99; slowest delivered first, at most 5 per source; all of them in `tables/senders.parquet`):",
+            "",
+        ]
         shown = []
-        for src in [x["source"] for x in S]:
+        for src in [x["source"] for x in rep.summary]:
             shown += [r for r in rep.senders if r["source"] == src][:5]
-        parts.append(_md_table(
-            ["source", "sender", "deliveries", "shown p50", "shown p99", "delivered p50", "delivered p99"],
-            [[r["source"], f"`{str(r['sender_id'])[:16]}`", _fmt(r["delivered_n"]), _ms(r["shown_p50_ms"]),
-              _ms(r["shown_p99_ms"]), _ms(r["delivered_p50_ms"]), _ms(r["delivered_p99_ms"])] for r in shown]))
+        parts.append(
+            _md_table(
+                ["source", "sender", "deliveries", "shown p50", "shown p99", "delivered p50", "delivered p99"],
+                [
+                    [
+                        r["source"],
+                        f"`{str(r['sender_id'])[:16]}`",
+                        _fmt(r["delivered_n"]),
+                        _ms(r["shown_p50_ms"]),
+                        _ms(r["shown_p99_ms"]),
+                        _ms(r["delivered_p50_ms"]),
+                        _ms(r["delivered_p99_ms"]),
+                    ]
+                    for r in shown
+                ],
+            )
+        )
         parts.append("")
-    parts += ["## Repair and resend traffic", ""]
-    parts.append(_md_table(
-        ["source", "resends", "repair requests", "repair responses", "per delivery: resends / requests / responses",
-         "rounds answered", "rounds with duplicates", "duplicate responses", "called off", "declared lost",
-         "syncs"],
-        [[s["source"], _fmt(s["resends"]), _fmt(s["repair_requests"]), _fmt(s["repair_responses"]),
-          " / ".join(_fmt(s[k], 5) for k in ("resends_per_delivery", "repair_requests_per_delivery",
-                                             "repair_responses_per_delivery")),
-          _fmt(s["repair_rounds_answered"]), _fmt(s["repair_rounds_with_duplicates"]),
-          _fmt(s["duplicate_repair_responses"]), _fmt(s.get("repair_called_off")), _fmt(s["lost_declared"]),
-          _fmt(s["syncs_sent"])] for s in S]))
+    return parts
+
+
+def _md_repair(rep: Report) -> list[str]:
+    """Resends and repair traffic, the repair load per member and the backlog."""
+    S = rep.summary
+    parts = ["## Repair and resend traffic", ""]
+    parts.append(
+        _md_table(
+            [
+                "source",
+                "resends",
+                "repair requests",
+                "repair responses",
+                "per delivery: resends / requests / responses",
+                "rounds answered",
+                "rounds with duplicates",
+                "duplicate responses",
+                "called off",
+                "declared lost",
+                "syncs",
+            ],
+            [
+                [
+                    s["source"],
+                    _fmt(s["resends"]),
+                    _fmt(s["repair_requests"]),
+                    _fmt(s["repair_responses"]),
+                    " / ".join(
+                        _fmt(s[k], 5)
+                        for k in (
+                            "resends_per_delivery",
+                            "repair_requests_per_delivery",
+                            "repair_responses_per_delivery",
+                        )
+                    ),
+                    _fmt(s["repair_rounds_answered"]),
+                    _fmt(s["repair_rounds_with_duplicates"]),
+                    _fmt(s["duplicate_repair_responses"]),
+                    _fmt(s.get("repair_called_off")),
+                    _fmt(s["lost_declared"]),
+                    _fmt(s["syncs_sent"]),
+                ]
+                for s in S
+            ],
+        )
+    )
     parts.append("")
-    parts.append(_md_table(
-        ["source", "members repairing", "answers: busiest / median member", "requests: busiest member",
-         "peak messages waiting", "peak gaps open"],
-        [[s["source"], _fmt(sum(1 for r in rep.repair_load if r["source"] == s["source"])),
-          f"{_fmt(s['repair_answers_max_member'])} / {_fmt(s['repair_answers_median_member'])}",
-          _fmt(s["repair_requests_max_member"]),
-          _peak(s["backlog_peak_waiting"], s["backlog_peak_waiting_at_ms"]),
-          _peak(s["backlog_peak_gaps_open"], s["backlog_peak_gaps_at_ms"])] for s in S]))
-    parts.append("\nRepair load: per member with any repair traffic (requests sent, answers rebroadcast, called "
-                 "off: `tables/repair_load.parquet`). Backlog: (participant, message) pairs shown but waiting for "
-                 "causal order, and gaps noted but not yet filled or given up, summed over the members, at the end "
-                 f"of each of {BACKLOG_BUCKETS} equal slices of the run (`tables/backlog.parquet`).")
+    parts.append(
+        _md_table(
+            [
+                "source",
+                "members repairing",
+                "answers: busiest / median member",
+                "requests: busiest member",
+                "peak messages waiting",
+                "peak gaps open",
+            ],
+            [
+                [
+                    s["source"],
+                    _fmt(sum(1 for r in rep.repair_load if r["source"] == s["source"])),
+                    f"{_fmt(s['repair_answers_max_member'])} / {_fmt(s['repair_answers_median_member'])}",
+                    _fmt(s["repair_requests_max_member"]),
+                    _peak(s["backlog_peak_waiting"], s["backlog_peak_waiting_at_ms"]),
+                    _peak(s["backlog_peak_gaps_open"], s["backlog_peak_gaps_at_ms"]),
+                ]
+                for s in S
+            ],
+        )
+    )
+    parts.append(
+        "\nRepair load: per member with any repair traffic (requests sent, answers rebroadcast, called "
+        "off: `tables/repair_load.parquet`). Backlog: (participant, message) pairs shown but waiting for "
+        "causal order, and gaps noted but not yet filled or given up, summed over the members, at the end "
+        f"of each of {BACKLOG_BUCKETS} equal slices of the run (`tables/backlog.parquet`)."
+    )
     parts += ["", "![backlog over time](backlog.png)"]
-    parts += ["", "## Bytes on the wire", ""]
-    parts.append(_md_table(
-        ["source", "frames published", "bytes published", "published per delivery", "bytes received",
-         "received per delivery"],
-        [[s["source"], _fmt(s["frames_published"]), _fmt(s["bytes_published"]),
-          _fmt(s["bytes_published_per_delivery"], 1), _fmt(s["bytes_received"]),
-          _fmt(s["bytes_received_per_delivery"], 1)] for s in S]))
-    parts.append("\nPublished: each frame counted once. Received: each frame times the copies that reached an "
-                 "online member. Databases record no frame sizes (n/a).")
-    parts += ["", "## Bloom-filter acknowledgements", ""]
-    parts.append(_md_table(
-        ["source", "bloom evidence", "false evidence", "acks by bloom", "false-positive acks"],
-        [[s["source"], _fmt(s["bloom_evidence"]), _fmt(s["bloom_evidence_false"]), _fmt(s["bloom_acks"]),
-          _fmt(s["bloom_acks_false"])] for s in S]))
-    parts.append("\nEvidence = a `possibly_acked`, or an `acked` by bloom filter. False = the participant whose "
-                 "filter claimed the message had not received it when it sent that filter (needs the simulator's "
-                 "`by`/`frame_ts` detail; n/a for databases).")
-    parts += ["", "## Convergence", ""]
-    parts.append(_md_table(
-        ["source", "converged", "distinct logs", "largest agreeing group", "basis", "event-log mismatches"],
-        [[s["source"], _fmt(s["converged"]), _fmt(s["distinct_logs"]),
-          f"{_fmt(s['largest_agreeing'])} of {_fmt(s['participants'])}", s["convergence_basis"],
-          _fmt(s["events_log_mismatches"])] for s in S]))
-    parts.append("\nConverged = every participant's ordered log (ids by Lamport timestamp, then id) has the same "
-                 "SHA-256. Per participant: `tables/convergence.parquet`.")
-    parts += ["", "## Definitions", "",
-              "See `sdschat/pipeline/metrics.py` for each metric's exact definition. Tables (Parquet) in "
-              "`tables/`: " + ", ".join(f"`{t}`" for t in (*Report.TABLES, "undelivered")) + ".", ""]
+    return parts
+
+
+def _md_bytes(rep: Report) -> list[str]:
+    """Bytes published and received, also per delivered message."""
+    parts = ["", "## Bytes on the wire", ""]
+    parts.append(
+        _md_table(
+            [
+                "source",
+                "frames published",
+                "bytes published",
+                "published per delivery",
+                "bytes received",
+                "received per delivery",
+            ],
+            [
+                [
+                    s["source"],
+                    _fmt(s["frames_published"]),
+                    _fmt(s["bytes_published"]),
+                    _fmt(s["bytes_published_per_delivery"], 1),
+                    _fmt(s["bytes_received"]),
+                    _fmt(s["bytes_received_per_delivery"], 1),
+                ]
+                for s in rep.summary
+            ],
+        )
+    )
+    parts.append(
+        "\nPublished: each frame counted once. Received: each frame times the copies that reached an "
+        "online member. Databases record no frame sizes (n/a)."
+    )
+    return parts
+
+
+def _md_bloom(rep: Report) -> list[str]:
+    """Acknowledgements by bloom filter, and how many of them were false."""
+    parts = ["", "## Bloom-filter acknowledgements", ""]
+    parts.append(
+        _md_table(
+            ["source", "bloom evidence", "false evidence", "acks by bloom", "false-positive acks"],
+            [
+                [
+                    s["source"],
+                    _fmt(s["bloom_evidence"]),
+                    _fmt(s["bloom_evidence_false"]),
+                    _fmt(s["bloom_acks"]),
+                    _fmt(s["bloom_acks_false"]),
+                ]
+                for s in rep.summary
+            ],
+        )
+    )
+    parts.append(
+        "\nEvidence = a `possibly_acked`, or an `acked` by bloom filter. False = the participant whose "
+        "filter claimed the message had not received it when it sent that filter (needs the simulator's "
+        "`by`/`frame_ts` detail; n/a for databases)."
+    )
+    return parts
+
+
+def _md_convergence(rep: Report) -> list[str]:
+    """Whether every participant's ordered log is the same."""
+    parts = ["", "## Convergence", ""]
+    parts.append(
+        _md_table(
+            ["source", "converged", "distinct logs", "largest agreeing group", "basis", "event-log mismatches"],
+            [
+                [
+                    s["source"],
+                    _fmt(s["converged"]),
+                    _fmt(s["distinct_logs"]),
+                    f"{_fmt(s['largest_agreeing'])} of {_fmt(s['participants'])}",
+                    s["convergence_basis"],
+                    _fmt(s["events_log_mismatches"]),
+                ]
+                for s in rep.summary
+            ],
+        )
+    )
+    parts.append(
+        "\nConverged = every participant's ordered log (ids by Lamport timestamp, then id) has the same "
+        "SHA-256. Per participant: `tables/convergence.parquet`."
+    )
+    return parts
+
+
+def _md_definitions(timings: dict[str, float]) -> list[str]:
+    """Where the definitions and the tables are, and how long each step of the report took."""
+    parts = [
+        "",
+        "## Definitions",
+        "",
+        "See `sdschat/pipeline/metrics.py` for each metric's exact definition. Tables (Parquet) in "
+        "`tables/`: " + ", ".join(f"`{t}`" for t in (*Report.TABLES, "undelivered")) + ".",
+        "",
+    ]
     if timings:
         parts.append("Timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ".")
     parts.append("")
-    return "\n".join(parts)
+    return parts

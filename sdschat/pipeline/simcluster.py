@@ -47,15 +47,20 @@ def spark_runner(spark) -> Runner:
     def run(p, plan, workers, out, kw, report):
         sc = spark.sparkContext
         where = str(out) if out is not None else None
-        rdd = sc.parallelize(range(workers), workers).barrier().mapPartitions(
-            lambda it: _task(p, plan, workers, where, kw, it))
+        rdd = (
+            sc.parallelize(range(workers), workers)
+            .barrier()
+            .mapPartitions(lambda it: _task(p, plan, workers, where, kw, it))
+        )
         try:
             got = rdd.collect()
         except Exception as exc:
             if "BarrierJobSlotsNumberCheckFailed" in str(exc):
-                raise SparkJobError(f"the cluster has fewer than {workers} free task slots (cores) for the "
-                                    f"{workers} shards of the barrier stage (Spark said "
-                                    "BarrierJobSlotsNumberCheckFailed; --workers fewer, or more cores)") from None
+                raise SparkJobError(
+                    f"the cluster has fewer than {workers} free task slots (cores) for the "
+                    f"{workers} shards of the barrier stage (Spark said "
+                    "BarrierJobSlotsNumberCheckFailed; --workers fewer, or more cores)"
+                ) from None
             raise SparkJobError(f"the simulation's barrier stage failed: {one_line(exc)}") from None
         parts = [part for _, part in sorted(got, key=lambda x: x[0])]
         if len(parts) != workers:

@@ -34,11 +34,24 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
-__all__ = ["SparkJobError", "spark_session", "one_line", "DRIVER_MEMORY", "ClassArchive", "QUICK_JIT_EVENTS", "embedded"]
+__all__ = [
+    "SparkJobError",
+    "spark_session",
+    "launch",
+    "session_settings",
+    "RunningSpark",
+    "one_line",
+    "DRIVER_MEMORY",
+    "ClassArchive",
+    "QUICK_JIT_EVENTS",
+    "embedded",
+]
 
 #: the driver JVM's heap in local mode, where it runs the executors too: the report collects nothing per event,
 #: so its 50-million-event runs fit in this (bench/report_scale.py) as its 2-million ones do
@@ -121,8 +134,12 @@ class ClassArchive:
             st = os.lstat(self.path)
         except OSError:
             return False
-        return (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
-                and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and st.st_size > 0)
+        return (
+            stat.S_ISREG(st.st_mode)
+            and st.st_uid == os.getuid()
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            and st.st_size > 0
+        )
 
     def jvm_options(self) -> str:
         """Options for the driver JVM: map the archive, or (when there is none yet) make it at exit."""
@@ -167,11 +184,11 @@ class ClassArchive:
     def _remove_others(self) -> None:
         """The earlier archives of this install, those of installs whose jars are gone, and those named the way
         earlier versions of sdschat named them (no install in the name)."""
-        live: dict[str, bool] = {self.where: True}
+        live: dict[str | None, bool] = {self.where: True}  # (None: an archive named the earlier way)
         for old in self.folder.glob("spark-classes-*.jsa"):
             if old == self.path:
                 continue
-            parts = old.name[len("spark-classes-"):-len(".jsa")].split("-")
+            parts = old.name[len("spark-classes-") : -len(".jsa")].split("-")
             where = parts[0] if len(parts) == 2 else None
             if where is not None and where not in live:
                 try:
@@ -183,7 +200,7 @@ class ClassArchive:
                 with contextlib.suppress(OSError):
                     old.unlink()
         for note in self.folder.glob("spark-classes-*.path"):  # (what names the jars of an archive left)
-            where = note.name[len("spark-classes-"):-len(".path")]
+            where = note.name[len("spark-classes-") : -len(".path")]
             if where != self.where and not any(self.folder.glob(f"spark-classes-{where}-*.jsa")):
                 with contextlib.suppress(OSError):
                     note.unlink()
@@ -218,8 +235,10 @@ def _runtime_key() -> tuple[Path, str] | None:
 #: ~26 s of CPU on a two-core machine for 18 s of queries; the quick compiler (C1) still takes them at once.
 #: Measured (bench/report_scale.py): 2.3 M events 21.7 s against 23.3 s, 12 M events 42.4 s against 43-44.5 s
 #: (C1 alone, ``-XX:TieredStopAtLevel=1``, is faster at 2 M but 50% slower at 12 M: its code runs hot loops slowly)
-_LATE_C2 = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=150000"
-            " -XX:Tier4BackEdgeThreshold=400000")
+_LATE_C2 = (
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=150000"
+    " -XX:Tier4BackEdgeThreshold=400000"
+)
 
 #: C1 alone: a short job's JVM spends most of its CPU compiling -- a report of 1,672 events, cold: 768 C2 compilations
 #: took 12.4 s and 9,915 profiled C1 ones 5.7 s, of ~30 s of CPU in 19-21 s of wall time (Spark's SQL parser, Janino,
@@ -241,47 +260,41 @@ def embedded(master: str | None) -> bool:
     return master is None or master.startswith("local")
 
 
-@contextlib.contextmanager
-def spark_session(app: str, *, master: str | None = None, driver_memory: str | None = None,
-                  conf: dict[str, str] | None = None, log_dir: Path | None = None,
-                  class_archive: ClassArchive | None | bool = True, quick_jit: bool = False) -> Iterator:
-    """Start a SparkSession, yield it, stop it. The JVM output goes to ``log_dir/spark-jvm.log``.
+def session_settings(
+    app: str,
+    *,
+    master: str | None = None,
+    driver_memory: str | None = None,
+    conf: dict[str, str] | None = None,
+    java_options: str = "",
+    driver_options: str = "",
+    local_dir: Path | None = None,
+    quick_jit: bool = False,
+    cores: int | None = None,
+) -> dict[str, str]:
+    """The Spark settings of a session, computed and nothing started: a function of its arguments alone, so that
+    what a session asks of Spark can be read and tested without a JVM.
 
-    ``conf`` overrides the session's settings, except the JVM options (``spark.driver.extraJavaOptions``,
-    ``spark.executor.extraJavaOptions``), which are added after the session's own.
-    ``class_archive``: True (default) the driver JVM uses this machine's :class:`ClassArchive` (made by
-    the first session), False none, or the one given. ``quick_jit``: the JVMs compile with C1 alone
-    (:data:`_QUICK_JIT`, for a short job: the embedded one, or on a cluster the driver and the executors); else an
-    embedded JVM's C2 waits for really hot code (:data:`_LATE_C2`)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    if master is None:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: no network interface lookup
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-    from pyspark.sql import SparkSession
-
-    tmp = Path(tempfile.mkdtemp(prefix="sdschat-spark-"))
-    log4j = tmp / "log4j2.properties"
-    log4j.write_text(_LOG4J)
-    log_path = (log_dir or tmp) / "spark-jvm.log"
-    local = embedded(master)
-    cores = os.cpu_count() or 1
-    sconf = SparkConf().setAppName(app).setMaster(master or "local[*]")
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
-    archive = ClassArchive.for_this_machine() if class_archive is True else class_archive or None
-    driver_opts = f"{java_opts} {archive.jvm_options()}".strip() if archive is not None else java_opts
+    ``java_options`` go to every JVM (the log settings), ``driver_options`` to the driver's alone (the class
+    archive's); ``cores`` is this machine's (embedded sessions size their partitions by it). ``conf`` overrides
+    the rest, except the JVM options (``spark.driver.extraJavaOptions``, ``spark.executor.extraJavaOptions``),
+    which are added after the session's own."""
+    cores = cores or os.cpu_count() or 1
+    driver_opts = f"{java_options} {driver_options}".strip()
     settings = {
+        "spark.app.name": app,
+        "spark.master": master or "local[*]",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
         "spark.driver.extraJavaOptions": driver_opts,
-        "spark.executor.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_options,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
-        "spark.local.dir": str(tmp / "local"),
     }
-    if local:
+    if local_dir is not None:
+        settings["spark.local.dir"] = str(local_dir)
+    if embedded(master):
         # the driver runs the executors: the throughput collector, not G1 (whose concurrent work competes with the
         # tasks for the cores) -- 10-13% less wall time for the report at 2 and 9.6 million events
         # (bench/report_scale.py, paired runs)
@@ -304,33 +317,131 @@ def spark_session(app: str, *, master: str | None = None, driver_memory: str | N
             # later option wins over an earlier one of the same name
             value = f"{settings[key]} {value}"
         settings[key] = value
+    return settings
+
+
+class RunningSpark:
+    """A session this process launched, and what its end needs: the gateway JVM, the class archive it may be
+    making and the log file. :meth:`stop` ends it once, from whichever thread calls it first (a job may stop
+    Spark in a thread of its own while it goes on with work that needs no Spark)."""
+
+    def __init__(self, session: Any, gateway: Any, archive: ClassArchive | None, log: IO[bytes]) -> None:
+        self.session = session
+        self._gateway = gateway
+        self._archive = archive
+        self._log = log
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def stop(self) -> None:
+        """Stop the session and let its JVM exit (waiting for it only while it writes the class archive)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            try:
+                if self.session is not None:
+                    with contextlib.suppress(Exception):
+                        self.session.stop()
+                with contextlib.suppress(Exception):
+                    # a new session in this process needs a new gateway (we launched this one ourselves)
+                    from pyspark import SparkContext
+
+                    SparkContext._gateway = None
+                    SparkContext._jvm = None
+                _end_jvm(self._gateway, self._archive)
+            finally:
+                self._log.close()
+
+
+def launch(
+    app: str,
+    *,
+    master: str | None = None,
+    driver_memory: str | None = None,
+    conf: dict[str, str] | None = None,
+    log_dir: Path | None = None,
+    class_archive: ClassArchive | None | bool = True,
+    quick_jit: bool = False,
+) -> RunningSpark:
+    """Start a SparkSession with :func:`session_settings`; the JVM output goes to ``log_dir/spark-jvm.log``.
+
+    ``class_archive``: True (default) the driver JVM uses this machine's :class:`ClassArchive` (made by
+    the first session), False none, or the one given. ``quick_jit``: the JVMs compile with C1 alone
+    (:data:`_QUICK_JIT`, for a short job: the embedded one, or on a cluster the driver and the executors); else an
+    embedded JVM's C2 waits for really hot code (:data:`_LATE_C2`). Raises :class:`SparkJobError` (one line)
+    when Spark does not start."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if master is None:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: no network interface lookup
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    tmp = Path(tempfile.mkdtemp(prefix="sdschat-spark-"))
+    log4j = tmp / "log4j2.properties"
+    log4j.write_text(_LOG4J)
+    log_path = (log_dir or tmp) / "spark-jvm.log"
+    archive = ClassArchive.for_this_machine() if class_archive is True else class_archive or None
+    settings = session_settings(
+        app,
+        master=master,
+        driver_memory=driver_memory,
+        conf=conf,
+        quick_jit=quick_jit,
+        local_dir=tmp / "local",
+        java_options=f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}",
+        driver_options=archive.jvm_options() if archive is not None else "",
+    )
+    sconf = SparkConf()
     for k, v in settings.items():
         sconf.set(k, v)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logf = open(log_path, "ab")
-    spark = gateway = None
+    gateway = None
     try:
-        try:
-            gateway = launch_gateway(sconf, popen_kwargs={"stdout": logf, "stderr": logf})
-            sc = SparkContext(gateway=gateway, conf=sconf)
-            sc.setLogLevel("ERROR")
-            spark = SparkSession(sc)
-        except Exception as exc:
+        gateway = launch_gateway(sconf, popen_kwargs={"stdout": logf, "stderr": logf})
+        sc = SparkContext(gateway=gateway, conf=sconf)
+        sc.setLogLevel("ERROR")
+        return RunningSpark(SparkSession(sc), gateway, archive, logf)
+    except BaseException as exc:
+        RunningSpark(None, gateway, archive, logf).stop()
+        if isinstance(exc, Exception):
             raise SparkJobError(f"could not start Spark ({one_line(exc)}); see {log_path}") from None
-        yield spark
+        raise
+
+
+@contextlib.contextmanager
+def spark_session(
+    app: str,
+    *,
+    master: str | None = None,
+    driver_memory: str | None = None,
+    conf: dict[str, str] | None = None,
+    log_dir: Path | None = None,
+    class_archive: ClassArchive | None | bool = True,
+    quick_jit: bool = False,
+) -> Iterator[Any]:
+    """Start a SparkSession (:func:`launch`, which says what the arguments do), yield it, stop it when the block
+    ends. A job that has no more use for Spark before its own work is done can end the block from another thread
+    (enter it in a :class:`contextlib.ExitStack` and close that in a thread), as the report does."""
+    running = launch(
+        app,
+        master=master,
+        driver_memory=driver_memory,
+        conf=conf,
+        log_dir=log_dir,
+        class_archive=class_archive,
+        quick_jit=quick_jit,
+    )
+    try:
+        yield running.session
     finally:
-        if spark is not None:
-            with contextlib.suppress(Exception):
-                spark.stop()
-        with contextlib.suppress(Exception):
-            # a new session in this process needs a new gateway (we launched this one ourselves)
-            SparkContext._gateway = None
-            SparkContext._jvm = None
-        _end_jvm(gateway, archive)
-        logf.close()
+        running.stop()
 
 
-def _end_jvm(gateway, archive: ClassArchive | None) -> None:
+def _end_jvm(gateway: Any, archive: ClassArchive | None) -> None:
     """Let the gateway JVM exit (it does at the end of its stdin); when it is making the class archive, wait for
     it to write it, then put it in place."""
     proc = getattr(gateway, "proc", None)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
+import logging
 import threading
 import time
 import tomllib
@@ -50,11 +50,29 @@ from typing import Any
 
 __all__ = ["GridError", "Grid", "load_grid", "parse_grid", "run_scenario", "run_sweep", "SCENARIO_KEYS"]
 
+log = logging.getLogger("sdschat.pipeline.sweep")
+
 #: SimParams fields a grid may set (value parsers below)
 SCENARIO_KEYS = (
-    "participants", "messages", "rate", "senders", "content_bytes", "loss", "latency_ms", "duplicate", "churn",
-    "causal_history", "bloom_capacity", "repair", "response_groups", "settle", "horizon_ms", "stores", "store_loss",
-    "store_latency_ms", "store_outages",
+    "participants",
+    "messages",
+    "rate",
+    "senders",
+    "content_bytes",
+    "loss",
+    "latency_ms",
+    "duplicate",
+    "churn",
+    "causal_history",
+    "bloom_capacity",
+    "repair",
+    "response_groups",
+    "settle",
+    "horizon_ms",
+    "stores",
+    "store_loss",
+    "store_latency_ms",
+    "store_outages",
 )
 _SECTIONS = ("sweep", "base", "grid")
 _SWEEP_KEYS = ("name", "seeds")
@@ -65,8 +83,9 @@ class GridError(Exception):
 
 
 class Grid:
-    def __init__(self, name: str, seeds: list[int], base: dict[str, Any], axes: dict[str, list[Any]],
-                 path: Path | None = None) -> None:
+    def __init__(
+        self, name: str, seeds: list[int], base: dict[str, Any], axes: dict[str, list[Any]], path: Path | None = None
+    ) -> None:
         self.name = name
         self.seeds = seeds
         self.base = base
@@ -78,7 +97,7 @@ class Grid:
         from sdschat.sim import SimParams
 
         keys = list(self.axes)
-        out = []
+        out: list[dict[str, Any]] = []
         for combo in itertools.product(*(self.axes[k] for k in keys)):
             values = dict(zip(keys, combo))
             for seed in self.seeds:
@@ -94,8 +113,18 @@ class Grid:
         return out
 
 
-_ABBREV = {"participants": "n", "loss": "loss", "repair": "r", "causal_history": "K", "bloom_capacity": "C",
-           "response_groups": "g", "messages": "m", "duplicate": "dup", "churn": "churn", "latency_ms": "lat"}
+_ABBREV = {
+    "participants": "n",
+    "loss": "loss",
+    "repair": "r",
+    "causal_history": "K",
+    "bloom_capacity": "C",
+    "response_groups": "g",
+    "messages": "m",
+    "duplicate": "dup",
+    "churn": "churn",
+    "latency_ms": "lat",
+}
 
 
 def _abbrev(k: str) -> str:
@@ -125,7 +154,7 @@ def _split_settings(settings: dict[str, Any]) -> dict[str, Any]:
             elif isinstance(v, int) and not isinstance(v, bool):
                 v = (v, v)
             else:
-                raise ValueError(f"{k} must be \"LO:HI\" or [LO, HI], got {v!r}")
+                raise ValueError(f'{k} must be "LO:HI" or [LO, HI], got {v!r}')
             kw[k] = v
         elif k in ("churn", "store_outages"):
             if isinstance(v, str):
@@ -135,7 +164,7 @@ def _split_settings(settings: dict[str, Any]) -> dict[str, Any]:
             elif v in (0, False, None):
                 v = None
             else:
-                raise ValueError(f"{k} must be \"FRACTION:MEAN_OFF_MS\", got {v!r}")
+                raise ValueError(f'{k} must be "FRACTION:MEAN_OFF_MS", got {v!r}')
             kw[k] = v
         elif k in SCENARIO_KEYS:
             if k in ("loss", "duplicate", "rate", "store_loss") and isinstance(v, int) and not isinstance(v, bool):
@@ -167,8 +196,11 @@ def parse_grid(text: str, path: Path | None = None) -> Grid:
         if k not in _SWEEP_KEYS:
             raise GridError(f"{where}: unknown key {k!r} in [sweep] (known: {', '.join(_SWEEP_KEYS)})")
     seeds = sweep.get("seeds", [1])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                          for s in seeds):
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
         raise GridError(f"{where}: [sweep] seeds must be a non-empty list of integers")
     name = str(sweep.get("name", path.stem if path else "sweep"))
     engine_keys = (set(CHANNEL_FIELDS) - set(OWN_OPTIONS)) | {f"repair_{k}" for k in REPAIR_FIELDS}
@@ -179,9 +211,11 @@ def parse_grid(text: str, path: Path | None = None) -> Grid:
             if k == "seed":
                 raise GridError(f"{where}: set seeds in [sweep] as seeds = [...], not {k!r} in [{section}]")
             hint = f"; it has its own key: {OWN_OPTIONS[k]}" if k in OWN_OPTIONS else ""
-            raise GridError(f"{where}: unknown key {k!r} in [{section}]{hint} (scenario keys: "
-                            f"{', '.join(SCENARIO_KEYS)}; or an engine setting such as sync_interval_ms, "
-                            f"repair_t_min_ms)")
+            raise GridError(
+                f"{where}: unknown key {k!r} in [{section}]{hint} (scenario keys: "
+                f"{', '.join(SCENARIO_KEYS)}; or an engine setting such as sync_interval_ms, "
+                f"repair_t_min_ms)"
+            )
 
     base = doc.get("base", {})
     for k in base:
@@ -222,8 +256,11 @@ def run_scenario(task: dict[str, Any]) -> dict[str, Any]:
     sid = task["id"]
     out_dir = Path(task["out"]) / sid
     out_dir.mkdir(parents=True, exist_ok=True)
-    row: dict[str, Any] = {"scenario": sid, "seed": task["seed"], **{f"grid_{k}": _jsonable(v)
-                                                                      for k, v in task["values"].items()}}
+    row: dict[str, Any] = {
+        "scenario": sid,
+        "seed": task["seed"],
+        **{f"grid_{k}": _jsonable(v) for k, v in task["values"].items()},
+    }
     t0 = time.perf_counter()
     try:
         params = SimParams.from_json(task["params"])
@@ -231,27 +268,45 @@ def run_scenario(task: dict[str, Any]) -> dict[str, Any]:
         m = result.meta
         kinds = m["event_kinds"]
         sent = m["messages_sent"]
-        row.update({
-            "participants": params.participants, "messages": sent, "loss": params.loss, "repair": params.repair,
-            "causal_history": params.causal_history, "bloom_capacity": params.bloom_capacity,
-            "response_groups": params.effective_response_groups, "duplicate": params.duplicate,
-            "churn": None if params.churn is None else f"{params.churn[0]}:{params.churn[1]}",
-            "delivery_ratio": m["delivery_ratio"], "converged": m["converged"], "distinct_logs": m["distinct_logs"],
-            "largest_agreeing": m["largest_agreeing"],
-            "bytes_published_per_message": m["bytes_published_per_message"],
-            "bytes_received_per_delivery": m["bytes_received_per_delivery"],
-            "bytes_published": m["bytes_published"], "bytes_received": m["bytes_received"],
-            "frames_message": m["frames"].get("message", 0), "frames_resend": m["frames"].get("resend", 0),
-            "frames_sync": m["frames"].get("sync", 0), "frames_repair": m["frames"].get("repair", 0),
-            "repair_requests": kinds.get("repair_requested", 0), "repair_responses": kinds.get("repair_served", 0),
-            "lost_declared": kinds.get("lost", 0), "events": m["events"], "stop_reason": m["stop_reason"],
-            "virtual_s": (m["virtual_end_ms"] - m["virtual_start_ms"]) / 1000, "wall_s": m["wall_time_s"],
-            "peak_rss_mb": m["peak_rss_mb"], "worker_pid": os.getpid(), "error": None,
-            **{f"{short}_{q}_ms": m["latency"][metric][q] for short, metric in _LATENCIES for q in ("p50", "p99")},
-            # what store nodes sent back (the frames' bytes), per message: not in the published bytes above
-            "store_bytes_per_message": (m["counts"].get("store_envelope_bytes", 0) / sent) if sent else None,
-            "events_dir": str(out_dir) if task["keep_events"] else None,
-        })
+        row.update(
+            {
+                "participants": params.participants,
+                "messages": sent,
+                "loss": params.loss,
+                "repair": params.repair,
+                "causal_history": params.causal_history,
+                "bloom_capacity": params.bloom_capacity,
+                "response_groups": params.effective_response_groups,
+                "duplicate": params.duplicate,
+                "churn": None if params.churn is None else f"{params.churn[0]}:{params.churn[1]}",
+                "delivery_ratio": m["delivery_ratio"],
+                "converged": m["converged"],
+                "distinct_logs": m["distinct_logs"],
+                "largest_agreeing": m["largest_agreeing"],
+                "bytes_published_per_message": m["bytes_published_per_message"],
+                "bytes_received_per_delivery": m["bytes_received_per_delivery"],
+                "bytes_published": m["bytes_published"],
+                "bytes_received": m["bytes_received"],
+                "frames_message": m["frames"].get("message", 0),
+                "frames_resend": m["frames"].get("resend", 0),
+                "frames_sync": m["frames"].get("sync", 0),
+                "frames_repair": m["frames"].get("repair", 0),
+                "repair_requests": kinds.get("repair_requested", 0),
+                "repair_responses": kinds.get("repair_served", 0),
+                "lost_declared": kinds.get("lost", 0),
+                "events": m["events"],
+                "stop_reason": m["stop_reason"],
+                "virtual_s": (m["virtual_end_ms"] - m["virtual_start_ms"]) / 1000,
+                "wall_s": m["wall_time_s"],
+                "peak_rss_mb": m["peak_rss_mb"],
+                "worker_pid": os.getpid(),
+                "error": None,
+                **{f"{short}_{q}_ms": m["latency"][metric][q] for short, metric in _LATENCIES for q in ("p50", "p99")},
+                # what store nodes sent back (the frames' bytes), per message: not in the published bytes above
+                "store_bytes_per_message": (m["counts"].get("store_envelope_bytes", 0) / sent) if sent else None,
+                "events_dir": str(out_dir) if task["keep_events"] else None,
+            }
+        )
     except Exception as exc:  # keep the sweep going; the driver reports failures
         row.update({"error": f"{type(exc).__name__}: {exc}", "wall_s": round(time.perf_counter() - t0, 3)})
     (out_dir / "summary.json").write_text(json.dumps(row, indent=1, default=str) + "\n", encoding="utf-8")
@@ -278,9 +333,17 @@ def _jsonable(v: Any) -> Any:
 # ------------------------------------------------------------------- driver
 
 
-def run_sweep(grid: Grid, out: Path, *, master: str | None = None, driver_memory: str | None = None,
-              spark_conf: dict[str, str] | None = None, keep_events: bool = True, quiet: bool = False,
-              spark=None) -> dict:
+def run_sweep(
+    grid: Grid,
+    out: Path,
+    *,
+    master: str | None = None,
+    driver_memory: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+    keep_events: bool = True,
+    quiet: bool = False,
+    spark=None,
+) -> dict:
     """Run every scenario of ``grid`` as a Spark task; write results under ``out``. ``spark``: use this session."""
     import contextlib
 
@@ -297,22 +360,27 @@ def run_sweep(grid: Grid, out: Path, *, master: str | None = None, driver_memory
         if stale.exists():
             stale.unlink()
 
-    def say(msg: str) -> None:
-        if not quiet:
-            print(msg, file=sys.stderr, flush=True)
-
+    del quiet  # (kept for its callers: the logger's level decides what is said)
     t0 = time.perf_counter()
-    say(f"sweep {grid.name}: {len(tasks)} scenarios")
+    log.info("sweep %s: %d scenarios", grid.name, len(tasks))
     try:
-        session_cm = (contextlib.nullcontext(spark) if spark is not None else
-                      spark_session("sdschat-sweep", master=master, driver_memory=driver_memory, conf=spark_conf,
-                                    log_dir=out))
+        session_cm = (
+            contextlib.nullcontext(spark)
+            if spark is not None
+            else spark_session(
+                "sdschat-sweep", master=master, driver_memory=driver_memory, conf=spark_conf, log_dir=out
+            )
+        )
         with session_cm as spark:
             sc = spark.sparkContext
-            say(f"sweep: Spark {spark.version} ready ({time.perf_counter() - t0:.1f} s), "
-                f"{sc.defaultParallelism} task slots")
+            log.info(
+                "sweep: Spark %s ready (%.1f s), %d task slots",
+                spark.version,
+                time.perf_counter() - t0,
+                sc.defaultParallelism,
+            )
             rdd = sc.parallelize(tasks, len(tasks)).map(run_scenario)
-            results = _collect_with_progress(sc, rdd, tasks, scen_dir, say)
+            results = _collect_with_progress(sc, rdd, tasks, scen_dir)
             rows = sorted(results, key=lambda r: r["scenario"])
             aggregate = _aggregate(spark, rows, list(grid.axes))
     except SparkJobError as exc:
@@ -325,14 +393,16 @@ def run_sweep(grid: Grid, out: Path, *, master: str | None = None, driver_memory
     written = _write(grid, rows, aggregate, out, wall)
     failed = [r for r in rows if r.get("error")]
     if failed:
-        raise GridError(f"{len(failed)} of {len(rows)} scenarios failed (first: {failed[0]['scenario']}: "
-                        f"{failed[0]['error']}); results in {written['results']}")
+        raise GridError(
+            f"{len(failed)} of {len(rows)} scenarios failed (first: {failed[0]['scenario']}: "
+            f"{failed[0]['error']}); results in {written['results']}"
+        )
     written["wall_s"] = wall
     return written
 
 
-def _collect_with_progress(sc, rdd, tasks: list[dict], scen_dir: Path, say) -> list[dict]:
-    """``rdd.collect()`` in a thread; meanwhile print a line per scenario that finished."""
+def _collect_with_progress(sc, rdd, tasks: list[dict], scen_dir: Path) -> list[dict]:
+    """``rdd.collect()`` in a thread; meanwhile log a line per scenario that finished."""
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -357,7 +427,7 @@ def _collect_with_progress(sc, rdd, tasks: list[dict], scen_dir: Path, say) -> l
                 except ValueError:
                     continue  # being written
                 done.add(t["id"])
-                say(f"[{len(done)}/{n}] " + _progress_line(row))
+                log.info("[%d/%d] %s", len(done), n, _progress_line(row))
         if finished:
             break
         th.join(0.5)
@@ -367,7 +437,7 @@ def _collect_with_progress(sc, rdd, tasks: list[dict], scen_dir: Path, say) -> l
     for r in rows:  # scenarios whose summary we could not see (e.g. a remote filesystem)
         if r["scenario"] not in done:
             done.add(r["scenario"])
-            say(f"[{len(done)}/{n}] " + _progress_line(r))
+            log.info("[%d/%d] %s", len(done), n, _progress_line(r))
     return rows
 
 
@@ -376,29 +446,52 @@ def _progress_line(r: dict) -> str:
         return f"{r['scenario']}: FAILED {r['error']}"
     ratio = r.get("delivery_ratio")
     bpm = r.get("bytes_published_per_message")
-    return (f"{r['scenario']}: delivery {'n/a' if ratio is None else f'{ratio:.4f}'}, "
-            f"{'n/a' if bpm is None else f'{bpm:,.0f}'} B published/msg, "
-            f"{'converged' if r.get('converged') else 'not converged'}, {r.get('wall_s', 0):.1f} s")
+    return (
+        f"{r['scenario']}: delivery {'n/a' if ratio is None else f'{ratio:.4f}'}, "
+        f"{'n/a' if bpm is None else f'{bpm:,.0f}'} B published/msg, "
+        f"{'converged' if r.get('converged') else 'not converged'}, {r.get('wall_s', 0):.1f} s"
+    )
 
 
 #: the run's two latencies (SimResult meta "latency"), as sweep columns ``shown_p50_ms`` ...
 _LATENCIES = (("shown", "send_to_shown"), ("delivered", "send_to_deliver"))
-_METRICS = ("delivery_ratio", "bytes_published_per_message", "bytes_received_per_delivery", "repair_requests",
-            "repair_responses", "frames_repair", "frames_sync", "frames_resend", "wall_s", "shown_p50_ms",
-            "shown_p99_ms", "delivered_p50_ms", "delivered_p99_ms", "store_bytes_per_message")
+_METRICS = (
+    "delivery_ratio",
+    "bytes_published_per_message",
+    "bytes_received_per_delivery",
+    "repair_requests",
+    "repair_responses",
+    "frames_repair",
+    "frames_sync",
+    "frames_resend",
+    "wall_s",
+    "shown_p50_ms",
+    "shown_p99_ms",
+    "delivered_p50_ms",
+    "delivered_p99_ms",
+    "store_bytes_per_message",
+)
 #: latencies whose range over seeds (``<name>_min_ms``, ``<name>_max_ms``) the aggregate keeps beside the mean
 _SPREAD = ("delivered_p50", "delivered_p99")
 
 
 def _aggregate(spark, rows: list[dict], axes: list[str]) -> list[dict]:
     """Mean (and min delivery, and each delivered percentile's range) over seeds per grid point, with Spark SQL."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 
     good = [r for r in rows if not r.get("error")]
     if not good:
         return []
-    dims = ["participants", "loss", "repair", "causal_history", "bloom_capacity", "response_groups", "duplicate",
-            "churn"]
+    dims = [
+        "participants",
+        "loss",
+        "repair",
+        "causal_history",
+        "bloom_capacity",
+        "response_groups",
+        "duplicate",
+        "churn",
+    ]
     extra = [f"grid_{a}" for a in axes if a not in dims]
     cols = dims + extra + list(_METRICS) + ["converged"]
     table = pa.table({c: [r.get(c) for r in good] for c in cols})
@@ -407,16 +500,18 @@ def _aggregate(spark, rows: list[dict], axes: list[str]) -> list[dict]:
     group = ", ".join(f"`{c}`" for c in dims + extra)
     means = ", ".join(f"avg(`{m}`) AS `{m}`" for m in _METRICS)
     ranges = ", ".join(f"min(`{m}_ms`) AS `{m}_min_ms`, max(`{m}_ms`) AS `{m}_max_ms`" for m in _SPREAD)
-    sql = (f"SELECT {group}, count(*) AS runs, {means}, {ranges}, min(delivery_ratio) AS min_delivery_ratio, "
-           f"avg(CASE WHEN converged THEN 1.0D ELSE 0.0D END) AS converged_fraction "
-           f"FROM sweep_results GROUP BY {group} ORDER BY {group}")
+    sql = (
+        f"SELECT {group}, count(*) AS runs, {means}, {ranges}, min(delivery_ratio) AS min_delivery_ratio, "
+        f"avg(CASE WHEN converged THEN 1.0D ELSE 0.0D END) AS converged_fraction "
+        f"FROM sweep_results GROUP BY {group} ORDER BY {group}"
+    )
     res = spark.sql(sql).toArrow()
     return res.to_pylist()
 
 
 def _arrow_df(spark, table):
     """A Spark DataFrame from a pyarrow table (no pandas needed)."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
     from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
     fields = []
@@ -451,7 +546,7 @@ def _cast(v, t):
 
 
 def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall: float) -> dict:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (nor does its parquet module)
 
     from . import plots
     from .report import _fmt, _md_table, _table
@@ -468,48 +563,96 @@ def _write(grid: Grid, rows: list[dict], aggregate: list[dict], out: Path, wall:
         plot_rows.append({**a, "variant": variant})
     plot_paths = [
         plots.sweep_plot(plot_rows, "delivery_ratio", "delivery ratio (mean over seeds)", out / "delivery_vs_loss.png"),
-        plots.sweep_plot(plot_rows, "bytes_published_per_message", "bytes published per message",
-                         out / "bandwidth_vs_loss.png", logy=True),
-        plots.sweep_plot(plot_rows, "delivered_p99_ms", "send to delivered in causal order, p99 (ms)",
-                         out / "latency_vs_loss.png", logy=True),
+        plots.sweep_plot(
+            plot_rows,
+            "bytes_published_per_message",
+            "bytes published per message",
+            out / "bandwidth_vs_loss.png",
+            logy=True,
+        ),
+        plots.sweep_plot(
+            plot_rows,
+            "delivered_p99_ms",
+            "send to delivered in causal order, p99 (ms)",
+            out / "latency_vs_loss.png",
+            logy=True,
+        ),
     ]
-    header = ["n", "loss", "SDS-R"] + [_abbrev(k.removeprefix("grid_")) for k in varying] + [
-        "runs", "delivery", "min delivery", "converged", "shown p50 / p99 s", "delivered p50 / p99 s",
-        "B published/msg", "B received/delivery", "repair frames", "sync frames"]
+    header = (
+        ["n", "loss", "SDS-R"]
+        + [_abbrev(k.removeprefix("grid_")) for k in varying]
+        + [
+            "runs",
+            "delivery",
+            "min delivery",
+            "converged",
+            "shown p50 / p99 s",
+            "delivered p50 / p99 s",
+            "B published/msg",
+            "B received/delivery",
+            "repair frames",
+            "sync frames",
+        ]
+    )
     seeds = len(grid.seeds) > 1
     if seeds:  # how far one seed's run may be from the mean
         header.insert(header.index("delivered p50 / p99 s") + 1, "delivered p50 / p99 s, range over seeds")
     body = []
     for a in aggregate:
-        body.append([_fmt(a["participants"]), _fmt(a["loss"]), "on" if a["repair"] else "off"]
-                    + [_short(a[k]) for k in varying]
-                    + [_fmt(a["runs"]), _fmt(a["delivery_ratio"], 5), _fmt(a["min_delivery_ratio"], 5),
-                       _fmt(a["converged_fraction"], 2), _seconds(a["shown_p50_ms"], a["shown_p99_ms"]),
-                       _seconds(a["delivered_p50_ms"], a["delivered_p99_ms"]),
-                       _fmt(a["bytes_published_per_message"], 0),
-                       _fmt(a["bytes_received_per_delivery"], 0), _fmt(a["frames_repair"], 1),
-                       _fmt(a["frames_sync"], 1)])
+        body.append(
+            [_fmt(a["participants"]), _fmt(a["loss"]), "on" if a["repair"] else "off"]
+            + [_short(a[k]) for k in varying]
+            + [
+                _fmt(a["runs"]),
+                _fmt(a["delivery_ratio"], 5),
+                _fmt(a["min_delivery_ratio"], 5),
+                _fmt(a["converged_fraction"], 2),
+                _seconds(a["shown_p50_ms"], a["shown_p99_ms"]),
+                _seconds(a["delivered_p50_ms"], a["delivered_p99_ms"]),
+                _fmt(a["bytes_published_per_message"], 0),
+                _fmt(a["bytes_received_per_delivery"], 0),
+                _fmt(a["frames_repair"], 1),
+                _fmt(a["frames_sync"], 1),
+            ]
+        )
         if seeds:
-            body[-1].insert(header.index("delivered p50 / p99 s, range over seeds"),
-                            f"{_spread(a['delivered_p50_min_ms'], a['delivered_p50_max_ms'])} / "
-                            f"{_spread(a['delivered_p99_min_ms'], a['delivered_p99_max_ms'])}")
+            body[-1].insert(
+                header.index("delivered p50 / p99 s, range over seeds"),
+                f"{_spread(a['delivered_p50_min_ms'], a['delivered_p50_max_ms'])} / "
+                f"{_spread(a['delivered_p99_min_ms'], a['delivered_p99_max_ms'])}",
+            )
     failed = [r for r in rows if r.get("error")]
-    md = [f"# sdschat sweep: {grid.name}", "",
-          f"{len(rows)} scenarios ({len(failed)} failed) from `{grid.path}`, seeds {grid.seeds}, in {wall:.0f} s.", "",
-          "Base: " + ", ".join(f"`{k} = {v}`" for k, v in grid.base.items()), "",
-          "Grid: " + ", ".join(f"`{k}` {v}" for k, v in grid.axes.items()), "",
-          _md_table(header, body), "",
-          "![delivery ratio against loss](delivery_vs_loss.png)", "",
-          "![bandwidth per message against loss](bandwidth_vs_loss.png)", "",
-          "![delivery latency against loss](latency_vs_loss.png)", "",
-          "Delivery = deliveries / (messages x (participants - 1)). Shown: from the send to a member's first copy "
-          "(the UI shows it at once); delivered: to its delivery in causal order (means over seeds of each run's "
-          "percentiles). Published bytes count each broadcast frame "
-          "once; received bytes count each copy that reached an online member. Per-scenario rows: "
-          "`results.parquet`; means over seeds: `aggregate.parquet`; each scenario's events (if kept) in "
-          "`scenarios/<id>/` for `sdschat report`.", ""]
+    md = [
+        f"# sdschat sweep: {grid.name}",
+        "",
+        f"{len(rows)} scenarios ({len(failed)} failed) from `{grid.path}`, seeds {grid.seeds}, in {wall:.0f} s.",
+        "",
+        "Base: " + ", ".join(f"`{k} = {v}`" for k, v in grid.base.items()),
+        "",
+        "Grid: " + ", ".join(f"`{k}` {v}" for k, v in grid.axes.items()),
+        "",
+        _md_table(header, body),
+        "",
+        "![delivery ratio against loss](delivery_vs_loss.png)",
+        "",
+        "![bandwidth per message against loss](bandwidth_vs_loss.png)",
+        "",
+        "![delivery latency against loss](latency_vs_loss.png)",
+        "",
+        "Delivery = deliveries / (messages x (participants - 1)). Shown: from the send to a member's first copy "
+        "(the UI shows it at once); delivered: to its delivery in causal order (means over seeds of each run's "
+        "percentiles). Published bytes count each broadcast frame "
+        "once; received bytes count each copy that reached an online member. Per-scenario rows: "
+        "`results.parquet`; means over seeds: `aggregate.parquet`; each scenario's events (if kept) in "
+        "`scenarios/<id>/` for `sdschat report`.",
+        "",
+    ]
     if failed:
         md += ["## Failed", ""] + [f"- `{r['scenario']}`: {r['error']}" for r in failed] + [""]
     (out / "sweep.md").write_text("\n".join(md), encoding="utf-8")
-    return {"report": out / "sweep.md", "results": out / "results.parquet", "aggregate": out / "aggregate.parquet",
-            "plots": plot_paths}
+    return {
+        "report": out / "sweep.md",
+        "results": out / "results.parquet",
+        "aggregate": out / "aggregate.parquet",
+        "plots": plot_paths,
+    }

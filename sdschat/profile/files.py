@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import TracebackType
 
 from .errors import ProfileError
 
@@ -48,5 +49,5 @@ class _quiet:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
         return kind is not None and issubclass(kind, OSError)

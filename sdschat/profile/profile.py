@@ -17,10 +17,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import time
 import tomllib
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from .errors import ProfileError
 from .files import private_dir, remove_quietly, write_private
 from .names import public_broker, valid_name
 from .session import ensure_session_id
+from .settings import env_home
 from .token import Invite
 
 __all__ = ["ProfilePaths", "Profile", "ChannelEntry", "Notifications", "resolve_paths", "valid_name"]
@@ -57,10 +58,8 @@ class ProfilePaths:
 def resolve_paths(home: Path | None = None) -> ProfilePaths:
     """``home`` (``--home``), else ``$SDSCHAT_HOME``, else the platform's config and data folders. An empty
     ``$SDSCHAT_HOME`` is refused (it would put the profile in the current folder, or silently elsewhere)."""
-    if home is None and "SDSCHAT_HOME" in os.environ:
-        if not os.environ["SDSCHAT_HOME"].strip():
-            raise ProfileError("SDSCHAT_HOME is set but empty: name a folder, or unset it")
-        home = Path(os.environ["SDSCHAT_HOME"])
+    if home is None:
+        home = env_home()
     if home is not None:
         return ProfilePaths(home, home)
     from platformdirs import user_config_dir, user_data_dir
@@ -88,21 +87,29 @@ class ChannelEntry:
     #: the channel's first admins (participant ids): its creator, or those the invite named
     admins: list[str] = field(default_factory=list)
     #: the key epoch the invite carried, ``[number, secret hex]``, until the channel's database has it
-    invite_epoch: list | None = None
+    invite_epoch: list[int | str] | None = None
     #: the members removed before we joined (from the invite): their frames are refused from the start
     removed: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
-        return {"name": self.name, "key_file": self.key_file, "db_file": self.db_file,
-                "joined_ms": self.joined_ms, "read_ms": self.read_ms, "muted": self.muted,
-                "admins": list(self.admins), "invite_epoch": self.invite_epoch, "removed": list(self.removed)}
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "key_file": self.key_file,
+            "db_file": self.db_file,
+            "joined_ms": self.joined_ms,
+            "read_ms": self.read_ms,
+            "muted": self.muted,
+            "admins": list(self.admins),
+            "invite_epoch": self.invite_epoch,
+            "removed": list(self.removed),
+        }
 
     @property
     def epoch(self) -> tuple[int, bytes] | None:
         """The invite's key epoch (number, secret), if it carried one."""
         if not self.invite_epoch:
             return None
-        return int(self.invite_epoch[0]), bytes.fromhex(self.invite_epoch[1])
+        return int(self.invite_epoch[0]), bytes.fromhex(str(self.invite_epoch[1]))
 
 
 @dataclass
@@ -166,9 +173,16 @@ class Profile:
             words = notify.get("highlight", [])
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
                 raise TypeError
-            profile = cls(paths, valid_name(str(doc["name"])), str(doc.get("broker", "")),
-                          Notifications(bool(notify.get("bell", True)), bool(notify.get("desktop", True)),
-                                        tuple(w.strip() for w in words if w.strip())))
+            profile = cls(
+                paths,
+                valid_name(str(doc["name"])),
+                str(doc.get("broker", "")),
+                Notifications(
+                    bool(notify.get("bell", True)),
+                    bool(notify.get("desktop", True)),
+                    tuple(w.strip() for w in words if w.strip()),
+                ),
+            )
             keep = doc.get("storage", {}).get("events_keep", EVENTS_KEEP)
             if type(keep) is not int or keep < 0:
                 raise ProfileError(f"{file}: [storage] events_keep must be a whole number >= 0 (0 keeps every event)")
@@ -179,26 +193,39 @@ class Profile:
             profile.rekey_days = float(days)
             keep_days = doc.get("session", {}).get("keep_days", SESSION_DAYS)
             if type(keep_days) not in (int, float) or not 0 <= keep_days <= 365:
-                raise ProfileError(f"{file}: [session] keep_days must be a number of days from 0 (no kept session) "
-                                   "to 365")
+                raise ProfileError(
+                    f"{file}: [session] keep_days must be a number of days from 0 (no kept session) to 365"
+                )
             profile.session_days = float(keep_days)
         except (KeyError, TypeError, AttributeError):
-            raise ProfileError(f"{file} is damaged (it needs at least name = \"...\")") from None
+            raise ProfileError(f'{file} is damaged (it needs at least name = "...")') from None
         profile.channels, profile.active = profile._load_channels()
         return profile
 
     def save(self) -> None:
-        lines = [f"# sdschat profile (version {PROFILE_VERSION})", f"name = {_toml_str(self.name)}",
-                 f"broker = {_toml_str(self.broker)}", "", "[notifications]",
-                 f"bell = {str(self.notifications.bell).lower()}",
-                 f"desktop = {str(self.notifications.desktop).lower()}",
-                 f"highlight = [{', '.join(_toml_str(w) for w in self.notifications.highlight)}]", "",
-                 "[storage]", "# event rows kept in full per channel (older ones are compacted; 0 keeps all)",
-                 f"events_keep = {self.events_keep}", "",
-                 "[security]", "# in channels you administer, rotate the key when it is this many days old (0: never)",
-                 f"rekey_days = {self.rekey_days:g}", "",
-                 "[session]", "# days an external broker keeps what is sent while the window is closed (0: off)",
-                 f"keep_days = {self.session_days:g}", ""]
+        lines = [
+            f"# sdschat profile (version {PROFILE_VERSION})",
+            f"name = {_toml_str(self.name)}",
+            f"broker = {_toml_str(self.broker)}",
+            "",
+            "[notifications]",
+            f"bell = {str(self.notifications.bell).lower()}",
+            f"desktop = {str(self.notifications.desktop).lower()}",
+            f"highlight = [{', '.join(_toml_str(w) for w in self.notifications.highlight)}]",
+            "",
+            "[storage]",
+            "# event rows kept in full per channel (older ones are compacted; 0 keeps all)",
+            f"events_keep = {self.events_keep}",
+            "",
+            "[security]",
+            "# in channels you administer, rotate the key when it is this many days old (0: never)",
+            f"rekey_days = {self.rekey_days:g}",
+            "",
+            "[session]",
+            "# days an external broker keeps what is sent while the window is closed (0: off)",
+            f"keep_days = {self.session_days:g}",
+            "",
+        ]
         write_private(self.paths.profile_file, "\n".join(lines).encode("utf-8"))
 
     @property
@@ -238,8 +265,10 @@ class Profile:
         if not is_sealed(text):
             return self._plain_identity(text)
         if passphrase is None:
-            raise ProfileError("the identity is protected by a passphrase: set SDSCHAT_IDENTITY_PASSPHRASE, "
-                               "or run in a terminal to be asked")
+            raise ProfileError(
+                "the identity is protected by a passphrase: set SDSCHAT_IDENTITY_PASSPHRASE, "
+                "or run in a terminal to be asked"
+            )
         try:
             return Identity.from_private_bytes(open_private_key(text, passphrase))
         except (KeyFileError, CryptoError, ValueError) as exc:
@@ -276,8 +305,11 @@ class Profile:
             raise ProfileError(f"{file} is damaged") from None
 
     def _save_channels(self) -> None:
-        doc = {"version": PROFILE_VERSION, "active": self.active,
-               "channels": [c.to_json() for c in self.channels.values()]}
+        doc = {
+            "version": PROFILE_VERSION,
+            "active": self.active,
+            "channels": [c.to_json() for c in self.channels.values()],
+        }
         write_private(self._channels_file(), json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8"))
 
     def channel(self, name: str) -> ChannelEntry:
@@ -286,8 +318,16 @@ class Profile:
         except KeyError:
             raise ProfileError(f"not in channel {name!r} (joined: {', '.join(self.channels) or 'none'})") from None
 
-    def add_channel(self, name: str, secret: bytes, *, db: Path | None = None, admins=None,
-                    epoch: tuple[int, bytes] | None = None, removed=()) -> ChannelEntry:
+    def add_channel(
+        self,
+        name: str,
+        secret: bytes,
+        *,
+        db: Path | None = None,
+        admins: Iterable[str] | None = None,
+        epoch: tuple[int, bytes] | None = None,
+        removed: Iterable[str] = (),
+    ) -> ChannelEntry:
         """Join ``name`` with ``secret``: write its key file; its database is ``db`` or a new one. ``admins``
         (participant ids) are its trust root; None: a new channel, of which we are the admin. ``epoch``: the
         invite's current key epoch."""
@@ -304,10 +344,15 @@ class Profile:
         except CryptoError as exc:
             raise ProfileError(str(exc)) from None
         db_file = str(db) if db is not None else f"db/{stem}.db"
-        entry = ChannelEntry(name, f"keys/{stem}.key", db_file, int(time.time() * 1000),
-                             admins=list(admins) if admins is not None else [self.participant_id],
-                             invite_epoch=[epoch[0], epoch[1].hex()] if epoch and epoch[0] > 0 else None,
-                             removed=list(removed))
+        entry = ChannelEntry(
+            name,
+            f"keys/{stem}.key",
+            db_file,
+            int(time.time() * 1000),
+            admins=list(admins) if admins is not None else [self.participant_id],
+            invite_epoch=[epoch[0], epoch[1].hex()] if epoch and epoch[0] > 0 else None,
+            removed=list(removed),
+        )
         self.channels[name] = entry
         self._save_channels()
         return entry
@@ -336,17 +381,30 @@ class Profile:
         path = Path(entry.db_file)
         return path if path.is_absolute() else self.paths.data / path
 
-    def invite(self, name: str, *, admins=None, epoch: tuple[int, bytes] | None = None, removed=None,
-               with_credentials: bool = False) -> Invite:
+    def invite(
+        self,
+        name: str,
+        *,
+        admins: Iterable[str] | None = None,
+        epoch: tuple[int, bytes] | None = None,
+        removed: Iterable[str] | None = None,
+        with_credentials: bool = False,
+    ) -> Invite:
         """An invite to ``name``: its admins, current key epoch and removed members as the channel's node knows
         them (else the profile's: the first admins, the invite's epoch and removed members). Its broker is the
         profile's without the login and the CA file (:func:`public_broker`), unless ``with_credentials``."""
         entry = self.channel(name)
         number, secret = epoch if epoch is not None and epoch[0] > 0 else (entry.epoch or (0, b""))
         broker = self.broker if with_credentials else public_broker(self.broker)
-        return Invite(entry.name, self._secret(entry), broker,
-                      tuple(sorted(admins if admins is not None else entry.admins)), number, secret,
-                      tuple(sorted(removed if removed is not None else entry.removed)))
+        return Invite(
+            entry.name,
+            self._secret(entry),
+            broker,
+            tuple(sorted(admins if admins is not None else entry.admins)),
+            number,
+            secret,
+            tuple(sorted(removed if removed is not None else entry.removed)),
+        )
 
     def adopted_epoch(self, name: str) -> None:
         """The channel's database holds the invite's key epoch now: the profile forgets it (old keys are deleted

@@ -35,6 +35,7 @@ import binascii
 import struct
 import unicodedata
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import ProfileError, TokenError
@@ -51,8 +52,27 @@ MAX_NAME_BYTES = 255
 MAX_BROKER_BYTES = 1024
 #: the highest key epoch a token carries (epochs count up by one per key change; the field is 4 bytes)
 MAX_EPOCH = 2**31 - 1
-MAX_TOKEN_CHARS = (4 * (1 + 1 + MAX_NAME_BYTES + SECRET_SIZE + 2 + MAX_BROKER_BYTES + 1 + 16 * MAX_ADMINS
-                        + 2 + 16 * MAX_REMOVED + 4 + SECRET_SIZE + 4) // 3 + len(TOKEN_PREFIX) + 4)
+MAX_TOKEN_CHARS = (
+    4
+    * (
+        1
+        + 1
+        + MAX_NAME_BYTES
+        + SECRET_SIZE
+        + 2
+        + MAX_BROKER_BYTES
+        + 1
+        + 16 * MAX_ADMINS
+        + 2
+        + 16 * MAX_REMOVED
+        + 4
+        + SECRET_SIZE
+        + 4
+    )
+    // 3
+    + len(TOKEN_PREFIX)
+    + 4
+)
 
 
 @dataclass(frozen=True)
@@ -93,10 +113,19 @@ def encode_invite(invite: Invite) -> str:
         raise TokenError("an epoch above 0 comes with its 32-byte secret")
     if any(unicodedata.category(c) == "Cc" for c in invite.broker):
         raise TokenError("a broker URL cannot hold control characters")
-    body = (bytes([TOKEN_VERSION, len(name)]) + name + bytes(invite.secret) + struct.pack(">H", len(broker))
-            + broker + bytes([len(invite.admins)]) + admins + struct.pack(">H", len(invite.removed)) + removed
-            + struct.pack(">I", invite.epoch)
-            + bytes(invite.epoch_secret))
+    body = (
+        bytes([TOKEN_VERSION, len(name)])
+        + name
+        + bytes(invite.secret)
+        + struct.pack(">H", len(broker))
+        + broker
+        + bytes([len(invite.admins)])
+        + admins
+        + struct.pack(">H", len(invite.removed))
+        + removed
+        + struct.pack(">I", invite.epoch)
+        + bytes(invite.epoch_secret)
+    )
     body += struct.pack(">I", zlib.crc32(body))
     return TOKEN_PREFIX + base64.urlsafe_b64encode(body).rstrip(b"=").decode("ascii")
 
@@ -117,7 +146,7 @@ def _epoch(number: int) -> int:
     return number
 
 
-def _ids(ids) -> bytes:
+def _ids(ids: Sequence[str]) -> bytes:
     try:
         raw = b"".join(bytes.fromhex(p) for p in ids)
     except ValueError:
@@ -145,7 +174,7 @@ def decode_invite(text: str) -> Invite:
         raise TokenError(f"not an invite token (it starts with {TOKEN_PREFIX!r})")
     if len(text) > MAX_TOKEN_CHARS:
         raise TokenError("not an invite token (too long)")
-    body = text[len(TOKEN_PREFIX):]
+    body = text[len(TOKEN_PREFIX) :]
     if not body.isascii():
         raise TokenError("not an invite token (damaged)")
     raw = _unbase64(body)
@@ -164,7 +193,7 @@ def _parse(raw: bytes) -> Invite:
     end_secret = end_name + SECRET_SIZE
     if n == 0 or len(raw) < end_secret + 2:
         raise TokenError("invite token is malformed")
-    (blen,) = struct.unpack(">H", raw[end_secret:end_secret + 2])
+    (blen,) = struct.unpack(">H", raw[end_secret : end_secret + 2])
     end_broker = end_secret + 2 + blen
     admins: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
@@ -179,22 +208,23 @@ def _parse(raw: bytes) -> Invite:
         end_admins = end_broker + 1 + 16 * count
         if count > MAX_ADMINS or len(raw) < end_admins + 2:
             raise TokenError("invite token is malformed")
-        admins = tuple(raw[i:i + 16].hex() for i in range(end_broker + 1, end_admins, 16))
-        (n_removed,) = struct.unpack(">H", raw[end_admins:end_admins + 2])
+        admins = tuple(raw[i : i + 16].hex() for i in range(end_broker + 1, end_admins, 16))
+        (n_removed,) = struct.unpack(">H", raw[end_admins : end_admins + 2])
         end_removed = end_admins + 2 + 16 * n_removed
         if n_removed > MAX_REMOVED or len(raw) < end_removed + 4:
             raise TokenError("invite token is malformed")
-        removed = tuple(raw[i:i + 16].hex() for i in range(end_admins + 2, end_removed, 16))
-        (epoch,) = struct.unpack(">I", raw[end_removed:end_removed + 4])
-        epoch_secret = raw[end_removed + 4:]
+        removed = tuple(raw[i : i + 16].hex() for i in range(end_admins + 2, end_removed, 16))
+        (epoch,) = struct.unpack(">I", raw[end_removed : end_removed + 4])
+        epoch_secret = raw[end_removed + 4 :]
         if len(epoch_secret) != (SECRET_SIZE if epoch else 0):
             raise TokenError("invite token is malformed")
     try:
         name = raw[2:end_name].decode("utf-8")
-        broker = raw[end_secret + 2:end_broker].decode("utf-8")
+        broker = raw[end_secret + 2 : end_broker].decode("utf-8")
     except UnicodeDecodeError:
         raise TokenError("invite token is malformed (not UTF-8)") from None
     if any(unicodedata.category(c) == "Cc" for c in name + broker):
         raise TokenError("invite token is malformed (control characters)")
-    return Invite(_channel_name(name), raw[end_name:end_secret], broker, admins, _epoch(epoch), bytes(epoch_secret),
-                  removed)
+    return Invite(
+        _channel_name(name), raw[end_name:end_secret], broker, admins, _epoch(epoch), bytes(epoch_secret), removed
+    )

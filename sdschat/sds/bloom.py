@@ -104,12 +104,6 @@ def _hash_pair(item: str, m: int) -> tuple[int, int]:
     return abs(_nim_murmur(units)) % m, abs(_nim_murmur(units + [32, 98])) % m
 
 
-def bit_positions(item: str, m: int, k: int) -> list[int]:
-    """The ``k`` bit indices of ``item`` in a filter of ``m`` bits."""
-    a, b = _hash_pair(item, m)
-    return [(a + i * b) % m for i in range(k)]
-
-
 def positions_in(item: str, m: int, k: int) -> tuple[tuple[int, int], ...]:
     """``(byte_index, mask)`` pairs of ``item`` in the serialized layout.
 
@@ -242,8 +236,11 @@ class RollingBloomFilter:
         f = self.filter
         ids = self._ids
         pending = self._pending
-        if positions is not None and len(pending) < _PENDING_MAX and (
-                not self.rolling or len(ids) < f.capacity - self.keep):
+        if (
+            positions is not None
+            and len(pending) < _PENDING_MAX
+            and (not self.rolling or len(ids) < f.capacity - self.keep)
+        ):
             ids.append(item)
             pending.append(positions)  # (set when the bits are read: see _pending)
             return False

@@ -123,9 +123,10 @@ persist each change as one row write instead of rewriting the state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from hashlib import sha256
-from typing import Callable
 
+from . import sds_pb2
 from .bloom import RollingBloomFilter
 from .config import ChannelConfig
 from .events import EphemeralReceived, Event, Outgoing, Rejected, RepairRequested
@@ -135,19 +136,34 @@ from .incoming import IncomingBuffer
 from .log import LocalLog
 from .outgoing import OutgoingBuffer
 from .repair import RepairScheduler
-from .state import CacheRow, ChannelState, LogRow
+from .state import CacheRow, ChannelState, JournalOp, LogRow
 from .sync import Syncer
 from .timers import Timers
 from .wire import MAX_FRAME_BYTES, HistoryEntry, WireError, encode_frame, parse_pb
-from . import sds_pb2
 
 __all__ = ["MessageChannel", "Frame", "message_id"]
 
 
 _STATS = (
-    "sent", "received", "delivered", "duplicates", "own_echoes", "rejected", "resends", "syncs_sent",
-    "syncs_received", "ephemeral_sent", "ephemeral_received", "acked", "acked_by_bloom", "possibly_acked",
-    "repairs_requested", "repair_requests_received", "repairs_served", "lost", "evicted",
+    "sent",
+    "received",
+    "delivered",
+    "duplicates",
+    "own_echoes",
+    "rejected",
+    "resends",
+    "syncs_sent",
+    "syncs_received",
+    "ephemeral_sent",
+    "ephemeral_received",
+    "acked",
+    "acked_by_bloom",
+    "possibly_acked",
+    "repairs_requested",
+    "repair_requests_received",
+    "repairs_served",
+    "lost",
+    "evicted",
 )
 
 
@@ -167,10 +183,34 @@ class MessageChannel:
     # dict: incrementing a dict entry past 256 allocates an int and frees the old one, in memory as cold as the
     # member (bench/engine_fanout.py); :attr:`stats` merges them back in.
     __slots__ = (
-        "config", "channel_id", "participant_id", "_stats", "_received", "_syncs_received", "_duplicates",
-        "_own_echoes", "_peers_full", "_requests", "_responses", "_logged", "_incoming",
-        "_archive", "_peers", "_ack_owed", "_recent_syncs", "_outgoing", "_clog", "_repair", "_sync", "_hints", "_out",
-        "_in", "_deferred", "_timers", "_journal", "max_content_bytes",
+        "config",
+        "channel_id",
+        "participant_id",
+        "_stats",
+        "_received",
+        "_syncs_received",
+        "_duplicates",
+        "_own_echoes",
+        "_peers_full",
+        "_requests",
+        "_responses",
+        "_logged",
+        "_incoming",
+        "_archive",
+        "_peers",
+        "_ack_owed",
+        "_recent_syncs",
+        "_outgoing",
+        "_clog",
+        "_repair",
+        "_sync",
+        "_hints",
+        "_out",
+        "_in",
+        "_deferred",
+        "_timers",
+        "_journal",
+        "max_content_bytes",
     )
 
     def __init__(
@@ -217,9 +257,13 @@ class MessageChannel:
         self._responses = repair.responses
         self._ack_owed = sync.ack_owed
         self._recent_syncs = sync.recent
-        self._timers = Timers((out.heap, out.live), (repair.req_heap, repair.request_live),
-                              (repair.resp_heap, repair.response_live), (incoming.wait_heap, incoming.wait_live),
-                              (incoming.missing_heap, incoming.missing_live))
+        self._timers = Timers(
+            (out.heap, out.live),
+            (repair.req_heap, repair.request_live),
+            (repair.resp_heap, repair.response_live),
+            (incoming.wait_heap, incoming.wait_live),
+            (incoming.missing_heap, incoming.missing_live),
+        )
 
     @property
     def stats(self) -> dict[str, int]:
@@ -234,12 +278,12 @@ class MessageChannel:
         return s
 
     @property
-    def journal(self) -> list[tuple] | None:
+    def journal(self) -> list[JournalOp] | None:
         """Mutations recorded since the last :meth:`drain_journal` (None: not journaling)."""
         return self._journal
 
     @journal.setter
-    def journal(self, value: list[tuple] | None) -> None:
+    def journal(self, value: list[JournalOp] | None) -> None:
         self._journal = value
         for part in (self._clog, self._out, self._in, self._repair):
             part.journal = value
@@ -353,8 +397,14 @@ class MessageChannel:
 
     # -------------------------------------------------------------------- send
 
-    def send(self, content: bytes, now_ms: int, message_id: str | None = None, *,
-             sign: Callable[[bytes, int | None, list[HistoryEntry]], bytes] | None = None) -> Outgoing:
+    def send(
+        self,
+        content: bytes,
+        now_ms: int,
+        message_id: str | None = None,
+        *,
+        sign: Callable[[bytes, int | None, list[HistoryEntry]], bytes] | None = None,
+    ) -> Outgoing:
         """Create a content message; it enters the log and the outgoing buffer now.
 
         ``sign(content, lamport_timestamp, causal_history)``, when given, returns the content to send in place
@@ -371,7 +421,9 @@ class MessageChannel:
         causal = [HistoryEntry(r.message_id, r.retrieval_hint, r.sender_id) for r in log.causal_history()]
         content = bytes(content) if sign is None else bytes(sign(bytes(content), lamport, causal))
         if len(content) > self.max_content_bytes:
-            raise ValueError(f"content of {len(content)} bytes exceeds {self.max_content_bytes} (peers would reject the frame)")
+            raise ValueError(
+                f"content of {len(content)} bytes exceeds {self.max_content_bytes} (peers would reject the frame)"
+            )
         mid = message_id if message_id is not None else sha256(content).hexdigest()
         if not isinstance(mid, str) or not mid or len(mid) > self.config.max_id_length:
             raise ValueError(f"message_id must be a non-empty string of at most {self.config.max_id_length} characters")
@@ -396,8 +448,13 @@ class MessageChannel:
         self._stats["sent"] += 1
         return Outgoing(data, mid, "message", lamport, tuple(e.message_id for e in repair))
 
-    def send_ephemeral(self, content: bytes, now_ms: int, *,
-                       sign: Callable[[bytes, int | None, list[HistoryEntry]], bytes] | None = None) -> Outgoing:
+    def send_ephemeral(
+        self,
+        content: bytes,
+        now_ms: int,
+        *,
+        sign: Callable[[bytes, int | None, list[HistoryEntry]], bytes] | None = None,
+    ) -> Outgoing:
         """A frame with no Lamport timestamp, history or bloom filter; never buffered or logged (``sign`` as in
         :meth:`send`, called with ``None`` and ``[]``)."""
         if not isinstance(content, (bytes, bytearray)) or not content:
@@ -451,8 +508,9 @@ class MessageChannel:
 
     # ----------------------------------------------------------------- receive
 
-    def receive(self, data: object, now_ms: int, retrieval_hint: bytes | None = None, *,
-                acks: bool = True) -> list[Event]:
+    def receive(
+        self, data: object, now_ms: int, retrieval_hint: bytes | None = None, *, acks: bool = True
+    ) -> list[Event]:
         """Process one received frame. Returns events; never raises for bad input.
 
         ``acks=False``: the frame's causal history and bloom filter acknowledge nothing (a node passes it for a
@@ -464,8 +522,15 @@ class MessageChannel:
             return [Rejected("malformed", str(exc))]
         return self.receive_parsed(pb, now_ms, retrieval_hint, acks=acks)
 
-    def receive_parsed(self, pb: sds_pb2.Message | Frame, now_ms: int, retrieval_hint: bytes | None = None,
-                       positions: tuple[tuple[int, int], ...] | None = None, *, acks: bool = True) -> list[Event]:
+    def receive_parsed(
+        self,
+        pb: sds_pb2.Message | Frame,
+        now_ms: int,
+        retrieval_hint: bytes | None = None,
+        positions: tuple[tuple[int, int], ...] | None = None,
+        *,
+        acks: bool = True,
+    ) -> list[Event]:
         """:meth:`receive` for a frame parsed with :func:`~sdschat.sds.wire.parse_pb` (only read, never modified).
 
         Simulators broadcasting one frame to many receivers wrap it once in a :class:`Frame` (read once, shared)
@@ -598,7 +663,9 @@ class MessageChannel:
         )
 
     @classmethod
-    def restore(cls, state: ChannelState, config: ChannelConfig | None = None, *, journal: bool = False) -> MessageChannel:
+    def restore(
+        cls, state: ChannelState, config: ChannelConfig | None = None, *, journal: bool = False
+    ) -> MessageChannel:
         """Rebuild a channel from :meth:`snapshot` output (or rows loaded from a store)."""
         ch = cls(state.channel_id, state.participant_id, config, state.last_activity)
         ch._clog.lamport = state.lamport_timestamp
@@ -616,7 +683,7 @@ class MessageChannel:
             ch.journal = []
         return ch
 
-    def drain_journal(self) -> list[tuple]:
+    def drain_journal(self) -> list[JournalOp]:
         """Return and clear the mutations recorded since the last call (``journal=True``)."""
         if self._journal is None:
             return []

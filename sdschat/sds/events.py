@@ -53,8 +53,14 @@ class Outgoing(Event):
     lamport_timestamp: int | None = None
     repair_request: tuple[str, ...] = ()
 
-    def __init__(self, data: bytes, message_id: str, reason: str, lamport_timestamp: int | None = None,
-                 repair_request: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        message_id: str,
+        reason: str,
+        lamport_timestamp: int | None = None,
+        repair_request: tuple[str, ...] = (),
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.data = data  # type: ignore[misc]
             self.message_id = message_id  # type: ignore[misc]
@@ -82,8 +88,15 @@ class Delivered(Event):
     repaired: bool = False
     after_lost: tuple[str, ...] = ()
 
-    def __init__(self, message_id: str, sender_id: str, content: bytes, lamport_timestamp: int, repaired: bool = False,
-                 after_lost: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        sender_id: str,
+        content: bytes,
+        lamport_timestamp: int,
+        repaired: bool = False,
+        after_lost: tuple[str, ...] = (),
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.message_id = message_id  # type: ignore[misc]
             self.sender_id = sender_id  # type: ignore[misc]
@@ -111,8 +124,15 @@ class Missing(Event):
     lamport_timestamp: int = 0
     waiting_on: tuple[str, ...] = ()
 
-    def __init__(self, message_id: str, missing: list[HistoryEntry], sender_id: str = "", content: bytes = b"",
-                 lamport_timestamp: int = 0, waiting_on: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        missing: list[HistoryEntry],
+        sender_id: str = "",
+        content: bytes = b"",
+        lamport_timestamp: int = 0,
+        waiting_on: tuple[str, ...] = (),
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.message_id = message_id  # type: ignore[misc]
             self.missing = missing  # type: ignore[misc]
@@ -274,8 +294,9 @@ class Rejected(Event):
     message_id: str | None = None
     sender_id: str | None = None
 
-    def __init__(self, reason: str, detail: str = "", message_id: str | None = None,
-                 sender_id: str | None = None) -> None:
+    def __init__(
+        self, reason: str, detail: str = "", message_id: str | None = None, sender_id: str | None = None
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.reason = reason  # type: ignore[misc]
             self.detail = detail  # type: ignore[misc]
@@ -291,4 +312,4 @@ class Evicted(Event):
 
     buffer: str
     message_id: str
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: dict[str, str] = field(default_factory=dict, compare=False)

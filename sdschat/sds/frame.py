@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import repair as _repair
 from . import sds_pb2
@@ -32,9 +32,28 @@ class Frame:
     parsed message: a ``Frame`` reads like the message it wraps.
     """
 
-    __slots__ = ("pb", "message_id", "sender_id", "channel_id", "has_lamport", "lamport", "content", "has_content",
-                 "history", "history_ids", "repair", "bloom", "_lists_read", "_vcfg", "_vchan", "_problem",
-                 "_sender_hash", "_sync_event", "_delivery", "responders")
+    __slots__ = (
+        "pb",
+        "message_id",
+        "sender_id",
+        "channel_id",
+        "has_lamport",
+        "lamport",
+        "content",
+        "has_content",
+        "history",
+        "history_ids",
+        "repair",
+        "bloom",
+        "_lists_read",
+        "_vcfg",
+        "_vchan",
+        "_problem",
+        "_sender_hash",
+        "_sync_event",
+        "_delivery",
+        "responders",
+    )
 
     def __init__(self, pb: sds_pb2.Message) -> None:
         self.pb = pb
@@ -59,7 +78,7 @@ class Frame:
         # immutable results every receiver shares: its SyncReceived, and (LogRow, Delivered, log key) of a plain
         # delivery
         self._sync_event: SyncReceived | None = None
-        self._delivery: tuple | None = None  # (LogRow, Delivered, (lamport, id)); see LocalLog.keys
+        self._delivery: tuple[Any, ...] | None = None  # (LogRow, Delivered, (lamport, id)); see LocalLog.keys
         #: the ids of the receivers in the message's SDS-R response group, for the response-group count of the
         #: receivers' configuration, when whoever shares the frame knows them for every receiver it hands the
         #: frame to (a simulator does: it hashes each member's side once per message, not once per frame);
@@ -85,11 +104,13 @@ class Frame:
                 problem = ("too_large", f"causal history of {len(pb.causal_history)} entries")
             elif len(pb.repair_request) > config.max_repair_entries:
                 problem = ("too_large", f"{len(pb.repair_request)} repair requests")
-            elif any(not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id
-                     for e in pb.causal_history):
+            elif any(
+                not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id for e in pb.causal_history
+            ):
                 problem = ("invalid", "bad causal history entry")
-            elif any(not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id
-                     for e in pb.repair_request):
+            elif any(
+                not e.message_id or len(e.message_id) > max_id or len(e.sender_id) > max_id for e in pb.repair_request
+            ):
                 problem = ("invalid", "bad repair request entry")
         if problem is None and not self._lists_read:
             self._lists_read = True
@@ -101,8 +122,9 @@ class Frame:
         self._problem = problem
         return problem
 
-    def __getattr__(self, name: str):
-        # anything else reads through to the parsed message (a read-only view of it)
+    def __getattr__(self, name: str) -> Any:
+        # anything else reads through to the parsed message (a read-only view of it): whatever that attribute is,
+        # a field or a method of the protobuf runtime's
         if name == "pb":
             raise AttributeError(name)
         return getattr(self.pb, name)

@@ -24,17 +24,28 @@ class GapHints:
     and the ids found lacking, until a sync names them or someone else's frame does.
     """
 
-    __slots__ = ("additions", "seq", "cursor", "pending", "due_at", "config", "participant_id", "log", "bloom",
-                 "bloom_len")
+    __slots__ = (
+        "additions",
+        "seq",
+        "cursor",
+        "pending",
+        "due_at",
+        "config",
+        "participant_id",
+        "log",
+        "bloom",
+        "bloom_len",
+    )
 
-    def __init__(self, config: ChannelConfig, participant_id: str, log: dict[str, LogRow],
-                 bloom: RollingBloomFilter) -> None:
+    def __init__(
+        self, config: ChannelConfig, participant_id: str, log: dict[str, LogRow], bloom: RollingBloomFilter
+    ) -> None:
         # (the rows themselves: a windowed log may have moved an addition out of memory before it is hinted)
         # (a rolling filter of our size holds at least its newest capacity // 2 ids: only those are checked)
         window = config.gap_hint_window
         if config.bloom_rolling:
             window = min(window, config.bloom_capacity // 2)
-        self.additions: deque[tuple[int, int, LogRow, tuple]] = deque(maxlen=max(1, window))
+        self.additions: deque[tuple[int, int, LogRow, tuple[tuple[int, int], ...]]] = deque(maxlen=max(1, window))
         self.seq = 0
         self.cursor: OrderedDict[str, int] = OrderedDict()
         self.pending: OrderedDict[str, LogRow] = OrderedDict()
@@ -45,7 +56,7 @@ class GapHints:
         self.bloom = bloom
         self.bloom_len = bloom.n_bytes
 
-    def note(self, row: LogRow, now_ms: int, positions=None) -> None:
+    def note(self, row: LogRow, now_ms: int, positions: tuple[tuple[int, int], ...] | None = None) -> None:
         """``row`` entered the log at ``now_ms``."""
         if self.config.gap_hints > 0:
             self.seq += 1

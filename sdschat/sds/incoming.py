@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import ChannelConfig
 from .events import Delivered, Event, Evicted, Lost, Missing
 from .hints import GapHints
 from .log import LocalLog
 from .repair import RepairScheduler
-from .state import CacheRow, InRow, LogRow, MissingRow
+from .state import CacheRow, InRow, JournalOp, LogRow, MissingRow
 from .wire import HistoryEntry
 
 if TYPE_CHECKING:
@@ -25,11 +25,30 @@ _HEAP_SLACK = 64
 
 
 class _In:
-    __slots__ = ("sender_id", "lamport", "causal", "content", "received_at", "unmet", "repaired", "after_lost",
-                 "shared")
+    __slots__ = (
+        "sender_id",
+        "lamport",
+        "causal",
+        "content",
+        "received_at",
+        "unmet",
+        "repaired",
+        "after_lost",
+        "shared",
+    )
 
-    def __init__(self, sender_id, lamport, causal, content, received_at, unmet, repaired, after_lost=(),
-                 shared=None):
+    def __init__(
+        self,
+        sender_id: str,
+        lamport: int,
+        causal: tuple[HistoryEntry, ...],
+        content: bytes,
+        received_at: int,
+        unmet: list[str],
+        repaired: bool,
+        after_lost: tuple[str, ...] = (),
+        shared: tuple[Any, ...] | None = None,
+    ) -> None:
         self.sender_id = sender_id
         self.lamport = lamport
         self.causal = causal
@@ -52,11 +71,28 @@ class IncomingBuffer:
     message is delivered anyway ``2 * lost_after_ms`` after it arrived.
     """
 
-    __slots__ = ("entries", "waiters", "wait_heap", "missing", "missing_heap", "lost", "hint_map", "log", "logged",
-                 "archive", "repair", "hints", "config", "stats", "journal", "delivered")
+    __slots__ = (
+        "entries",
+        "waiters",
+        "wait_heap",
+        "missing",
+        "missing_heap",
+        "lost",
+        "hint_map",
+        "log",
+        "logged",
+        "archive",
+        "repair",
+        "hints",
+        "config",
+        "stats",
+        "journal",
+        "delivered",
+    )
 
-    def __init__(self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler,
-                 hints: GapHints) -> None:
+    def __init__(
+        self, config: ChannelConfig, stats: dict[str, int], log: LocalLog, repair: RepairScheduler, hints: GapHints
+    ) -> None:
         self.entries: dict[str, _In] = {}
         self.waiters: dict[str, list[str]] = {}  # dependency -> ids of the messages waiting on it
         self.wait_heap: list[tuple[int, str]] = []
@@ -71,13 +107,22 @@ class IncomingBuffer:
         self.hints = hints
         self.config = config
         self.stats = stats
-        self.journal: list[tuple] | None = None
+        self.journal: list[JournalOp] | None = None
         self.delivered = 0  # (a native int, not a ``stats`` entry: see MessageChannel.stats)
 
     # ----------------------------------------------------------------- arrival
 
-    def accept(self, f: Frame, mid: str, sender: str, lamport: int, now_ms: int, hint: bytes | None,
-               events: list[Event], positions: tuple[tuple[int, int], ...] | None = None) -> None:
+    def accept(
+        self,
+        f: Frame,
+        mid: str,
+        sender: str,
+        lamport: int,
+        now_ms: int,
+        hint: bytes | None,
+        events: list[Event],
+        positions: tuple[tuple[int, int], ...] | None = None,
+    ) -> None:
         """A new content message: deliver it (and what waited for it) or buffer it behind its gaps."""
         content = f.content
         causal = f.history  # a tuple of immutable entries, shared by every receiver of the frame
@@ -105,12 +150,15 @@ class IncomingBuffer:
                 waiting.append(d)
             else:
                 missing.append(e)
-        shared: tuple | None = None  # a plain tuple: one object for every receiver (see LocalLog.keys)
+        shared: tuple[Any, ...] | None = None  # a plain tuple: one object for every receiver (see LocalLog.keys)
         if hint is None and not repaired:
             shared = f._delivery
             if shared is None:
-                made: tuple = (LogRow(mid, lamport, sender, None), Delivered(mid, sender, content, lamport, False, ()),
-                               (lamport, mid))
+                made: tuple[Any, ...] = (
+                    LogRow(mid, lamport, sender, None),
+                    Delivered(mid, sender, content, lamport, False, ()),
+                    (lamport, mid),
+                )
                 shared = f._delivery = made  # (boxed once: a tuple literal assigned twice is boxed twice)
         if not unmet:
             self.deliver(mid, sender, lamport, content, hint, repaired, (), events, now_ms, shared)
@@ -169,7 +217,19 @@ class IncomingBuffer:
 
     # ---------------------------------------------------------------- delivery
 
-    def deliver(self, mid, sender, lamport, content, hint, repaired, after_lost, events, now_ms, shared=None) -> None:
+    def deliver(
+        self,
+        mid: str,
+        sender: str,
+        lamport: int,
+        content: bytes,
+        hint: bytes | None,
+        repaired: bool,
+        after_lost: tuple[str, ...],
+        events: list[Event],
+        now_ms: int,
+        shared: tuple[Any, ...] | None = None,
+    ) -> None:
         """Log and deliver ``mid``, then whatever waited only for it (and so on).
 
         ``shared``: the ``(LogRow, Delivered, log key)`` of ``mid`` made once for every receiver of its
@@ -216,9 +276,18 @@ class IncomingBuffer:
                     if journal is not None:
                         journal.append(("in-", w, None))
                     hint = self.hint_map.pop(w, None)
-                    stack.append((w, entry.sender_id, entry.lamport, entry.content, hint, entry.repaired,
-                                  entry.after_lost,
-                                  entry.shared if hint is None and not entry.after_lost else None))
+                    stack.append(
+                        (
+                            w,
+                            entry.sender_id,
+                            entry.lamport,
+                            entry.content,
+                            hint,
+                            entry.repaired,
+                            entry.after_lost,
+                            entry.shared if hint is None and not entry.after_lost else None,
+                        )
+                    )
                 elif journal is not None:
                     journal.append(("in", w, self.row(w, entry, self.hint_map.get(w))))
 
@@ -255,8 +324,17 @@ class IncomingBuffer:
                 del incoming[w]
                 if self.journal is not None:
                     self.journal.append(("in-", w, None))
-                self.deliver(w, entry.sender_id, entry.lamport, entry.content, self.hint_map.pop(w, None),
-                             entry.repaired, entry.after_lost, events, now_ms)
+                self.deliver(
+                    w,
+                    entry.sender_id,
+                    entry.lamport,
+                    entry.content,
+                    self.hint_map.pop(w, None),
+                    entry.repaired,
+                    entry.after_lost,
+                    events,
+                    now_ms,
+                )
             elif self.journal is not None:
                 self.journal.append(("in", w, self.row(w, entry, self.hint_map.get(w))))
 
@@ -283,8 +361,17 @@ class IncomingBuffer:
             lst = self.waiters.get(dep)
             if lst and old in lst:
                 lst.remove(old)
-        self.deliver(old, entry.sender_id, entry.lamport, entry.content, self.hint_map.pop(old, None),
-                     entry.repaired, entry.after_lost + tuple(sorted(entry.unmet)), events, now_ms)
+        self.deliver(
+            old,
+            entry.sender_id,
+            entry.lamport,
+            entry.content,
+            self.hint_map.pop(old, None),
+            entry.repaired,
+            entry.after_lost + tuple(sorted(entry.unmet)),
+            events,
+            now_ms,
+        )
 
     # ------------------------------------------------------------------ timers
 
@@ -328,8 +415,18 @@ class IncomingBuffer:
     # ------------------------------------------------------------- persistence
 
     def row(self, mid: str, entry: _In, hint: bytes | None) -> InRow:
-        return InRow(mid, entry.sender_id, entry.lamport, entry.causal, entry.content, entry.received_at,
-                     tuple(sorted(entry.unmet)), entry.repaired, entry.after_lost, hint)
+        return InRow(
+            mid,
+            entry.sender_id,
+            entry.lamport,
+            entry.causal,
+            entry.content,
+            entry.received_at,
+            tuple(sorted(entry.unmet)),
+            entry.repaired,
+            entry.after_lost,
+            hint,
+        )
 
     def rows(self) -> list[InRow]:
         hints = self.hint_map
@@ -338,8 +435,16 @@ class IncomingBuffer:
     def load(self, incoming: list[InRow], missing: list[MissingRow], lost: list[tuple[str, str | None]]) -> None:
         lost_after = self.config.lost_after_ms
         for r in sorted(incoming, key=lambda r: r.received_at):
-            entry = _In(r.sender_id, r.lamport_timestamp, tuple(r.causal_history), r.content, r.received_at,
-                        list(dict.fromkeys(r.unmet)), r.repaired, r.after_lost)
+            entry = _In(
+                r.sender_id,
+                r.lamport_timestamp,
+                tuple(r.causal_history),
+                r.content,
+                r.received_at,
+                list(dict.fromkeys(r.unmet)),
+                r.repaired,
+                r.after_lost,
+            )
             self.entries[r.message_id] = entry
             for d in entry.unmet:
                 self.waiters.setdefault(d, []).append(r.message_id)

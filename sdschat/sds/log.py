@@ -10,11 +10,12 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
 from .archive import LogArchive
 from .bloom import RollingBloomFilter
 from .config import ChannelConfig
-from .state import LogRow
+from .state import JournalOp, LogRow
 
 __all__ = ["LocalLog"]
 
@@ -32,14 +33,24 @@ class LocalLog:
     not journaled: the database keeps every row.
     """
 
-    __slots__ = ("rows", "keys", "recent", "bloom", "lamport", "journal", "archive", "_history_size", "_window",
-                 "_slack")
+    __slots__ = (
+        "rows",
+        "keys",
+        "recent",
+        "bloom",
+        "lamport",
+        "journal",
+        "archive",
+        "_history_size",
+        "_window",
+        "_slack",
+    )
 
     def __init__(self, config: ChannelConfig, lamport: int) -> None:
         self.rows: dict[str, LogRow] = {}
         # (lamport, id) keys, typed as plain tuples: the compiled build (mypyc) would copy a ``tuple[int, str]``
         # into a C struct and box a new tuple (and int) for every member, where the frame's one key is shared
-        self.keys: list[tuple] = []
+        self.keys: list[tuple[Any, ...]] = []
         self.archive = LogArchive()
         self._window = window = max(0, config.log_window)
         self._slack = max(64, window >> 3)
@@ -47,7 +58,7 @@ class LocalLog:
         self.recent: deque[str] = deque(maxlen=max(0, config.causal_history_size))  # newest log additions
         self.bloom = RollingBloomFilter(config.bloom_capacity, config.bloom_error_rate, rolling=config.bloom_rolling)
         self.lamport = lamport
-        self.journal: list[tuple] | None = None
+        self.journal: list[JournalOp] | None = None
 
     def ids(self) -> list[str]:
         return [mid for _, mid in self.keys]
@@ -61,7 +72,7 @@ class LocalLog:
         rows = self.rows
         return (rows[mid] for _, mid in self.keys)
 
-    def insert(self, row: LogRow, key: tuple | None = None) -> None:
+    def insert(self, row: LogRow, key: tuple[Any, ...] | None = None) -> None:
         if key is None:
             key = (row.lamport_timestamp, row.message_id)
         keys = self.keys
@@ -111,7 +122,7 @@ class LocalLog:
             self.journal.append(("lamport", None, lt))
         return lt
 
-    def bloom_add(self, mid: str, positions=None) -> None:
+    def bloom_add(self, mid: str, positions: tuple[tuple[int, int], ...] | None = None) -> None:
         rolled = self.bloom.add(mid, positions)
         if self.journal is not None:
             if rolled:
@@ -140,8 +151,9 @@ class LocalLog:
             if self.journal is not None:
                 self.journal.append(("log", message_id, row))
 
-    def load(self, rows: list[LogRow], recent: list[str], bloom_ids: list[str],
-             archive: LogArchive | None = None) -> None:
+    def load(
+        self, rows: list[LogRow], recent: list[str], bloom_ids: list[str], archive: LogArchive | None = None
+    ) -> None:
         """Restore from snapshot rows (``recent`` empty: the last K of the log) and the archive of the older ids
         (a store reads only the window's rows for a windowed log)."""
         for row in sorted(rows, key=lambda r: (r.lamport_timestamp, r.message_id)):
@@ -149,7 +161,7 @@ class LocalLog:
             self.rows[row.message_id] = row
         if archive is not None:
             self.archive.absorb(archive)  # (the same object: the receive path holds a reference to it)
-        recent = recent or [mid for _, mid in self.keys[-self._history_size:]]
+        recent = recent or [mid for _, mid in self.keys[-self._history_size :]]
         self.recent.extend(recent if self._history_size > 0 else ())
         self.bloom.load(bloom_ids)
         if self._window and len(self.keys) > self._window + self._slack:

@@ -11,6 +11,14 @@ slower. So an engine file edited after a build never runs stale compiled
 code, and ``SDSCHAT_PURE_ENGINE=1`` forces the sources (to compare, or to
 debug with breakpoints in the engine).
 
+The engine's two environment variables (:data:`PURE_ENV`, :data:`HUGE_PAGES_ENV`)
+are yes/no switches read by :func:`env_flag`, by the rules every part of the
+project uses for such a switch (``sdschat.profile.settings``, which the engine
+may not import: it imports nothing outside its package): ``1``, ``true``,
+``yes``, ``on`` and ``0``, ``false``, ``no``, ``off`` in any case; unset or
+empty is the default; any other value is refused with one line naming the
+variable, never read as the opposite of what was meant.
+
 :data:`BUILD` says which build runs and why (``sdschat --version`` prints it).
 """
 
@@ -22,15 +30,47 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-__all__ = ["BUILD", "COMPILED_DIR", "C_HELPERS", "HUGE_PAGES_ENV", "MODULES", "PURE_ENV", "STAMP", "Build",
-           "current_stamp", "huge_page_arenas", "huge_page_stats", "python_forced", "select", "sources_digest"]
+__all__ = [
+    "BUILD",
+    "COMPILED_DIR",
+    "C_HELPERS",
+    "HUGE_PAGES_ENV",
+    "MODULES",
+    "PURE_ENV",
+    "STAMP",
+    "Build",
+    "current_stamp",
+    "env_flag",
+    "huge_page_arenas",
+    "huge_page_stats",
+    "python_forced",
+    "select",
+    "sources_digest",
+]
 
 #: the engine modules compiled to C: all but the package itself, the protobuf code generated for the wire format,
 #: its generator, this file, and ``config`` (validates settings people and the simulator's ``--set`` pass in: it
 #: keeps Python's own type errors and messages)
-MODULES = ("archive", "bloom", "channel", "events", "frame", "frozen", "hints", "incoming", "log", "outgoing", "repair",
-           "state", "sync", "timers", "wire")
+MODULES = (
+    "archive",
+    "bloom",
+    "channel",
+    "events",
+    "frame",
+    "frozen",
+    "hints",
+    "incoming",
+    "log",
+    "outgoing",
+    "repair",
+    "state",
+    "sync",
+    "timers",
+    "wire",
+)
 #: C sources built with them (``<name>.c`` -> module ``_<name>``; on Linux): not engine code, helpers for the
 #: processes that run many engines (``hugearena``: :func:`huge_page_arenas`)
 C_HELPERS = ("hugearena",)
@@ -38,10 +78,13 @@ C_HELPERS = ("hugearena",)
 COMPILED_DIR = Path(__file__).resolve().with_name("_compiled")
 #: the build's stamp, in :data:`COMPILED_DIR`
 STAMP = "build.json"
-#: the environment variable that forces the Python sources
+#: the environment variable that forces the Python sources (yes/no; default no)
 PURE_ENV = "SDSCHAT_PURE_ENGINE"
-#: the environment variable that keeps a simulation worker's arenas on ordinary pages (0, no, off, false)
+#: the environment variable that keeps a simulation worker's arenas on ordinary pages (yes/no; default yes)
 HUGE_PAGES_ENV = "SDSCHAT_HUGE_PAGES"
+#: the words of a yes/no variable (compared in lower case, blanks around ignored)
+_YES = frozenset({"1", "true", "yes", "on"})
+_NO = frozenset({"0", "false", "no", "off"})
 
 
 class Build:
@@ -75,12 +118,26 @@ def sources_digest(src_dir: Path | None = None) -> str:
     return h.hexdigest()
 
 
+def env_flag(name: str, default: bool) -> bool:
+    """The yes/no environment variable ``name``, else ``default`` (unset or empty); ``ValueError`` naming the
+    variable for a value that is neither yes nor no."""
+    value = os.environ.get(name, "")
+    word = value.strip().lower()
+    if not word:
+        return default
+    if word in _YES:
+        return True
+    if word in _NO:
+        return False
+    raise ValueError(f"{name}={value!r} is not yes or no: use 1/0, true/false, yes/no or on/off")
+
+
 def python_forced() -> bool:
-    """``SDSCHAT_PURE_ENGINE`` asks for the Python sources (any value but empty, 0, no, false)."""
-    return os.environ.get(PURE_ENV, "").strip().lower() not in ("", "0", "no", "false")
+    """``SDSCHAT_PURE_ENGINE`` asks for the Python sources (a yes; ``off``, ``0``, ``no`` or ``false`` do not)."""
+    return env_flag(PURE_ENV, False)
 
 
-def current_stamp() -> tuple[dict | None, str]:
+def current_stamp() -> tuple[dict[str, Any] | None, str]:
     """The stamp of a build of these sources for this interpreter, or None and why there is none."""
     try:
         stamp = json.loads((COMPILED_DIR / STAMP).read_text(encoding="utf-8"))
@@ -110,10 +167,6 @@ def select(package_path: list[str]) -> Build:
     return Build("compiled", f"mypyc {stamp.get('mypy', '?')}")
 
 
-def _off(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("0", "no", "off", "false")
-
-
 def huge_page_arenas(dry_run: bool = False) -> str:
     """Put this process's Python arenas on transparent huge pages (``hugearena.c``); ``"on"``, or ``"off (why)"``.
 
@@ -126,7 +179,7 @@ def huge_page_arenas(dry_run: bool = False) -> str:
     never gives huge pages; the simulation's events are the same either way.
     ``dry_run``: only say what it would do.
     """
-    if _off(os.environ.get(HUGE_PAGES_ENV)):
+    if not env_flag(HUGE_PAGES_ENV, True):
         return f"off ({HUGE_PAGES_ENV}={os.environ[HUGE_PAGES_ENV]})"
     helper = _helper()
     if helper is None:
@@ -144,13 +197,13 @@ def huge_page_arenas(dry_run: bool = False) -> str:
     return "on"
 
 
-def huge_page_stats() -> dict | None:
+def huge_page_stats() -> dict[str, int] | None:
     """What the helper did in this process (installed, regions of 64 MiB, arenas in use), or None without it."""
     helper = _helper()
     return None if helper is None else helper.stats()
 
 
-def _helper():
+def _helper() -> ModuleType | None:
     if not BUILD.compiled:
         return None
     try:  # (built with the compiled engine, in COMPILED_DIR: no Python source of its own)

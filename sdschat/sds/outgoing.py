@@ -11,8 +11,8 @@ from bitarray import bitarray
 from .bloom import RollingBloomFilter, contains_in
 from .config import ChannelConfig
 from .events import Acknowledged, Event, Evicted, Outgoing, PossiblyAcknowledged
-from .state import LogRow, OutRow
-from .wire import encode_frame
+from .state import JournalOp, LogRow, OutRow
+from .wire import HistoryEntry, encode_frame
 
 if TYPE_CHECKING:
     from .frame import Frame
@@ -23,7 +23,17 @@ __all__ = ["OutgoingBuffer"]
 class _Out:
     __slots__ = ("lamport", "causal", "content", "sent_at", "resends", "next_resend", "ack_senders", "positions")
 
-    def __init__(self, lamport, causal, content, sent_at, resends, next_resend, ack_senders, positions):
+    def __init__(
+        self,
+        lamport: int,
+        causal: list[HistoryEntry],
+        content: bytes,
+        sent_at: int,
+        resends: int,
+        next_resend: int,
+        ack_senders: set[str],
+        positions: tuple[tuple[int, int], ...],
+    ) -> None:
         self.lamport = lamport
         self.causal = causal
         self.content = content
@@ -41,11 +51,28 @@ class OutgoingBuffer:
     threshold) are shared by reference with the channel's receive path.
     """
 
-    __slots__ = ("entries", "heap", "peers", "config", "stats", "journal", "channel_id", "participant_id", "bloom",
-                 "bloom_len", "dropped")
+    __slots__ = (
+        "entries",
+        "heap",
+        "peers",
+        "config",
+        "stats",
+        "journal",
+        "channel_id",
+        "participant_id",
+        "bloom",
+        "bloom_len",
+        "dropped",
+    )
 
-    def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int],
-                 bloom: RollingBloomFilter) -> None:
+    def __init__(
+        self,
+        config: ChannelConfig,
+        channel_id: str,
+        participant_id: str,
+        stats: dict[str, int],
+        bloom: RollingBloomFilter,
+    ) -> None:
         self.entries: dict[str, _Out] = {}
         self.heap: list[tuple[int, str]] = []  # (next resend, id); stale entries are skipped
         self.peers: set[str] = set()
@@ -53,15 +80,22 @@ class OutgoingBuffer:
         self.dropped: set[str] = set()
         self.config = config
         self.stats = stats
-        self.journal: list[tuple] | None = None
+        self.journal: list[JournalOp] | None = None
         self.channel_id = channel_id
         self.participant_id = participant_id
         self.bloom = bloom
         self.bloom_len = bloom.n_bytes
 
-    def add(self, mid: str, lamport: int, causal, content: bytes, now_ms: int, positions) -> None:
-        out = _Out(lamport, causal, content, now_ms, 0, now_ms + self.config.resend_unacknowledged_ms, set(),
-                   positions)
+    def add(
+        self,
+        mid: str,
+        lamport: int,
+        causal: list[HistoryEntry],
+        content: bytes,
+        now_ms: int,
+        positions: tuple[tuple[int, int], ...],
+    ) -> None:
+        out = _Out(lamport, causal, content, now_ms, 0, now_ms + self.config.resend_unacknowledged_ms, set(), positions)
         self.entries[mid] = out
         heapq.heappush(self.heap, (out.next_resend, mid))
         if self.journal is not None:
@@ -230,8 +264,16 @@ class OutgoingBuffer:
     # ---------------------------------------------------------- persistence
 
     def row(self, mid: str, out: _Out) -> OutRow:
-        return OutRow(mid, out.lamport, tuple(out.causal), out.content, out.sent_at, out.resends,
-                      out.next_resend, tuple(sorted(out.ack_senders)))
+        return OutRow(
+            mid,
+            out.lamport,
+            tuple(out.causal),
+            out.content,
+            out.sent_at,
+            out.resends,
+            out.next_resend,
+            tuple(sorted(out.ack_senders)),
+        )
 
     def rows(self) -> list[OutRow]:
         return [self.row(mid, out) for mid, out in self.entries.items()]
@@ -239,8 +281,16 @@ class OutgoingBuffer:
     def load(self, rows: list[OutRow]) -> None:
         positions = self.bloom.positions
         for r in rows:
-            out = _Out(r.lamport_timestamp, list(r.causal_history), r.content, r.sent_at, r.resends,
-                       r.next_resend, set(r.ack_senders), positions(r.message_id))
+            out = _Out(
+                r.lamport_timestamp,
+                list(r.causal_history),
+                r.content,
+                r.sent_at,
+                r.resends,
+                r.next_resend,
+                set(r.ack_senders),
+                positions(r.message_id),
+            )
             self.entries[r.message_id] = out
             heapq.heappush(self.heap, (out.next_resend, r.message_id))
 

@@ -1,6 +1,6 @@
 """Regenerate ``sds_pb2.py`` from ``proto/sds.proto`` (needs the pinned grpcio-tools dev dependency).
 
-    python -m sdschat.sds.protogen [OUT_DIR]
+python -m sdschat.sds.protogen [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ OUT_DIR = Path(__file__).resolve().parent
 
 
 def generate(out_dir: Path = OUT_DIR) -> Path:
-    from grpc_tools import protoc
+    from grpc_tools import protoc  # type: ignore[import-untyped]  # grpcio-tools ships no type information
 
     out_dir.mkdir(parents=True, exist_ok=True)
     code = protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out_dir}", str(PROTO_DIR / "sds.proto")])

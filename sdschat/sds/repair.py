@@ -14,14 +14,22 @@ import heapq
 import math
 from collections import OrderedDict
 from hashlib import sha256
+from typing import Any, Protocol
 
 from .config import PARTICIPANTS_PER_RESPONSE_GROUP, ChannelConfig, response_groups_for
 from .events import Event, Evicted, Outgoing, RepairScheduled, RepairServed
-from .state import CacheRow, ChannelState, RequestRow
+from .state import CacheRow, ChannelState, JournalOp, RequestRow
 from .wire import HistoryEntry, encode_frame
 
-__all__ = ["PARTICIPANTS_PER_RESPONSE_GROUP", "hash64", "t_req", "t_resp", "in_response_group", "response_groups_for",
-           "RepairScheduler"]
+__all__ = [
+    "PARTICIPANTS_PER_RESPONSE_GROUP",
+    "hash64",
+    "t_req",
+    "t_resp",
+    "in_response_group",
+    "response_groups_for",
+    "RepairScheduler",
+]
 
 
 def hash64(text: str) -> int:
@@ -69,6 +77,24 @@ def in_response_group(participant_id: str, sender_id: str | None, message_id: st
     )
 
 
+class FrameView(Protocol):
+    """What the scheduler reads of a received :class:`~sdschat.sds.frame.Frame` (which imports this module, so
+    it is named by what it offers)."""
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def sender_id(self) -> str: ...
+
+    @property
+    def repair(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def responders(self) -> frozenset[str] | None: ...
+
+    def sender_hash(self) -> int: ...
+
 
 class RepairScheduler:
     """Our pending repair requests and answers (timers in heaps, stale entries skipped) and the cache we answer from.
@@ -77,11 +103,24 @@ class RepairScheduler:
     reference with the channel's receive path (cancel before dedup).
     """
 
-    __slots__ = ("requests", "req_heap", "responses", "resp_heap", "cache", "groups", "config", "stats",
-                 "journal", "channel_id", "participant_id", "requests_received")
+    __slots__ = (
+        "requests",
+        "req_heap",
+        "responses",
+        "resp_heap",
+        "cache",
+        "groups",
+        "config",
+        "stats",
+        "journal",
+        "channel_id",
+        "participant_id",
+        "requests_received",
+    )
 
     def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int]) -> None:
-        self.requests: dict[str, list] = {}  # id -> [t_req, entry, attempts]
+        # id -> [t_req, entry, attempts]: a mutable record of an int, a HistoryEntry and an int
+        self.requests: dict[str, list[Any]] = {}
         self.req_heap: list[tuple[int, str]] = []
         self.responses: dict[str, int] = {}
         self.resp_heap: list[tuple[int, str]] = []
@@ -89,7 +128,7 @@ class RepairScheduler:
         self.groups = config.repair.response_groups
         self.config = config.repair
         self.stats = stats
-        self.journal: list[tuple] | None = None
+        self.journal: list[JournalOp] | None = None
         self.channel_id = channel_id
         self.participant_id = participant_id
         self.requests_received = 0  # entries of others' requests (a native int: see MessageChannel.stats)
@@ -137,7 +176,7 @@ class RepairScheduler:
         grown = int(cfg.t_min_ms * (1.0 + cfg.t_min_growth * math.log2(len(self.requests))))
         return min(grown, cfg.t_max_ms - (cfg.t_max_ms - cfg.t_min_ms) // 4)  # (a quarter of the window stays)
 
-    def schedule(self, mid: str, rec: list, now_ms: int) -> None:
+    def schedule(self, mid: str, rec: list[Any], now_ms: int) -> None:
         cfg = self.config
         key = mid if rec[2] == 0 else f"{mid}#{rec[2]}"
         rec[0] = t_req(self.participant_id, key, now_ms, self.t_min(), cfg.t_max_ms)
@@ -176,7 +215,7 @@ class RepairScheduler:
         if self.responses.pop(mid, None) is not None and self.journal is not None:
             self.journal.append(("resp-", mid, None))
 
-    def on_requests(self, f, sender: str, now_ms: int, events: list[Event]) -> None:
+    def on_requests(self, f: FrameView, sender: str, now_ms: int, events: list[Event]) -> None:
         """The repair requests of a frame not seen before: back off our own, schedule our answers."""
         cfg = self.config
         if not cfg.enabled:
@@ -226,14 +265,15 @@ class RepairScheduler:
             if row is None:
                 continue
             self.stats["repairs_served"] += 1
-            data = encode_frame(self.channel_id, row.sender_id, mid, row.lamport_timestamp, row.causal_history,
-                                row.content)
+            data = encode_frame(
+                self.channel_id, row.sender_id, mid, row.lamport_timestamp, row.causal_history, row.content
+            )
             events.append(Outgoing(data, mid, "repair", row.lamport_timestamp))
             events.append(RepairServed(mid, row.sender_id))
 
     # ------------------------------------------------------------------ cache
 
-    def in_sender_group(self, f) -> bool:
+    def in_sender_group(self, f: FrameView) -> bool:
         """``in_response_group(self, f.sender_id, f.message_id, groups)``, the sender's hash read once per frame
         (the whole group, when the frame knows it: ``Frame.responders``)."""
         groups = self.groups
@@ -267,8 +307,11 @@ class RepairScheduler:
     # ------------------------------------------------------------ persistence
 
     def rows(self) -> tuple[list[RequestRow], list[tuple[str, int]], list[CacheRow]]:
-        return ([RequestRow(rec[1], rec[0], rec[2]) for rec in self.requests.values()],
-                list(self.responses.items()), list(self.cache.values()))
+        return (
+            [RequestRow(rec[1], rec[0], rec[2]) for rec in self.requests.values()],
+            list(self.responses.items()),
+            list(self.cache.values()),
+        )
 
     def load(self, state: ChannelState) -> None:
         for r in state.repair_requests:

@@ -46,7 +46,20 @@ from .archive import LogArchive
 from .frozen import COMPILED, init
 from .wire import HistoryEntry
 
-__all__ = ["LogArchive", "LogRow", "OutRow", "InRow", "MissingRow", "RequestRow", "CacheRow", "ChannelState"]
+#: one recorded mutation ``(op, key, value)`` (the table above); what the value is depends on the op
+JournalOp = tuple[str, str | None, object]
+
+__all__ = [
+    "JournalOp",
+    "LogArchive",
+    "LogRow",
+    "OutRow",
+    "InRow",
+    "MissingRow",
+    "RequestRow",
+    "CacheRow",
+    "ChannelState",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +69,9 @@ class LogRow:
     sender_id: str
     retrieval_hint: bytes | None = None
 
-    def __init__(self, message_id: str, lamport_timestamp: int, sender_id: str,
-                 retrieval_hint: bytes | None = None) -> None:
+    def __init__(
+        self, message_id: str, lamport_timestamp: int, sender_id: str, retrieval_hint: bytes | None = None
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.message_id = message_id  # type: ignore[misc]
             self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
@@ -78,9 +92,17 @@ class OutRow:
     next_resend: int
     ack_senders: tuple[str, ...] = ()
 
-    def __init__(self, message_id: str, lamport_timestamp: int, causal_history: tuple[HistoryEntry, ...],
-                 content: bytes, sent_at: int, resends: int, next_resend: int,
-                 ack_senders: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        lamport_timestamp: int,
+        causal_history: tuple[HistoryEntry, ...],
+        content: bytes,
+        sent_at: int,
+        resends: int,
+        next_resend: int,
+        ack_senders: tuple[str, ...] = (),
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.message_id = message_id  # type: ignore[misc]
             self.lamport_timestamp = lamport_timestamp  # type: ignore[misc]
@@ -91,8 +113,9 @@ class OutRow:
             self.next_resend = next_resend  # type: ignore[misc]
             self.ack_senders = ack_senders  # type: ignore[misc]
         else:
-            init(self, message_id, lamport_timestamp, causal_history, content, sent_at, resends, next_resend,
-                 ack_senders)
+            init(
+                self, message_id, lamport_timestamp, causal_history, content, sent_at, resends, next_resend, ack_senders
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +131,19 @@ class InRow:
     after_lost: tuple[str, ...] = ()
     retrieval_hint: bytes | None = None
 
-    def __init__(self, message_id: str, sender_id: str, lamport_timestamp: int,
-                 causal_history: tuple[HistoryEntry, ...], content: bytes, received_at: int, unmet: tuple[str, ...],
-                 repaired: bool = False, after_lost: tuple[str, ...] = (),
-                 retrieval_hint: bytes | None = None) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        sender_id: str,
+        lamport_timestamp: int,
+        causal_history: tuple[HistoryEntry, ...],
+        content: bytes,
+        received_at: int,
+        unmet: tuple[str, ...],
+        repaired: bool = False,
+        after_lost: tuple[str, ...] = (),
+        retrieval_hint: bytes | None = None,
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.message_id = message_id  # type: ignore[misc]
             self.sender_id = sender_id  # type: ignore[misc]
@@ -124,8 +156,19 @@ class InRow:
             self.after_lost = after_lost  # type: ignore[misc]
             self.retrieval_hint = retrieval_hint  # type: ignore[misc]
         else:
-            init(self, message_id, sender_id, lamport_timestamp, causal_history, content, received_at, unmet,
-                 repaired, after_lost, retrieval_hint)
+            init(
+                self,
+                message_id,
+                sender_id,
+                lamport_timestamp,
+                causal_history,
+                content,
+                received_at,
+                unmet,
+                repaired,
+                after_lost,
+                retrieval_hint,
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +209,14 @@ class CacheRow:
     causal_history: tuple[HistoryEntry, ...]
     content: bytes
 
-    def __init__(self, message_id: str, sender_id: str, lamport_timestamp: int,
-                 causal_history: tuple[HistoryEntry, ...], content: bytes) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        sender_id: str,
+        lamport_timestamp: int,
+        causal_history: tuple[HistoryEntry, ...],
+        content: bytes,
+    ) -> None:
         if COMPILED:  # (see sdschat.sds.frozen)
             self.message_id = message_id  # type: ignore[misc]
             self.sender_id = sender_id  # type: ignore[misc]

@@ -21,19 +21,49 @@ if TYPE_CHECKING:
 
 __all__ = ["Syncer"]
 
+
 class Syncer:
     """Sync frames: the periodic one (postponed by activity), and the early ones that repair requests,
     owed acks (``ack_delay_ms``) or gap hints call for. ``ack_owed`` (id -> (due, its sender)) is shared
     by reference with the channel's receive path.
     """
 
-    __slots__ = ("recent", "order", "ack_owed", "last_activity", "counter", "jitter_for", "jitter", "next_at",
-                 "config", "participant_id", "channel_id", "stats", "log", "repair", "hints", "incoming", "logged",
-                 "archive", "waiting", "missing", "lost")
+    __slots__ = (
+        "recent",
+        "order",
+        "ack_owed",
+        "last_activity",
+        "counter",
+        "jitter_for",
+        "jitter",
+        "next_at",
+        "config",
+        "participant_id",
+        "channel_id",
+        "stats",
+        "log",
+        "repair",
+        "hints",
+        "incoming",
+        "logged",
+        "archive",
+        "waiting",
+        "missing",
+        "lost",
+    )
 
-    def __init__(self, config: ChannelConfig, channel_id: str, participant_id: str, stats: dict[str, int],
-                 now_ms: int, log: LocalLog, repair: RepairScheduler, hints: GapHints,
-                 incoming: IncomingBuffer) -> None:
+    def __init__(
+        self,
+        config: ChannelConfig,
+        channel_id: str,
+        participant_id: str,
+        stats: dict[str, int],
+        now_ms: int,
+        log: LocalLog,
+        repair: RepairScheduler,
+        hints: GapHints,
+        incoming: IncomingBuffer,
+    ) -> None:
         # ids of sync frames seen (dedup), oldest first: a plain dict and a queue of the same ids take half an
         # OrderedDict's memory (10,000 simulated members each hold thousands) and evict the oldest in O(1)
         self.recent: dict[str, None] = {}
@@ -101,7 +131,7 @@ class Syncer:
         jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
         self.ack_owed[mid] = (now_ms + (self.config.ack_delay_ms or 0) + jitter, sender)
 
-    def forget_acked(self, history_ids, sender: str) -> None:
+    def forget_acked(self, history_ids: tuple[str, ...], sender: str) -> None:
         owed = self.ack_owed
         for d in history_ids:
             got = owed.get(d)
@@ -187,8 +217,9 @@ class Syncer:
             unpaid = self._unpaid({r.message_id for r in history})
             cap = self.config.ack_names
             if unpaid[:cap]:
-                history = sorted(history + [row for _, _, row in unpaid[:cap]],
-                                 key=lambda r: (r.lamport_timestamp, r.message_id))
+                history = sorted(
+                    history + [row for _, _, row in unpaid[:cap]], key=lambda r: (r.lamport_timestamp, r.message_id)
+                )
             self._keep_owed(unpaid[cap:])
         self.counter += 1
         if not history and not repair:  # an empty log (or no causal history at all): nothing to send
@@ -197,8 +228,9 @@ class Syncer:
             return None
         lamport = log.bump(now_ms)
         mid = "sync-" + sha256(f"{self.participant_id}/{lamport}/{self.counter}".encode()).hexdigest()[:16]
-        data = encode_frame(self.channel_id, self.participant_id, mid, lamport, history, None, log.bloom.to_bytes(),
-                            repair)
+        data = encode_frame(
+            self.channel_id, self.participant_id, mid, lamport, history, None, log.bloom.to_bytes(), repair
+        )
         self.last_activity = max(self.last_activity, now_ms)
         self.next_at = self.due_after(now_ms)
         self.stats["syncs_sent"] += 1

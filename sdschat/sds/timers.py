@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappop
-from typing import Callable
 
 __all__ = ["Timers"]
 

@@ -13,9 +13,11 @@ Malformed input raises :class:`WireError` and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped,unused-ignore]  # protobuf ships no types; the engine build (--ignore-missing-imports) needs none
 
 from . import sds_pb2
 from .frozen import COMPILED, init
@@ -31,6 +33,20 @@ _PbMessage = sds_pb2.Message
 
 class WireError(ValueError):
     """Raised for bytes that are not a well-formed SDS frame."""
+
+
+class EntryLike(Protocol):
+    """What :func:`encode_frame` reads of a causal history or repair entry: a :class:`HistoryEntry`, or a log row,
+    which the engine names in its causal history without copying it into an entry first."""
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def retrieval_hint(self) -> bytes | None: ...
+
+    @property
+    def sender_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +76,7 @@ class Message:
     content: bytes | None = None
 
 
-def _fill_entry(pb_entry, entry: HistoryEntry) -> None:
+def _fill_entry(pb_entry: sds_pb2.HistoryEntry, entry: HistoryEntry) -> None:
     pb_entry.message_id = entry.message_id
     if entry.retrieval_hint is not None:
         pb_entry.retrieval_hint = entry.retrieval_hint
@@ -91,8 +107,16 @@ def encode(msg: Message) -> bytes:
         raise WireError(f"cannot encode message: {exc}") from None
 
 
-def encode_frame(channel_id: str, sender_id: str, message_id: str, lamport: int | None, causal, content,
-                 bloom: bytes | None = None, repair=()) -> bytes:
+def encode_frame(
+    channel_id: str,
+    sender_id: str,
+    message_id: str,
+    lamport: int | None,
+    causal: Iterable[EntryLike],
+    content: bytes | None,
+    bloom: bytes | None = None,
+    repair: Iterable[EntryLike] = (),
+) -> bytes:
     """The engine's encoder: fields straight from its state (``causal``/``repair``: :class:`HistoryEntry`-like)."""
     pb = _PbMessage(message_id=message_id, channel_id=channel_id)
     pb.sender_id = sender_id
@@ -119,7 +143,7 @@ def encode_frame(channel_id: str, sender_id: str, message_id: str, lamport: int 
     return pb.SerializeToString()
 
 
-def entry_from_pb(pb_entry) -> HistoryEntry:
+def entry_from_pb(pb_entry: sds_pb2.HistoryEntry) -> HistoryEntry:
     return HistoryEntry(
         pb_entry.message_id,
         pb_entry.retrieval_hint if pb_entry.HasField("retrieval_hint") else None,

@@ -17,7 +17,20 @@ from .shard import Shard, participant_ids
 from .workers import agreed, run_task
 
 __all__ = [
-    "CHECK_INTERVAL_MS", "EVENT_SCHEMA", "Runner", "Shard", "SimParams", "SimResult", "agreed", "channel_config",
-    "log_hash", "make_plan", "parse_churn", "parse_latency", "parse_overrides", "participant_ids", "run_task",
+    "CHECK_INTERVAL_MS",
+    "EVENT_SCHEMA",
+    "Runner",
+    "Shard",
+    "SimParams",
+    "SimResult",
+    "agreed",
+    "channel_config",
+    "log_hash",
+    "make_plan",
+    "parse_churn",
+    "parse_latency",
+    "parse_overrides",
+    "participant_ids",
+    "run_task",
     "simulate",
 ]

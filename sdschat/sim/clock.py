@@ -31,6 +31,7 @@ def no_gc(fn):
     holds tens of millions of objects: every full collection would walk them
     all (seconds each), triggered by allocations anywhere in the loop.
     """
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         was = gc.isenabled()
@@ -40,6 +41,7 @@ def no_gc(fn):
         finally:
             if was:
                 gc.enable()
+
     return wrapper
 
 

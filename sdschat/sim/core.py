@@ -23,11 +23,19 @@ from .clock import CHECK_INTERVAL_MS, FLUSH_GRID_MS, Clock, no_gc, quiet_period_
 from .params import SimParams
 from .plan import make_plan
 from .results import SimResult, merge
-from .shard import Shard, participant_ids
+from .shard import Shard, ShardOptions, participant_ids
 from .workers import run_alone, run_processes
 
-__all__ = ["Runner", "Shard", "SimResult", "simulate", "CHECK_INTERVAL_MS", "FLUSH_GRID_MS", "participant_ids",
-           "quiet_period_ms"]
+__all__ = [
+    "Runner",
+    "Shard",
+    "SimResult",
+    "simulate",
+    "CHECK_INTERVAL_MS",
+    "FLUSH_GRID_MS",
+    "participant_ids",
+    "quiet_period_ms",
+]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 #: runs ``workers`` shards as peers: ``(params, plan, workers, out, shard kwargs, report) -> (parts, stop_reason,
@@ -37,10 +45,19 @@ Runner = Callable[..., tuple]
 
 
 @no_gc
-def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: int = 1,
-             progress: ProgressFn | None = None, progress_interval_s: float = 0.25,
-             shard_rows: int = 1_000_000, row_group_rows: int = 262_144, frame_view: bool = True,
-             skip_held: bool = True, runner: Runner | None = None) -> SimResult:
+def simulate(
+    params: SimParams,
+    out_dir: str | Path | None = None,
+    *,
+    workers: int = 1,
+    progress: ProgressFn | None = None,
+    progress_interval_s: float = 0.25,
+    shard_rows: int = 1_000_000,
+    row_group_rows: int = 262_144,
+    frame_view: bool = True,
+    skip_held: bool = True,
+    runner: Runner | None = None,
+) -> SimResult:
     """Run one scenario; write its output to ``out_dir`` (None: write nothing, just return the results).
 
     ``workers > 1`` runs the members in that many processes (same events as
@@ -59,7 +76,12 @@ def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: i
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         _clear(out)
-    kw = {"shard_rows": shard_rows, "row_group_rows": row_group_rows, "frame_view": frame_view, "skip_held": skip_held}
+    kw: ShardOptions = {
+        "shard_rows": shard_rows,
+        "row_group_rows": row_group_rows,
+        "frame_view": frame_view,
+        "skip_held": skip_held,
+    }
     settle = plan.settle_ms
     end = settle + p.horizon_ms
     last = 0.0
@@ -69,9 +91,18 @@ def simulate(params: SimParams, out_dir: str | Path | None = None, *, workers: i
         if progress is None or not (done or time.perf_counter() - last >= progress_interval_s):
             return
         last = time.perf_counter()
-        progress({"sent": bisect.bisect_left(plan.send_times, now), "messages": p.messages, "now_ms": now,
-                  "start_ms": p.start_ms, "settle_ms": settle, "end_ms": end, "done": done,
-                  "settling": now > settle})
+        progress(
+            {
+                "sent": bisect.bisect_left(plan.send_times, now),
+                "messages": p.messages,
+                "now_ms": now,
+                "start_ms": p.start_ms,
+                "settle_ms": settle,
+                "end_ms": end,
+                "done": done,
+                "settling": now > settle,
+            }
+        )
 
     if workers == 1:
         shard = Shard(p, plan, 0, 1, out, **kw)

@@ -1,6 +1,6 @@
 """Delivering a frame's copies into the members' engines, one batch per heap pop.
 
-A popped :class:`~sdschat.sim.network.Cursor` delivers copies for as long as
+A popped :class:`~sdschat.sim.state.Cursor` delivers copies for as long as
 its next key is below the heap's top, then goes back: one heap operation per
 batch of receivers, not per receiver. Every receiver gets the same parsed
 frame through :meth:`~sdschat.sds.MessageChannel.receive_parsed`; the common
@@ -14,24 +14,26 @@ configured).
 from __future__ import annotations
 
 import heapq
+from typing import cast
 
 import numpy as np
 
 from sdschat.sds import Delivered, SyncReceived
+from sdschat.sds.channel import Frame
 from sdschat.sds.repair import hash64
 
-from .network import Cursor
 from .schedule import ARRIVALS, INF, TICK
+from .state import Cursor, FrameKey, Indices, ShardState
 
 __all__ = ["Delivery"]
 
-_EMPTY = (INF,)  # the top of an empty heap
+_EMPTY = (INF, 0, 0, 0)  # the top of an empty heap (only its time is read)
 #: (asking, answering) for a frame that cannot call off repair work (a sync frame)
 _NOTHING_PENDING = (False, False)
 
 
-class Delivery:
-    """The receiving side of :class:`~sdschat.sim.shard.Shard` (its state is set up there)."""
+class Delivery(ShardState):
+    """The receiving side of :class:`~sdschat.sim.shard.Shard` (its state: :class:`~sdschat.sim.state.ShardState`)."""
 
     def _tick_at(self, r: int, t: int) -> None:
         """Schedule member ``r``'s tick at its engine's deadline if that moved earlier."""
@@ -49,7 +51,9 @@ class Delivery:
             held = self.held[mid] = bytearray(len(self.owned))
         held[r // self.workers] = 1
 
-    def _skip_held_copies(self, key: tuple[int, int], pb, mid: str, recv, times, t: int) -> tuple:
+    def _skip_held_copies(
+        self, key: FrameKey, pb: Frame, mid: str, recv: Indices, times: Indices, t: int
+    ) -> tuple[Indices, Indices]:
         """A content frame's copies, less those that reach a member already holding ``mid`` that can never answer
         a repair request for it (not in its response group): those would only count a duplicate in the engine.
         They count as received now (``held_skipped``; in flight still, at the end, if due after it).
@@ -83,15 +87,18 @@ class Delivery:
         keep = ~skip
         return recv[keep], times[keep]
 
-    def _passes_checks(self, pb, earliest: int) -> bool:
+    def _passes_checks(self, pb: Frame, earliest: int) -> bool:
         """Whether every receiver's engine gets past its checks of the frame ``pb`` for copies due from
         ``earliest`` on: the static ones, and the Lamport clock's skew (only then does a held copy do nothing but
         count a duplicate)."""
         cfg = self.config
-        return pb.static_problem(cfg, self.p.channel_id) is None and pb.has_lamport \
+        return (
+            pb.static_problem(cfg, self.p.channel_id) is None
+            and pb.has_lamport
             and pb.lamport <= earliest + cfg.max_clock_skew_ms
+        )
 
-    def _response_group(self, mid: str, sender: str) -> tuple[np.ndarray, frozenset[str] | None]:
+    def _response_group(self, mid: str, sender: str) -> tuple[Indices, frozenset[str] | None]:
         """This shard's members in ``mid``'s response group (who may answer a repair request for it:
         :func:`~sdschat.sds.repair.in_response_group`), once per message: their local indices, and their ids
         for the engines (``Frame.responders``; None where an engine decides without hashing: SDS-R off, or one
@@ -133,7 +140,8 @@ class Delivery:
             # a copy of a message its member holds only counts a duplicate in the engine, unless the member has a
             # repair answer for it pending (the copy calls it off), delayed acks are on (it owes an ack), or the
             # engine would refuse the frame first: a bad frame, or one too far ahead of every copy's time here
-            if always or not self.skip_held or not self._passes_checks(pb, times[i]):
+            # (skip_held holds only with frame_view: the frame is a Frame)
+            if always or not self.skip_held or not isinstance(pb, Frame) or not self._passes_checks(pb, times[i]):
                 held = None
         answering = self.answering.get(mid, ())
         while i < n:
@@ -159,11 +167,12 @@ class Delivery:
                 e = evs[0]
                 tp = type(e)
                 if tp is Delivered:
-                    dm = e.message_id  # the frame's own message (``mid`` stays the frame's id, for repair_pending)
-                    if not e.repaired and not e.after_lost:
+                    de = cast(Delivered, e)
+                    dm = de.message_id  # the frame's own message (``mid`` stays the frame's id, for repair_pending)
+                    if not de.repaired and not de.after_lost:
                         wt = waiting.get(r)
                         if wt is None or dm not in wt:
-                            s, lam = e.sender_id, e.lamport_timestamp
+                            s, lam = de.sender_id, de.lamport_timestamp
                             add((t, "received", dm, s, r, lam, None, t, "delivered", dm, s, r, lam, None))
                             if marks is not None and dm == mid:
                                 marks[r // w] = 1  # (self._hold, inline)
@@ -171,7 +180,8 @@ class Delivery:
                                 self._hold(dm, r)
                             continue
                 elif tp is SyncReceived:
-                    add((t, "sync_received", e.message_id, e.sender_id, r, e.lamport_timestamp, None))
+                    se = cast(SyncReceived, e)
+                    add((t, "sync_received", se.message_id, se.sender_id, r, se.lamport_timestamp, None))
                     continue
             if self._handle(r, evs, t, cur.ctx) or always:
                 d = ch.next_deadline()

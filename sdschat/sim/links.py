@@ -86,10 +86,10 @@ class Links:
         pos = 0
         end = len(buf)
         while end - pos >= head:
-            size = int.from_bytes(buf[pos:pos + head], "little")
+            size = int.from_bytes(buf[pos : pos + head], "little")
             if end - pos - head < size:
                 break
-            got.append((peer, pickle.loads(buf[pos + head:pos + head + size])))
+            got.append((peer, pickle.loads(buf[pos + head : pos + head + size])))
             pos += head + size
         if pos:
             del buf[:pos]

@@ -26,31 +26,13 @@ from sdschat.sds.wire import parse_pb
 
 from .plan import RNG_NETWORK, rng
 from .schedule import ARRIVALS
+from .state import Cursor, FrameCtx, FrameMsg, Parsed, Positions, ShardState
 
 __all__ = ["Cursor", "FrameMsg", "Network"]
 
-#: a frame as it travels between workers:
-#: (publisher, counter, t, data, reason, message_id, loss, duplicate)
-FrameMsg = tuple
 
-
-class Cursor:
-    """One frame's pending arrivals at this shard's members."""
-
-    __slots__ = ("key", "pb", "positions", "times", "receivers", "i", "ctx")
-
-    def __init__(self, key, pb, positions, times, receivers, ctx):
-        self.key = key
-        self.pb = pb
-        self.positions = positions
-        self.times = times
-        self.receivers = receivers
-        self.i = 0
-        self.ctx = ctx
-
-
-class Network:
-    """The publishing side of :class:`~sdschat.sim.shard.Shard` (its state is set up there)."""
+class Network(ShardState):
+    """The publishing side of :class:`~sdschat.sim.shard.Shard` (its state: :class:`~sdschat.sim.state.ShardState`)."""
 
     def _publish(self, r: int, out: Outgoing, t: int) -> int:
         """Member ``r`` broadcasts ``out`` at ``t``; returns the frame's size."""
@@ -75,14 +57,15 @@ class Network:
         for fm in frames:
             self.ingest_one(fm)
 
-    def _parsed(self, data: bytes, reason: str, mid: str) -> tuple:
+    def _parsed(self, data: bytes, reason: str, mid: str) -> tuple[Parsed, Positions | None]:
         """The frame read once for every receiver, and its id's bloom positions (not for a sync)."""
         pb = parse_pb(data)
         if reason == "sync":
             return (Frame(pb) if self.frame_view else pb), None
         if self.frame_view:
-            pb = Frame(pb)
-            pb.responders = self._response_group(mid, pb.sender_id)[1]  # (each receiver's hash, made once)
+            f = Frame(pb)
+            f.responders = self._response_group(mid, f.sender_id)[1]  # (each receiver's hash, made once)
+            return f, self.bloom.positions(mid)
         return pb, self.bloom.positions(mid)
 
     def ingest_one(self, fm: FrameMsg) -> None:
@@ -111,7 +94,8 @@ class Network:
         self.counts["copies_lost"] += lost
         copies = len(recv)
         self.frame_recv[(r, c)] = [copies, 0]
-        pb = positions = None
+        pb: Parsed | None = None
+        positions: Positions | None = None
         if reason != "sync" and mid not in self.sent_at:  # (its content names it: "sim message K from ...")
             pb, positions = self._parsed(data, reason, mid)
             self.sent_at[mid] = self.plan.send_times[int(bytes(pb.content).split(b" ", 3)[2])]
@@ -124,7 +108,8 @@ class Network:
             return
         if pb is None:
             pb, positions = self._parsed(data, reason, mid)
-        if reason != "sync" and self.skip_held and not self.churning and not self._always:
+        # (skip_held holds only with frame_view: the frame is a Frame)
+        if reason != "sync" and self.skip_held and not self.churning and not self._always and isinstance(pb, Frame):
             recv, times = self._skip_held_copies((r, c), pb, mid, recv, times, t)
             if len(recv) == 0:
                 return
@@ -134,9 +119,10 @@ class Network:
         times_l = array("q", (times[order] + t).astype(np.int64, copy=False).tobytes())
         # what rows need to know about the frame: (node-level reason, publisher, frame sender, creation time,
         # message id)
-        ctx = (reason, self.pids[r], pb.sender_id, t, mid)
-        cur = Cursor((r, c), pb, positions, times_l, array("q", recv[order].astype(np.int64, copy=False).tobytes()),
-                     ctx)
+        ctx: FrameCtx = (reason, self.pids[r], pb.sender_id, t, mid)
+        cur = Cursor(
+            (r, c), pb, positions, times_l, array("q", recv[order].astype(np.int64, copy=False).tobytes()), ctx
+        )
         self.cursors += 1
         if reason != "sync":
             self.busy_cursors += 1

@@ -53,13 +53,29 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (nor does its parquet module)
 
 __all__ = [
-    "EVENT_SCHEMA", "FRAME_SCHEMA", "LOG_SCHEMA", "EVENT_COLUMNS", "BASE_COLUMNS", "TYPED_COLUMNS", "FORMAT",
-    "FACTS", "ROW_WIDTH", "DETAIL_KEYS", "EventBatch", "EventSink", "log_hash",
-    "write_table", "write_meta", "SHARD_GLOB", "META_FILE", "FRAMES_FILE", "LOGS_FILE",
+    "EVENT_SCHEMA",
+    "FRAME_SCHEMA",
+    "LOG_SCHEMA",
+    "EVENT_COLUMNS",
+    "BASE_COLUMNS",
+    "TYPED_COLUMNS",
+    "FORMAT",
+    "FACTS",
+    "ROW_WIDTH",
+    "DETAIL_KEYS",
+    "EventBatch",
+    "EventSink",
+    "log_hash",
+    "write_table",
+    "write_meta",
+    "SHARD_GLOB",
+    "META_FILE",
+    "FRAMES_FILE",
+    "LOGS_FILE",
 ]
 
 SHARD_GLOB = "events-*.parquet"
@@ -71,8 +87,17 @@ LOGS_FILE = "logs.parquet"
 ROW_WIDTH = 7
 
 #: the columns every events table has had (simulation format 1, and a database before migration 0004)
-BASE_COLUMNS = ("seq", "ts_ms", "kind", "channel_id", "message_id", "sender_id", "participant_id",
-                "lamport_timestamp", "detail")
+BASE_COLUMNS = (
+    "seq",
+    "ts_ms",
+    "kind",
+    "channel_id",
+    "message_id",
+    "sender_id",
+    "participant_id",
+    "lamport_timestamp",
+    "detail",
+)
 
 #: the facts the report reads, as columns (``migrations/0004_typed_events.sql`` says what each means);
 #: in a database they are generated from ``detail``, here written directly
@@ -84,46 +109,52 @@ EVENT_COLUMNS = BASE_COLUMNS + TYPED_COLUMNS
 FORMAT = "sdschat-sim/2"
 
 #: The events table as Arrow types (SQLite INTEGER is 64-bit: int64 everywhere).
-EVENT_SCHEMA = pa.schema([
-    pa.field("seq", pa.int64(), nullable=False),
-    pa.field("ts_ms", pa.int64(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("channel_id", pa.string()),
-    pa.field("message_id", pa.string()),
-    pa.field("sender_id", pa.string()),
-    pa.field("participant_id", pa.string()),
-    pa.field("lamport_timestamp", pa.int64()),
-    pa.field("detail", pa.string()),
-    pa.field("repaired", pa.bool_()),
-    pa.field("by_bloom", pa.bool_()),
-    pa.field("bytes", pa.int64()),
-    pa.field("by_id", pa.string()),
-    pa.field("frame_ts", pa.int64()),
-    pa.field("missing_ids", pa.list_(pa.string())),
-    pa.field("carrier", pa.string()),
-])
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("ts_ms", pa.int64(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("channel_id", pa.string()),
+        pa.field("message_id", pa.string()),
+        pa.field("sender_id", pa.string()),
+        pa.field("participant_id", pa.string()),
+        pa.field("lamport_timestamp", pa.int64()),
+        pa.field("detail", pa.string()),
+        pa.field("repaired", pa.bool_()),
+        pa.field("by_bloom", pa.bool_()),
+        pa.field("bytes", pa.int64()),
+        pa.field("by_id", pa.string()),
+        pa.field("frame_ts", pa.int64()),
+        pa.field("missing_ids", pa.list_(pa.string())),
+        pa.field("carrier", pa.string()),
+    ]
+)
 
-FRAME_SCHEMA = pa.schema([
-    pa.field("frame", pa.int64(), nullable=False),
-    pa.field("ts_ms", pa.int64(), nullable=False),
-    pa.field("publisher", pa.string(), nullable=False),
-    pa.field("reason", pa.string(), nullable=False),
-    pa.field("message_id", pa.string(), nullable=False),
-    pa.field("bytes", pa.int64(), nullable=False),
-    pa.field("copies", pa.int64(), nullable=False),
-    pa.field("delivered", pa.int64(), nullable=False),
-])
+FRAME_SCHEMA = pa.schema(
+    [
+        pa.field("frame", pa.int64(), nullable=False),
+        pa.field("ts_ms", pa.int64(), nullable=False),
+        pa.field("publisher", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("message_id", pa.string(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("copies", pa.int64(), nullable=False),
+        pa.field("delivered", pa.int64(), nullable=False),
+    ]
+)
 
-LOG_SCHEMA = pa.schema([
-    pa.field("participant_id", pa.string(), nullable=False),
-    pa.field("log_length", pa.int64(), nullable=False),
-    pa.field("log_hash", pa.string(), nullable=False),
-    pa.field("online", pa.bool_(), nullable=False),
-    pa.field("unacknowledged", pa.int64(), nullable=False),
-    pa.field("waiting", pa.int64(), nullable=False),
-    pa.field("missing", pa.int64(), nullable=False),
-    pa.field("repair_requests", pa.int64(), nullable=False),
-])
+LOG_SCHEMA = pa.schema(
+    [
+        pa.field("participant_id", pa.string(), nullable=False),
+        pa.field("log_length", pa.int64(), nullable=False),
+        pa.field("log_hash", pa.string(), nullable=False),
+        pa.field("online", pa.bool_(), nullable=False),
+        pa.field("unacknowledged", pa.int64(), nullable=False),
+        pa.field("waiting", pa.int64(), nullable=False),
+        pa.field("missing", pa.int64(), nullable=False),
+        pa.field("repair_requests", pa.int64(), nullable=False),
+    ]
+)
 
 #: Facts the simulator records beyond what the node writes (the first three as typed columns).
 DETAIL_KEYS = {
@@ -147,8 +178,11 @@ def write_table(path: Path, table: pa.Table, row_group_rows: int = 262_144) -> N
     """Write ``table`` as zstd Parquet, its string columns dictionary-encoded (not its numbers: unique or
     nearly so, a dictionary only costs time)."""
     tmp = path.with_name(path.name + ".tmp")
-    strings = [f.name for f in table.schema
-               if pa.types.is_string(f.type) or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))]
+    strings = [
+        f.name
+        for f in table.schema
+        if pa.types.is_string(f.type) or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))
+    ]
     pq.write_table(table, tmp, row_group_size=row_group_rows, compression="zstd", use_dictionary=strings)
     os.replace(tmp, path)
 
@@ -173,9 +207,18 @@ class EventSink:
     bound ``rows.extend`` stays valid across flushes.
     """
 
-    def __init__(self, out_dir: Path | None, channel_id: str, shard_rows: int = 1_000_000,
-                 row_group_rows: int = 262_144, *, prefix: str = "events-", seq_stride: int = 1,
-                 seq_offset: int = 0, participant_names: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: Path | None,
+        channel_id: str,
+        shard_rows: int = 1_000_000,
+        row_group_rows: int = 262_144,
+        *,
+        prefix: str = "events-",
+        seq_stride: int = 1,
+        seq_offset: int = 0,
+        participant_names: list[str] | None = None,
+    ) -> None:
         self.participant_names = pa.array(participant_names, pa.string()) if participant_names is not None else None
         self.out_dir = out_dir
         self.channel_id = channel_id
@@ -243,13 +286,20 @@ class EventSink:
             first = self.written * self.seq_stride + self.seq_offset + 1
             if self.participant_names is not None:
                 participants = pa.DictionaryArray.from_arrays(
-                    pa.array(cols[4], pa.int32()).take(take), self.participant_names).cast(pa.string())
+                    pa.array(cols[4], pa.int32()).take(take), self.participant_names
+                ).cast(pa.string())
             else:
                 participants = pa.array(cols[4], pa.string()).take(take)
-            arrays = [pa.array(order * self.seq_stride + first), ts.take(take),
-                      pa.DictionaryArray.from_arrays(pa.array(codes[order]), kinds.dictionary).cast(pa.string()),
-                      pa.repeat(self.channel_id, n), mids.take(take), pa.array(cols[3], pa.string()).take(take),
-                      participants, pa.array(cols[5], pa.int64()).take(take)]
+            arrays = [
+                pa.array(order * self.seq_stride + first),
+                ts.take(take),
+                pa.DictionaryArray.from_arrays(pa.array(codes[order]), kinds.dictionary).cast(pa.string()),
+                pa.repeat(self.channel_id, n),
+                mids.take(take),
+                pa.array(cols[3], pa.string()).take(take),
+                participants,
+                pa.array(cols[5], pa.int64()).take(take),
+            ]
             del cols, kinds, ts, mids, batch
             for name in ("detail",) + TYPED_COLUMNS:
                 arrays.append(_sparse(n, facts.pop(name, []), EVENT_SCHEMA.field(name).type))
@@ -288,8 +338,10 @@ def _bytes(xs):
 
 
 def _resent(xs):
-    return {"bytes": [x[0] for x in xs],
-            "detail": ['{"resends":' + ("null" if x[1] is None else str(x[1])) + "}" for x in xs]}
+    return {
+        "bytes": [x[0] for x in xs],
+        "detail": ['{"resends":' + ("null" if x[1] is None else str(x[1])) + "}" for x in xs],
+    }
 
 
 def _acked(xs):
@@ -297,8 +349,11 @@ def _acked(xs):
 
 
 def _possibly_acked(xs):
-    return {"by_id": [x[1] for x in xs], "frame_ts": [x[2] for x in xs],
-            "detail": ['{"count":' + str(x[0]) + "}" for x in xs]}
+    return {
+        "by_id": [x[1] for x in xs],
+        "frame_ts": [x[2] for x in xs],
+        "detail": ['{"count":' + str(x[0]) + "}" for x in xs],
+    }
 
 
 def _delivered(xs):
@@ -322,7 +377,9 @@ def _carrier(xs):
 
 #: kind -> how its rows' facts values (a list of them) become typed columns and detail (column -> values)
 FACTS = {
-    "sent": _bytes, "sync_sent": _bytes, "repair_served": _bytes,  # the frame's size (int)
+    "sent": _bytes,
+    "sync_sent": _bytes,
+    "repair_served": _bytes,  # the frame's size (int)
     "resent": _resent,  # (size, resends)
     "acked": _acked,  # (by_bloom, by, frame_ts)
     "possibly_acked": _possibly_acked,  # (count, by, frame_ts)
@@ -332,8 +389,9 @@ FACTS = {
 }
 
 
-def _facts_columns(batch: EventBatch, facts: list, order: np.ndarray, start: list[int],
-                   sizes: list[int]) -> dict[str, list]:
+def _facts_columns(
+    batch: EventBatch, facts: list, order: np.ndarray, start: list[int], sizes: list[int]
+) -> dict[str, list]:
     """``detail`` and the :data:`TYPED_COLUMNS` of a shard, from its rows' facts (see :data:`FACTS`): for each
     column, its values as pieces, one a kind: ``(first, size, within, values)``, the kind's rows being the
     ``size`` places from ``first`` once sorted by ``order``, ``within`` None when every one of them has a value,
@@ -347,7 +405,7 @@ def _facts_columns(batch: EventBatch, facts: list, order: np.ndarray, start: lis
             continue
         first, size = start[k], sizes[k]
         # (the kind's rows, sorted, are order[first:first + size]: in their original order, so searchable)
-        within = None if len(rows) == size else np.searchsorted(order[first:first + size], rows)
+        within = None if len(rows) == size else np.searchsorted(order[first : first + size], rows)
         xs = [facts[i] for i in rows.tolist()]
         fill = FACTS.get(kind)
         for name, values in (fill(xs) if fill is not None else {"detail": xs}).items():

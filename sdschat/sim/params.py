@@ -6,13 +6,17 @@ the same parameters give the same events.
 
 Text forms used by the CLI and by sweep grids (:func:`parse_latency`,
 :func:`parse_churn`, :func:`parse_overrides`) raise :class:`ValueError` with a
-one-line message for bad input.
+one-line message for bad input. Each field that ``sdschat simulate`` sets
+carries its flag and help (an :class:`Option` in the field's metadata), so
+its default is written once, in the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +24,17 @@ from sdschat.sds import ChannelConfig, MessageChannel, RepairConfig
 from sdschat.sds.repair import response_groups_for
 
 __all__ = [
-    "SimParams", "SETTLE_MODES", "parse_latency", "parse_churn", "parse_overrides", "channel_config",
-    "CHANNEL_FIELDS", "REPAIR_FIELDS",
+    "SimParams",
+    "SETTLE_MODES",
+    "Option",
+    "OPTION",
+    "command_line_fields",
+    "parse_latency",
+    "parse_churn",
+    "parse_overrides",
+    "channel_config",
+    "CHANNEL_FIELDS",
+    "REPAIR_FIELDS",
 ]
 
 SETTLE_MODES = ("continue", "clean")
@@ -33,13 +46,117 @@ SYNC_DEDUP = 256
 #: ChannelConfig fields that may be overridden (``--set name=value``; grid keys)
 CHANNEL_FIELDS = {f.name: f for f in dataclasses.fields(ChannelConfig) if f.name != "repair"}
 #: RepairConfig fields, overridden as ``repair_<name>`` (``repair_t_min_ms=2000``)
-REPAIR_FIELDS = {f.name: f for f in dataclasses.fields(RepairConfig)
-                 if f.name not in ("enabled", "num_response_groups", "expected_participants")}
+REPAIR_FIELDS = {
+    f.name: f
+    for f in dataclasses.fields(RepairConfig)
+    if f.name not in ("enabled", "num_response_groups", "expected_participants")
+}
 #: settings that have their own option (``--causal-history`` ...), not ``--set``
 OWN_OPTIONS = {
-    "causal_history_size": "causal_history", "bloom_capacity": "bloom_capacity", "repair_enabled": "repair",
-    "repair_num_response_groups": "response_groups", "repair_expected_participants": "response_groups",
+    "causal_history_size": "causal_history",
+    "bloom_capacity": "bloom_capacity",
+    "repair_enabled": "repair",
+    "repair_num_response_groups": "response_groups",
+    "repair_expected_participants": "response_groups",
 }
+
+
+# ------------------------------------------------------------- text forms
+
+
+def parse_latency(text: str) -> tuple[int, int]:
+    """``"LO:HI"`` (or ``"MS"``) milliseconds -> ``(lo, hi)``."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) == 1:
+            lo = hi = int(parts[0])
+        elif len(parts) == 2:
+            lo, hi = int(parts[0]), int(parts[1])
+        else:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"latency must be LO:HI whole milliseconds, e.g. 20:200, got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise ValueError(f"latency must satisfy 0 <= LO <= HI, got {text!r}")
+    return lo, hi
+
+
+def parse_churn(text: str, name: str = "churn") -> tuple[float, int] | None:
+    """``"FRACTION:MEAN_OFF_MS"`` -> ``(fraction, mean_off_ms)``; ``"0"``/``"none"`` -> None (also for
+    ``store_outages``: ``name`` is what error messages call it)."""
+    t = str(text).strip().lower()
+    if t in ("", "0", "none", "off"):
+        return None
+    parts = t.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        frac, off = float(parts[0]), int(float(parts[1]))
+    except ValueError:
+        raise ValueError(f"{name} must be FRACTION:MEAN_OFF_MS, e.g. 0.1:30000, got {text!r}") from None
+    if not 0.0 <= frac < 1.0 or off <= 0:
+        raise ValueError(f"{name} needs 0 <= FRACTION < 1 and MEAN_OFF_MS > 0, got {text!r}")
+    return None if frac == 0.0 else (frac, off)
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """``["name=value", ...]`` -> dict (values stay text; :func:`channel_config` types them)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"engine setting must be NAME=VALUE, got {item!r}")
+        out[name] = value.strip()
+    return out
+
+
+# ------------------------------------------------------------- command line
+
+
+@dataclass(frozen=True)
+class Option:
+    """How a :class:`SimParams` field is set on ``sdschat simulate``'s command line (the field's metadata under
+    :data:`OPTION`), so that the field's default, its flag and its help are written once, beside the field.
+
+    ``help`` leaves out the default: the command adds ``(default VALUE)`` from the field's default
+    (``note`` follows the value), or ``(default: default_text)`` for a field whose default is None. A number
+    is checked against ``minimum``/``maximum`` (``positive``: above 0); ``parse`` turns text into the value
+    (a :class:`ValueError` with a readable message for bad text); ``repeated`` makes the option repeatable and
+    turns the list of its texts into the value. ``flag`` is ``--field-name`` unless given.
+    """
+
+    help: str
+    group: str
+    metavar: str | None = None
+    note: str = ""
+    default_text: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    positive: bool = False
+    parse: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    repeated: Callable[[list[str]], Any] | None = None
+    flag: str | None = None
+
+
+#: the metadata key of a field's :class:`Option`
+OPTION = "sdschat.option"
+
+_TRAFFIC = "group and traffic"
+_NETWORK = "network"
+_STORES = "store nodes"
+_ENGINE = "engine (defaults: the engine's RFC timings)"
+_RUN = "run"
+
+
+def _opt(**kw: Any) -> dict[str, Option]:
+    return {OPTION: Option(**kw)}
+
+
+def command_line_fields() -> list[tuple[dataclasses.Field, Option]]:
+    """The :class:`SimParams` fields set on the command line, in order, each with its :class:`Option`."""
+    return [(f, f.metadata[OPTION]) for f in dataclasses.fields(SimParams) if OPTION in f.metadata]
 
 
 @dataclass(frozen=True)
@@ -104,27 +221,162 @@ class SimParams:
     :class:`~sdschat.sds.RepairConfig` field as ``repair_<name>``.
     """
 
-    participants: int = 100
-    messages: int = 100
-    rate: float = 1.0
-    senders: int | None = None
-    content_bytes: int = 100
-    loss: float = 0.0
-    latency_ms: tuple[int, int] = (20, 200)
-    duplicate: float = 0.0
-    churn: tuple[float, int] | None = None
-    stores: int = 0
-    store_loss: float = 0.0
-    store_latency_ms: tuple[int, int] | None = None
-    store_outages: tuple[float, int] | None = None
-    causal_history: int = 10
-    bloom_capacity: int = 10_000
-    repair: bool = True
-    response_groups: int | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-    settle: str = "continue"
-    horizon_ms: int = 600_000
-    seed: int = 1
+    participants: int = field(default=100, metadata=_opt(help="group size", group=_TRAFFIC, metavar="N", minimum=2))
+    messages: int = field(
+        default=100, metadata=_opt(help="content messages to send", group=_TRAFFIC, metavar="M", minimum=0)
+    )
+    rate: float = field(
+        default=1.0,
+        metadata=_opt(
+            help="aggregate send rate, messages per second, exponential gaps",
+            group=_TRAFFIC,
+            metavar="PER_S",
+            positive=True,
+        ),
+    )
+    senders: int | None = field(
+        default=None,
+        metadata=_opt(
+            help="only the first K participants send; each message comes from a random online one",
+            group=_TRAFFIC,
+            metavar="K",
+            minimum=1,
+            default_text="everyone",
+        ),
+    )
+    content_bytes: int = field(
+        default=100, metadata=_opt(help="content size of each message", group=_TRAFFIC, metavar="B", minimum=1)
+    )
+    loss: float = field(
+        default=0.0,
+        metadata=_opt(
+            help="probability that a copy of a frame is lost, per receiver",
+            group=_NETWORK,
+            metavar="P",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+    )
+    latency_ms: tuple[int, int] = field(
+        default=(20, 200),
+        metadata=_opt(
+            help="latency of each copy, uniform in [LO, HI] ms", group=_NETWORK, metavar="LO:HI", parse=parse_latency
+        ),
+    )
+    duplicate: float = field(
+        default=0.0,
+        metadata=_opt(
+            help="probability that a delivered copy arrives twice",
+            group=_NETWORK,
+            metavar="P",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+    )
+    churn: tuple[float, int] | None = field(
+        default=None,
+        metadata=_opt(
+            help="members alternate online/offline periods (exponential lengths): FRACTION of the group is offline at "
+            "any time on average, offline periods last MEAN_OFF_MS on average; offline members get nothing and "
+            "their frames go nowhere",
+            group=_NETWORK,
+            metavar="FRACTION:MEAN_OFF_MS",
+            parse=parse_churn,
+            default_text="no churn",
+        ),
+    )
+    stores: int = field(
+        default=0,
+        metadata=_opt(
+            help="store nodes in the model: they keep the frames that reach them and answer members as sdschat store "
+            "does; members ask 200 ms after noticing a gap and catch up on coming back online, with the node's "
+            "timings",
+            group=_STORES,
+            metavar="S",
+            minimum=0,
+        ),
+    )
+    store_loss: float = field(
+        default=0.0,
+        metadata=_opt(
+            help="probability that a frame copy to a store, a store request or an answer is lost",
+            group=_STORES,
+            metavar="P",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+    )
+    store_latency_ms: tuple[int, int] | None = field(
+        default=None,
+        metadata=_opt(
+            help="latency of a store request and of its answer, each",
+            group=_STORES,
+            metavar="LO:HI",
+            parse=parse_latency,
+            default_text="the network's",
+        ),
+    )
+    store_outages: tuple[float, int] | None = field(
+        default=None,
+        metadata=_opt(
+            help="stores go down and come back as churning members do: FRACTION of the time down, for MEAN_OFF_MS on "
+            "average; a store that is down keeps nothing and answers nothing",
+            group=_STORES,
+            metavar="FRACTION:MEAN_OFF_MS",
+            parse=functools.partial(parse_churn, name="store outages"),
+        ),
+    )
+    causal_history: int = field(
+        default=10,
+        metadata=_opt(help="causal history length", group=_ENGINE, metavar="K", minimum=0, note=", as the node"),
+    )
+    bloom_capacity: int = field(
+        default=10_000,
+        metadata=_opt(
+            help="bloom filter capacity", group=_ENGINE, metavar="C", minimum=1, note=": 18,752-byte filters"
+        ),
+    )
+    repair: bool = field(default=True, metadata=_opt(help="SDS-R repair", group=_ENGINE))
+    response_groups: int | None = field(
+        default=None,
+        metadata=_opt(
+            help="SDS-R response groups",
+            group=_ENGINE,
+            metavar="G",
+            minimum=1,
+            default_text="the RFC's participants // 128 + 1",
+        ),
+    )
+    overrides: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_opt(
+            help="any other ChannelConfig field (e.g. sync_interval_ms=10000) or RepairConfig field as repair_NAME "
+            "(e.g. repair_t_min_ms=2000); repeatable",
+            group=_ENGINE,
+            metavar="NAME=VALUE",
+            flag="--set",
+            repeated=parse_overrides,
+        ),
+    )
+    settle: str = field(
+        default="continue",
+        metadata=_opt(
+            help="after the last send: keep loss/duplication/churn (continue) or make the network lossless with "
+            "everyone online (clean) while the group settles",
+            group=_RUN,
+            choices=SETTLE_MODES,
+        ),
+    )
+    horizon_ms: int = field(
+        default=600_000,
+        metadata=_opt(
+            help="settle for at most this long after the last send; stops earlier once quiescent",
+            group=_RUN,
+            metavar="MS",
+            minimum=0,
+        ),
+    )
+    seed: int = field(default=1, metadata=_opt(help="seed: same seed, same events", group=_RUN))
     channel_id: str = "sim"
     start_ms: int = 0
 
@@ -143,7 +395,9 @@ class SimParams:
             bad(f"messages must be an integer >= 0, got {self.messages!r}")
         if not _finite(self.rate) or self.rate <= 0:
             bad(f"rate must be > 0 messages per second, got {self.rate!r}")
-        if self.senders is not None and (not isinstance(self.senders, int) or not 1 <= self.senders <= self.participants):
+        if self.senders is not None and (
+            not isinstance(self.senders, int) or not 1 <= self.senders <= self.participants
+        ):
             bad(f"senders must be between 1 and participants ({self.participants}), got {self.senders!r}")
         if not isinstance(self.content_bytes, int) or not 1 <= self.content_bytes <= 1_000_000:
             bad(f"content_bytes must be between 1 and 1000000, got {self.content_bytes!r}")
@@ -151,6 +405,7 @@ class SimParams:
             v = getattr(self, name)
             if not _finite(v) or not 0.0 <= v <= 1.0:
                 bad(f"{name} must be a probability between 0 and 1, got {v!r}")
+
         def latency(what: str, pair: tuple) -> None:
             lo, hi = pair
             if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 0 or hi < lo:
@@ -171,8 +426,10 @@ class SimParams:
         if self.store_latency_ms is not None:
             latency("store latency", self.store_latency_ms)
             if self.store_latency_ms[0] < self.latency_ms[0]:
-                bad(f"store latency must not be below the network's minimum ({self.latency_ms[0]} ms: the "
-                    f"workers' lookahead), got {self.store_latency_ms[0]}")
+                bad(
+                    f"store latency must not be below the network's minimum ({self.latency_ms[0]} ms: the "
+                    f"workers' lookahead), got {self.store_latency_ms[0]}"
+                )
         if self.store_outages is not None:
             on_off(self.store_outages, "store outage fraction", "store outages' mean length")
         if not isinstance(self.causal_history, int) or not 0 <= self.causal_history <= 256:
@@ -200,10 +457,6 @@ class SimParams:
     @property
     def effective_response_groups(self) -> int:
         return self.response_groups if self.response_groups is not None else response_groups_for(self.participants)
-
-    @property
-    def churn_fraction(self) -> float:
-        return self.churn[0] if self.churn else 0.0
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -249,20 +502,23 @@ def channel_config(p: SimParams) -> ChannelConfig:
     rep: dict[str, Any] = {}
     for key, value in p.overrides.items():
         if key in OWN_OPTIONS:
-            raise ValueError(f"engine setting {key} has its own option: {OWN_OPTIONS[key]} (--{OWN_OPTIONS[key].replace('_', '-')})")
-        if key.startswith("repair_") and key[len("repair_"):] in REPAIR_FIELDS:
-            rep[key[len("repair_"):]] = _typed(key, value, REPAIR_FIELDS[key[len("repair_"):]])
+            own = OWN_OPTIONS[key]
+            raise ValueError(f"engine setting {key} has its own option: {own} (--{own.replace('_', '-')})")
+        if key.startswith("repair_") and key[len("repair_") :] in REPAIR_FIELDS:
+            rep[key[len("repair_") :]] = _typed(key, value, REPAIR_FIELDS[key[len("repair_") :]])
         elif key in CHANNEL_FIELDS:
             chan[key] = _typed(key, value, CHANNEL_FIELDS[key])
         else:
-            known = ", ".join(sorted(set(CHANNEL_FIELDS) - set(OWN_OPTIONS))
-                              + [f"repair_{k}" for k in sorted(REPAIR_FIELDS)])
+            known = ", ".join(
+                sorted(set(CHANNEL_FIELDS) - set(OWN_OPTIONS)) + [f"repair_{k}" for k in sorted(REPAIR_FIELDS)]
+            )
             raise ValueError(f"unknown engine setting {key!r} (known: {known})")
     chan.setdefault("sync_dedup", SYNC_DEDUP)
     repair = RepairConfig(enabled=p.repair, num_response_groups=p.effective_response_groups, **rep)
     try:
-        return ChannelConfig(causal_history_size=p.causal_history, bloom_capacity=p.bloom_capacity, repair=repair,
-                             **chan)
+        return ChannelConfig(
+            causal_history_size=p.causal_history, bloom_capacity=p.bloom_capacity, repair=repair, **chan
+        )
     except (TypeError, ValueError) as exc:  # pragma: no cover - typed above
         raise ValueError(f"bad engine settings: {exc}") from None
 
@@ -307,53 +563,3 @@ def _typed(key: str, value: Any, f: dataclasses.Field) -> Any:
                 raise ValueError(f"engine setting {key} must be >= 0, got {value}")
             return float(value)
     raise ValueError(f"engine setting {key}: expected {typ}, got {value!r}")
-
-
-# ------------------------------------------------------------- text forms
-
-
-def parse_latency(text: str) -> tuple[int, int]:
-    """``"LO:HI"`` (or ``"MS"``) milliseconds -> ``(lo, hi)``."""
-    parts = str(text).split(":")
-    try:
-        if len(parts) == 1:
-            lo = hi = int(parts[0])
-        elif len(parts) == 2:
-            lo, hi = int(parts[0]), int(parts[1])
-        else:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"latency must be LO:HI whole milliseconds, e.g. 20:200, got {text!r}") from None
-    if lo < 0 or hi < lo:
-        raise ValueError(f"latency must satisfy 0 <= LO <= HI, got {text!r}")
-    return lo, hi
-
-
-def parse_churn(text: str, name: str = "churn") -> tuple[float, int] | None:
-    """``"FRACTION:MEAN_OFF_MS"`` -> ``(fraction, mean_off_ms)``; ``"0"``/``"none"`` -> None (also for
-    ``store_outages``: ``name`` is what error messages call it)."""
-    t = str(text).strip().lower()
-    if t in ("", "0", "none", "off"):
-        return None
-    parts = t.split(":")
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        frac, off = float(parts[0]), int(float(parts[1]))
-    except ValueError:
-        raise ValueError(f"{name} must be FRACTION:MEAN_OFF_MS, e.g. 0.1:30000, got {text!r}") from None
-    if not 0.0 <= frac < 1.0 or off <= 0:
-        raise ValueError(f"{name} needs 0 <= FRACTION < 1 and MEAN_OFF_MS > 0, got {text!r}")
-    return None if frac == 0.0 else (frac, off)
-
-
-def parse_overrides(items: list[str] | None) -> dict[str, str]:
-    """``["name=value", ...]`` -> dict (values stay text; :func:`channel_config` types them)."""
-    out: dict[str, str] = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ValueError(f"engine setting must be NAME=VALUE, got {item!r}")
-        out[name] = value.strip()
-    return out

@@ -17,8 +17,19 @@ import numpy as np
 
 from .params import SimParams
 
-__all__ = ["rng", "Plan", "make_plan", "ChurnTimeline", "StoreOutages", "RNG_NETWORK", "RNG_SEND", "RNG_CHURN",
-           "RNG_STORE", "RNG_STORE_QUERY", "RNG_STORE_OUTAGE"]
+__all__ = [
+    "rng",
+    "Plan",
+    "make_plan",
+    "ChurnTimeline",
+    "StoreOutages",
+    "RNG_NETWORK",
+    "RNG_SEND",
+    "RNG_CHURN",
+    "RNG_STORE",
+    "RNG_STORE_QUERY",
+    "RNG_STORE_OUTAGE",
+]
 
 RNG_NETWORK, RNG_SEND, RNG_CHURN, RNG_STORE, RNG_STORE_QUERY, RNG_STORE_OUTAGE = 1, 2, 3, 4, 5, 6
 #: candidate senders drawn per message (the first one online sends)

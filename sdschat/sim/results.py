@@ -33,15 +33,27 @@ class SimResult:
         return len(set(self.log_hashes)) <= 1
 
 
-def merge(p: SimParams, plan: Plan, parts: list[dict], out: Path | None, workers: int, stop_reason: str,
-          stop_t: int, windows: int, wall: float) -> SimResult:
+def merge(
+    p: SimParams,
+    plan: Plan,
+    parts: list[dict],
+    out: Path | None,
+    workers: int,
+    stop_reason: str,
+    stop_t: int,
+    windows: int,
+    wall: float,
+) -> SimResult:
     """The shards' parts (:meth:`~sdschat.sim.shard.Shard.finish`) as one result, written to ``out`` if given."""
     pids = participant_ids(p.participants)
     logs = sorted(x for part in parts for x in part["logs"])
     hashes = [x[2] for x in logs]
     frames = _frames(parts, pids)
-    meta = {**_run_meta(p, plan, parts, workers, stop_reason, stop_t, windows, wall),
-            **_traffic_meta(p, parts, frames, hashes), "latency": _latency_meta(parts)}
+    meta = {
+        **_run_meta(p, plan, parts, workers, stop_reason, stop_t, windows, wall),
+        **_traffic_meta(p, parts, frames, hashes),
+        "latency": _latency_meta(parts),
+    }
     rows = meta["events"]
     meta["events_per_s"] = round(rows / wall, 1) if wall > 0 else None
     if out is not None:
@@ -85,8 +97,9 @@ def _total(parts: list[dict], key: str) -> Counter:
     return acc
 
 
-def _run_meta(p: SimParams, plan: Plan, parts: list[dict], workers: int, stop_reason: str, stop_t: int,
-              windows: int, wall: float) -> dict[str, Any]:
+def _run_meta(
+    p: SimParams, plan: Plan, parts: list[dict], workers: int, stop_reason: str, stop_t: int, windows: int, wall: float
+) -> dict[str, Any]:
     """The run: parameters, phases, when and why it stopped, what it cost, what it wrote."""
     config = channel_config(p)
     kinds = dict(sorted(_total(parts, "kind_counts").items()))
@@ -147,14 +160,22 @@ def _traffic_meta(p: SimParams, parts: list[dict], frames: list[tuple], hashes: 
 
 
 def _write(out: Path, frames: list[tuple], logs: list[tuple], pids: list[str], meta: dict[str, Any]) -> None:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 
-    cols = list(zip(*frames)) if frames else [[] for _ in output.FRAME_SCHEMA.names]
-    output.write_table(out / output.FRAMES_FILE, pa.Table.from_arrays(
-        [pa.array(col, f.type) for col, f in zip(cols, output.FRAME_SCHEMA)], schema=output.FRAME_SCHEMA))
-    lcols = list(zip(*logs)) if logs else [[] for _ in range(8)]
-    output.write_table(out / output.LOGS_FILE, pa.Table.from_arrays(
-        [pa.array([pids[r] for r in lcols[0]], pa.string())]
-        + [pa.array(col, f.type) for col, f in zip(lcols[1:], list(output.LOG_SCHEMA)[1:])],
-        schema=output.LOG_SCHEMA))
+    cols = list(zip(*frames)) if frames else [() for _ in output.FRAME_SCHEMA.names]
+    output.write_table(
+        out / output.FRAMES_FILE,
+        pa.Table.from_arrays(
+            [pa.array(col, f.type) for col, f in zip(cols, output.FRAME_SCHEMA)], schema=output.FRAME_SCHEMA
+        ),
+    )
+    lcols = list(zip(*logs)) if logs else [() for _ in range(8)]
+    output.write_table(
+        out / output.LOGS_FILE,
+        pa.Table.from_arrays(
+            [pa.array([pids[r] for r in lcols[0]], pa.string())]
+            + [pa.array(col, f.type) for col, f in zip(lcols[1:], list(output.LOG_SCHEMA)[1:])],
+            schema=output.LOG_SCHEMA,
+        ),
+    )
     output.write_meta(out / output.META_FILE, meta)

@@ -26,9 +26,8 @@ import heapq
 import resource
 import time
 from collections import Counter, deque
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -37,14 +36,24 @@ from sdschat.sds import BloomFilter, MessageChannel
 from . import output
 from .clock import no_gc
 from .delivery import Delivery
-from .network import FrameMsg, Network
+from .network import Network
 from .params import SimParams, channel_config
-from .plan import ChurnTimeline, Plan, StoreOutages
+from .plan import ChurnTimeline, Plan
 from .rows import EventRows
 from .schedule import ARRIVALS, CHURN, INF, SEND, SETTLE, STORE, TICK
+from .state import Cursor, StoreOp
 from .stores import StoreClients
 
-__all__ = ["Shard", "participant_ids"]
+__all__ = ["Shard", "ShardOptions", "participant_ids"]
+
+
+class ShardOptions(TypedDict, total=False):
+    """The keyword options of :class:`Shard`, as :func:`~sdschat.sim.simulate` passes them to every worker."""
+
+    shard_rows: int
+    row_group_rows: int
+    frame_view: bool
+    skip_held: bool
 
 
 def participant_ids(n: int) -> list[str]:
@@ -60,14 +69,24 @@ class Shard(Network, Delivery, EventRows, StoreClients):
     :class:`~sdschat.sim.rows.EventRows` (engine events -> rows) and
     :class:`~sdschat.sim.stores.StoreClients` (store nodes). They are
     methods of this one object, not collaborators, so the event loop's hot path
-    reads its state as plain attributes and locals; the state is set up here.
+    reads its state as plain attributes and locals; the state is declared once in
+    :class:`~sdschat.sim.state.ShardState`, which every part inherits, and set up here.
     """
 
-    def __init__(self, params: SimParams, plan: Plan, wid: int = 0, workers: int = 1,
-                 out_dir: str | Path | None = None, *, shard_rows: int = 1_000_000, row_group_rows: int = 262_144,
-                 frame_view: bool = True, skip_held: bool = True):
+    def __init__(
+        self,
+        params: SimParams,
+        plan: Plan,
+        wid: int = 0,
+        workers: int = 1,
+        out_dir: str | Path | None = None,
+        *,
+        shard_rows: int = 1_000_000,
+        row_group_rows: int = 262_144,
+        frame_view: bool = True,
+        skip_held: bool = True,
+    ):
         p = self.p = params
-        #: hand receivers the engine's :class:`~sdschat.sds.channel.Frame` (read once) instead of the protobuf message
         self.frame_view = frame_view
         self.plan = plan
         self.wid = wid
@@ -79,69 +98,64 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         self.n = n
         self.pids = participant_ids(n)
         # rows carry the recording participant as its index (turned into ids column-wise when a shard is written)
-        self.sink = output.EventSink(self.out_dir, p.channel_id, shard_rows, row_group_rows, prefix=prefix,
-                                     seq_stride=workers, seq_offset=wid, participant_names=self.pids)
+        self.sink = output.EventSink(
+            self.out_dir,
+            p.channel_id,
+            shard_rows,
+            row_group_rows,
+            prefix=prefix,
+            seq_stride=workers,
+            seq_offset=wid,
+            participant_names=self.pids,
+        )
         self.owned = list(range(wid, n, workers))
         self.mine = np.zeros(n, dtype=bool)
         self.mine[self.owned] = True
-        self.chans: list[MessageChannel | None] = [None] * n
+        # only the owned members' slots get an engine (in start()); the others stay None and are never read
+        self.chans = cast("list[MessageChannel]", [None] * n)
         self.online = [True] * n
         self.dl = [INF] * n
-        self.waiting: dict[int, set[str]] = {}
-        self.heap: list[tuple] = []
+        self.waiting = {}
+        self.heap = []
         self.counter = [0] * n
         self.cursors = 0
-        self.busy_cursors = 0  # cursors of frames other than syncs
-        self.outbox: list[FrameMsg] = []
-        self.frames_published: list[tuple] = []  # (publisher, counter, t, reason, message_id, size)
-        self.frame_recv: dict[tuple[int, int], list[int]] = {}  # (publisher, counter) -> [copies, delivered]
+        self.busy_cursors = 0
+        self.outbox = []
+        self.frames_published = []
+        self.frame_recv = {}
         self.loss = p.loss
         self.duplicate = p.duplicate
         self.churning = p.churn is not None
         self.timeline = ChurnTimeline(p) if p.churn is not None else None
-        self.outages = StoreOutages(p) if p.stores else None
         self._stores_init()
-        #: every message's send time, learnt from the first frame of it this shard sees (each shard sees all)
-        self.sent_at: dict[str, int] = {}
-        #: a copy of a message reaching a member that already holds it, with no repair answer of its own pending,
-        #: skips the engine (which would only count a duplicate; see Delivery._arrivals). ``held``: message id ->
-        #: one byte per owned member (index ``r // workers``), set with the member's ``received`` row (a message
-        #: once received stays logged); ``answering``: message id -> members that scheduled an answer to a repair
-        #: request for it (never fewer than the engines' own: an entry is only dropped when the answer went out
-        #: or was called off)
+        self.sent_at = {}
         self.skip_held = skip_held and frame_view
-        self.held: dict[str, bytearray] = {}
-        self.answering: dict[str, set[int]] = {}
-        self.held_skipped = 0  # engine receives skipped: added to the engines' "duplicates" in finish()
-        #: copies dropped when their frame was scheduled (Delivery._skip_held_copies): the latest one's time (the
-        #: frame is in flight until then, as far as quiescence goes), and (last time, frame key, times) of those
-        #: that may still be due at the end of the run
+        self.held = {}
+        self.answering = {}
+        self.held_skipped = 0
         self.skipped_until = -1
-        self._skips: deque[tuple[int, tuple[int, int], np.ndarray]] = deque()
-        self._answer_group: dict[str, tuple] = {}  # see Delivery._response_group
-        self.until = p.start_ms  # the end (exclusive) of the last run()
-        #: send-to-shown (first copy) and send-to-delivered (causal order) latencies of this shard's rows: ms -> n
+        self._skips = deque()
+        self._answer_group = {}
+        self.until = p.start_ms
         self.latency = {"send_to_shown": Counter(), "send_to_deliver": Counter()}
         self.sink.observe = self._observe
-        self.counts: Counter = Counter()
-        self.frame_count: Counter = Counter()
-        self.frame_bytes: Counter = Counter()
+        self.counts = Counter()
+        self.frame_count = Counter()
+        self.frame_bytes = Counter()
         self.bloom = BloomFilter(self.config.bloom_capacity, self.config.bloom_error_rate)
         self._always = self.config.ack_delay_ms is not None
-        self._repair_bytes: dict[int, int] = {}
+        self._repair_bytes = {}
         self._busy_hint = 0
         self.last_t = p.start_ms
-        self.busy_s = 0.0  # wall time spent processing events (the rest, with workers, is waiting for the others)
-        self.wait_s = 0.0  # with workers: wall time blocked waiting for another worker's promise or flag
-        #: called as ``on_progress(t)`` about every 4,096 events (single-worker progress display)
-        self.on_progress: Callable[[int], None] | None = None
+        self.busy_s = 0.0
+        self.wait_s = 0.0
+        self.on_progress = None
 
     # -------------------------------------------------------------- setup
 
     def _observe(self, batch: output.EventBatch) -> None:
         """Add a flush's received and delivered rows to the latency histograms (send time from ``sent_at``)."""
-        for kind, hist in (("received", self.latency["send_to_shown"]),
-                           ("delivered", self.latency["send_to_deliver"])):
+        for kind, hist in (("received", self.latency["send_to_shown"]), ("delivered", self.latency["send_to_deliver"])):
             rows = batch.of_kind(kind)
             if not rows.any():
                 continue
@@ -191,7 +205,8 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         self._tick_at(r, t)
 
     def _churn(self, r: int, gen: int, t: int) -> None:
-        if not self.churning:
+        tl = self.timeline
+        if not self.churning or tl is None:  # (churning implies a timeline)
             return
         online = not self.online[r]
         if online:
@@ -201,7 +216,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
             self.counts["went_offline"] += 1
             if self.n_stores:
                 self._store_went_offline(r, t)
-        heapq.heappush(self.heap, (self.timeline.next_toggle(r, t, online), CHURN, r, gen + 1, None))
+        heapq.heappush(self.heap, (tl.next_toggle(r, t, online), CHURN, r, gen + 1, None))
 
     def _come_online(self, r: int, t: int) -> None:
         self.online[r] = True
@@ -245,7 +260,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
             while heap and heap[0][0] < t_end:
                 t, kind, a, b, obj = pop(heap)
                 if kind == ARRIVALS:
-                    self._arrivals(obj, t_end)
+                    self._arrivals(cast(Cursor, obj), t_end)  # (the kind says what obj is: see schedule)
                 elif kind == TICK:
                     if dl[a] != t:
                         continue  # stale
@@ -264,7 +279,7 @@ class Shard(Network, Delivery, EventRows, StoreClients):
                 elif kind == CHURN:
                     self._churn(a, b, t)
                 elif kind == STORE:
-                    self._store_event(a, obj, t)
+                    self._store_event(a, cast(StoreOp, obj), t)
                 elif kind == SETTLE:
                     self._settle(t)
                 if len(rows) >= limit:
@@ -306,13 +321,24 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         for r in self.owned:
             ch = self.chans[r]
             log = ch.log
-            logs.append((r, len(log), output.log_hash(log), self.online[r], len(ch.outgoing_ids),
-                         len(ch.incoming_ids), len(ch.missing_ids), len(ch.repair_request_ids)))
+            logs.append(
+                (
+                    r,
+                    len(log),
+                    output.log_hash(log),
+                    self.online[r],
+                    len(ch.outgoing_ids),
+                    len(ch.incoming_ids),
+                    len(ch.missing_ids),
+                    len(ch.repair_request_ids),
+                )
+            )
             stats.update(ch.stats)
-        in_flight = {}
+        in_flight: dict[tuple[int, int], int] = {}
         for item in self.heap:
             if item[1] == ARRIVALS:
-                in_flight[item[4].key] = len(item[4].times) - item[4].i
+                cur = cast(Cursor, item[4])
+                in_flight[cur.key] = len(cur.times) - cur.i
         for last, key, due in self._skips:  # skipped copies due after the end are still in flight
             if last >= self.until:
                 k = int(np.count_nonzero(due >= self.until))

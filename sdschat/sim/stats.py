@@ -18,7 +18,7 @@ def percentiles(hist: Iterable[tuple[int, int]] | Mapping[int, int], qs: Iterabl
     values are None for an empty histogram. The p-th percentile is the smallest
     value v with at least ``ceil(p/100 * n)`` samples <= v.
     """
-    items = sorted((hist.items() if isinstance(hist, Mapping) else hist))
+    items = sorted(hist.items() if isinstance(hist, Mapping) else hist)
     items = [(v, c) for v, c in items if c > 0]
     n = sum(c for _, c in items)
     out: dict[str, Any] = {"n": n}

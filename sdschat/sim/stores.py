@@ -45,11 +45,27 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Iterable
 
-from sdschat.sds import Delivered
+from sdschat.sds import Delivered, HistoryEntry
 
-from .plan import RNG_STORE, RNG_STORE_QUERY, rng
+from .plan import RNG_STORE, RNG_STORE_QUERY, StoreOutages, rng
 from .schedule import STORE
+from .state import (
+    ANSWER,
+    ASK,
+    LATE,
+    TIMEOUT,
+    FrameCtx,
+    IdsQuery,
+    Parsed,
+    Positions,
+    ShardState,
+    StoreItem,
+    StoreKey,
+    StoreOp,
+    StoreQuery,
+)
 
 __all__ = ["StoreClients", "HINT_DELAY_MS", "TIMEOUT_MS", "SYNC_MARGIN_MS", "MAX_IDS", "MAX_PAGE"]
 
@@ -60,39 +76,37 @@ SYNC_MARGIN_MS = 10_000
 MAX_IDS = 100
 MAX_PAGE = 500
 
-_ASK, _ANSWER, _TIMEOUT, _LATE = 0, 1, 2, 3
 
-
-def _key(item: tuple) -> tuple:
+def _key(item: StoreItem) -> StoreKey:
     """A kept frame's place in a store: arrival time, publisher, publisher's frame counter."""
     return item[:3]
 
 
-class StoreClients:
-    """The store side of :class:`~sdschat.sim.shard.Shard` (its state is set up in :meth:`_stores_init`)."""
+class StoreClients(ShardState):
+    """The store side of :class:`~sdschat.sim.shard.Shard` (its state: :class:`~sdschat.sim.state.ShardState`,
+    set up in :meth:`_stores_init`)."""
 
     def _stores_init(self) -> None:
         p = self.p
         self.n_stores = p.stores
-        #: per store: message id -> its first content frame there ``(arrival, publisher, counter, entry)``
-        self.store_ids: list[dict] = [{} for _ in range(p.stores)]
-        #: per store: every frame there, ``(arrival, publisher, counter, entry)``; sorted when a catch-up reads it
-        self.store_frames: list[list] = [[] for _ in range(p.stores)]
+        self.outages = StoreOutages(p)
+        self.store_ids = [{} for _ in range(p.stores)]
+        self.store_frames = [[] for _ in range(p.stores)]
         self._store_sorted = [True] * p.stores
-        self.st_want: dict[int, dict[str, None]] = {}  # member -> ids queued for the next request
-        self.st_asked: dict[int, set[str]] = {}  # member -> ids asked for already
-        self.st_timer: set[int] = set()  # members with a request due
-        self.st_catching: set[int] = set()  # members catching up
-        self.st_seq = [0] * self.n  # per member: store events scheduled (the heap's tie-break)
-        self.st_queries = [0] * self.n  # per member: requests drawn
-        self.st_offline_since: dict[int, int] = {}
-        #: answers on their way (like frames in flight, they keep the run from stopping; a request nobody
-        #: answers does not: it can change nothing)
+        self.st_want = {}
+        self.st_asked = {}
+        self.st_timer = set()
+        self.st_catching = set()
+        self.st_seq = [0] * self.n
+        self.st_queries = [0] * self.n
+        self.st_offline_since = {}
         self.st_outstanding = 0
 
     # ------------------------------------------------------------ the stores
 
-    def _store_ingest(self, r: int, c: int, t: int, reason: str, mid: str, pb, positions, size: int) -> None:
+    def _store_ingest(
+        self, r: int, c: int, t: int, reason: str, mid: str, pb: Parsed, positions: Positions | None, size: int
+    ) -> None:
         """A frame published by ``r`` (its ``c``-th) at ``t``: the stores it reaches keep it."""
         p = self.p
         g = rng(p.seed, RNG_STORE, r, c)
@@ -104,7 +118,7 @@ class StoreClients:
             arrival = t + int(lat[s])
             if lost[s] or not self.outages.up(s, arrival):
                 continue
-            item = (arrival, r, c, entry)
+            item: StoreItem = (arrival, r, c, entry)
             self.store_frames[s].append(item)
             self._store_sorted[s] = False
             if reason != "sync":
@@ -114,13 +128,13 @@ class StoreClients:
 
     # ------------------------------------------------------------- members
 
-    def _store_push(self, r: int, t: int, obj: tuple) -> None:
+    def _store_push(self, r: int, t: int, obj: StoreOp) -> None:
         self.st_seq[r] += 1
         heapq.heappush(self.heap, (t, STORE, r, self.st_seq[r], obj))
 
-    def _store_want(self, r: int, entries, t: int) -> None:
+    def _store_want(self, r: int, entries: Iterable[HistoryEntry], t: int) -> None:
         """Member ``r`` noticed these missing entries: queue them for a store request 200 ms later."""
-        asked = self.st_asked.get(r, ())
+        asked: set[str] | tuple[()] = self.st_asked.get(r, ())
         want = self.st_want.get(r)
         for h in entries:
             mid = h.message_id
@@ -130,7 +144,7 @@ class StoreClients:
                 want[mid] = None
         if want and r not in self.st_timer and r not in self.st_catching:
             self.st_timer.add(r)
-            self._store_push(r, t + HINT_DELAY_MS, (_ASK,))
+            self._store_push(r, t + HINT_DELAY_MS, (ASK,))
 
     def _store_went_offline(self, r: int, t: int) -> None:
         self.st_offline_since[r] = t
@@ -144,14 +158,13 @@ class StoreClients:
         self.counts["store_catch_ups"] += 1
         self._store_request(r, t, ("since", since, None))
 
-    def _store_event(self, r: int, obj: tuple, t: int) -> None:
-        op = obj[0]
-        if op == _ASK:
+    def _store_event(self, r: int, obj: StoreOp, t: int) -> None:
+        if obj[0] == ASK:
             if r in self.st_timer:
                 self._store_ask(r, t)
-        elif op == _ANSWER:
+        elif obj[0] == ANSWER:
             self._store_answered(r, obj, t)
-        elif op == _LATE:
+        elif obj[0] == LATE:
             self._store_late_answer(r, obj, t)
         else:
             self._store_timed_out(r, obj, t)
@@ -169,12 +182,12 @@ class StoreClients:
         asked.update(wanted)
         add = self.sink.rows.extend
         for i in range(0, len(wanted), MAX_IDS):
-            chunk = tuple(wanted[i:i + MAX_IDS])
+            chunk = tuple(wanted[i : i + MAX_IDS])
             for mid in chunk:
                 add((t, "store_query", mid, None, r, None, None))
             self._store_request(r, t, ("ids", chunk))
 
-    def _store_request(self, r: int, t: int, what: tuple) -> None:
+    def _store_request(self, r: int, t: int, what: StoreQuery) -> None:
         """Member ``r`` publishes a store request at ``t``: the first answer, or a timeout, is scheduled (and, for
         a request by id, the other stores' answers after it)."""
         p = self.p
@@ -195,22 +208,22 @@ class StoreClients:
                     continue
                 answers.append((back, s, at_store))
         if not answers:
-            self._store_push(r, t + TIMEOUT_MS, (_TIMEOUT, what))
+            self._store_push(r, t + TIMEOUT_MS, (TIMEOUT, what))
             return
         answers.sort()
         back, s, at_store = answers[0]
         self.st_outstanding += 1
-        self._store_push(r, back, (_ANSWER, what, s, at_store, t))
+        self._store_push(r, back, (ANSWER, what, s, at_store, t))
         if what[0] == "ids":
             for back, s, at_store in answers[1:]:
                 self.st_outstanding += 1
-                self._store_push(r, back, (_LATE, what, s, at_store))
+                self._store_push(r, back, (LATE, what, s, at_store))
 
-    def _store_answered(self, r: int, obj: tuple, t: int) -> None:
+    def _store_answered(self, r: int, obj: tuple[int, StoreQuery, int, int, int], t: int) -> None:
         _, what, s, at_store, asked_at = obj
         self.st_outstanding -= 1
         if not self.online[r]:  # the answer went nowhere: the member times out
-            self._store_push(r, asked_at + TIMEOUT_MS, (_TIMEOUT, what))
+            self._store_push(r, asked_at + TIMEOUT_MS, (TIMEOUT, what))
             return
         self.counts["store_answers"] += 1
         if what[0] == "ids":
@@ -218,10 +231,10 @@ class StoreClients:
             self._store_feed(r, found, t)
             missing = set(self.chans[r].missing_ids)
             add = self.sink.rows.extend
-            detail_found = '{"outcome":"found","envelopes":%d}' % len(found)
+            detail_found = f'{{"outcome":"found","envelopes":{len(found):d}}}'
             for mid in what[1]:
                 if mid in missing:
-                    detail = '{"outcome":"not found","envelopes":%d}' % len(found)
+                    detail = f'{{"outcome":"not found","envelopes":{len(found):d}}}'
                 elif found:
                     detail = detail_found
                 else:
@@ -253,7 +266,7 @@ class StoreClients:
         if len(page) < MAX_PAGE:
             self._store_catch_up_done(r, t)
 
-    def _store_late_answer(self, r: int, obj: tuple, t: int) -> None:
+    def _store_late_answer(self, r: int, obj: tuple[int, IdsQuery, int, int], t: int) -> None:
         """Another store's answer to a request by id, after the first: its frames are fed (the node's
         ``late_answers``, counted when it has any)."""
         _, what, s, at_store = obj
@@ -265,14 +278,14 @@ class StoreClients:
             self.counts["store_late_answers"] += 1
             self._store_feed(r, found, t)
 
-    def _store_found(self, s: int, mids, at_store: int) -> list[tuple]:
+    def _store_found(self, s: int, mids: Iterable[str], at_store: int) -> list[StoreItem]:
         """What store ``s`` holds of ``mids`` when the request reaches it at ``at_store``, in feeding order."""
         ids = self.store_ids[s]
         found = [item for item in (ids.get(mid) for mid in mids) if item is not None and item[0] <= at_store]
         found.sort(key=_key)
         return found
 
-    def _store_timed_out(self, r: int, obj: tuple, t: int) -> None:
+    def _store_timed_out(self, r: int, obj: tuple[int, StoreQuery], t: int) -> None:
         what = obj[1]
         self.counts["store_timeouts"] += 1
         if what[0] == "ids":
@@ -286,9 +299,9 @@ class StoreClients:
         self.st_catching.discard(r)
         if self.st_want.get(r) and r not in self.st_timer:
             self.st_timer.add(r)
-            self._store_push(r, t, (_ASK,))
+            self._store_push(r, t, (ASK,))
 
-    def _store_feed(self, r: int, items: list, t: int) -> None:
+    def _store_feed(self, r: int, items: list[StoreItem], t: int) -> None:
         """Frames from a store through member ``r``'s receive path, at ``t``."""
         if not items:
             return
@@ -298,7 +311,7 @@ class StoreClients:
         self.counts["store_envelope_bytes"] += sum(item[3][5] for item in items)
         for _, pr, _, (t_pub, pb, pos, reason, mid, _) in items:
             content = reason != "sync"
-            ctx = ("store", pids[pr], pb.sender_id, t_pub, mid)
+            ctx: FrameCtx = ("store", pids[pr], pb.sender_id, t_pub, mid)
             pending = ch.repair_pending(mid) if content else (False, False)
             evs = ch.receive_parsed(pb, t, None, pos)
             if pending[0] or pending[1]:

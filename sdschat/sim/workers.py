@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from sdschat.sds import native
@@ -31,7 +32,7 @@ from .clock import FLUSH_GRID_MS, Clock, no_gc
 from .links import Links
 from .params import SimParams
 from .plan import Plan
-from .shard import Shard
+from .shard import Shard, ShardOptions
 
 __all__ = ["Peer", "agreed", "run_alone", "run_peer", "run_processes", "run_task"]
 
@@ -149,8 +150,16 @@ def run_peer(shard: Shard, clock: Clock, links: Links, report: Callable[[int], N
     Peer(shard, clock, links, report).run()
 
 
-def run_task(p: SimParams, plan: Plan, wid: int, workers: int, out: Path | None, kw: dict, conns: dict,
-             report: Callable[[int], None] | None = None) -> dict:
+def run_task(
+    p: SimParams,
+    plan: Plan,
+    wid: int,
+    workers: int,
+    out: Path | None,
+    kw: dict,
+    conns: dict,
+    report: Callable[[int], None] | None = None,
+) -> dict:
     """Run shard ``wid`` of ``workers`` as one peer, connected to the others by ``conns`` (peer -> a connected
     socket or pipe end); returns its part of the result (:meth:`~sdschat.sim.shard.Shard.finish`, with when
     and why the run stopped). A worker process runs this, and so does a Spark barrier task: a process that runs
@@ -186,7 +195,7 @@ def _worker_main(ctl, peer_conns: dict, args: tuple, kwargs: dict) -> None:  # p
             pass
 
 
-def run_processes(p: SimParams, plan: Plan, workers: int, out: Path | None, kw: dict, report) -> tuple:
+def run_processes(p: SimParams, plan: Plan, workers: int, out: Path | None, kw: ShardOptions, report) -> tuple:
     """Run ``workers`` forked worker processes; ``(parts, stop_reason, stop_t, windows)``."""
     import multiprocessing as mp
 
@@ -221,15 +230,16 @@ def run_processes(p: SimParams, plan: Plan, workers: int, out: Path | None, kw: 
     return agreed([results[w] for w in range(workers)])
 
 
-def _collect(ctls: list, procs: list, report) -> dict[int, dict]:
+def _collect(ctls: list[Connection], procs: list, report) -> dict[int, dict]:
     """Every worker's result (passing progress on); a worker's error or death is a RuntimeError."""
     from multiprocessing.connection import wait
 
     results: dict[int, dict] = {}
     pending = dict(enumerate(ctls))
     while pending:
-        for conn in wait(list(pending.values())):
-            w = next(k for k, c in pending.items() if c is conn)
+        for ready in wait(list(pending.values())):
+            w = next(k for k, c in pending.items() if c is ready)
+            conn = pending[w]
             try:
                 kind, value = conn.recv()
             except EOFError:

@@ -31,7 +31,21 @@ from .store import Store
 from .writer import StoreWriter
 
 __all__ = [
-    "CorruptRowError", "DamagedDatabaseError", "EVENT_KINDS", "EventRow", "MessageRow", "MessageUpdate",
-    "MigrationError", "ParticipantRow",
-    "SchemaTooNewError", "SEARCH_HINT", "SearchQueryError", "Store", "StoreError", "StoreWriter", "WriterFailedError", "fts_query", "query_terms",
+    "CorruptRowError",
+    "DamagedDatabaseError",
+    "EVENT_KINDS",
+    "EventRow",
+    "MessageRow",
+    "MessageUpdate",
+    "MigrationError",
+    "ParticipantRow",
+    "SchemaTooNewError",
+    "SEARCH_HINT",
+    "SearchQueryError",
+    "Store",
+    "StoreError",
+    "StoreWriter",
+    "WriterFailedError",
+    "fts_query",
+    "query_terms",
 ]

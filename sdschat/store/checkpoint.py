@@ -35,7 +35,7 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 __all__ = ["Checkpointer", "checkpoint_on"]
@@ -63,8 +63,15 @@ def _checkpoint(path: Path) -> tuple[int, int, int]:
 class Checkpointer:
     """Checkpoints the database at ``path`` on a worker thread as commits come (see the module)."""
 
-    def __init__(self, path: Path, inline: Callable[[], Awaitable[tuple[int, int, int]]], *,
-                 every_commits: int = 200, every_bytes: int = 4 << 20, limit_frames: int = 4096) -> None:
+    def __init__(
+        self,
+        path: Path,
+        inline: Callable[[], Awaitable[tuple[int, int, int]]],
+        *,
+        every_commits: int = 200,
+        every_bytes: int = 4 << 20,
+        limit_frames: int = 4096,
+    ) -> None:
         self.path = Path(path)
         #: a checkpoint on the store's own connection (see the module)
         self.inline = inline
@@ -73,7 +80,7 @@ class Checkpointer:
         self.limit_frames = max(1, limit_frames)
         self._since = 0  # commits since the last checkpoint started
         self._mark = 0  # the -wal file's size when the last checkpoint started
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._paused = 0
         #: checkpoints run (of them on the store's own connection), and failed
         self.runs = 0
@@ -109,7 +116,7 @@ class Checkpointer:
             self._task = None
 
     @contextlib.asynccontextmanager
-    async def paused(self):
+    async def paused(self) -> AsyncIterator[None]:
         """No checkpoint from the side in this block (the store's own ``TRUNCATE`` needs the log to itself)."""
         self._paused += 1
         try:

@@ -20,10 +20,13 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, TypeVarTuple
 
 from . import integrity, migrate
 from .errors import StoreError
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 __all__ = ["SYNC_MODES", "create_database", "create_private_file", "in_transaction", "setup", "sync_mode", "tighten"]
 
@@ -64,7 +67,7 @@ def tighten(path: Path) -> None:
             pass
 
 
-def create_database(path: Path, busy_ms: int, sync: str, migrations) -> bool:
+def create_database(path: Path, busy_ms: int, sync: str, migrations: list[migrate.Migration]) -> bool:
     """A new database at ``path`` (which does not exist), whole or not at all: made and migrated in a file of
     its own beside it (mode 0600), closed (its write-ahead log folded in), then linked into place, never over
     a file that is there. False if another process made one there meanwhile (it is then opened as it is)."""
@@ -104,7 +107,14 @@ def _sync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory: bool, check: Path | None) -> None:
+def setup(
+    conn: sqlite3.Connection,
+    busy_ms: int,
+    sync: str,
+    migrations: list[migrate.Migration],
+    memory: bool,
+    check: Path | None,
+) -> None:
     """The settings at open, then the pending migrations (on the connection's thread). ``check``: the file
     of an existing database, checked (:mod:`.integrity`) before anything in it changes."""
     conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
@@ -128,7 +138,7 @@ def setup(conn: sqlite3.Connection, busy_ms: int, sync: str, migrations, memory:
         log.info("applied schema migrations %s", applied)
 
 
-def in_transaction(conn: sqlite3.Connection, fn: Callable[..., Any], *args: Any) -> Any:
+def in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection, *_Ts], _T], *args: *_Ts) -> _T:
     """``fn(conn, *args)`` inside one ``BEGIN IMMEDIATE ... COMMIT``; rolled back on any error."""
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["StoreError", "SchemaTooNewError", "MigrationError", "WriterFailedError", "DamagedDatabaseError",
-           "CorruptRowError"]
+__all__ = [
+    "StoreError",
+    "SchemaTooNewError",
+    "MigrationError",
+    "WriterFailedError",
+    "DamagedDatabaseError",
+    "CorruptRowError",
+]
 
 
 class StoreError(Exception):

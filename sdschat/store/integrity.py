@@ -26,15 +26,23 @@ from pathlib import Path
 from . import migrate
 from .errors import DamagedDatabaseError
 
-__all__ = ["SMALL_TABLES", "check_database", "check_file", "check_schema", "check_tables", "damaged_on_read",
-           "expected_schema", "is_damage"]
+__all__ = [
+    "SMALL_TABLES",
+    "check_database",
+    "check_file",
+    "check_schema",
+    "check_tables",
+    "damaged_on_read",
+    "expected_schema",
+    "is_damage",
+]
 
 _MAGIC = b"SQLite format 3\x00"
 #: the tables whose damage would make the channel look new or someone else's: checked page by page at open
 SMALL_TABLES = ("schema_version", "kv", "identity", "channels", "participants")
 
 
-def _damaged(path, problem: str) -> DamagedDatabaseError:
+def _damaged(path: Path | str, problem: str) -> DamagedDatabaseError:
     return DamagedDatabaseError(f"database {path} is damaged: {problem}")
 
 
@@ -49,7 +57,9 @@ def check_file(path: Path) -> None:
     if size == 0:
         raise _damaged(path, "the file is empty (0 bytes)")
     if size < 100 or len(header) < 100:
-        raise _damaged(path, f"the file is cut short ({size} byte{'s' if size != 1 else ''}, less than a database header)")
+        raise _damaged(
+            path, f"the file is cut short ({size} byte{'s' if size != 1 else ''}, less than a database header)"
+        )
     if header[:16] != _MAGIC:
         raise _damaged(path, "its header is not an SQLite database's (overwritten or not a database)")
     page = int.from_bytes(header[16:18], "big")
@@ -102,12 +112,14 @@ def _norm(sql: str | None) -> str | None:
     return None if sql is None else " ".join(sql.replace('"', "").split())
 
 
-def _schema_rows(conn: sqlite3.Connection, path) -> dict[tuple[str, str], tuple[str, str | None, int]]:
+def _schema_rows(conn: sqlite3.Connection, path: Path | str) -> dict[tuple[str, str], tuple[str, str | None, int]]:
     """``sqlite_master`` as ``{(type, name): (tbl_name, normalized sql, rootpage)}`` (SQLite's statistics
     tables aside: ``PRAGMA optimize`` makes them)."""
     out = {}
-    rows = conn.execute("SELECT CAST(type AS BLOB), CAST(name AS BLOB), CAST(tbl_name AS BLOB), CAST(sql AS BLOB), "
-                        "rootpage FROM sqlite_master").fetchall()
+    rows = conn.execute(
+        "SELECT CAST(type AS BLOB), CAST(name AS BLOB), CAST(tbl_name AS BLOB), CAST(sql AS BLOB), "
+        "rootpage FROM sqlite_master"
+    ).fetchall()
     for kind, name, table, sql, root in rows:
         try:
             kind, name, table = (v.decode("utf-8") if isinstance(v, bytes) else v for v in (kind, name, table))
@@ -133,7 +145,9 @@ def expected_schema(migrations: tuple[migrate.Migration, ...]) -> dict[tuple[str
         conn.close()
 
 
-def check_schema(conn: sqlite3.Connection, migrations: list[migrate.Migration] | None = None, path=None) -> int:
+def check_schema(
+    conn: sqlite3.Connection, migrations: list[migrate.Migration] | None = None, path: Path | str | None = None
+) -> int:
     """The file's schema is what migrations 1..v create (v its ``schema_version``, at least 1); returns v.
 
     Raises :class:`DamagedDatabaseError`; a schema newer than ``migrations`` is the caller's to refuse first
@@ -163,12 +177,16 @@ def check_schema(conn: sqlite3.Connection, migrations: list[migrate.Migration] |
     return version
 
 
-def check_tables(conn: sqlite3.Connection, path=None) -> None:
+def check_tables(conn: sqlite3.Connection, path: Path | str | None = None) -> None:
     """``PRAGMA quick_check`` of :data:`SMALL_TABLES` (their pages, records and NOT NULL columns), those the
     schema has (a schema of other migrations, in tests, may have none)."""
     marks = ",".join("?" * len(SMALL_TABLES))
-    present = [r[0] for r in conn.execute(f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})",
-                                          SMALL_TABLES)]
+    present = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})", SMALL_TABLES
+        )
+    ]
     for table in present:
         try:
             rows = conn.execute(f"PRAGMA quick_check({table})").fetchall()
@@ -189,7 +207,7 @@ def _file_of(conn: sqlite3.Connection) -> str:
     return "?"
 
 
-def damaged_on_read(path, exc: BaseException) -> DamagedDatabaseError:
+def damaged_on_read(path: Path | str, exc: BaseException) -> DamagedDatabaseError:
     """A read that SQLite or Python's UTF-8 decoder refused (a damaged page or a damaged text value)."""
     if isinstance(exc, UnicodeDecodeError):
         raw = exc.object if isinstance(exc.object, bytes) else b""

@@ -9,23 +9,48 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
+
+from sdschat.sds.state import CacheRow, InRow, JournalOp, LogRow, MissingRow, OutRow, RequestRow
 
 from . import rows as R
-from .sql import (
-    DELETE, INSERT_BLOOM, INSERT_EVENT, ROLL_BLOOM, UPDATE_MESSAGE, UPSERT_CACHE, UPSERT_IN, UPSERT_LOG, UPSERT_LOST,
-    UPSERT_MESSAGE, UPSERT_MISSING, UPSERT_OUT, UPSERT_PARTICIPANT, UPSERT_REQ, UPSERT_RESP,
-)
 from .errors import StoreError
+from .sql import (
+    DELETE,
+    INSERT_BLOOM,
+    INSERT_EVENT,
+    ROLL_BLOOM,
+    UPDATE_MESSAGE,
+    UPSERT_CACHE,
+    UPSERT_IN,
+    UPSERT_LOG,
+    UPSERT_LOST,
+    UPSERT_MESSAGE,
+    UPSERT_MISSING,
+    UPSERT_OUT,
+    UPSERT_PARTICIPANT,
+    UPSERT_REQ,
+    UPSERT_RESP,
+)
 
 __all__ = ["Batch", "apply_batches", "batch_meta"]
 
+#: the snapshot-only values of a :data:`Batch`: ``(last_activity, sync_counter, next_sync_at)``
+Meta = tuple[int | None, int | None, int | None]
 #: One unit of work for :meth:`Store.apply_batches`: ``(channel_id, ops, messages, message_updates,
 #: events, participants, meta)`` where ``meta`` is ``None`` or ``(last_activity, sync_counter, next_sync_at)``.
-Batch = tuple
+Batch = tuple[
+    str,
+    list[JournalOp],
+    list[R.MessageRow],
+    list[R.MessageUpdate],
+    list[R.EventRow],
+    list[R.ParticipantRow],
+    Meta | None,
+]
 
 
-def batch_meta(last_activity: int | None, sync_counter: int | None, next_sync_at: int | None) -> tuple | None:
+def batch_meta(last_activity: int | None, sync_counter: int | None, next_sync_at: int | None) -> Meta | None:
     """The ``meta`` of a :data:`Batch`: None when no snapshot-only value is given."""
     if last_activity is None and sync_counter is None and next_sync_at is None:
         return None
@@ -58,42 +83,48 @@ def _participant_of(ex: Callable[..., Any], cid: str) -> str:
     row = ex("SELECT participant_id FROM channels WHERE channel_id = ?", (cid,)).fetchone()
     if row is None:
         raise StoreError(f"unknown channel {cid!r}: save_state() it before applying changes")
-    return row[0]
+    participant_id: str = row[0]
+    return participant_id
 
 
-def _apply_ops(ex: Callable[..., Any], cid: str, ops: Iterable[tuple]) -> int | None:
-    """Write the journal ops of one channel; returns the last ``lamport`` op's value (None if none)."""
-    lamport = None
+def _apply_ops(ex: Callable[..., Any], cid: str, ops: Iterable[JournalOp]) -> int | None:
+    """Write the journal ops of one channel; returns the last ``lamport`` op's value (None if none).
+
+    What an op's key and value are depends on its name (the table in :mod:`sdschat.sds.state`): each branch
+    names the types its op carries."""
+    lamport: int | None = None
     for op in ops:
         name, key, value = op
         if name == "bloom":
             ex(INSERT_BLOOM, (cid, key))
         elif name == "log":
-            ex(UPSERT_LOG, R.log_params(cid, value))
+            ex(UPSERT_LOG, R.log_params(cid, cast(LogRow, value)))
         elif name == "lamport":
-            lamport = value  # only the last value matters
+            lamport = cast(int, value)  # only the last value matters
         elif name == "cache":
-            ex(UPSERT_CACHE, R.cache_params(cid, value))
+            ex(UPSERT_CACHE, R.cache_params(cid, cast(CacheRow, value)))
         elif name == "out":
-            ex(UPSERT_OUT, R.out_params(cid, value))
+            ex(UPSERT_OUT, R.out_params(cid, cast(OutRow, value)))
         elif name == "in":
-            ex(UPSERT_IN, R.in_params(cid, value))
+            ex(UPSERT_IN, R.in_params(cid, cast(InRow, value)))
         elif name == "req":
-            ex(UPSERT_REQ, R.request_params(cid, value))
+            ex(UPSERT_REQ, R.request_params(cid, cast(RequestRow, value)))
         elif name == "missing":
-            ex(UPSERT_MISSING, R.missing_params(cid, value))
+            ex(UPSERT_MISSING, R.missing_params(cid, cast(MissingRow, value)))
         elif name == "resp":
-            ex(UPSERT_RESP, R.response_params(cid, key, value))
+            ex(UPSERT_RESP, R.response_params(cid, cast(str, key), cast(int, value)))
         elif name == "lost":
-            ex(UPSERT_LOST, R.lost_params(cid, key, value))
+            ex(UPSERT_LOST, R.lost_params(cid, cast(str, key), cast("str | None", value)))
         elif name == "kv":  # a node's own key-value row, written with the changes it goes with
             if value is None:
                 ex("DELETE FROM kv WHERE key = ?", (key,))
             else:
-                ex("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                   (key, value))
+                ex(
+                    "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
         elif name == "bloom-roll":
-            keep = int(value)
+            keep = int(cast(int, value))
             if keep <= 0:
                 ex("DELETE FROM sds_bloom_ids WHERE channel_id = ?", (cid,))
             else:
@@ -106,7 +137,15 @@ def _apply_ops(ex: Callable[..., Any], cid: str, ops: Iterable[tuple]) -> int | 
     return lamport
 
 
-def _apply_app_rows(cur: sqlite3.Cursor, cid: str, pid: str, messages, updates, events, participants) -> None:
+def _apply_app_rows(
+    cur: sqlite3.Cursor,
+    cid: str,
+    pid: str,
+    messages: list[R.MessageRow],
+    updates: list[R.MessageUpdate],
+    events: list[R.EventRow],
+    participants: list[R.ParticipantRow],
+) -> None:
     """Write one batch's application rows (messages, message updates, events, participants)."""
     if messages:
         cur.executemany(UPSERT_MESSAGE, [R.message_params(cid, m) for m in messages])

@@ -43,8 +43,7 @@ _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _MARKER = "sdschat migration"
 
 SCHEMA_VERSION_DDL = (
-    "CREATE TABLE IF NOT EXISTS schema_version ("
-    "version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
 )
 
 

@@ -5,16 +5,21 @@ from __future__ import annotations
 import statistics
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import rows as R
 from .errors import CorruptRowError
 from .rows import EventRow, MessageRow, ParticipantRow
 from .sql import EVENT_COLS, MESSAGE_COLS
 
-__all__ = ["History"]
+__all__ = ["History", "Row"]
 
-Fetch = Callable[[str, Sequence[Any]], Awaitable[list[tuple]]]
+#: a row as sqlite3 gives it: what each value is (int, float, str, bytes or None) is the column's, and is
+#: checked where the row is read (:mod:`.rows`)
+Row = tuple[Any, ...]
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+
+_T = TypeVar("_T")
 
 
 class History:
@@ -24,7 +29,7 @@ class History:
         self._fetchall = fetchall
         self._path = path
 
-    def parsed(self, table: str, parse: Callable[[tuple], Any], rows: list[tuple]) -> list:
+    def parsed(self, table: str, parse: Callable[[Row], _T], rows: list[Row]) -> list[_T]:
         """``parse`` applied to each row; a damaged row raises :class:`CorruptRowError` naming the database."""
         try:
             return [parse(t) for t in rows]
@@ -38,7 +43,9 @@ class History:
         after: tuple[int, str] | None = None
         while True:
             if after is None:
-                sql = f"SELECT {MESSAGE_COLS} FROM messages WHERE {where}1 ORDER BY lamport_timestamp, message_id LIMIT ?"
+                sql = (
+                    f"SELECT {MESSAGE_COLS} FROM messages WHERE {where}1 ORDER BY lamport_timestamp, message_id LIMIT ?"
+                )
                 params = [*base, chunk]
             else:
                 sql = (
@@ -53,35 +60,49 @@ class History:
                 return
             after = (rows[-1][2], rows[-1][0])
 
-    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int, *,
-                            after: tuple[int, str] | None = None) -> list[MessageRow]:
+    async def page_messages(
+        self, channel_id: str, before: tuple[int, str] | None, limit: int, *, after: tuple[int, str] | None = None
+    ) -> list[MessageRow]:
         """One page of history in log order, read from the index: the newest ``limit`` messages before
         ``before`` (a ``(lamport_timestamp, message_id)`` key, exclusive; ``None``: the end of the log), or with
         ``after``, the oldest ``limit`` messages after that key (what comes below a search result)."""
         if after is not None:
             rows = await self._fetchall(
                 f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND (lamport_timestamp, message_id) > "
-                "(?, ?) ORDER BY lamport_timestamp, message_id LIMIT ?", [channel_id, after[0], after[1], limit])
+                "(?, ?) ORDER BY lamport_timestamp, message_id LIMIT ?",
+                [channel_id, after[0], after[1], limit],
+            )
             return self.parsed("messages", R.message_row, rows)
         if before is None:
-            sql = (f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? "
-                   "ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?")
-            params: list = [channel_id, limit]
+            sql = (
+                f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? "
+                "ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?"
+            )
+            params: list[object] = [channel_id, limit]
         else:
-            sql = (f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND (lamport_timestamp, message_id) < "
-                   "(?, ?) ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?")
+            sql = (
+                f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND (lamport_timestamp, message_id) < "
+                "(?, ?) ORDER BY lamport_timestamp DESC, message_id DESC LIMIT ?"
+            )
             params = [channel_id, before[0], before[1], limit]
         rows = await self._fetchall(sql, params)
         rows.reverse()
         return self.parsed("messages", R.message_row, rows)
 
-    async def search(self, channel_id: str, match: str, limit: int, before: int | None = None,
-                     ) -> list[tuple[int, MessageRow]]:
+    async def search(
+        self,
+        channel_id: str,
+        match: str,
+        limit: int,
+        before: int | None = None,
+    ) -> list[tuple[int, MessageRow]]:
         """Messages whose text matches the FTS5 query ``match`` (:func:`~.search.fts_query`), newest stored
         first, as ``(rowid, row)``; ``before``: only rows stored before that rowid (the next page)."""
-        sql = (f"SELECT m.rowid, {', '.join('m.' + c.strip() for c in MESSAGE_COLS.split(','))} "
-               "FROM message_search s JOIN messages m ON m.rowid = s.rowid "
-               "WHERE message_search MATCH ? AND m.channel_id = ? AND s.rowid < ? ORDER BY s.rowid DESC LIMIT ?")
+        sql = (
+            f"SELECT m.rowid, {', '.join('m.' + c.strip() for c in MESSAGE_COLS.split(','))} "
+            "FROM message_search s JOIN messages m ON m.rowid = s.rowid "
+            "WHERE message_search MATCH ? AND m.channel_id = ? AND s.rowid < ? ORDER BY s.rowid DESC LIMIT ?"
+        )
         rows = await self._fetchall(sql, (match, channel_id, 2**63 - 1 if before is None else before, limit))
         return list(zip((r[0] for r in rows), self.parsed("messages", R.message_row, [r[1:] for r in rows])))
 
@@ -90,7 +111,9 @@ class History:
         marks = ", ".join("?" * len(states))
         rows = await self._fetchall(
             f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND state NOT IN ({marks}) "
-            "ORDER BY lamport_timestamp, message_id", (channel_id, *states))
+            "ORDER BY lamport_timestamp, message_id",
+            (channel_id, *states),
+        )
         return self.parsed("messages", R.message_row, rows)
 
     async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
@@ -106,7 +129,7 @@ class History:
             rows = await self._fetchall("SELECT COUNT(*) FROM messages WHERE channel_id = ?", (channel_id,))
         return int(rows[0][0])
 
-    async def unread_count(self, channel_id: str, since_ms: int, me: str, skip_prefixes=()) -> int:
+    async def unread_count(self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = ()) -> int:
         """Messages of others received after ``since_ms`` (wall-clock ms): what a person has not seen yet; those
         whose content starts with one of ``skip_prefixes`` (bytes: kinds of message that are not news) aside."""
         skip = "".join(" AND substr(content, 1, ?) != ?" for _ in skip_prefixes)
@@ -143,7 +166,7 @@ class History:
         ``missing``/``lost`` rows whose detail names one of them, oldest first (``ts_ms``, then ``seq``)."""
         out: list[EventRow] = []
         for i in range(0, len(message_ids), 400):
-            ids = list(message_ids[i:i + 400])
+            ids = list(message_ids[i : i + 400])
             marks = ",".join("?" * len(ids))
             # channel and ids, no OR: the view's compacted branches look each message up by its key
             rows = await self._fetchall(
@@ -154,11 +177,16 @@ class History:
                 naming = " OR ".join(["instr(detail, ?) > 0"] * len(ids))
                 rows += await self._fetchall(
                     f"SELECT {EVENT_COLS} FROM events WHERE kind IN ('missing', 'lost') AND channel_id = ? "
-                    f"AND ({naming})", (channel_id, *ids),
+                    f"AND ({naming})",
+                    (channel_id, *ids),
                 )
             out += self.parsed("event_history", R.event_row, rows)
         seen: set[int | None] = set()
-        unique = [e for e in out if not (e.seq in seen or seen.add(e.seq))]
+        unique: list[EventRow] = []
+        for e in out:
+            if e.seq not in seen:
+                seen.add(e.seq)
+                unique.append(e)
         return sorted(unique, key=lambda e: (e.ts_ms, e.seq or 0))
 
     async def missing_events(self, channel_id: str) -> list[EventRow]:
@@ -169,7 +197,7 @@ class History:
         )
         return self.parsed("events", R.event_row, rows)
 
-    async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, tuple]:
+    async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, Row]:
         """What the engine's tables hold now about one message, by table (``outgoing``: sent_at, resends,
         next_resend, ack_senders; ``incoming``: received_at, unmet; ``missing``: sender, detected_at;
         ``request``: t_req, attempts; ``response``: t_resp; ``cache``, ``lost``: present)."""
@@ -182,7 +210,7 @@ class History:
             "cache": "SELECT 1 FROM sds_cache",
             "lost": "SELECT 1 FROM sds_lost",
         }
-        out: dict[str, tuple] = {}
+        out: dict[str, Row] = {}
         for name, sql in queries.items():
             rows = await self._fetchall(f"{sql} WHERE channel_id = ? AND message_id = ?", (channel_id, message_id))
             if rows:
@@ -211,28 +239,36 @@ class History:
         """
         out: dict[str, dict[str, float]] = {}
 
-        def put(pid, **figures):
+        def put(pid: str | None, **figures: float | None) -> None:
             if pid is not None:
                 out.setdefault(pid, {}).update({k: v for k, v in figures.items() if v is not None})
 
         for pid, n in await self._fetchall(
-                "SELECT sender_id, count(*) FROM messages WHERE channel_id = ? GROUP BY sender_id", (channel_id,)):
+            "SELECT sender_id, count(*) FROM messages WHERE channel_id = ? GROUP BY sender_id", (channel_id,)
+        ):
             put(pid, messages=n)
         via = "CASE WHEN json_valid(detail) THEN json_extract(detail, '$.via') END"
         for pid, n, indirect in await self._fetchall(
-                f"SELECT sender_id, count(*), sum({via} IN ('resend', 'repair', 'store')) FROM events "
-                "WHERE kind = 'received' AND channel_id = ? GROUP BY sender_id", (channel_id,)):
+            f"SELECT sender_id, count(*), sum({via} IN ('resend', 'repair', 'store')) FROM events "
+            "WHERE kind = 'received' AND channel_id = ? GROUP BY sender_id",
+            (channel_id,),
+        ):
             put(pid, copies_in=n, indirect_in=indirect or 0)
         # resent rows outlive the window: only those of messages somebody's acknowledgement is still held for
         acked = "SELECT message_id FROM events WHERE kind = 'ack_seen' AND channel_id = ?"
-        for pid, figures in _ack_figures(await self._fetchall(
+        for pid, figures in _ack_figures(
+            await self._fetchall(
                 "SELECT kind, message_id, by_id, ts_ms FROM events WHERE kind IN ('sent', 'resent', 'ack_seen') "
                 f"AND channel_id = ? AND (kind = 'ack_seen' OR message_id IN ({acked})) ORDER BY ts_ms, seq",
-                (channel_id, channel_id))).items():
+                (channel_id, channel_id),
+            )
+        ).items():
             put(pid, **figures)
         for pid, n in await self._fetchall(
-                f"SELECT json_extract(detail, '$.publisher'), count(*) FROM events WHERE kind = 'received' "
-                f"AND channel_id = ? AND {via} = 'repair' GROUP BY 1", (channel_id,)):
+            f"SELECT json_extract(detail, '$.publisher'), count(*) FROM events WHERE kind = 'received' "
+            f"AND channel_id = ? AND {via} = 'repair' GROUP BY 1",
+            (channel_id,),
+        ):
             put(pid, repairs=n)
         for f in out.values():
             tries, acks = f.get("tries_out", 0), f.get("acks", 0)
@@ -258,7 +294,7 @@ class History:
         return self.parsed("participants", R.participant_row, rows)
 
 
-def _ack_figures(rows: list[tuple]) -> dict[str, dict[str, float]]:
+def _ack_figures(rows: list[Row]) -> dict[str, dict[str, float]]:
     """Per member, from ``(kind, message_id, by, ts_ms)`` rows (``sent``, ``resent``, ``ack_seen``) in time
     order: ``acks``, ``ack_lag_ms`` (median first send to first acknowledgement) and ``tries_out`` (our
     publishes of the acknowledged messages up to their acknowledgement), as :meth:`History.member_figures`."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +35,24 @@ __all__ = [
 #: The ``kind`` values of the events table (the pipeline's vocabulary).
 EVENT_KINDS = frozenset(
     {
-        "sent", "received", "delivered", "missing", "acked", "possibly_acked", "resent",
-        "repair_requested", "repair_served", "lost", "rejected", "sync_sent", "sync_received", "ack_seen",
-        "duplicate", "repair_cancelled", "store_query", "store_answer",
+        "sent",
+        "received",
+        "delivered",
+        "missing",
+        "acked",
+        "possibly_acked",
+        "resent",
+        "repair_requested",
+        "repair_served",
+        "lost",
+        "rejected",
+        "sync_sent",
+        "sync_received",
+        "ack_seen",
+        "duplicate",
+        "repair_cancelled",
+        "store_query",
+        "store_answer",
     }
 )
 
@@ -111,7 +126,7 @@ _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _loads = json.loads
 
 
-def ids_to_json(ids) -> str:
+def ids_to_json(ids: Iterable[str]) -> str:
     return _dumps(list(ids))
 
 
@@ -147,7 +162,7 @@ def _length(n: int) -> bytes:
     return bytes((0x80 | n >> 8, n & 0xFF))
 
 
-def history_to_db(history) -> bytes:
+def history_to_db(history: Iterable[HistoryEntry]) -> bytes:
     """A causal history in its stored form: one version byte, then per entry a flags byte and the fields.
 
     Ids that are 64 lowercase hex characters (sdschat's and @waku/sds's message ids) are stored as their 32
@@ -170,7 +185,7 @@ def history_to_db(history) -> bytes:
     return bytes(out)
 
 
-def history_from_db(value) -> tuple[HistoryEntry, ...]:
+def history_from_db(value: object) -> tuple[HistoryEntry, ...]:
     """:func:`history_to_db`'s bytes, or the JSON text of rows written before it (``[[id, sender, hint hex]]``)."""
     if isinstance(value, str):
         return history_from_json(value)
@@ -188,7 +203,7 @@ def history_from_db(value) -> tuple[HistoryEntry, ...]:
             hint = None
             if flags & 16:
                 n, pos = _get_length(value, pos)
-                hint = value[pos:pos + n]
+                hint = value[pos : pos + n]
                 if len(hint) != n:
                     raise CorruptRowError("a causal history is cut short")
                 pos += n
@@ -209,12 +224,12 @@ def _get_str(value: bytes, pos: int, kind: int, raw_len: int) -> tuple[str | Non
     if kind == 0:
         return None, pos
     if kind == 1:
-        raw = value[pos:pos + raw_len]
+        raw = value[pos : pos + raw_len]
         if len(raw) != raw_len:
             raise CorruptRowError("a causal history is cut short")
         return raw.hex(), pos + raw_len
     n, pos = _get_length(value, pos)
-    raw = value[pos:pos + n]
+    raw = value[pos : pos + n]
     if len(raw) != n:
         raise CorruptRowError("a causal history is cut short")
     try:
@@ -251,7 +266,7 @@ _COUNT_MAX = 2**31
 _ID_MAX = 1024
 
 
-def _json(text):
+def _json(text: object) -> Any:
     if not isinstance(text, str):
         raise CorruptRowError("a JSON column holds no text")
     try:
@@ -262,7 +277,7 @@ def _json(text):
         raise CorruptRowError("a JSON column nests too deeply") from None
 
 
-def _id(v) -> str:
+def _id(v: object) -> str:
     if not isinstance(v, str) or not v or len(v) > _ID_MAX:
         raise CorruptRowError("an id is not a non-empty string")
     return v
@@ -272,7 +287,7 @@ def _id(v) -> str:
 MESSAGE_ID_HEX = 64
 
 
-def _message_id(v) -> str:
+def _message_id(v: object) -> str:
     """The id of an application message: :data:`MESSAGE_ID_HEX` lowercase hex digits (the node stores only
     messages whose id it checked is the hash of their content)."""
     if type(v) is not str or len(v) != MESSAGE_ID_HEX or not _HEX.issuperset(v):
@@ -283,78 +298,74 @@ def _message_id(v) -> str:
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyz_")
 
 
-def _word(v, what: str) -> str:
+def _word(v: object, what: str) -> str:
     """A state or kind: a short lowercase word (``possibly_acknowledged``)."""
     if type(v) is not str or not v or len(v) > 32 or not _WORD.issuperset(v):
         raise CorruptRowError(f"a {what} is not a lowercase word")
     return v
 
 
-def _opt_id(v) -> str | None:
-    return None if v is None else _id(v)
-
-
-def _sender(v) -> str:
+def _sender(v: object) -> str:
     """A sender id: text, possibly empty (the wire allows an empty sender)."""
     if not isinstance(v, str) or len(v) > _ID_MAX:
         raise CorruptRowError("a sender id is not a string")
     return sys.intern(v)  # a channel has few senders and a log has 100,000s of rows naming them: one copy each
 
 
-def _opt_sender(v) -> str | None:
+def _opt_sender(v: object) -> str | None:
     return None if v is None else _sender(v)
 
 
-def _int(v, lo: int = 0, hi: int = _INT_MAX) -> int:
+def _int(v: object, lo: int = 0, hi: int = _INT_MAX) -> int:
     if type(v) is not int or not lo <= v <= hi:
         raise CorruptRowError("a number is out of range or not an integer")
     return v
 
 
-def _opt_int(v) -> int | None:
+def _opt_int(v: object) -> int | None:
     return None if v is None else _int(v)
 
 
-def _opt_text(v) -> str | None:
+def _opt_text(v: object) -> str | None:
     if v is not None and (type(v) is not str or len(v) > _ID_MAX):
         raise CorruptRowError("a text column holds no text")
     return v
 
 
-def _blob(v) -> bytes:
+def _blob(v: object) -> bytes:
     if not isinstance(v, bytes):
         raise CorruptRowError("a binary column holds no bytes")
     return v
 
 
-def _content(v) -> bytes:
+def _content(v: object) -> bytes:
     if type(v) is not bytes or not v:
         raise CorruptRowError("a message has no content")
     return v
 
 
-def _opt_blob(v) -> bytes | None:
+def _opt_blob(v: object) -> bytes | None:
     return None if v is None else _blob(v)
 
 
-def _flag(v) -> bool:
+def _flag(v: object) -> bool:
     return bool(_int(v, 0, 1))
 
 
-def channel_head(t) -> tuple[str, int, int | None, int | None, int | None]:
+def channel_head(t: tuple[Any, ...]) -> tuple[str, int, int, int, int | None]:
     """``channels`` row: participant_id, lamport_timestamp, last_activity, sync_counter, next_sync_at."""
-    return (_id(t[0]), _int(t[1]), _opt_int(t[2]), _opt_int(t[3]), _opt_int(t[4]))
+    return (_id(t[0]), _int(t[1]), _int(t[2]), _int(t[3]), _opt_int(t[4]))
 
 
-def lost_row(t) -> tuple[str, str | None]:
+def lost_row(t: tuple[Any, ...]) -> tuple[str, str | None]:
     return (_id(t[0]), _opt_sender(t[1]))
 
 
-def response_row(t) -> tuple[str, int]:
+def response_row(t: tuple[Any, ...]) -> tuple[str, int]:
     return (_id(t[0]), _int(t[1]))
 
 
-def id_row(t) -> str:
+def id_row(t: tuple[Any, ...]) -> str:
     return _id(t[0])
 
 
@@ -374,51 +385,70 @@ def detail_from_json(text: str | None) -> dict[str, Any] | None:
 # ---- engine rows -> parameter tuples (column order = the INSERT statements in store.py)
 
 
-def log_params(channel_id: str, r: LogRow) -> tuple:
+def log_params(channel_id: str, r: LogRow) -> tuple[str, str, int, str, bytes | None]:
     return (channel_id, r.message_id, r.lamport_timestamp, r.sender_id, r.retrieval_hint)
 
 
-def out_params(channel_id: str, r: OutRow) -> tuple:
-    return (channel_id, r.message_id, r.lamport_timestamp, history_to_db(r.causal_history), r.content,
-            r.sent_at, r.resends, r.next_resend, ids_to_json(r.ack_senders))
+def out_params(channel_id: str, r: OutRow) -> tuple[str, str, int, bytes, bytes, int, int, int, str]:
+    return (
+        channel_id,
+        r.message_id,
+        r.lamport_timestamp,
+        history_to_db(r.causal_history),
+        r.content,
+        r.sent_at,
+        r.resends,
+        r.next_resend,
+        ids_to_json(r.ack_senders),
+    )
 
 
-def in_params(channel_id: str, r: InRow) -> tuple:
-    return (channel_id, r.message_id, r.sender_id, r.lamport_timestamp, history_to_db(r.causal_history),
-            r.content, r.received_at, ids_to_json(r.unmet), int(r.repaired), ids_to_json(r.after_lost),
-            r.retrieval_hint)
+def in_params(channel_id: str, r: InRow) -> tuple[str, str, str, int, bytes, bytes, int, str, int, str, bytes | None]:
+    return (
+        channel_id,
+        r.message_id,
+        r.sender_id,
+        r.lamport_timestamp,
+        history_to_db(r.causal_history),
+        r.content,
+        r.received_at,
+        ids_to_json(r.unmet),
+        int(r.repaired),
+        ids_to_json(r.after_lost),
+        r.retrieval_hint,
+    )
 
 
-def missing_params(channel_id: str, r: MissingRow) -> tuple:
+def missing_params(channel_id: str, r: MissingRow) -> tuple[str, str, str | None, bytes | None, int]:
     e = r.entry
     return (channel_id, e.message_id, e.sender_id, e.retrieval_hint, r.detected_at)
 
 
-def lost_params(channel_id: str, message_id: str, sender_id: str | None) -> tuple:
+def lost_params(channel_id: str, message_id: str, sender_id: str | None) -> tuple[str, str, str | None]:
     return (channel_id, message_id, sender_id)
 
 
-def request_params(channel_id: str, r: RequestRow) -> tuple:
+def request_params(channel_id: str, r: RequestRow) -> tuple[str, str, str | None, bytes | None, int, int]:
     e = r.entry
     return (channel_id, e.message_id, e.sender_id, e.retrieval_hint, r.t_req, r.attempts)
 
 
-def response_params(channel_id: str, message_id: str, t_resp: int) -> tuple:
+def response_params(channel_id: str, message_id: str, t_resp: int) -> tuple[str, str, int]:
     return (channel_id, message_id, t_resp)
 
 
-def cache_params(channel_id: str, r: CacheRow) -> tuple:
+def cache_params(channel_id: str, r: CacheRow) -> tuple[str, str, str, int, bytes, bytes]:
     return (channel_id, r.message_id, r.sender_id, r.lamport_timestamp, history_to_db(r.causal_history), r.content)
 
 
 # ---- SELECT rows -> engine rows (column order = the SELECT statements in store.py)
 
 
-def log_row(t) -> LogRow:
+def log_row(t: tuple[Any, ...]) -> LogRow:
     return LogRow(_id(t[0]), _int(t[1]), _sender(t[2]), _opt_blob(t[3]))
 
 
-def log_rows(rows: Iterable[tuple]) -> list[LogRow]:
+def log_rows(rows: Iterable[tuple[Any, ...]]) -> list[LogRow]:
     """:func:`log_row` for a whole log at once, the same checks inlined (a restored log can hold a million
     rows: a third of a channel's start-up was spent in per-value calls)."""
     out: list[LogRow] = []
@@ -438,11 +468,11 @@ def log_rows(rows: Iterable[tuple]) -> list[LogRow]:
     return out
 
 
-def log_archive(rows: Iterable[tuple]) -> LogArchive:
+def log_archive(rows: Iterable[tuple[Any, ...]]) -> LogArchive:
     """The ids of ``(message_id,)`` rows as a :class:`LogArchive` (the older part of a windowed log)."""
     key = LogArchive.key
 
-    def keys():
+    def keys() -> Iterator[int]:
         for (mid,) in rows:
             if type(mid) is not str or not mid or len(mid) > _ID_MAX:
                 raise CorruptRowError("an id is not a non-empty string")
@@ -451,79 +481,145 @@ def log_archive(rows: Iterable[tuple]) -> LogArchive:
     return LogArchive(keys())
 
 
-def out_row(t) -> OutRow:
-    return OutRow(_id(t[0]), _int(t[1]), history_from_db(t[2]), _blob(t[3]), _int(t[4]), _int(t[5], 0, _COUNT_MAX),
-                  _int(t[6]), ids_from_json(t[7]))
+def out_row(t: tuple[Any, ...]) -> OutRow:
+    return OutRow(
+        _id(t[0]),
+        _int(t[1]),
+        history_from_db(t[2]),
+        _blob(t[3]),
+        _int(t[4]),
+        _int(t[5], 0, _COUNT_MAX),
+        _int(t[6]),
+        ids_from_json(t[7]),
+    )
 
 
-def in_row(t) -> InRow:
-    return InRow(_id(t[0]), _sender(t[1]), _int(t[2]), history_from_db(t[3]), _blob(t[4]), _int(t[5]),
-                 ids_from_json(t[6]), _flag(t[7]), ids_from_json(t[8]), _opt_blob(t[9]))
+def in_row(t: tuple[Any, ...]) -> InRow:
+    return InRow(
+        _id(t[0]),
+        _sender(t[1]),
+        _int(t[2]),
+        history_from_db(t[3]),
+        _blob(t[4]),
+        _int(t[5]),
+        ids_from_json(t[6]),
+        _flag(t[7]),
+        ids_from_json(t[8]),
+        _opt_blob(t[9]),
+    )
 
 
-def missing_row(t) -> MissingRow:
+def missing_row(t: tuple[Any, ...]) -> MissingRow:
     return MissingRow(HistoryEntry(_id(t[0]), _opt_blob(t[2]), _opt_sender(t[1])), _int(t[3]))
 
 
-def request_row(t) -> RequestRow:
-    return RequestRow(HistoryEntry(_id(t[0]), _opt_blob(t[2]), _opt_sender(t[1])), _int(t[3]), _int(t[4], 0, _COUNT_MAX))
+def request_row(t: tuple[Any, ...]) -> RequestRow:
+    return RequestRow(
+        HistoryEntry(_id(t[0]), _opt_blob(t[2]), _opt_sender(t[1])), _int(t[3]), _int(t[4], 0, _COUNT_MAX)
+    )
 
 
-def cache_row(t) -> CacheRow:
+def cache_row(t: tuple[Any, ...]) -> CacheRow:
     return CacheRow(_id(t[0]), _sender(t[1]), _int(t[2]), history_from_db(t[3]), _blob(t[4]))
 
 
 # ---- application rows
 
 
-def message_params(channel_id: str, m: MessageRow) -> tuple:
-    return (channel_id, m.message_id, m.sender_id, m.lamport_timestamp, bytes(m.content), m.state,
-            m.possible_ack_count, m.resends, int(m.repaired), ids_to_json(m.after_lost), m.received_at_ms)
-
-
-def message_row(t) -> MessageRow:
-    """A ``messages`` row (``MESSAGE_COLS``): every column typed and in range, the id hex of its length, the
-    content present, the state a word; else :class:`CorruptRowError`."""
-    return MessageRow(_message_id(t[0]), _sender(t[1]), _int(t[2]), _content(t[3]), _word(t[4], "message state"),
-                      _int(t[5], 0, _COUNT_MAX), _int(t[6], 0, _COUNT_MAX), _flag(t[7]), ids_from_json(t[8]),
-                      _opt_int(t[9]))
-
-
-def message_update_params(channel_id: str, u: MessageUpdate) -> tuple:
+def message_params(
+    channel_id: str, m: MessageRow
+) -> tuple[str, str, str, int, bytes, str, int, int, int, str, int | None]:
     return (
-        u.state, u.possible_ack_count, u.resends,
-        None if u.repaired is None else int(u.repaired),
-        None if u.after_lost is None else ids_to_json(u.after_lost),
-        u.received_at_ms, channel_id, u.message_id,
+        channel_id,
+        m.message_id,
+        m.sender_id,
+        m.lamport_timestamp,
+        bytes(m.content),
+        m.state,
+        m.possible_ack_count,
+        m.resends,
+        int(m.repaired),
+        ids_to_json(m.after_lost),
+        m.received_at_ms,
     )
 
 
-def event_params(channel_id: str, participant_id: str, e: EventRow) -> tuple:
+def message_row(t: tuple[Any, ...]) -> MessageRow:
+    """A ``messages`` row (``MESSAGE_COLS``): every column typed and in range, the id hex of its length, the
+    content present, the state a word; else :class:`CorruptRowError`."""
+    return MessageRow(
+        _message_id(t[0]),
+        _sender(t[1]),
+        _int(t[2]),
+        _content(t[3]),
+        _word(t[4], "message state"),
+        _int(t[5], 0, _COUNT_MAX),
+        _int(t[6], 0, _COUNT_MAX),
+        _flag(t[7]),
+        ids_from_json(t[8]),
+        _opt_int(t[9]),
+    )
+
+
+def message_update_params(
+    channel_id: str, u: MessageUpdate
+) -> tuple[str | None, int | None, int | None, int | None, str | None, int | None, str, str]:
+    return (
+        u.state,
+        u.possible_ack_count,
+        u.resends,
+        None if u.repaired is None else int(u.repaired),
+        None if u.after_lost is None else ids_to_json(u.after_lost),
+        u.received_at_ms,
+        channel_id,
+        u.message_id,
+    )
+
+
+def event_params(
+    channel_id: str, participant_id: str, e: EventRow
+) -> tuple[int, str, str, str | None, str | None, str, int | None, str | None]:
     if e.kind not in EVENT_KINDS:
         raise ValueError(f"unknown event kind {e.kind!r}")
-    return (e.ts_ms, e.kind, channel_id, e.message_id, e.sender_id, e.participant_id or participant_id,
-            e.lamport_timestamp, detail_to_json(e.detail))
+    return (
+        e.ts_ms,
+        e.kind,
+        channel_id,
+        e.message_id,
+        e.sender_id,
+        e.participant_id or participant_id,
+        e.lamport_timestamp,
+        detail_to_json(e.detail),
+    )
 
 
-def event_row(t) -> EventRow:
+def event_row(t: tuple[Any, ...]) -> EventRow:
     """An ``events`` (or ``event_history``) row: a known kind, typed columns (ids are whatever the frame said:
     text, possibly empty, of bounded length; a compacted row's ``seq`` is negative)."""
     if t[2] not in EVENT_KINDS:
         raise CorruptRowError("an event's kind is not one sdschat records")
-    return EventRow(kind=t[2], ts_ms=_int(t[1]), message_id=_opt_text(t[4]), sender_id=_opt_text(t[5]),
-                    participant_id=_opt_text(t[6]), lamport_timestamp=_opt_int(t[7]), detail=detail_from_json(t[8]),
-                    seq=_int(t[0], -_INT_MAX, _INT_MAX), channel_id=_opt_text(t[3]))
+    return EventRow(
+        kind=t[2],
+        ts_ms=_int(t[1]),
+        message_id=_opt_text(t[4]),
+        sender_id=_opt_text(t[5]),
+        participant_id=_opt_text(t[6]),
+        lamport_timestamp=_opt_int(t[7]),
+        detail=detail_from_json(t[8]),
+        seq=_int(t[0], -_INT_MAX, _INT_MAX),
+        channel_id=_opt_text(t[3]),
+    )
 
 
-def participant_params(p: ParticipantRow) -> tuple:
+def participant_params(p: ParticipantRow) -> tuple[str, str | None, int, int]:
     return (p.participant_id, p.nick, p.first_seen_ms, p.last_seen_ms)
 
 
-def participant_row(t) -> ParticipantRow:
+def participant_row(t: tuple[Any, ...]) -> ParticipantRow:
     return ParticipantRow(_sender(t[0]), _opt_text(t[1]), _int(t[2]), _int(t[3]))
 
 
-def kv_value(v) -> str:
+def kv_value(v: object) -> str:
     if type(v) is not str:
         raise CorruptRowError("a setting holds no text")
     return v

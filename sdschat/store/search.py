@@ -59,8 +59,9 @@ def fts_query(text: str) -> str:
     if not any(p not in _OPERATORS for p in parts):
         raise SearchQueryError(f"nothing to search for; {SEARCH_HINT}")
     if parts[0] in _OPERATORS and parts[0] != "NOT" or parts[-1] in _OPERATORS:
-        raise SearchQueryError(f"{parts[0] if parts[0] in _OPERATORS else parts[-1]} needs words on both "
-                               f"sides; {SEARCH_HINT}")
+        raise SearchQueryError(
+            f"{parts[0] if parts[0] in _OPERATORS else parts[-1]} needs words on both sides; {SEARCH_HINT}"
+        )
     if parts[0] == "NOT":  # FTS5's NOT is binary: "NOT x" alone means nothing
         raise SearchQueryError(f"NOT needs words before it (lunch NOT friday); {SEARCH_HINT}")
     out: list[str] = []

@@ -7,14 +7,18 @@ transaction, :func:`load_state` in one read snapshot of its own.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from sdschat.sds.state import ChannelState
 
 from . import rows as R
 from . import sql
 from .errors import CorruptRowError
+from .queries import Row
+
+_T = TypeVar("_T")
+_B = TypeVar("_B")
 
 __all__ = ["load_state", "save_state"]
 
@@ -24,8 +28,7 @@ def save_state(conn: sqlite3.Connection, s: ChannelState, config_json: str) -> N
     cid = s.channel_id
     conn.execute(
         sql.UPSERT_CHANNEL,
-        (cid, s.participant_id, s.lamport_timestamp, s.last_activity, s.sync_counter, s.next_sync_at,
-         config_json),
+        (cid, s.participant_id, s.lamport_timestamp, s.last_activity, s.sync_counter, s.next_sync_at, config_json),
     )
     for table in sql.SDS_TABLES:
         if table == "sds_log" and s.log_archive is not None:
@@ -90,8 +93,15 @@ def _no_orphans(conn: sqlite3.Connection, cid: str) -> None:
 def _load_lists(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> dict[str, Any]:
     """The channel's rows of every ``sds_*`` table, by :class:`ChannelState` field."""
 
-    def q(table: str, cols: str, parse: Callable[[tuple], Any], order: str = "seq", *, bulk=None,
-          limit: str = "") -> list:
+    def q(
+        table: str,
+        cols: str,
+        parse: Callable[[Row], _T],
+        order: str = "seq",
+        *,
+        bulk: Callable[[Iterable[Row]], _B] | None = None,
+        limit: str = "",
+    ) -> list[_T] | _B:
         rows = conn.execute(f"SELECT {cols} FROM {table} WHERE channel_id = ? ORDER BY {order}{limit}", (cid,))
         try:
             return bulk(rows) if bulk is not None else [parse(t) for t in rows]
@@ -104,20 +114,33 @@ def _load_lists(conn: sqlite3.Connection, cid: str, log_window: int = 0) -> dict
         total = conn.execute("SELECT count(*) FROM sds_log WHERE channel_id = ?", (cid,)).fetchone()[0]
         older = max(0, total - log_window)
     if older:  # read in full, but kept as 8-byte hashes: a long history costs its ids, not its rows
-        archive = q("sds_log", "message_id", R.id_row, log_order, bulk=R.log_archive,
-                    limit=f" LIMIT {older}")
+        archive = q("sds_log", "message_id", R.id_row, log_order, bulk=R.log_archive, limit=f" LIMIT {older}")
     return {
-        "log": q("sds_log", "message_id, lamport_timestamp, sender_id, retrieval_hint", R.log_row,
-                 log_order, bulk=R.log_rows, limit=f" LIMIT -1 OFFSET {older}" if older else ""),
+        "log": q(
+            "sds_log",
+            "message_id, lamport_timestamp, sender_id, retrieval_hint",
+            R.log_row,
+            log_order,
+            bulk=R.log_rows,
+            limit=f" LIMIT -1 OFFSET {older}" if older else "",
+        ),
         "log_archive": archive,
-        "outgoing": q("sds_outgoing", "message_id, lamport_timestamp, causal_history, content, sent_at, resends, "
-                      "next_resend, ack_senders", R.out_row),
-        "incoming": q("sds_incoming", "message_id, sender_id, lamport_timestamp, causal_history, content, "
-                      "received_at, unmet, repaired, after_lost, retrieval_hint", R.in_row),
+        "outgoing": q(
+            "sds_outgoing",
+            "message_id, lamport_timestamp, causal_history, content, sent_at, resends, next_resend, ack_senders",
+            R.out_row,
+        ),
+        "incoming": q(
+            "sds_incoming",
+            "message_id, sender_id, lamport_timestamp, causal_history, content, "
+            "received_at, unmet, repaired, after_lost, retrieval_hint",
+            R.in_row,
+        ),
         "missing": q("sds_missing", "message_id, sender_id, retrieval_hint, detected_at", R.missing_row),
         "lost": q("sds_lost", "message_id, sender_id", R.lost_row),
-        "repair_requests": q("sds_repair_requests", "message_id, sender_id, retrieval_hint, t_req, attempts",
-                             R.request_row),
+        "repair_requests": q(
+            "sds_repair_requests", "message_id, sender_id, retrieval_hint, t_req, attempts", R.request_row
+        ),
         "repair_responses": q("sds_repair_responses", "message_id, t_resp", R.response_row),
         "cache": q("sds_cache", "message_id, sender_id, lamport_timestamp, causal_history, content", R.cache_row),
         "bloom_ids": q("sds_bloom_ids", "message_id", R.id_row),

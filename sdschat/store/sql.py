@@ -56,13 +56,26 @@ ROLL_BLOOM = (
 DELETE = {
     name: f"DELETE FROM {table} WHERE channel_id = ? AND message_id = ?"
     for name, table in (
-        ("out-", "sds_outgoing"), ("in-", "sds_incoming"), ("missing-", "sds_missing"), ("lost-", "sds_lost"),
-        ("req-", "sds_repair_requests"), ("resp-", "sds_repair_responses"), ("cache-", "sds_cache"),
+        ("out-", "sds_outgoing"),
+        ("in-", "sds_incoming"),
+        ("missing-", "sds_missing"),
+        ("lost-", "sds_lost"),
+        ("req-", "sds_repair_requests"),
+        ("resp-", "sds_repair_responses"),
+        ("cache-", "sds_cache"),
     )
 }
 SDS_TABLES = (
-    "sds_log", "sds_outgoing", "sds_incoming", "sds_missing", "sds_lost", "sds_repair_requests",
-    "sds_repair_responses", "sds_cache", "sds_bloom_ids", "sds_recent_syncs",
+    "sds_log",
+    "sds_outgoing",
+    "sds_incoming",
+    "sds_missing",
+    "sds_lost",
+    "sds_repair_requests",
+    "sds_repair_responses",
+    "sds_cache",
+    "sds_bloom_ids",
+    "sds_recent_syncs",
 )
 UPSERT_CHANNEL = (
     "INSERT INTO channels (channel_id, participant_id, lamport_timestamp, last_activity, sync_counter, "

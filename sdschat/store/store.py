@@ -47,26 +47,29 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import aiosqlite
 
-from sdschat.sds.state import ChannelState
+from sdschat.sds.state import ChannelState, JournalOp
 
 from . import compaction, connection, integrity, migrate, snapshot
+from . import rows as R
 from .checkpoint import Checkpointer, checkpoint_on
 from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
-from .queries import History
-from . import rows as R
+from .queries import History, Row
 from .rows import EventRow, MessageRow, MessageUpdate, ParticipantRow
-from .sql import EVENT_COLS
 from .search import fts_query, run_error
+from .sql import EVENT_COLS
 
 __all__ = ["Store", "Batch"]
 
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
-async def _create(path: Path, busy_ms: int, sync: str, migrations) -> None:
+
+async def _create(path: Path, busy_ms: int, sync: str, migrations: list[migrate.Migration]) -> None:
     """:func:`.connection.create_database` off the event loop; its failures (a full disk...) as one line."""
     try:
         await asyncio.to_thread(connection.create_database, path, busy_ms, sync, migrations)
@@ -160,18 +163,21 @@ class Store:
     async def __aenter__(self) -> Store:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # -------------------------------------------------------------- helpers
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _run(self, fn: Callable[[sqlite3.Connection, *_Ts], _T], *args: *_Ts) -> _T:
         """Run ``fn(sqlite3_connection, *args)`` on aiosqlite's worker thread."""
         if self._closed:
             raise StoreError("store is closed")
         db = self._db
         try:
-            return await db._execute(lambda: fn(db._conn, *args))
+            result: _T = await db._execute(  # type: ignore[no-untyped-call]  # aiosqlite's: not annotated
+                lambda: fn(db._conn, *args)
+            )
+            return result
         except sqlite3.Error as exc:  # disk full, read-only file system, a damaged page ...: one clear error
             if integrity.is_damage(exc):
                 raise integrity.damaged_on_read(self.path or ":memory:", exc) from exc
@@ -179,7 +185,7 @@ class Store:
         except UnicodeDecodeError as exc:  # a damaged text value, or SQLite's message quoting one
             raise integrity.damaged_on_read(self.path or ":memory:", exc) from None
 
-    async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _write(self, fn: Callable[[sqlite3.Connection, *_Ts], _T], *args: *_Ts) -> _T:
         """Run ``fn(conn, *args)`` inside one ``BEGIN IMMEDIATE ... COMMIT`` transaction."""
         result = await self._run(connection.in_transaction, fn, *args)
         self.commits += 1
@@ -191,7 +197,7 @@ class Store:
         """A checkpoint on this store's connection, between two commits (the checkpointer's fallback)."""
         return await self._run(checkpoint_on)
 
-    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return await self._run(lambda conn: conn.execute(sql, params).fetchall())
 
     # ------------------------------------------------------------- identity
@@ -286,7 +292,7 @@ class Store:
     async def apply(
         self,
         channel_id: str,
-        ops: Iterable[tuple] = (),
+        ops: Iterable[JournalOp] = (),
         *,
         messages: Iterable[MessageRow] = (),
         message_updates: Iterable[MessageUpdate] = (),
@@ -329,14 +335,16 @@ class Store:
     async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
         return await self._history.get_message(channel_id, message_id)
 
-    async def page_messages(self, channel_id: str, before: tuple[int, str] | None, limit: int, *,
-                            after: tuple[int, str] | None = None) -> list[MessageRow]:
+    async def page_messages(
+        self, channel_id: str, before: tuple[int, str] | None, limit: int, *, after: tuple[int, str] | None = None
+    ) -> list[MessageRow]:
         """The newest ``limit`` messages before the ``(lamport_timestamp, message_id)`` key ``before`` (or the
         oldest ``limit`` after ``after``), in log order."""
         return await self._history.page_messages(channel_id, before, limit, after=after)
 
-    async def search(self, channel_id: str, query: str, *, limit: int = 50,
-                     before: int | None = None) -> list[tuple[int, MessageRow]]:
+    async def search(
+        self, channel_id: str, query: str, *, limit: int = 50, before: int | None = None
+    ) -> list[tuple[int, MessageRow]]:
         """Messages whose text matches ``query`` (words as a person types them: :mod:`.search`), newest stored
         first, as ``(rowid, row)``; ``before`` a rowid: the next page. :class:`~.search.SearchQueryError`
         (one line, with a hint) for a query that cannot be run."""
@@ -356,7 +364,7 @@ class Store:
     async def message_count(self, channel_id: str | None = None) -> int:
         return await self._history.message_count(channel_id)
 
-    async def unread_count(self, channel_id: str, since_ms: int, me: str, skip_prefixes=()) -> int:
+    async def unread_count(self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = ()) -> int:
         """Messages of others received after ``since_ms`` (wall-clock ms)."""
         return await self._history.unread_count(channel_id, since_ms, me, skip_prefixes)
 
@@ -368,10 +376,9 @@ class Store:
     def iter_event_history(self, *, chunk: int = 1000) -> AsyncIterator[EventRow]:
         """Every event the file still tells of: the compacted first times (``seq`` < 0) then the full rows, in
         ``seq`` order (the view ``event_history``, what ``report`` and ``export --events`` read)."""
-        return self._stream(f"SELECT {EVENT_COLS} FROM event_history ORDER BY seq", "event_history",
-                            R.event_row, chunk)
+        return self._stream(f"SELECT {EVENT_COLS} FROM event_history ORDER BY seq", "event_history", R.event_row, chunk)
 
-    async def _stream(self, sql: str, table: str, parse: Callable[[tuple], Any], chunk: int) -> AsyncIterator:
+    async def _stream(self, sql: str, table: str, parse: Callable[[Row], _T], chunk: int) -> AsyncIterator[_T]:
         """Rows of one query, parsed, fetched ``chunk`` at a time from one cursor (one pass, one sort)."""
         cur = await self._run(lambda conn: conn.execute(sql))
         try:
@@ -396,7 +403,7 @@ class Store:
         """The channel's ``missing`` rows (every gap noticed), oldest first."""
         return await self._history.missing_events(channel_id)
 
-    async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, tuple]:
+    async def engine_rows(self, channel_id: str, message_id: str) -> dict[str, Row]:
         """What the engine's tables hold now about one message (see :meth:`.queries.History.engine_rows`)."""
         return await self._history.engine_rows(channel_id, message_id)
 

@@ -28,6 +28,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from sdschat.sds.state import JournalOp
+
 from .errors import StoreError, WriterFailedError
 from .journal import Batch, batch_meta
 from .rows import EVENT_KINDS, EventRow, MessageRow, MessageUpdate, ParticipantRow
@@ -45,8 +47,8 @@ class StoreWriter:
         self._pending: list[Batch] = []
         self._submitted = 0  # batches submitted
         self._committed = 0  # batches committed (or dropped by a failure: see _fail)
-        self._task: asyncio.Task | None = None
-        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._error: BaseException | None = None
         self._closed = False
         #: transactions committed by this writer
@@ -69,7 +71,7 @@ class StoreWriter:
     def submit(
         self,
         channel_id: str,
-        ops: Iterable[tuple] = (),
+        ops: Iterable[JournalOp] = (),
         *,
         messages: Iterable[MessageRow] = (),
         message_updates: Iterable[MessageUpdate] = (),
@@ -160,8 +162,13 @@ class StoreWriter:
         self._pending = []
         self._committed += dropped  # nothing is in flight any more
         # the owner hears of it through on_error (or the next submit/flush); a log line would say it twice
-        log.log(logging.DEBUG if self.on_error is not None else logging.ERROR,
-                "store writer: flush of %d batch(es) failed: %s: %s", dropped, type(exc).__name__, exc)
+        log.log(
+            logging.DEBUG if self.on_error is not None else logging.ERROR,
+            "store writer: flush of %d batch(es) failed: %s: %s",
+            dropped,
+            type(exc).__name__,
+            exc,
+        )
         waiters, self._waiters = self._waiters, []
         for _, fut in waiters:
             if not fut.done():

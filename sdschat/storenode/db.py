@@ -15,8 +15,13 @@ import asyncio
 import hashlib
 import os
 import sqlite3
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar, TypeVarTuple
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 __all__ = ["StoreDB"]
 
@@ -69,8 +74,15 @@ class StoreDB:
             raise
         return db
 
-    async def _call(self, fn, *args):
+    async def _call(self, fn: Callable[[*_Ts], _T], *args: *_Ts) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _db(self) -> sqlite3.Connection:
+        """The open connection; a method called after :meth:`close` fails here rather than on ``None``."""
+        conn = self._conn
+        if conn is None:
+            raise sqlite3.ProgrammingError("the store database is closed")
+        return conn
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +99,9 @@ class StoreDB:
                 raise sqlite3.DatabaseError("cannot switch the store database to WAL")
             conn.execute(f"PRAGMA synchronous = {self._sync}")
             conn.executescript("BEGIN;" + _DDL + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
-            self.count, self.total_bytes = conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM envelopes").fetchone()
+            self.count, self.total_bytes = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM envelopes"
+            ).fetchone()
         except BaseException:
             conn.close()
             raise
@@ -104,7 +118,7 @@ class StoreDB:
         self._pool.shutdown(wait=True)
 
     def _close(self) -> None:
-        self._conn.close()
+        self._db().close()
         self._conn = None
 
     # ---------------------------------------------------------------- writes
@@ -113,14 +127,16 @@ class StoreDB:
         """Commit ``(topic, envelope, arrived_ms)`` rows in one transaction; returns how many were new."""
         return await self._call(self._add, batch) if batch else 0
 
-    def _add(self, batch) -> int:
-        c = self._conn
+    def _add(self, batch: list[tuple[str, bytes, int]]) -> int:
+        c = self._db()
         new = added = 0
         c.execute("BEGIN IMMEDIATE")
         try:
             for topic, data, at in batch:
-                cur = c.execute("INSERT OR IGNORE INTO envelopes (hash, topic, arrived_ms, size, data) VALUES (?, ?, ?, ?, ?)",
-                                (hashlib.sha256(data).digest(), topic, at, len(data), data))
+                cur = c.execute(
+                    "INSERT OR IGNORE INTO envelopes (hash, topic, arrived_ms, size, data) VALUES (?, ?, ?, ?, ?)",
+                    (hashlib.sha256(data).digest(), topic, at, len(data), data),
+                )
                 if cur.rowcount > 0:
                     new += 1
                     added += len(data)
@@ -137,14 +153,15 @@ class StoreDB:
         ``max_bytes`` remain. Returns how many were deleted."""
         return await self._call(self._prune, older_than_ms, max_bytes)
 
-    def _prune(self, older_than_ms, max_bytes) -> int:
-        c = self._conn
+    def _prune(self, older_than_ms: int | None, max_bytes: int | None) -> int:
+        c = self._db()
         deleted = freed = 0
         c.execute("BEGIN IMMEDIATE")
         try:
             if older_than_ms is not None:
-                n, b = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM envelopes WHERE arrived_ms < ?",
-                                 (older_than_ms,)).fetchone()
+                n, b = c.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM envelopes WHERE arrived_ms < ?", (older_than_ms,)
+                ).fetchone()
                 if n:
                     c.execute("DELETE FROM envelopes WHERE arrived_ms < ?", (older_than_ms,))
                     deleted += n
@@ -175,24 +192,32 @@ class StoreDB:
     async def by_hashes(self, topic: str, hashes: list[bytes]) -> list[bytes]:
         return await self._call(self._by_hashes, topic, hashes)
 
-    def _by_hashes(self, topic, hashes) -> list[bytes]:
+    def _by_hashes(self, topic: str, hashes: list[bytes]) -> list[bytes]:
         if not hashes:
             return []
         marks = ",".join("?" * len(hashes))
-        rows = self._conn.execute(f"SELECT data FROM envelopes WHERE +topic = ? AND hash IN ({marks}) ORDER BY seq",
-                                  (topic, *hashes)).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                f"SELECT data FROM envelopes WHERE +topic = ? AND hash IN ({marks}) ORDER BY seq", (topic, *hashes)
+            )
+            .fetchall()
+        )
         return [r[0] for r in rows]
 
-    async def since(self, topic: str, since_ms: int, cursor: int, limit: int, max_bytes: int) -> tuple[list[bytes], int]:
+    async def since(
+        self, topic: str, since_ms: int, cursor: int, limit: int, max_bytes: int
+    ) -> tuple[list[bytes], int]:
         """A page of ``topic``'s envelopes that arrived at or after ``since_ms``, after ``cursor``, in
         arrival order; returns (envelopes, next_cursor or 0 when there is nothing more)."""
         return await self._call(self._since, topic, since_ms, cursor, limit, max_bytes)
 
-    def _since(self, topic, since_ms, cursor, limit, max_bytes):
-        c = self._conn
+    def _since(self, topic: str, since_ms: int, cursor: int, limit: int, max_bytes: int) -> tuple[list[bytes], int]:
+        c = self._db()
         if cursor == 0:
-            first = c.execute("SELECT MIN(seq) FROM envelopes WHERE topic = ? AND arrived_ms >= ?",
-                              (topic, since_ms)).fetchone()[0]
+            first = c.execute(
+                "SELECT MIN(seq) FROM envelopes WHERE topic = ? AND arrived_ms >= ?", (topic, since_ms)
+            ).fetchone()[0]
             if first is None:
                 return [], 0
             cursor = first - 1
@@ -201,9 +226,11 @@ class StoreDB:
         last = cursor
         more = False
         # walk the topic's rows in arrival order (never sort a range of blobs)
-        for seq, data in c.execute("SELECT seq, data FROM envelopes INDEXED BY envelopes_topic_seq "
-                                   "WHERE topic = ? AND seq > ? AND arrived_ms >= ? ORDER BY seq LIMIT ?",
-                                   (topic, cursor, since_ms, limit + 1)):
+        for seq, data in c.execute(
+            "SELECT seq, data FROM envelopes INDEXED BY envelopes_topic_seq "
+            "WHERE topic = ? AND seq > ? AND arrived_ms >= ? ORDER BY seq LIMIT ?",
+            (topic, cursor, since_ms, limit + 1),
+        ):
             if len(out) >= limit or (out and size + len(data) > max_bytes):
                 more = True
                 break
@@ -212,5 +239,5 @@ class StoreDB:
             last = seq
         return out, (last if more else 0)
 
-    async def stats(self) -> dict:
+    async def stats(self) -> dict[str, int]:
         return {"envelopes": self.count, "bytes": self.total_bytes}

@@ -33,11 +33,25 @@ import json
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import TypeGuard, overload
 
 __all__ = [
-    "REQUEST_TOPIC", "REPLY_PREFIX", "CHANNEL_TOPICS", "MAX_HASHES", "MAX_PAGE", "MAX_REPLY_BYTES",
-    "MAX_REQUEST_BYTES", "Request", "Reply", "RequestError", "encode_request", "parse_request", "encode_reply",
-    "decode_reply", "reply_topic_ok", "channel_topic_ok",
+    "REQUEST_TOPIC",
+    "REPLY_PREFIX",
+    "CHANNEL_TOPICS",
+    "MAX_HASHES",
+    "MAX_PAGE",
+    "MAX_REPLY_BYTES",
+    "MAX_REQUEST_BYTES",
+    "Request",
+    "Reply",
+    "RequestError",
+    "encode_request",
+    "parse_request",
+    "encode_reply",
+    "decode_reply",
+    "reply_topic_ok",
+    "channel_topic_ok",
 ]
 
 REQUEST_TOPIC = "sdschat-store/req"
@@ -84,11 +98,11 @@ class Reply:
     error: str = ""
 
 
-def reply_topic_ok(topic: object) -> bool:
+def reply_topic_ok(topic: object) -> TypeGuard[str]:
     return isinstance(topic, str) and _REPLY_RE.match(topic) is not None
 
 
-def channel_topic_ok(topic: object) -> bool:
+def channel_topic_ok(topic: object) -> TypeGuard[str]:
     return isinstance(topic, str) and _TOPIC_RE.match(topic) is not None
 
 
@@ -101,7 +115,15 @@ def encode_request(req: Request) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _int(body: dict, name: str, default: int | None, lo: int, hi: int | None, reply_to, rid) -> int | None:
+@overload
+def _int(body: dict[str, object], name: str, default: int, lo: int, hi: int | None, reply_to: str, rid: str) -> int: ...
+@overload
+def _int(
+    body: dict[str, object], name: str, default: None, lo: int, hi: int | None, reply_to: str, rid: str
+) -> int | None: ...
+def _int(
+    body: dict[str, object], name: str, default: int | None, lo: int, hi: int | None, reply_to: str, rid: str
+) -> int | None:
     v = body.get(name, default)
     if v is None:
         return None
@@ -153,8 +175,14 @@ def parse_request(data: bytes) -> Request:
 def encode_reply(reply: Reply) -> bytes:
     rid = reply.id.encode()[:255]
     err = reply.error.encode()[:1000]
-    parts = [MAGIC, bytes((VERSION, len(rid))), rid, struct.pack(">H", len(err)), err,
-             struct.pack(">QI", reply.next_cursor, len(reply.envelopes))]
+    parts = [
+        MAGIC,
+        bytes((VERSION, len(rid))),
+        rid,
+        struct.pack(">H", len(err)),
+        err,
+        struct.pack(">QI", reply.next_cursor, len(reply.envelopes)),
+    ]
     for env in reply.envelopes:
         parts.append(struct.pack(">I", len(env)))
         parts.append(env)
@@ -168,11 +196,11 @@ def decode_reply(data: bytes) -> Reply:
         raise ValueError("not a store reply")
     n = mv[5]
     pos = 6
-    rid = bytes(mv[pos:pos + n]).decode()
+    rid = bytes(mv[pos : pos + n]).decode()
     pos += n
     (elen,) = struct.unpack_from(">H", mv, pos)
     pos += 2
-    err = bytes(mv[pos:pos + elen]).decode()
+    err = bytes(mv[pos : pos + elen]).decode()
     pos += elen
     cursor, count = struct.unpack_from(">QI", mv, pos)
     pos += 12
@@ -182,7 +210,7 @@ def decode_reply(data: bytes) -> Reply:
         pos += 4
         if pos + ln > len(mv):
             raise ValueError("truncated reply")
-        envs.append(bytes(mv[pos:pos + ln]))
+        envs.append(bytes(mv[pos : pos + ln]))
         pos += ln
     if pos != len(mv):
         raise ValueError("trailing bytes in reply")

@@ -11,7 +11,9 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from ..crypto import MAX_ENVELOPE_SIZE
 from ..transport import MqttTransport, TransportError
@@ -25,12 +27,32 @@ log = logging.getLogger("sdschat.storenode")
 DAY_MS = 86_400_000
 
 
+class StoreNodeOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`StoreNode`, as :meth:`StoreNode.start` passes them on."""
+
+    retention_days: float | None
+    max_bytes: int | None
+    request_topic: str
+    clock: Callable[[], float]
+    prune_interval_s: float
+    synchronous: str
+
+
 class StoreNode:
     """``node = await StoreNode.start(broker_url, db_path)``; ``await node.stop()``."""
 
-    def __init__(self, broker_url: str, db_path: Path, *, retention_days: float | None = 30.0,
-                 max_bytes: int | None = None, request_topic: str = P.REQUEST_TOPIC,
-                 clock=time.time, prune_interval_s: float = 60.0, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        broker_url: str,
+        db_path: Path,
+        *,
+        retention_days: float | None = 30.0,
+        max_bytes: int | None = None,
+        request_topic: str = P.REQUEST_TOPIC,
+        clock: Callable[[], float] = time.time,
+        prune_interval_s: float = 60.0,
+        synchronous: str = "NORMAL",
+    ) -> None:
         self.broker_url = broker_url
         self.db_path = Path(db_path)
         self.retention_ms = None if not retention_days else int(retention_days * DAY_MS)
@@ -44,12 +66,13 @@ class StoreNode:
         self._pending: list[tuple[str, bytes, int]] = []
         self._requests: list[bytes] = []
         self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task] = []
-        self.counters = dict.fromkeys(("stored", "duplicates", "dropped", "requests", "bad_requests", "answered",
-                                       "served_envelopes", "pruned"), 0)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.counters = dict.fromkeys(
+            ("stored", "duplicates", "dropped", "requests", "bad_requests", "answered", "served_envelopes", "pruned"), 0
+        )
 
     @classmethod
-    async def start(cls, broker_url: str, db_path, **kw) -> StoreNode:
+    async def start(cls, broker_url: str, db_path: Path, **kw: Unpack[StoreNodeOptions]) -> StoreNode:
         node = cls(broker_url, db_path, **kw)
         try:
             await node._start()
@@ -61,13 +84,21 @@ class StoreNode:
     def _now(self) -> int:
         return int(self.clock() * 1000)
 
+    def _db(self) -> StoreDB:
+        """The database, opened by :meth:`start`; work that reaches it before or after fails with a reason."""
+        if self.db is None:
+            raise RuntimeError("the store node is not running")
+        return self.db
+
     async def _start(self) -> None:
         self.db = await StoreDB.open(self.db_path, synchronous=self.synchronous)
         await self._prune()
         self.transport = MqttTransport(self.broker_url, client_id=f"sdschat-store-{os.urandom(4).hex()}")
         self.transport.set_message_handler(self._on_message)
         await self.transport.start()
-        ok = await asyncio.gather(self.transport.subscribe(P.CHANNEL_TOPICS), self.transport.subscribe(self.request_topic))
+        ok = await asyncio.gather(
+            self.transport.subscribe(P.CHANNEL_TOPICS), self.transport.subscribe(self.request_topic)
+        )
         if not all(ok):
             raise TransportError("the broker refused the store node's subscriptions")
         self._tasks.append(asyncio.create_task(self._worker(), name="sdschat-store-worker"))
@@ -116,15 +147,16 @@ class StoreNode:
             try:
                 while self._pending:
                     batch, self._pending = self._pending[:2000], self._pending[2000:]
-                    new = await self.db.add(batch)
+                    db = self._db()
+                    new = await db.add(batch)
                     self.counters["stored"] += new
                     self.counters["duplicates"] += len(batch) - new
-                    if self.max_bytes is not None and self.db.total_bytes > self.max_bytes:
-                        self.counters["pruned"] += await self.db.prune(max_bytes=self.max_bytes)
+                    if self.max_bytes is not None and db.total_bytes > self.max_bytes:
+                        self.counters["pruned"] += await db.prune(max_bytes=self.max_bytes)
                 reqs, self._requests = self._requests, []
                 for data in reqs:
                     if self._pending:  # keep answers behind what arrived before them
-                        new = await self.db.add(self._pending)
+                        new = await self._db().add(self._pending)
                         self.counters["stored"] += new
                         self._pending = []
                     await self._serve(data)
@@ -144,16 +176,21 @@ class StoreNode:
                 await self._answer(exc.reply_to, P.Reply(exc.request_id, error=exc.reason))
             return
         if req.hashes is not None:
-            envs = await self.db.by_hashes(req.topic, req.hashes)
+            envs = await self._db().by_hashes(req.topic, req.hashes)
             reply = P.Reply(req.id, envs)
         else:
-            envs, cursor = await self.db.since(req.topic, req.since_ms, req.cursor, req.limit, P.MAX_REPLY_BYTES)
+            # (a parsed request without hashes always has since_ms)
+            envs, cursor = await self._db().since(
+                req.topic, req.since_ms or 0, req.cursor, req.limit, P.MAX_REPLY_BYTES
+            )
             reply = P.Reply(req.id, envs, cursor)
         self.counters["served_envelopes"] += len(reply.envelopes)
         await self._answer(req.reply_to, reply)
 
     async def _answer(self, topic: str, reply: P.Reply) -> None:
         try:
+            if self.transport is None:
+                raise RuntimeError("the store node is not running")
             ok = await self.transport.publish(topic, P.encode_reply(reply))
         except Exception as exc:
             log.warning("answer on %s failed: %s", topic, exc)
@@ -165,7 +202,7 @@ class StoreNode:
 
     async def _prune(self) -> int:
         cutoff = self._now() - self.retention_ms if self.retention_ms else None
-        n = await self.db.prune(older_than_ms=cutoff, max_bytes=self.max_bytes)
+        n = await self._db().prune(older_than_ms=cutoff, max_bytes=self.max_bytes)
         self.counters["pruned"] += n
         if n:
             log.info("pruned %d envelopes", n)

@@ -236,4 +236,3 @@ class Endpoint:
                 listener(change)
             except Exception:
                 log.exception("state listener raised")
-

@@ -107,7 +107,8 @@ class EmbeddedBroker:
     async def start(cls, host: str = DEFAULT_LOCAL_HOST, port: int = 0, *, debug: bool = False) -> EmbeddedBroker:
         """Start listening; ``port=0`` picks a free port. TransportError on failure."""
         quiet_broker_logging(debug)
-        from amqtt.broker import Broker  # imported lazily: ~0.2 s, only needed here
+        # imported lazily: ~0.2 s, only needed here
+        from amqtt.broker import Broker  # type: ignore[import-untyped]  # amqtt ships no type information
 
         attempts = 5 if port == 0 else 1
         last: BaseException | None = None
@@ -182,7 +183,7 @@ async def probe_mqtt(host: str, port: int, timeout: float = 0.3) -> bool:
 
     try:
         return await asyncio.wait_for(attempt(), timeout)
-    except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, TimeoutError):
+    except (OSError, asyncio.IncompleteReadError, TimeoutError):
         return False
 
 

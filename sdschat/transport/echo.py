@@ -56,4 +56,3 @@ class EchoFilter:
     def clear(self) -> None:
         self._counts.clear()
         self._order.clear()
-

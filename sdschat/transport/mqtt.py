@@ -27,8 +27,16 @@ from .base import ConnectionState, Endpoint, MessageHandler
 from .echo import EchoFilter
 from .errors import TransportError
 from .paho_client import (
-    AttemptError, ClientSettings, Connack, LoopHandlers, close_quietly, connect_blocking, make_client, negotiated,
-    error_reason, protocol_name,
+    AttemptError,
+    ClientSettings,
+    Connack,
+    LoopHandlers,
+    close_quietly,
+    connect_blocking,
+    error_reason,
+    make_client,
+    negotiated,
+    protocol_name,
 )
 from .sockets import set_tcp_nodelay
 from .stats import TransportStats
@@ -224,8 +232,9 @@ class MqttTransport(Endpoint):
         self._client = client
         self._live = False
         self._connack = self._loop.create_future()
-        connect = asyncio.to_thread(connect_blocking, client, self.address, proto, self.keepalive,
-                                    self.session_expiry_s)
+        connect = asyncio.to_thread(
+            connect_blocking, client, self.address, proto, self.keepalive, self.session_expiry_s
+        )
         connecting = asyncio.ensure_future(connect)
         try:
             await asyncio.shield(connecting)
@@ -241,11 +250,12 @@ class MqttTransport(Endpoint):
         client.loop_start()
         try:
             result = await asyncio.wait_for(asyncio.shield(self._connack), connack_timeout or self.connect_timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             await self._teardown(client)
             wait = connack_timeout or self.connect_timeout
-            raise AttemptError("silent" if connack_timeout else "unreachable",
-                               f"no MQTT answer within {wait:g} s") from None
+            raise AttemptError(
+                "silent" if connack_timeout else "unreachable", f"no MQTT answer within {wait:g} s"
+            ) from None
         except BaseException:
             await self._teardown(client)
             raise
@@ -254,7 +264,10 @@ class MqttTransport(Endpoint):
             raise AttemptError(result.kind, result.reason)
 
     def _backoff(self, failures: int) -> float:
-        return min(self.reconnect_max, self.reconnect_min * (2 ** min(failures, 30)))
+        wait: float = min(
+            self.reconnect_max, self.reconnect_min * (2 ** min(failures, 30))
+        )  # (int ** int is not typed)
+        return wait
 
     async def _supervise(self) -> None:
         """Reconnect forever after a connection loss (runs until stop)."""

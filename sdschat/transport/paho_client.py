@@ -24,8 +24,16 @@ from .errors import TransportError
 from .url import BrokerAddress
 
 __all__ = [
-    "AttemptError", "ClientSettings", "Connack", "LoopHandlers", "close_quietly", "connect_blocking", "make_client",
-    "error_reason", "negotiated", "protocol_name",
+    "AttemptError",
+    "ClientSettings",
+    "Connack",
+    "LoopHandlers",
+    "close_quietly",
+    "connect_blocking",
+    "make_client",
+    "error_reason",
+    "negotiated",
+    "protocol_name",
 ]
 
 log = logging.getLogger("sdschat.transport.mqtt")
@@ -135,9 +143,7 @@ class ClientSettings:
     session_expiry_s: int = 0
 
 
-def make_client(
-    settings: ClientSettings, proto: str, post: Callable[..., None], handlers: LoopHandlers
-) -> paho.Client:
+def make_client(settings: ClientSettings, proto: str, post: Callable[..., None], handlers: LoopHandlers) -> paho.Client:
     """A fresh paho client for one connection (reconnects make a new one)."""
     address = settings.address
     client = paho.Client(
@@ -211,14 +217,15 @@ def _bridge(client: paho.Client, address: BrokerAddress, post: Callable[..., Non
     client.loop_forever = guarded_loop_forever  # type: ignore[method-assign]
 
 
-def connect_blocking(client: paho.Client, address: BrokerAddress, proto: str, keepalive: int,
-                     session_expiry_s: int = 0) -> None:
+def connect_blocking(
+    client: paho.Client, address: BrokerAddress, proto: str, keepalive: int, session_expiry_s: int = 0
+) -> None:
     """TCP connect and send CONNECT (blocks: run it in a thread). With ``session_expiry_s`` the session is
     resumed if the broker kept it, and kept that long after we disconnect (MQTT 5: Session Expiry Interval;
     3.1.1: clean session off, which the broker keeps as long as its own settings say)."""
     if proto == "5":
         if session_expiry_s:
-            props = Properties(PacketTypes.CONNECT)
+            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]  # paho's: not annotated
             props.SessionExpiryInterval = session_expiry_s
             client.connect(address.host, address.port, keepalive, clean_start=False, properties=props)
         else:

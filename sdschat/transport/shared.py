@@ -23,8 +23,7 @@ HOLD_MAX = 20_000
 
 
 class SharedConnection:
-    def __init__(self, transport: Transport, *, keep: Callable[[str], bool] | None = None,
-                 hold: bool = False) -> None:
+    def __init__(self, transport: Transport, *, keep: Callable[[str], bool] | None = None, hold: bool = False) -> None:
         self.transport = transport
         self._routes: dict[str, list[TopicView]] = {}
         #: messages on a topic no view held, dropped (a channel left, or more than HOLD_MAX waiting)

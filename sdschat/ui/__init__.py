@@ -8,6 +8,10 @@ thread but never touch widgets. :class:`~sdschat.ui.bridge.NodeBridge`
 buffers node events and posts one coalescing Textual message; the pane that
 owns the node applies the batch. Errors from workers, handlers and the node's
 log reach one handler on the app (:class:`~sdschat.ui.messages.UiError`).
+What the person can act on is a :class:`~sdschat.node.UserError` (the
+node's refusals; a command used wrongly, :class:`~sdschat.ui.usage.UsageError`):
+the pane shows its text as a notice. Anything else is a bug: it is logged
+with its traceback and surfaces as an error, never as a polite notice.
 """
 
 import os

@@ -18,10 +18,12 @@ from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
+from . import slash
 from .collector import FREEZE_EVERY_S, Collector
 from .files import write_private_text
 from .layout import clean_text
@@ -74,8 +76,9 @@ class BaseChatApp(App):
         Binding("escape", "focus_input", "input", show=False),
     ]
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, tz: tzinfo | None = None, blink: bool = True,
-                 **kwargs) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.time, tz: tzinfo | None = None, blink: bool = True, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         self.clock = clock
         self.tz = tz
@@ -92,7 +95,7 @@ class BaseChatApp(App):
         return list(self.screen_stack[0].query(ChatPane)) if self.screen_stack else []
 
     def active_pane(self) -> ChatPane | None:
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None:
             if isinstance(node, ChatPane):
                 return node
@@ -136,8 +139,9 @@ class BaseChatApp(App):
         """The one place errors reach the user (workers, handlers, node storage, commands, logs)."""
         text = message.text
         self.errors.append(text)
-        self.notify(text, title="error" if not message.where else f"error ({message.where})", severity="error",
-                    timeout=8)
+        self.notify(
+            text, title="error" if not message.where else f"error ({message.where})", severity="error", timeout=8
+        )
 
     def on_ui_notice(self, message: UiNotice) -> None:
         now = time.monotonic()
@@ -156,7 +160,7 @@ class BaseChatApp(App):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(slash.help_rows()))
 
     def action_toggle_link(self) -> None:
         pane = self.active_pane()
@@ -207,8 +211,9 @@ class BaseChatApp(App):
 
     # ----------------------------------------------------- screenshots
 
-    def save_screenshot(self, filename: str | None = None, path: str | None = None,
-                        time_format: str | None = None) -> str:
+    def save_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str:
         """Textual's, but the file shows decrypted chat: it is written 0600, whatever the umask."""
         from datetime import datetime
 
@@ -218,8 +223,9 @@ class BaseChatApp(App):
         write_private_text(target, self.export_screenshot())
         return target
 
-    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
-                           time_format: str | None = None) -> str | None:
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
         """The command palette's Screenshot: saved 0600 (Textual's delivery would write it with the umask's
         mode) in ``path``, else the downloads folder."""
         from platformdirs import user_downloads_path
@@ -227,8 +233,9 @@ class BaseChatApp(App):
         try:
             saved = self.save_screenshot(filename, path or str(user_downloads_path()), time_format)
         except OSError as exc:
-            self.notify(f"Failed to save screenshot: {exc.strerror or exc}", title="Screenshot", severity="error",
-                        markup=False)
+            self.notify(
+                f"Failed to save screenshot: {exc.strerror or exc}", title="Screenshot", severity="error", markup=False
+            )
             return None
         self.notify(f"Saved screenshot to {saved!r}", title="Screenshot", markup=False)
         return saved
@@ -254,13 +261,15 @@ class BaseChatApp(App):
             if hit is not None and hit.channel in by_channel:
                 self.show_hit(by_channel[hit.channel], hit)
 
-        self.push_screen(SearchScreen(query, search, now_ms=int(self.clock() * 1000), tz=self.tz,
-                                      channels=len(panes) > 1), picked)
+        self.push_screen(
+            SearchScreen(query, search, now_ms=int(self.clock() * 1000), tz=self.tz, channels=len(panes) > 1), picked
+        )
 
     def show_hit(self, pane: ChatPane, hit) -> None:
         m = hit.message
-        self.run_worker(pane.jump_to(m.message_id, (m.lamport_timestamp, m.message_id)), group="load",
-                        exit_on_error=False)
+        self.run_worker(
+            pane.jump_to(m.message_id, (m.lamport_timestamp, m.message_id)), group="load", exit_on_error=False
+        )
 
     def prefill_command(self, name: str) -> None:
         pane = self.active_pane()
@@ -275,8 +284,7 @@ class BaseChatApp(App):
             pane.run_command(name, arg)
 
     def on_chat_pane_window_command(self, message: ChatPane.WindowCommand) -> None:
-        message.pane.notice(f"/{message.name} works in the channel window: run `sdschat` with no command",
-                            error=True)
+        message.pane.notice(f"/{message.name} works in the channel window: run `sdschat` with no command", error=True)
 
 
 class ChatApp(BaseChatApp):
@@ -305,9 +313,42 @@ class ChatApp(BaseChatApp):
         self.sub_title = clean_text(f"#{channel} · {message.nick}")
 
 
-WORDS = ("ack", "bloom", "lamport", "causal", "history", "repair", "resend", "gap", "sync", "buffer", "hello",
-         "anyone", "reliable", "message", "arrived", "missing", "filter", "peer", "channel", "lunch", "coffee",
-         "deploy", "ship", "it", "works", "on", "my", "machine", "the", "a", "is", "not", "yet", "again")
+WORDS = (
+    "ack",
+    "bloom",
+    "lamport",
+    "causal",
+    "history",
+    "repair",
+    "resend",
+    "gap",
+    "sync",
+    "buffer",
+    "hello",
+    "anyone",
+    "reliable",
+    "message",
+    "arrived",
+    "missing",
+    "filter",
+    "peer",
+    "channel",
+    "lunch",
+    "coffee",
+    "deploy",
+    "ship",
+    "it",
+    "works",
+    "on",
+    "my",
+    "machine",
+    "the",
+    "a",
+    "is",
+    "not",
+    "yet",
+    "again",
+)
 
 
 def chatter(rng: random.Random) -> str:
@@ -325,15 +366,25 @@ class DemoApp(BaseChatApp):
         Binding("f2", "toggle_link", "link (all)"),
         Binding("f4", "toggle_bots", "bots"),
         # the participants' inputs, as the window's channels (Tab completes names in an input, never leaves it)
-        *(Binding(f"alt+{i}", f"to_pane({i - 1})", f"participant {i}", show=False, priority=True)
-          for i in range(1, 10)),
+        *(
+            Binding(f"alt+{i}", f"to_pane({i - 1})", f"participant {i}", show=False, priority=True)
+            for i in range(1, 10)
+        ),
         Binding("alt+left", "step_pane(-1)", "previous participant", show=False, priority=True),
         Binding("alt+right", "step_pane(1)", "next participant", show=False, priority=True),
         Binding("ctrl+n", "step_pane(1)", "next participant", show=False, priority=True),
     ]
 
-    def __init__(self, nodes: Sequence, *, bots: bool = False, bot_interval: float = 4.0, seed: int | None = None,
-                 subtitle: str = "", **kwargs) -> None:
+    def __init__(
+        self,
+        nodes: Sequence,
+        *,
+        bots: bool = False,
+        bot_interval: float = 4.0,
+        seed: int | None = None,
+        subtitle: str = "",
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.nodes = list(nodes)
         self.bots = bots
@@ -345,8 +396,15 @@ class DemoApp(BaseChatApp):
         yield Header(show_clock=False, icon="◑")
         with Horizontal(id="panes"):
             for i, node in enumerate(self.nodes):
-                pane = ChatPane(node, compact=True, clock=self.clock, tz=self.tz, blink=self.blink,
-                                id=f"pane-{i}", classes="demo-pane")
+                pane = ChatPane(
+                    node,
+                    compact=True,
+                    clock=self.clock,
+                    tz=self.tz,
+                    blink=self.blink,
+                    id=f"pane-{i}",
+                    classes="demo-pane",
+                )
                 pane.border_title = node.nick
                 yield pane
         yield Footer()

@@ -26,7 +26,8 @@ ALT_SEQUENCES: dict[str, str] = {
 
 # Textual's table maps a sequence to a tuple of keys (members of its string enum ``Keys``) or to a character;
 # a string enum of our own gives it the key names above.
-_AltKey = Enum("_AltKey", {f"K{i}": name for i, name in enumerate(ALT_SEQUENCES.values())}, type=str)
+_MEMBERS = {f"K{i}": name for i, name in enumerate(ALT_SEQUENCES.values())}
+_AltKey = Enum("_AltKey", _MEMBERS, type=str)  # type: ignore[misc]  # members made from ALT_SEQUENCES, not listed
 
 
 def install() -> None:
@@ -39,4 +40,5 @@ def install() -> None:
 
     by_name = {member.value: member for member in _AltKey}
     for sequence, name in ALT_SEQUENCES.items():
-        ANSI_SEQUENCES_KEYS[sequence] = (by_name[name],)
+        # Textual types its table read-only (a Mapping of its own Keys); it is a dict, and changing it is the hook
+        ANSI_SEQUENCES_KEYS[sequence] = (by_name[name],)  # type: ignore[index]

@@ -208,7 +208,9 @@ class Layout:
         tag = self._tag(item, nick_of)
         if tag:
             body += "  " + tag
-            runs.append((len(body), S.repaired_tag if item.repaired_via in ("sds-r", "resend", "store") else S.late_tag))
+            runs.append(
+                (len(body), S.repaired_tag if item.repaired_via in ("sds-r", "resend", "store") else S.late_tag)
+            )
         room = self.width - (PREFIX + NICK_WIDTH + 1 if self.wide else PREFIX)
         return body, runs, room
 
@@ -265,8 +267,14 @@ class Layout:
             text = m.text
             if item.quote is not None:
                 sep += 1  # the quote of the message it answers
-            if self.wide and m.kind == "msg" and not item.repaired_via and len(text) <= self.room and text.isascii() \
-                    and text.isprintable():
+            if (
+                self.wide
+                and m.kind == "msg"
+                and not item.repaired_via
+                and len(text) <= self.room
+                and text.isascii()
+                and text.isprintable()
+            ):
                 return 1 + sep  # the common case, without building the line
             nick = clean_text(m.nick) or nick_of(m.sender_id)
             body, _, room = self._body(item, nick, nick_of)
@@ -300,9 +308,10 @@ class Layout:
         return self._line([Segment("━" * side + label + "━" * (self.width - side - cell_len(label)), S.unread)])
 
     def _paint_catch_up(self, item: CatchUpItem, nick_of) -> Strip:
-        """"loading earlier history… 40 of ~88" while messages it knows of are missing; then "caught up 88
+        """ "loading earlier history… 40 of ~88" while messages it knows of are missing; then "caught up 88
         messages · from alice (SDS-R)" (the sources the repairs told; what came straight from its author, or
         first copies from the store node, is not told apart)."""
+        forms: tuple[str, ...]
         if item.loading:
             total = item.count + len(item.pending) + len(item.lost)
             forms = (f"↑ loading earlier history… {item.count} of ~{total}", f"↑ loading {item.count}/~{total}")
@@ -326,6 +335,7 @@ class Layout:
         body, runs, room = self._body(item, nick, nick_of)
         cont = room if self.wide else self.width - PREFIX
         spans = wrap_spans(body, room, cont)
+        bg: Style | None
         if item.selected:
             bg = S.cursor_bg
         else:
@@ -369,18 +379,26 @@ class Layout:
             room = max(1, self.width - len(indent) - 2)
             head = clean_text(nick) + ": "
             body = fit_cells(head + clean_text(text).replace("\n", " "), room)
-            segs = [Segment(indent + "↳ ", S.quote), Segment(body[:len(head)], nick_style(sender)),
-                    Segment(body[len(head):], S.quote)]
+            segs = [
+                Segment(indent + "↳ ", S.quote),
+                Segment(body[: len(head)], nick_style(sender)),
+                Segment(body[len(head) :], S.quote),
+            ]
         else:
             what = "lost" if quote[0] == QUOTE_LOST else "possibly missing"
-            segs = [Segment(indent + "↳ ", S.quote),
-                    Segment(fit_cells(f"reply to a message {what}", max(1, self.width - len(indent) - 2)),
-                            S.lost if quote[0] == QUOTE_LOST else S.missing)]
+            segs = [
+                Segment(indent + "↳ ", S.quote),
+                Segment(
+                    fit_cells(f"reply to a message {what}", max(1, self.width - len(indent) - 2)),
+                    S.lost if quote[0] == QUOTE_LOST else S.missing,
+                ),
+            ]
         return self._line(segs, bg)
 
     def _paint_marker(self, item: MarkerItem, nick_of) -> Strip:
         senders = sorted({nick_of(s) for s in item.senders})
         who = (" · from " + ", ".join(senders)) if senders else ""
+        forms: tuple[str, ...]
         if item.kind == "lost":
             core = f"{_plural(len(item.lost), 'message')} lost"
             forms = (f"✗ {core}{who}", f"✗ {core}")

@@ -12,9 +12,9 @@ def clean_osc(text: str) -> str:
 
 def tell_mentions(pane, named: list) -> None:
     """Someone named you in ``pane``'s channel: the bell, and a desktop notification (OSC 777 and OSC 9) when
-    the terminal is not focused, as the pane's ``notify`` settings say (none, or ``/mute``: nothing). Each
+    the terminal is not focused, as the pane's ``notifications`` settings say (none, or ``/mute``: nothing). Each
     message once: a mention that arrives by repair or catch-up is new then."""
-    notify = pane.notify
+    notify = pane.notifications
     if notify is None or pane.muted:
         return
     app = pane.app

@@ -1,101 +1,185 @@
-"""The pane's slash commands (``/nick``, ``/me``, ``/loss``, ``/export`` ...): ``run_slash(pane, name, arg)``."""
+"""What each slash command does: ``handler(pane, arg)``, one function a command (the registry: :mod:`.slash`).
+
+A handler gets the pane the command was typed in (a :class:`~sdschat.ui.widgets.ChatPane`) and what follows the
+command's name. The person's mistakes raise :class:`~sdschat.ui.usage.UsageError`, and the node's refusals its
+:class:`~sdschat.node.UserError`: the pane shows either as a notice. Anything else is a bug and reaches the log.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sdschat.node.events import ACTION_KINDS
 
-from . import slash
 from .files import open_private
 from .messages import UiError
+from .usage import UsageError, parse_ms, parse_probability
 
-__all__ = ["run_slash", "export_log"]
+__all__ = [
+    "Handler",
+    "window_command",
+    "nick",
+    "me",
+    "search",
+    "kick",
+    "admin",
+    "rekey",
+    "loss",
+    "delay",
+    "offline",
+    "online",
+    "stats",
+    "wire",
+    "members",
+    "whois",
+    "gaps",
+    "export",
+    "help_",
+    "quit_",
+    "export_log",
+]
+
+#: ``handler(pane, arg)``. The pane is a ChatPane, which reaches this module through the registry it dispatches
+#: with, so its class cannot be named here without an import circle
+Handler = Callable[[Any, str], None]
 
 
-def run_slash(pane, name: str, arg: str) -> None:
-    """Run ``/name arg`` in ``pane`` (a :class:`~sdschat.ui.widgets.ChatPane`); ``ValueError`` is the
-    one-line usage or input error the pane shows."""
-    app = pane.app
-    if name in slash.WINDOW_COMMANDS:
+def _one_name(name: str, arg: str) -> str:
+    who = arg.strip()
+    if not who or " " in who:
+        raise UsageError(f"usage: /{name} NAME")
+    return who
+
+
+def window_command(name: str) -> Handler:
+    """``/join``, ``/part``, ``/invite``, ``/mute``, ``/unmute``: about the window's channels, so the app runs
+    them (the single-channel apps say they need the window)."""
+
+    def run(pane, arg: str) -> None:
         pane.post_message(pane.WindowCommand(pane, name, arg))
-    elif name == "nick":
-        nick = arg.strip()
-        if not nick or len(nick) > 32 or any(c.isspace() for c in nick):
-            raise ValueError("usage: /nick NAME (1-32 characters, no spaces)")
-        pane.node.set_nick(nick)
-        pane.nick_changed()
-        pane.post_message(pane.NickChanged(pane, pane.node.nick))
-    elif name == "me":
-        if not arg.strip():
-            raise ValueError("usage: /me ACTION")
-        pane.send(arg, kind="me")
-    elif name == "search":
-        app.open_search(pane, arg)
-    elif name in ("kick", "admin"):
-        who = arg.strip()
-        if not who or " " in who:
-            raise ValueError(f"usage: /{name} NAME")
-        pane.node.check_admin()  # refused now, in one line: not an admin, or a name that is nobody here
-        pane.node.member_of(who)
-        pane.membership(pane.node.kick(who) if name == "kick" else pane.node.name_admin(who), name)
-    elif name == "rekey":
-        if arg.strip():
-            raise ValueError("usage: /rekey (no arguments)")
-        pane.membership(pane.node.rekey(), name)
-    elif name == "loss":
-        parts = arg.split()
-        if not 1 <= len(parts) <= 2:
-            raise ValueError("usage: /loss IN [OUT]   e.g. /loss 0.3 or /loss 20% 0")
-        loss_in = slash.parse_probability(parts[0])
-        loss_out = slash.parse_probability(parts[1]) if len(parts) == 2 else loss_in
-        pane.set_impairment(loss_in=loss_in, loss_out=loss_out)
-    elif name == "delay":
-        parts = arg.split()
-        if not 1 <= len(parts) <= 2:
-            raise ValueError("usage: /delay MS [JITTER]")
-        settings = {"delay_ms": slash.parse_ms(parts[0])}
-        if len(parts) == 2:
-            settings["jitter_ms"] = slash.parse_ms(parts[1])
-        pane.set_impairment(**settings)
-    elif name == "offline":
-        pane.set_impairment(offline=True)
-    elif name == "online":
-        pane.set_impairment(offline=False)
-    elif name == "stats":
-        from .screens import StatsScreen
 
-        app.push_screen(StatsScreen(f"{pane.node.nick} · #{pane.channel_name}", pane.node.health()))
-    elif name == "wire":
-        app.action_wire()
-    elif name == "members":
-        from .screens.members import MembersScreen
+    return run
 
-        app.push_screen(MembersScreen(pane.node))
-    elif name == "whois":
-        if not arg:
-            raise ValueError("usage: /whois NAME")
-        from .screens.members import whois_line
 
-        pane.notice(whois_line(pane.node.whois(arg), pane.now_ms()))
-    elif name == "gaps":
-        from .screens.gaps import GapsScreen
+def nick(pane, arg: str) -> None:
+    new = arg.strip()
+    if not new or len(new) > 32 or any(c.isspace() for c in new):
+        raise UsageError("usage: /nick NAME (1-32 characters, no spaces)")
+    pane.node.set_nick(new)
+    pane.nick_changed()
+    pane.post_message(pane.NickChanged(pane, pane.node.nick))
 
-        app.push_screen(GapsScreen(pane.node, tz=pane.tz))
-    elif name == "export":
-        if not arg:
-            raise ValueError("usage: /export PATH")
-        export_log(pane, Path(arg).expanduser())
-    elif name == "help":
-        app.action_help()
-    elif name == "quit":
-        app.exit()
-    else:
-        raise ValueError(f"unknown command /{name} (try /help)")
+
+def me(pane, arg: str) -> None:
+    if not arg.strip():
+        raise UsageError("usage: /me ACTION")
+    pane.send(arg, kind="me")
+
+
+def search(pane, arg: str) -> None:
+    pane.app.open_search(pane, arg)
+
+
+def _membership_check(pane, who: str) -> None:
+    """Refused now, in one line: not an admin, or a name that is nobody here."""
+    pane.node.check_admin()  # the node's refusals are UserErrors: the pane shows them as notices
+    pane.node.member_of(who)
+
+
+def kick(pane, arg: str) -> None:
+    who = _one_name("kick", arg)
+    _membership_check(pane, who)
+    pane.membership(pane.node.kick(who), "kick")
+
+
+def admin(pane, arg: str) -> None:
+    who = _one_name("admin", arg)
+    _membership_check(pane, who)
+    pane.membership(pane.node.name_admin(who), "admin")
+
+
+def rekey(pane, arg: str) -> None:
+    if arg.strip():
+        raise UsageError("usage: /rekey (no arguments)")
+    pane.membership(pane.node.rekey(), "rekey")
+
+
+def loss(pane, arg: str) -> None:
+    parts = arg.split()
+    if not 1 <= len(parts) <= 2:
+        raise UsageError("usage: /loss IN [OUT]   e.g. /loss 0.3 or /loss 20% 0")
+    loss_in = parse_probability(parts[0])
+    loss_out = parse_probability(parts[1]) if len(parts) == 2 else loss_in
+    pane.set_impairment(loss_in=loss_in, loss_out=loss_out)
+
+
+def delay(pane, arg: str) -> None:
+    parts = arg.split()
+    if not 1 <= len(parts) <= 2:
+        raise UsageError("usage: /delay MS [JITTER]")
+    settings = {"delay_ms": parse_ms(parts[0])}
+    if len(parts) == 2:
+        settings["jitter_ms"] = parse_ms(parts[1])
+    pane.set_impairment(**settings)
+
+
+def offline(pane, arg: str) -> None:
+    pane.set_impairment(offline=True)
+
+
+def online(pane, arg: str) -> None:
+    pane.set_impairment(offline=False)
+
+
+def stats(pane, arg: str) -> None:
+    from .screens.stats import StatsScreen
+
+    pane.app.push_screen(StatsScreen(f"{pane.node.nick} · #{pane.channel_name}", pane.node.health()))
+
+
+def wire(pane, arg: str) -> None:
+    pane.app.action_wire()
+
+
+def members(pane, arg: str) -> None:
+    from .screens.members import MembersScreen
+
+    pane.app.push_screen(MembersScreen(pane.node))
+
+
+def whois(pane, arg: str) -> None:
+    if not arg:
+        raise UsageError("usage: /whois NAME")
+    from .screens.members import whois_line
+
+    found = pane.node.whois(arg)
+    pane.notice(whois_line(found, pane.now_ms()))
+
+
+def gaps(pane, arg: str) -> None:
+    from .screens.gaps import GapsScreen
+
+    pane.app.push_screen(GapsScreen(pane.node, tz=pane.tz))
+
+
+def export(pane, arg: str) -> None:
+    if not arg:
+        raise UsageError("usage: /export PATH")
+    export_log(pane, Path(arg).expanduser())
+
+
+def help_(pane, arg: str) -> None:
+    pane.app.action_help()
+
+
+def quit_(pane, arg: str) -> None:
+    pane.app.exit()
 
 
 def export_log(pane, path: Path) -> None:

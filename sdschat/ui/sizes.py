@@ -9,16 +9,30 @@ row). F3 brings the panel back, or hides it, at any width (a class on the screen
 
 from __future__ import annotations
 
-__all__ = ["MIN_WIDTH", "MIN_HEIGHT", "SIDE_PANEL_WIDTH", "HORIZONTAL_BREAKPOINTS", "VERTICAL_BREAKPOINTS",
-           "SIDE_SHOWN", "SIDE_HIDDEN", "too_small", "size_classes"]
+__all__ = [
+    "MIN_WIDTH",
+    "MIN_HEIGHT",
+    "SIDE_PANEL_WIDTH",
+    "HORIZONTAL_BREAKPOINTS",
+    "VERTICAL_BREAKPOINTS",
+    "SIDE_SHOWN",
+    "SIDE_HIDDEN",
+    "too_small",
+    "size_classes",
+]
 
 MIN_WIDTH = 40
 MIN_HEIGHT = 10
 #: from this many columns on, the side panel is shown unless F3 hid it
 SIDE_PANEL_WIDTH = 120
 
-HORIZONTAL_BREAKPOINTS = [(0, "-too-narrow"), (MIN_WIDTH, "-narrow"), (60, "-medium"), (100, "-large"),
-                          (SIDE_PANEL_WIDTH, "-wide")]
+HORIZONTAL_BREAKPOINTS = [
+    (0, "-too-narrow"),
+    (MIN_WIDTH, "-narrow"),
+    (60, "-medium"),
+    (100, "-large"),
+    (SIDE_PANEL_WIDTH, "-wide"),
+]
 VERTICAL_BREAKPOINTS = [(0, "-too-short"), (MIN_HEIGHT, "-tall")]
 
 #: F3's choice, a class of the screen: the side panel shown / hidden whatever the width
@@ -32,5 +46,7 @@ def too_small(width: int, height: int) -> bool:
 
 def size_classes(width: int, height: int) -> list[str]:
     """The classes Textual's breakpoints give a screen of this size (one of each list: the last one reached)."""
-    return [max((b for b in breakpoints if size >= b[0]), default=breakpoints[0])[1]
-            for breakpoints, size in ((HORIZONTAL_BREAKPOINTS, width), (VERTICAL_BREAKPOINTS, height))]
+    return [
+        max((b for b in breakpoints if size >= b[0]), default=breakpoints[0])[1]
+        for breakpoints, size in ((HORIZONTAL_BREAKPOINTS, width), (VERTICAL_BREAKPOINTS, height))
+    ]

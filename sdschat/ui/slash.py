@@ -1,53 +1,122 @@
-"""Slash commands: the table, parsing and completion (no Textual, no node)."""
+"""Slash commands: one registry (name, aliases, usage, help, handler), and its parsing, completion and dispatch.
+
+Every place that knows the commands reads this registry: the pane runs a command through :func:`run`, Tab and
+the hint above the input complete from :func:`matching`, F1 and the command palette list :data:`COMMANDS`. What a
+command does is its handler (:mod:`.pane_commands`); a command exists once it is an entry here.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["SlashCommand", "COMMANDS", "WINDOW_COMMANDS", "parse", "complete", "matching", "parse_probability",
-           "parse_ms"]
+from . import pane_commands as do
+from .pane_commands import Handler
+from .usage import UsageError, parse_ms, parse_probability
+
+__all__ = [
+    "SlashCommand",
+    "SlashRegistry",
+    "REGISTRY",
+    "COMMANDS",
+    "UsageError",
+    "parse",
+    "complete",
+    "matching",
+    "lookup",
+    "run",
+    "help_rows",
+    "parse_probability",
+    "parse_ms",
+]
 
 
 @dataclass(frozen=True)
 class SlashCommand:
     name: str
+    #: what follows the name in its usage line (``NAME``, ``IN [OUT]``); empty for none
     args: str
     help: str
+    #: ``handler(pane, arg)``: runs the command typed in ``pane``
+    handler: Handler
+    #: other names that run it (typed in full; completion offers the name)
+    aliases: tuple[str, ...] = ()
 
     @property
     def usage(self) -> str:
         return f"/{self.name} {self.args}".rstrip()
 
 
-COMMANDS: tuple[SlashCommand, ...] = (
-    SlashCommand("nick", "NAME", "change your nick"),
-    SlashCommand("join", "NAME|TOKEN", "join a channel by invite token, or start a new one called NAME"),
-    SlashCommand("part", "", "leave this channel (its history stays on disk)"),
-    SlashCommand("invite", "", "show this channel's invite token and copy it to the clipboard"),
-    SlashCommand("mute", "", "mentions here: no bell, no desktop notification (still highlighted)"),
-    SlashCommand("unmute", "", "mentions here ring and notify again"),
-    SlashCommand("me", "ACTION", "send an action: * you ACTION"),
-    SlashCommand("kick", "NAME", "remove a member (admins): a new channel key for everyone else"),
-    SlashCommand("rekey", "", "rotate the channel key without removing anyone (admins)"),
-    SlashCommand("admin", "NAME", "make a member an admin too (admins)"),
-    SlashCommand("search", "WORDS", 'find messages (word*, "a phrase", OR, NOT); Enter jumps to one'),
-    SlashCommand("loss", "IN [OUT]", "drop that share of incoming [outgoing] frames (0.2 or 20%)"),
-    SlashCommand("delay", "MS [JITTER]", "hold every frame MS ms (± JITTER ms reorders them)"),
-    SlashCommand("offline", "", "unplug: drop every frame, as if the network were gone"),
-    SlashCommand("online", "", "plug back in (unacknowledged messages go out again)"),
-    SlashCommand("stats", "", "channel health and counters"),
-    SlashCommand("wire", "", "the frames in and out, live (F5)"),
-    SlashCommand("gaps", "", "every gap noticed here and how it closed"),
-    SlashCommand("members", "", "everyone seen here: last heard, acks, repairs, loss from them"),
-    SlashCommand("whois", "NAME", "who that is: fingerprint, first and last heard, admin or not"),
-    SlashCommand("export", "PATH", "write the log you see (.jsonl: JSON lines, else text)"),
-    SlashCommand("help", "", "keys, commands and what the glyphs mean"),
-    SlashCommand("quit", "", "leave"),
+class SlashRegistry:
+    """The commands in the order help lists them, found by name or alias."""
+
+    def __init__(self, commands: Iterable[SlashCommand]) -> None:
+        self.commands = tuple(commands)
+        self._by_name: dict[str, SlashCommand] = {}
+        for c in self.commands:
+            for name in (c.name, *c.aliases):
+                if name in self._by_name:
+                    raise ValueError(f"/{name} is registered twice")
+                self._by_name[name] = c
+
+    def lookup(self, name: str) -> SlashCommand | None:
+        return self._by_name.get(name)
+
+    def matching(self, text: str) -> list[SlashCommand]:
+        """Commands whose name starts with what is typed after the slash (before any space)."""
+        if not text.startswith("/") or " " in text or "\n" in text:
+            return []
+        prefix = text[1:].lower()
+        return [c for c in self.commands if c.name.startswith(prefix)]
+
+    def run(self, pane, name: str, arg: str) -> None:
+        """Run ``/name arg`` in ``pane``; :class:`UsageError` for a name that is no command, and whatever the
+        handler raises (a :class:`~sdschat.node.UserError` is the one-line refusal the pane shows)."""
+        command = self.lookup(name)
+        if command is None:
+            raise UsageError(f"unknown command /{name} (try /help)")
+        command.handler(pane, arg)
+
+
+REGISTRY = SlashRegistry(
+    (
+        SlashCommand("nick", "NAME", "change your nick", do.nick),
+        SlashCommand(
+            "join",
+            "NAME|TOKEN",
+            "join a channel by invite token, or start a new one called NAME",
+            do.window_command("join"),
+        ),
+        SlashCommand("part", "", "leave this channel (its history stays on disk)", do.window_command("part")),
+        SlashCommand(
+            "invite", "", "show this channel's invite token and copy it to the clipboard", do.window_command("invite")
+        ),
+        SlashCommand(
+            "mute", "", "mentions here: no bell, no desktop notification (still highlighted)", do.window_command("mute")
+        ),
+        SlashCommand("unmute", "", "mentions here ring and notify again", do.window_command("unmute")),
+        SlashCommand("me", "ACTION", "send an action: * you ACTION", do.me),
+        SlashCommand("kick", "NAME", "remove a member (admins): a new channel key for everyone else", do.kick),
+        SlashCommand("rekey", "", "rotate the channel key without removing anyone (admins)", do.rekey),
+        SlashCommand("admin", "NAME", "make a member an admin too (admins)", do.admin),
+        SlashCommand("search", "WORDS", 'find messages (word*, "a phrase", OR, NOT); Enter jumps to one', do.search),
+        SlashCommand("loss", "IN [OUT]", "drop that share of incoming [outgoing] frames (0.2 or 20%)", do.loss),
+        SlashCommand("delay", "MS [JITTER]", "hold every frame MS ms (± JITTER ms reorders them)", do.delay),
+        SlashCommand("offline", "", "unplug: drop every frame, as if the network were gone", do.offline),
+        SlashCommand("online", "", "plug back in (unacknowledged messages go out again)", do.online),
+        SlashCommand("stats", "", "channel health and counters", do.stats),
+        SlashCommand("wire", "", "the frames in and out, live (F5)", do.wire),
+        SlashCommand("gaps", "", "every gap noticed here and how it closed", do.gaps),
+        SlashCommand("members", "", "everyone seen here: last heard, acks, repairs, loss from them", do.members),
+        SlashCommand("whois", "NAME", "who that is: fingerprint, first and last heard, admin or not", do.whois),
+        SlashCommand("export", "PATH", "write the log you see (.jsonl: JSON lines, else text)", do.export),
+        SlashCommand("help", "", "keys, commands and what the glyphs mean", do.help_),
+        SlashCommand("quit", "", "leave", do.quit_),
+    )
 )
-_BY_NAME = {c.name: c for c in COMMANDS}
-#: commands about the channels of the window (bare ``sdschat``), handled by the app, not the pane
-WINDOW_COMMANDS = frozenset({"join", "part", "invite", "mute", "unmute"})
+#: every command, in the order help lists them
+COMMANDS: tuple[SlashCommand, ...] = REGISTRY.commands
 
 
 def parse(text: str) -> tuple[str, str] | None:
@@ -60,10 +129,7 @@ def parse(text: str) -> tuple[str, str] | None:
 
 def matching(text: str) -> list[SlashCommand]:
     """Commands whose name starts with what is typed after the slash (before any space)."""
-    if not text.startswith("/") or " " in text or "\n" in text:
-        return []
-    prefix = text[1:].lower()
-    return [c for c in COMMANDS if c.name.startswith(prefix)]
+    return REGISTRY.matching(text)
 
 
 def complete(text: str) -> str | None:
@@ -78,27 +144,19 @@ def complete(text: str) -> str | None:
 
 
 def lookup(name: str) -> SlashCommand | None:
-    return _BY_NAME.get(name)
+    """The command called ``name`` (or that has it as an alias)."""
+    return REGISTRY.lookup(name)
 
 
-def parse_probability(text: str) -> float:
-    """``0.2``, ``.2`` or ``20%`` -> 0.2; ValueError (one line) otherwise."""
-    t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise ValueError(f"not a probability: {text!r} (use 0.2 or 20%)") from None
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"probability out of range: {text} (0..1 or 0%..100%)")
-    return value
+def help_rows() -> list[tuple[str, str]]:
+    """Each command's usage and what it does, in the registry's order (F1 lists them)."""
+    rows = []
+    for c in COMMANDS:
+        also = f" (also {', '.join('/' + a for a in c.aliases)})" if c.aliases else ""
+        rows.append((c.usage, c.help + also))
+    return rows
 
 
-def parse_ms(text: str) -> float:
-    t = text.strip().lower().removesuffix("ms")
-    try:
-        value = float(t)
-    except ValueError:
-        raise ValueError(f"not a number of milliseconds: {text!r}") from None
-    if not 0 <= value < 3_600_000:
-        raise ValueError(f"milliseconds out of range: {text}")
-    return value
+def run(pane, name: str, arg: str) -> None:
+    """Run ``/name arg`` in ``pane`` (a :class:`~sdschat.ui.widgets.ChatPane`) through the registry."""
+    REGISTRY.run(pane, name, arg)

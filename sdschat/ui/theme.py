@@ -42,8 +42,22 @@ STATE_STYLES: dict[str, Style] = {
 
 #: distinguishable on dark and light backgrounds; a sender keeps its colour (hash of its id)
 NICK_PALETTE = (
-    "#e06c75", "#61afef", "#98c379", "#e5c07b", "#c678dd", "#56b6c2", "#d19a66", "#ff79c6",
-    "#5fd7ff", "#afd75f", "#ffd75f", "#8787ff", "#ff8700", "#00d7af", "#d75f87", "#bcbcbc",
+    "#e06c75",
+    "#61afef",
+    "#98c379",
+    "#e5c07b",
+    "#c678dd",
+    "#56b6c2",
+    "#d19a66",
+    "#ff79c6",
+    "#5fd7ff",
+    "#afd75f",
+    "#ffd75f",
+    "#8787ff",
+    "#ff8700",
+    "#00d7af",
+    "#d75f87",
+    "#bcbcbc",
 )
 _nick_styles: dict[str, Style] = {}
 

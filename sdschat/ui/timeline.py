@@ -34,14 +34,24 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from collections.abc import Iterable
 
 from sdschat.node import events as ev
 
 from .mentions import mentions
 
-__all__ = ["Timeline", "MsgItem", "MarkerItem", "NoticeItem", "CatchUpItem", "Item", "QUOTE_TEXT", "QUOTE_MISSING",
-           "QUOTE_LOST"]
+__all__ = [
+    "Timeline",
+    "MsgItem",
+    "MarkerItem",
+    "NoticeItem",
+    "CatchUpItem",
+    "Item",
+    "QUOTE_TEXT",
+    "QUOTE_MISSING",
+    "QUOTE_LOST",
+]
 
 QUOTE_TEXT, QUOTE_MISSING, QUOTE_LOST = "text", "missing", "lost"
 
@@ -68,8 +78,17 @@ class _Base:
 class MsgItem(_Base):
     """One chat message (own or received)."""
 
-    __slots__ = ("msg", "repaired_via", "repaired_by", "highlight_until_ms", "day", "mention", "quote", "selected",
-                 "catch_up")
+    __slots__ = (
+        "msg",
+        "repaired_via",
+        "repaired_by",
+        "highlight_until_ms",
+        "day",
+        "mention",
+        "quote",
+        "selected",
+        "catch_up",
+    )
 
     def __init__(self, msg: ev.ChatMessage, mention: bool = False, catch_up: bool = False) -> None:
         super().__init__((msg.lamport_timestamp, msg.message_id, 1))
@@ -90,7 +109,7 @@ class MsgItem(_Base):
 
 
 class MarkerItem(_Base):
-    """"N messages possibly missing" (pending ids) that turns into "N messages lost"."""
+    """ "N messages possibly missing" (pending ids) that turns into "N messages lost"."""
 
     __slots__ = ("anchor", "pending", "lost", "senders")
 
@@ -123,7 +142,7 @@ class NoticeItem(_Base):
 
 
 class UnreadItem(_Base):
-    """"new since you left": above the first message of others that arrived after the channel was last seen."""
+    """ "new since you left": above the first message of others that arrived after the channel was last seen."""
 
     __slots__ = ("count",)
 
@@ -167,7 +186,7 @@ class Timeline:
         self.keys: list[tuple] = []
         self.by_mid: dict[str, MsgItem] = {}
         self.nicks: dict[str, str] = {}
-        self._owner: dict[str, MarkerItem] = {}  # missing id -> the marker counting it
+        self._owner: dict[str, MarkerItem | CatchUpItem] = {}  # missing id -> the marker (or catch-up) counting it
         self._anchored: dict[str, MarkerItem] = {}  # anchor message id -> its marker
         self._seq = itertools.count()
         self.last_lamport = 0
@@ -181,7 +200,7 @@ class Timeline:
         self.unresolved: set[str] = set()
         self.cursor: MsgItem | None = None
         #: what counts as naming you (:func:`sdschat.ui.mentions.names_pattern`), set by the pane
-        self.highlight = None
+        self.highlight: re.Pattern | None = None
         self.first_moved: int | None = None
         self.updated: set[Item] = set()
         #: wall-clock ms since when this view follows the channel live (0: not yet: nothing is catch-up)
@@ -286,8 +305,8 @@ class Timeline:
         merged.sort(key=lambda it: it.key)  # two sorted runs: one linear merge
         self.items = merged
         self.keys = [it.key for it in merged]
-        for it in merged[len(items) - 1:len(items) + 2]:  # where old meets new: day separators may change
-            it.touch()
+        for near in merged[len(items) - 1 : len(items) + 2]:  # where old meets new: day separators may change
+            near.touch()
         self.first_moved = 0
         self._quote_all(items)
         return len(items)
@@ -397,9 +416,23 @@ class Timeline:
         m = item.msg
         if (m.state, m.possible_acks, m.resends) == (state, possible_acks, resends):
             return item
-        item.msg = ev.ChatMessage(m.message_id, m.sender_id, m.nick, m.text, m.kind, m.sent_at_ms,
-                                  m.lamport_timestamp, m.own, state, possible_acks, resends, m.repaired,
-                                  m.repaired_by, m.received_at_ms, m.reply_to)
+        item.msg = ev.ChatMessage(
+            m.message_id,
+            m.sender_id,
+            m.nick,
+            m.text,
+            m.kind,
+            m.sent_at_ms,
+            m.lamport_timestamp,
+            m.own,
+            state,
+            possible_acks,
+            resends,
+            m.repaired,
+            m.repaired_by,
+            m.received_at_ms,
+            m.reply_to,
+        )
         self._update(item)
         return item
 
@@ -437,10 +470,10 @@ class Timeline:
         fetching = item.catch_up if item is not None else not anchor and self._burst  # history being fetched
         if fetching:
             if new:
-                batch = self._batch()
-                batch.pending.update(new)
-                self._owner.update(dict.fromkeys(new, batch))
-                self._update(batch)
+                fetched = self._batch()
+                fetched.pending.update(new)
+                self._owner.update(dict.fromkeys(new, fetched))
+                self._update(fetched)
             return None
         batch = self.catch_up
         if item is not None and batch is not None and not batch.count:  # what the burst took is a live gap after all
@@ -454,7 +487,8 @@ class Timeline:
         if not new:
             return marker
         created = marker is None
-        if created:
+        if marker is None:
+            key: tuple
             if item is not None:
                 key = (item.key[0], item.key[1], 0, next(self._seq))
             else:  # a gap named by a sync frame: no message waits on it yet; mark it at the bottom
@@ -603,9 +637,14 @@ class Timeline:
         (replacing an earlier one); ``None`` when nothing new is loaded. Membership changes are not news: not
         counted (as in the channel's unread count)."""
         self.clear_unread()
-        new = [it for it in self.items
-               if type(it) is MsgItem and not it.msg.own and it.msg.received_at_ms > since_ms
-               and it.msg.kind not in ev.MEMBERSHIP_KINDS]
+        new = [
+            it
+            for it in self.items
+            if type(it) is MsgItem
+            and not it.msg.own
+            and it.msg.received_at_ms > since_ms
+            and it.msg.kind not in ev.MEMBERSHIP_KINDS
+        ]
         if not new:
             return None
         first = new[0]

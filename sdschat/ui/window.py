@@ -30,8 +30,8 @@ from .layout import clean_text
 from .messages import UiError
 from .screens.invite import InviteScreen
 from .widgets import ChatPane
-from .widgets.message_view import MessageView
 from .widgets.channel_list import ChannelList
+from .widgets.message_view import MessageView
 from .widgets.too_small import TooSmall
 
 __all__ = ["ChannelWindow"]
@@ -68,8 +68,15 @@ class ChannelWindow(BaseChatApp):
 
     def _pane(self, node) -> ChatPane:
         self._ids += 1
-        pane = ChatPane(node, clock=self.clock, tz=self.tz, blink=self.blink, lazy=True,
-                        notify=self.client.notifications, id=f"channel-{self._ids}")
+        pane = ChatPane(
+            node,
+            clock=self.clock,
+            tz=self.tz,
+            blink=self.blink,
+            lazy=True,
+            notify=self.client.notifications,
+            id=f"channel-{self._ids}",
+        )
         pane.muted = self.client.muted(node)
         return pane
 
@@ -79,8 +86,9 @@ class ChannelWindow(BaseChatApp):
         opening = self.client.opening()
         initial = next((p.id for p in panes if p.node is opening), panes[0].id if panes else None)
         with Horizontal(id="window"):
-            yield ChannelList([p.channel_name for p in panes], [self.client.unread(p.node) for p in panes],
-                              id="channel-list")
+            yield ChannelList(
+                [p.channel_name for p in panes], [self.client.unread(p.node) for p in panes], id="channel-list"
+            )
             with ContentSwitcher(initial=initial, id="channel-panes"):
                 yield from panes
         yield Footer()
@@ -108,8 +116,7 @@ class ChannelWindow(BaseChatApp):
         if panes:  # where the window was left
             opening = self.client.opening()
             self.select(next((i for i, p in enumerate(panes) if p.node is opening), 0))
-        self.run_worker(self.client.start_others(self._started, self._not_started), group="start",
-                        exit_on_error=False)
+        self.run_worker(self.client.start_others(self._started, self._not_started), group="start", exit_on_error=False)
 
     def _started(self, node) -> None:
         """A channel that was still starting when the window opened: its row and pane join the others."""
@@ -159,8 +166,7 @@ class ChannelWindow(BaseChatApp):
         if jump is not None:
             self.run_worker(pane.jump_to(*jump), group="load", exit_on_error=False)
         else:
-            self.run_worker(pane.open_at_unread(since if unread else None, unread), group="load",
-                            exit_on_error=False)
+            self.run_worker(pane.open_at_unread(since if unread else None, unread), group="load", exit_on_error=False)
         pane.refresh_panel()
         pane.show_status()
 
@@ -197,8 +203,9 @@ class ChannelWindow(BaseChatApp):
         if message.new and message.pane is self.active_pane() and message.pane.view.at_bottom:
             self.client.read(message.pane.node)  # read as it arrives
         if message.pane in panes:
-            self.channel_list.activity(panes.index(message.pane), message.new, message.pane.connection,
-                                       message.mentions)
+            self.channel_list.activity(
+                panes.index(message.pane), message.new, message.pane.connection, message.mentions
+            )
 
     def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
         self.client.set_nick(message.nick)
@@ -230,8 +237,10 @@ class ChannelWindow(BaseChatApp):
                 pane.notice(f"/{name}: {exc}", error=True)
                 return
             pane.muted = muted
-            pane.notice(f"#{pane.channel_name}: mentions " + ("still highlighted and counted, but silent"
-                                                               if muted else "ring and notify again"))
+            pane.notice(
+                f"#{pane.channel_name}: mentions "
+                + ("still highlighted and counted, but silent" if muted else "ring and notify again")
+            )
         elif name == "invite":
             try:
                 token = self.client.invite(pane.node)
@@ -239,8 +248,10 @@ class ChannelWindow(BaseChatApp):
                 pane.notice(f"/invite: {exc}", error=True)
                 return
             self.copy_to_clipboard(token)
-            pane.notice(f"invite to #{pane.channel_name} copied to the clipboard (a secret: it is the channel's "
-                        f"key; /invite shows it again)")
+            pane.notice(
+                f"invite to #{pane.channel_name} copied to the clipboard (a secret: it is the channel's "
+                f"key; /invite shows it again)"
+            )
             self.push_screen(InviteScreen(pane.channel_name, token))
 
     async def _join(self, pane: ChatPane, text: str) -> None:
@@ -267,5 +278,5 @@ class ChannelWindow(BaseChatApp):
             return
         await pane.remove()
         self._panes = None
-        self.channel_list.remove(index)
+        self.channel_list.remove_row(index)
         self.select(max(0, index - 1))

@@ -96,9 +96,30 @@ def template(broker, tmp_path_factory) -> Template:
     home = tmp_path_factory.mktemp("damaged-db-template") / "alice"
     for argv in (["init", "--name", "alice", "--broker", broker.url, "--home", home], ["new", "team", "--home", home]):
         subprocess.run([*SDSCHAT, *map(str, argv)], check=True, capture_output=True, env=ENV, timeout=60)
-    p = subprocess.run([*SDSCHAT, "bot", "--channel", "team", "--home", str(home), "--count", "3", "--interval", "0",
-                        "--linger", "0", "--max-runtime", "1", "--quiet"], capture_output=True, text=True, env=ENV,
-                       timeout=60, check=False)
+    p = subprocess.run(
+        [
+            *SDSCHAT,
+            "bot",
+            "--channel",
+            "team",
+            "--home",
+            str(home),
+            "--count",
+            "3",
+            "--interval",
+            "0",
+            "--linger",
+            "0",
+            "--max-runtime",
+            "1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode in (0, 3), p.stderr  # alone, nobody acknowledges: it gives up after 1 s (3)
     t = Template(home, broker.url)
     assert t.messages >= 4  # its join and three lines
@@ -119,6 +140,7 @@ def _truncate(size):
     def damage(db: Path, t: Template) -> None:
         with open(db, "r+b") as f:
             f.truncate(size(db.stat().st_size, t.page))
+
     return damage
 
 
@@ -128,6 +150,7 @@ def _flip_at(find):
         at, mask = find(data, t)
         data[at] ^= mask
         db.write_bytes(bytes(data))
+
     return damage
 
 
@@ -135,8 +158,9 @@ def _zero_page(table: str):
     def damage(db: Path, t: Template) -> None:
         data = bytearray(db.read_bytes())
         start = (t.roots[table] - 1) * t.page
-        data[start:start + t.page] = bytes(t.page)
+        data[start : start + t.page] = bytes(t.page)
         db.write_bytes(bytes(data))
+
     return damage
 
 
@@ -149,12 +173,14 @@ def _in_schema(text: bytes, offset: int, mask: int):
         at = data.find(text)
         assert at > 0, text
         return at + offset, mask
+
     return find
 
 
 def _page_header(table: str):
     def find(data: bytearray, t: Template) -> tuple[int, int]:
         return (t.roots[table] - 1) * t.page, 0xFF  # the b-tree page's type byte: no type SQLite knows
+
     return find
 
 
@@ -182,8 +208,10 @@ def _sql_damage(*statements: str, loosen: bool = False):
             original = con.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()[0]
             if loosen:
                 con.execute("PRAGMA writable_schema = ON")
-                con.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'messages'",
-                            (re.sub(r"(content\s+BLOB|state\s+TEXT) NOT NULL", r"\1", original),))
+                con.execute(
+                    "UPDATE sqlite_master SET sql = ? WHERE name = 'messages'",
+                    (re.sub(r"(content\s+BLOB|state\s+TEXT) NOT NULL", r"\1", original),),
+                )
                 con.commit()
                 con.close()
                 con = sqlite3.connect(db)
@@ -209,8 +237,10 @@ ROW_DAMAGES = {
     "id_not_hex": _sql_damage(f"UPDATE messages SET message_id = 'zz' || substr(message_id, 3) WHERE rowid = {NEWEST}"),
     "null_row": _sql_damage(f"UPDATE messages SET content = NULL, state = NULL WHERE rowid = {NEWEST}", loosen=True),
     # the tester's row: a payload whose nick, text and kind are all null (export printed them as nulls)
-    "null_payload": _sql_damage("UPDATE messages SET content = CAST('{\"v\":1,\"k\":null,\"nick\":null,"
-                                f"\"text\":null}}' AS BLOB) WHERE rowid = {NEWEST}"),
+    "null_payload": _sql_damage(
+        'UPDATE messages SET content = CAST(\'{"v":1,"k":null,"nick":null,'
+        f'"text":null}}\' AS BLOB) WHERE rowid = {NEWEST}'
+    ),
 }
 
 
@@ -221,11 +251,44 @@ COMMANDS = {
     "export": lambda h, db, t: ["export", "--channel", "team", "--home", h],
     "export_db": lambda h, db, t: ["export", "--db", db],
     "export_db_events": lambda h, db, t: ["export", "--db", db, "--events"],
-    "bot": lambda h, db, t: ["bot", "--channel", "team", "--home", h, "--count", "1", "--interval", "0", "--linger",
-                             "0", "--max-runtime", "5", "--quiet"],
-    "bot_key_file": lambda h, db, t: ["bot", "--name", "alice", "--key-file", t.key, "--channel", "team", "--db", db,
-                                      "--broker", t.url, "--count", "1", "--interval", "0", "--linger", "0",
-                                      "--max-runtime", "5", "--quiet"],
+    "bot": lambda h, db, t: [
+        "bot",
+        "--channel",
+        "team",
+        "--home",
+        h,
+        "--count",
+        "1",
+        "--interval",
+        "0",
+        "--linger",
+        "0",
+        "--max-runtime",
+        "5",
+        "--quiet",
+    ],
+    "bot_key_file": lambda h, db, t: [
+        "bot",
+        "--name",
+        "alice",
+        "--key-file",
+        t.key,
+        "--channel",
+        "team",
+        "--db",
+        db,
+        "--broker",
+        t.url,
+        "--count",
+        "1",
+        "--interval",
+        "0",
+        "--linger",
+        "0",
+        "--max-runtime",
+        "5",
+        "--quiet",
+    ],
     "search": lambda h, db, t: ["search", "--home", h, "alice"],
     "inspect": lambda h, db, t: ["inspect", "--gaps", "--channel", "team", "--home", h],
     "channels": lambda h, db, t: ["channels", "--home", h],
@@ -245,12 +308,18 @@ ROW_READERS = ("export", "export_db", "bot", "bot_key_file", "kick", "chat")
 def _run(argv: list[str], tty: bool, timeout: float = 60) -> tuple[int | None, str]:
     """The command's exit code (None: still running at ``timeout``, then killed) and its stderr."""
     if not tty:
-        p = subprocess.run([*SDSCHAT, *argv], capture_output=True, text=True, env=ENV, timeout=timeout,
-                           stdin=subprocess.DEVNULL, check=False)
+        p = subprocess.run(
+            [*SDSCHAT, *argv],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
         return p.returncode, p.stderr
     master, slave = os.openpty()
-    p = subprocess.Popen([*SDSCHAT, *argv], stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=ENV,
-                         close_fds=True)
+    p = subprocess.Popen([*SDSCHAT, *argv], stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=ENV, close_fds=True)
     os.close(slave)
 
     def drain():  # an app that started would block on a full terminal
@@ -276,8 +345,9 @@ def _run(argv: list[str], tty: bool, timeout: float = 60) -> tuple[int | None, s
 class Outcome:
     """One command against one damaged copy, and what it must not have done."""
 
-    def __init__(self, command: str, damage: str, code: int | None, err: str, db: Path, changed: bool,
-                 new_files: list[str]) -> None:
+    def __init__(
+        self, command: str, damage: str, code: int | None, err: str, db: Path, changed: bool, new_files: list[str]
+    ) -> None:
         self.command, self.damage, self.code, self.err, self.db = command, damage, code, err, db
         self.changed, self.new_files = changed, new_files
         self.lines = [line for line in err.splitlines() if line.strip()]
@@ -362,8 +432,7 @@ def test_a_damaged_row_is_one_line_when_read(template, listener, tmp_path, comma
 
 
 @pytest.mark.parametrize("size", [0, 1])
-def test_a_truncated_database_never_becomes_a_new_channel_when_the_bot_runs_twice(template, listener, tmp_path,
-                                                                                  size):
+def test_a_truncated_database_never_becomes_a_new_channel_when_the_bot_runs_twice(template, listener, tmp_path, size):
     """The tester's case: a bot on a channel database cut to 0 or 1 byte published a fresh join and its
     messages. Now it refuses, and refuses again the second time (nothing was initialised the first)."""
     home = tmp_path / "home"
@@ -374,9 +443,10 @@ def test_a_truncated_database_never_becomes_a_new_channel_when_the_bot_runs_twic
     for _ in range(2):
         code, err = _run(COMMANDS["bot"](home, db, template), tty=False)
         assert code == 2 and "Traceback" not in err, err
-        assert err.strip().splitlines() == [f"sdschat: database {db} is damaged: the file is "
-                                            + ("empty (0 bytes)" if size == 0 else
-                                               "cut short (1 byte, less than a database header)")]
+        assert err.strip().splitlines() == [
+            f"sdschat: database {db} is damaged: the file is "
+            + ("empty (0 bytes)" if size == 0 else "cut short (1 byte, less than a database header)")
+        ]
         assert db.stat().st_size == size
     assert listener.count == 0
 
@@ -406,9 +476,11 @@ def test_every_command_against_every_damage_slow(template, listener, tmp_path):
             assert o.new_files == [], o
     assert listener.count == 0 or any(o.code in (0, 3) for o in flips)
     refused = sum(o.clean_refusal for o in flips)
-    print(f"{len(open_runs)} open damages ({len(COMMANDS)} commands x {len(OPEN_DAMAGES)}), {len(row_runs)} row "
-          f"damages ({len(ROW_READERS)} commands x {len(ROW_DAMAGES)}), all refused in one line; {len(flips)} random "
-          f"flips ({refused} refused in one line naming the file, the rest unseen); tracebacks 0, silent acceptances 0")
+    print(
+        f"{len(open_runs)} open damages ({len(COMMANDS)} commands x {len(OPEN_DAMAGES)}), {len(row_runs)} row "
+        f"damages ({len(ROW_READERS)} commands x {len(ROW_DAMAGES)}), all refused in one line; {len(flips)} random "
+        f"flips ({refused} refused in one line naming the file, the rest unseen); tracebacks 0, silent acceptances 0"
+    )
 
 
 @pytest.mark.parametrize("size", [0, 1, None])
@@ -424,10 +496,17 @@ def test_join_with_a_damaged_database_to_import_refuses_it_before_copying(templa
         else:
             f.truncate(size)
     home = tmp_path / "bob"
-    subprocess.run([*SDSCHAT, "init", "--name", "bob", "--broker", template.url, "--home", str(home)], check=True,
-                   capture_output=True, env=ENV, timeout=60)
+    subprocess.run(
+        [*SDSCHAT, "init", "--name", "bob", "--broker", template.url, "--home", str(home)],
+        check=True,
+        capture_output=True,
+        env=ENV,
+        timeout=60,
+    )
     before = sorted(p.relative_to(home) for p in home.rglob("*"))
-    code, err = _run(["join", "--key-file", str(template.key), "--channel", "team", "--db", str(source),
-                      "--home", str(home)], tty=False)
+    code, err = _run(
+        ["join", "--key-file", str(template.key), "--channel", "team", "--db", str(source), "--home", str(home)],
+        tty=False,
+    )
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and str(source) in err, err
     assert sorted(p.relative_to(home) for p in home.rglob("*")) == before  # nothing copied, no channel added

@@ -19,17 +19,19 @@ WITHOUT_PIPELINE = (
 
 
 def run_without_pipeline(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WITHOUT_PIPELINE, *argv], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-c", WITHOUT_PIPELINE, *argv], capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("argv", [
-    ["simulate", "--participants", "4", "--messages", "1", "--out", "{tmp}/sim"],
-    ["simulate", "--latency-ms", "1:2", "--out", "{tmp}/sim"],
-    ["report", "{tmp}/nothing", "--out", "{tmp}/rep"],
-    ["sweep", "--grid", "{tmp}/grid.toml", "--out", "{tmp}/sw"],
-    ["export", "--db", "{tmp}/x.db", "--format", "parquet", "--out", "{tmp}/x.parquet"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--participants", "4", "--messages", "1", "--out", "{tmp}/sim"],
+        ["simulate", "--latency-ms", "1:2", "--out", "{tmp}/sim"],
+        ["report", "{tmp}/nothing", "--out", "{tmp}/rep"],
+        ["sweep", "--grid", "{tmp}/grid.toml", "--out", "{tmp}/sw"],
+        ["export", "--db", "{tmp}/x.db", "--format", "parquet", "--out", "{tmp}/x.parquet"],
+    ],
+)
 def test_pipeline_commands_name_the_extra_in_one_line(tmp_path, argv) -> None:
     (tmp_path / "x.db").write_bytes(b"")
     result = run_without_pipeline(*[a.format(tmp=tmp_path) for a in argv])

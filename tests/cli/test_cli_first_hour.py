@@ -19,8 +19,15 @@ ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
 def sdschat(*argv) -> subprocess.CompletedProcess:
-    return subprocess.run([*SDSCHAT, *map(str, argv)], capture_output=True, text=True, env=ENV, timeout=60,
-                          stdin=subprocess.DEVNULL, check=False)
+    return subprocess.run(
+        [*SDSCHAT, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,21 +42,39 @@ def home(tmp_path_factory):
         assert sdschat("new", "team", "--home", home).returncode == 0
         for text, count in (("make -deploy {i}", 3), ("lunch {i}", 2)):
             # alone, nobody acknowledges: the bot gives up waiting (exit 3); its messages are stored
-            p = sdschat("bot", "--channel", "team", "--count", count, "--interval", 0, "--max-runtime", 1, "--quiet",
-                        "--text", text, "--home", home)
+            p = sdschat(
+                "bot",
+                "--channel",
+                "team",
+                "--count",
+                count,
+                "--interval",
+                0,
+                "--max-runtime",
+                1,
+                "--quiet",
+                "--text",
+                text,
+                "--home",
+                home,
+            )
             assert p.returncode == 3, p.stderr
         yield home
     finally:
         broker.close()
 
 
-@pytest.mark.parametrize("argv", [
-    ["-deploy"],
-    ["--", "-deploy"],
-    ["-deploy", "--channel", "team"],
-    ["--channel", "team", "-deploy", "--limit", "10"],
-    ["--lim", "10", "-deploy"],  # an abbreviated option is still the option
-], ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-deploy"],
+        ["--", "-deploy"],
+        ["-deploy", "--channel", "team"],
+        ["--channel", "team", "-deploy", "--limit", "10"],
+        ["--lim", "10", "-deploy"],  # an abbreviated option is still the option
+    ],
+    ids=lambda a: " ".join(a),
+)
 def test_search_takes_a_word_that_starts_with_a_dash(home, argv):
     p = sdschat("search", "--home", home, *argv)
     lines = p.stdout.splitlines()

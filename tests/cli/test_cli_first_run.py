@@ -103,8 +103,13 @@ def test_first_run_asks_for_a_name_welcomes_and_creates_no_channel(tmp_path) -> 
     assert list(Profile.load(resolve_paths(home)).channels) == []
 
     # a channel of the person's choosing: now the window opens on it
-    made = subprocess.run([sys.executable, "-m", "sdschat", "new", "lobby", "--home", str(home)], capture_output=True,
-                          text=True, check=False, stdin=subprocess.DEVNULL)
+    made = subprocess.run(
+        [sys.executable, "-m", "sdschat", "new", "lobby", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     assert made.returncode == 0 and made.stdout == "lobby\n", made.stderr
     assert _window_until_ctrl_q(home) == 0
     profile = Profile.load(resolve_paths(home))
@@ -143,8 +148,12 @@ def test_first_run_with_an_empty_home_is_one_line_and_writes_nothing(tmp_path) -
     platform's): refused before anything is asked or written."""
     user = tmp_path / "user"  # the platform's folders live under $HOME
     user.mkdir()
-    env = {**os.environ, "HOME": str(user), "XDG_CONFIG_HOME": str(user / ".config"),
-           "XDG_DATA_HOME": str(user / ".local")}
+    env = {
+        **os.environ,
+        "HOME": str(user),
+        "XDG_CONFIG_HOME": str(user / ".config"),
+        "XDG_DATA_HOME": str(user / ".local"),
+    }
     env.pop("SDSCHAT_HOME", None)
     for argv, extra in ((["--home", ""], {}), ([], {"SDSCHAT_HOME": ""}), ([], {"SDSCHAT_HOME": "  "})):
         code, seen = _on_a_pty(argv, {**env, **extra}, tmp_path)

@@ -34,8 +34,10 @@ def one_line_refusal(capsys, *argv) -> str:
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
     """Every file and folder under ``root``: its mode and, for a file, its bytes."""
-    return {str(p.relative_to(root)): (stat.S_IMODE(p.stat().st_mode), p.read_bytes() if p.is_file() else None)
-            for p in [root, *root.rglob("*")]}
+    return {
+        str(p.relative_to(root)): (stat.S_IMODE(p.stat().st_mode), p.read_bytes() if p.is_file() else None)
+        for p in [root, *root.rglob("*")]
+    }
 
 
 def forged(name: str, broker: str = "", epoch: int = 0) -> str:
@@ -53,11 +55,17 @@ def test_a_token_with_a_bad_field_is_one_line_and_nothing_is_saved(tmp_path, cap
     assert sdschat(capsys, "init", "--name", "bob", "--home", home)[0] == 0
     before = snapshot(home)
     assert decode_invite(forged("team", "http://x"))  # well-formed: only the fields are wrong
-    for token, what in ((forged("team", "http://x"), "scheme"), (forged("team", "file:///etc/passwd"), "scheme"),
-                        (forged("team", "mqtt://"), "host"), (forged("team", "mqtt://h:0"), "port"),
-                        (forged("team", "mqtt://h?ca=/etc/ca.pem"), "mqtts"),
-                        (forged("team", epoch=2**32 - 1), "epoch"), (forged("team", epoch=2**31), "epoch"),
-                        (forged(" team"), "channel name"), (forged("x" * 41), "channel name")):
+    for token, what in (
+        (forged("team", "http://x"), "scheme"),
+        (forged("team", "file:///etc/passwd"), "scheme"),
+        (forged("team", "mqtt://"), "host"),
+        (forged("team", "mqtt://h:0"), "port"),
+        (forged("team", "mqtt://h?ca=/etc/ca.pem"), "mqtts"),
+        (forged("team", epoch=2**32 - 1), "epoch"),
+        (forged("team", epoch=2**31), "epoch"),
+        (forged(" team"), "channel name"),
+        (forged("x" * 41), "channel name"),
+    ):
         err = one_line_refusal(capsys, "join", token, "--home", home)
         assert what in err, err
         assert snapshot(home) == before
@@ -70,25 +78,41 @@ def test_a_token_with_a_bad_field_is_one_line_and_nothing_is_saved(tmp_path, cap
 
 def test_empty_broker_and_home_are_refused_in_one_line(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for argv in (("init", "--name", "me", "--broker", "", "--home", tmp_path / "me"),
-                 ("init", "--name", "me", "--broker", " ", "--home", tmp_path / "me"),
-                 ("init", "--name", "me", "--home", ""),
-                 ("--home", "", "init", "--name", "me"),
-                 ("channels", "--home", " "),
-                 ("bot", "--channel", "team", "--broker", "", "--home", tmp_path / "me")):
+    for argv in (
+        ("init", "--name", "me", "--broker", "", "--home", tmp_path / "me"),
+        ("init", "--name", "me", "--broker", " ", "--home", tmp_path / "me"),
+        ("init", "--name", "me", "--home", ""),
+        ("--home", "", "init", "--name", "me"),
+        ("channels", "--home", " "),
+        ("bot", "--channel", "team", "--broker", "", "--home", tmp_path / "me"),
+    ):
         err = one_line_refusal(capsys, *argv)
         assert "empty" in err, err
     assert list(tmp_path.iterdir()) == []  # no profile.toml in the current folder, nor anywhere
     env = {**os.environ, "SDSCHAT_HOME": ""}
     for argv in (("init", "--name", "me"), ("channels",), ("invite", "team")):
-        p = subprocess.run([sys.executable, "-m", "sdschat", *argv], capture_output=True, text=True, env=env,
-                           cwd=tmp_path, timeout=60, check=False)
+        p = subprocess.run(
+            [sys.executable, "-m", "sdschat", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
         assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, (argv, p.stderr)
         assert "SDSCHAT_HOME is set but empty" in p.stderr
     assert list(tmp_path.iterdir()) == []
     # --home wins over an empty SDSCHAT_HOME
-    p = subprocess.run([sys.executable, "-m", "sdschat", "init", "--name", "me", "--home", "me"], capture_output=True,
-                       text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "sdschat", "init", "--name", "me", "--home", "me"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 0 and (tmp_path / "me" / "profile.toml").exists(), p.stderr
 
 
@@ -99,16 +123,19 @@ def test_ca_files_are_the_joiners_own_checked_and_kept_in_the_profile(tmp_path, 
     unreadable.write_text("x")
     unreadable.chmod(0)
     alice, bob = tmp_path / "alice", tmp_path / "bob"
-    for argv, what in ((("--broker", "mqtts://h:8883", "--ca", tmp_path / "missing.pem"), "missing.pem"),
-                       (("--broker", "mqtts://h:8883", "--ca", tmp_path), "folder"),
-                       (("--broker", "mqtts://h:8883", "--ca", ""), "empty"),
-                       (("--broker", "mqtt://h:1883", "--ca", ca), "mqtts"),
-                       (("--ca", ca), "--broker")):
+    for argv, what in (
+        (("--broker", "mqtts://h:8883", "--ca", tmp_path / "missing.pem"), "missing.pem"),
+        (("--broker", "mqtts://h:8883", "--ca", tmp_path), "folder"),
+        (("--broker", "mqtts://h:8883", "--ca", ""), "empty"),
+        (("--broker", "mqtt://h:1883", "--ca", ca), "mqtts"),
+        (("--ca", ca), "--broker"),
+    ):
         err = one_line_refusal(capsys, "init", "--name", "alice", *argv, "--home", alice)
         assert what in err, err
     if os.geteuid() != 0:  # root reads any file
-        assert "locked.pem" in one_line_refusal(capsys, "init", "--name", "alice", "--broker", "mqtts://h",
-                                                "--ca", unreadable, "--home", alice)
+        assert "locked.pem" in one_line_refusal(
+            capsys, "init", "--name", "alice", "--broker", "mqtts://h", "--ca", unreadable, "--home", alice
+        )
     assert not alice.exists()
 
     url = "mqtts://alice:s3cret@chat.example:8883"
@@ -126,11 +153,29 @@ def test_ca_files_are_the_joiners_own_checked_and_kept_in_the_profile(tmp_path, 
     assert decode_invite(loaded).broker == f"{url}?ca={ca}"
     ca.rename(tmp_path / "moved.pem")
     assert "cannot be read here" in one_line_refusal(capsys, "join", loaded.strip(), "--home", bob)
-    assert "mqtts" in one_line_refusal(capsys, "join", token.strip(), "--broker", "mqtt://bob:pw@chat.example",
-                                       "--ca", tmp_path / "moved.pem", "--home", bob)
+    assert "mqtts" in one_line_refusal(
+        capsys,
+        "join",
+        token.strip(),
+        "--broker",
+        "mqtt://bob:pw@chat.example",
+        "--ca",
+        tmp_path / "moved.pem",
+        "--home",
+        bob,
+    )
     assert snapshot(bob) == before
-    code, out, _ = sdschat(capsys, "join", token.strip(), "--broker", "mqtts://bob:pw@chat.example:8883", "--ca",
-                           tmp_path / "moved.pem", "--home", bob)
+    code, out, _ = sdschat(
+        capsys,
+        "join",
+        token.strip(),
+        "--broker",
+        "mqtts://bob:pw@chat.example:8883",
+        "--ca",
+        tmp_path / "moved.pem",
+        "--home",
+        bob,
+    )
     assert (code, out) == (0, "team\n")
     assert Profile.load(resolve_paths(bob)).broker == f"mqtts://bob:pw@chat.example:8883?ca={tmp_path / 'moved.pem'}"
 
@@ -155,7 +200,8 @@ def test_invite_leaves_out_the_login_unless_asked_and_then_warns(tmp_path, capsy
     assert code == 0 and decode_invite(token).broker == "mqtt://h:1883" and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("argv", [("join", "--broker", "http://x", "sdschat:AAAA"),
-                                  ("bot", "--broker", "file:///etc/passwd")])
+@pytest.mark.parametrize(
+    "argv", [("join", "--broker", "http://x", "sdschat:AAAA"), ("bot", "--broker", "file:///etc/passwd")]
+)
 def test_a_bad_broker_option_is_one_line(tmp_path, capsys, argv) -> None:
     assert "scheme" in one_line_refusal(capsys, *argv, "--home", tmp_path / "x")

@@ -55,11 +55,36 @@ def team(capsys, broker, tmp_path: Path, names, joiners) -> tuple[dict[str, Path
 
 def bots(*homes_and_counts, linger: float = 1.5, tag: str = "says") -> list[subprocess.CompletedProcess]:
     """Run one ``sdschat bot`` per (home, count) at once, as processes, until each has settled."""
-    procs = [subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home", str(home),
-                               "--count", str(count), "--interval", "0.2", "--linger", str(linger), *FAST,
-                               "--max-runtime", "40", "--quiet", "--text", f"{Path(home).name} {tag} {{i}}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-             for home, count in homes_and_counts]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sdschat",
+                "bot",
+                "--channel",
+                "team",
+                "--home",
+                str(home),
+                "--count",
+                str(count),
+                "--interval",
+                "0.2",
+                "--linger",
+                str(linger),
+                *FAST,
+                "--max-runtime",
+                "40",
+                "--quiet",
+                "--text",
+                f"{Path(home).name} {tag} {{i}}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
+        for home, count in homes_and_counts
+    ]
     return [subprocess.CompletedProcess(p.args, p.wait(90), *p.communicate()) for p in procs]
 
 
@@ -92,8 +117,25 @@ def test_kick_then_invite_with_the_new_key(members_broker, tmp_path, capsys) -> 
     code, _, err = cli(capsys, "kick", "team", "zed", "--home", homes["alice"], "--wait", "0")
     assert code == 2 and err.count("\n") == 1 and "no member called 'zed'" in err
 
-    bob_online = subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home",
-                                   str(homes["bob"]), "--count", "0", "--linger", "6", "--max-runtime", "30", "--quiet"])
+    bob_online = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "bot",
+            "--channel",
+            "team",
+            "--home",
+            str(homes["bob"]),
+            "--count",
+            "0",
+            "--linger",
+            "6",
+            "--max-runtime",
+            "30",
+            "--quiet",
+        ]
+    )
     try:
         code, out, err = cli(capsys, "kick", "team", "carol", "--home", homes["alice"], "--wait", "5")
     finally:
@@ -108,8 +150,9 @@ def test_kick_then_invite_with_the_new_key(members_broker, tmp_path, capsys) -> 
     assert cli(capsys, "join", token2.strip(), "--home", homes["dave"])[0] == 0
 
     # bob and dave (who joined with the new key) talk; alice and carol run too
-    runs = bots((homes["alice"], 0), (homes["bob"], 2), (homes["dave"], 2), (homes["carol"], 1), linger=2.5,
-                tag="after")
+    runs = bots(
+        (homes["alice"], 0), (homes["bob"], 2), (homes["dave"], 2), (homes["carol"], 1), linger=2.5, tag="after"
+    )
     assert [r.returncode for r in runs[:3]] == [0, 0, 0], [r.stderr for r in runs]
     carol = membership(homes["carol"])
     assert known and any(p in carol["removed"] for p in known)  # she knows she was removed
@@ -130,8 +173,26 @@ def test_kick_then_invite_with_the_new_key(members_broker, tmp_path, capsys) -> 
 
 def online(home: Path, linger: float = 6) -> subprocess.Popen:
     """A member's bot, up for ``linger`` seconds and saying nothing: there to take a membership change."""
-    return subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home", str(home),
-                             "--count", "0", "--linger", str(linger), "--max-runtime", "30", "--quiet", *FAST])
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "bot",
+            "--channel",
+            "team",
+            "--home",
+            str(home),
+            "--count",
+            "0",
+            "--linger",
+            str(linger),
+            "--max-runtime",
+            "30",
+            "--quiet",
+            *FAST,
+        ]
+    )
 
 
 def test_admin_names_a_member_whose_rekey_the_others_then_accept(members_broker, tmp_path, capsys) -> None:
@@ -179,13 +240,31 @@ def test_an_invite_made_before_a_kick_lets_nobody_back_in(members_broker, tmp_pa
     """The commands as a person runs them: eve joins with the token alice handed out before she kicked mallory.
     Her bot is refused by alice's and bob's, is never handed the new key, and ends saying she is locked out
     (exit 4), not "lost 0"; the removed mallory cannot make an invite."""
-    homes, old_token = team(capsys, members_broker, tmp_path, ("alice", "bob", "mallory", "eve"),
-                            joiners=("bob", "mallory"))
+    homes, old_token = team(
+        capsys, members_broker, tmp_path, ("alice", "bob", "mallory", "eve"), joiners=("bob", "mallory")
+    )
     runs = bots((homes["alice"], 1), (homes["bob"], 1), (homes["mallory"], 1), linger=3)
     assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]
     assert len(membership(homes["alice"])["members"]) == 3
-    bob_online = subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home",
-                                   str(homes["bob"]), "--count", "0", "--linger", "6", "--max-runtime", "30", "--quiet"])
+    bob_online = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "bot",
+            "--channel",
+            "team",
+            "--home",
+            str(homes["bob"]),
+            "--count",
+            "0",
+            "--linger",
+            "6",
+            "--max-runtime",
+            "30",
+            "--quiet",
+        ]
+    )
     try:
         code, out, _ = cli(capsys, "kick", "team", "mallory", "--home", homes["alice"], "--wait", "5")
     finally:
@@ -222,9 +301,25 @@ def test_part_tells_the_others_and_quiet_does_not(members_broker, tmp_path, caps
         with sqlite3.connect(db) as conn:
             return [json.loads(c).get("k") for (c,) in conn.execute("SELECT content FROM messages")]
 
-    alice_online = subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home",
-                                     str(homes["alice"]), "--count", "0", "--linger", "5", "--max-runtime", "30",
-                                     "--quiet"])
+    alice_online = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "bot",
+            "--channel",
+            "team",
+            "--home",
+            str(homes["alice"]),
+            "--count",
+            "0",
+            "--linger",
+            "5",
+            "--max-runtime",
+            "30",
+            "--quiet",
+        ]
+    )
     try:
         time.sleep(2)  # alice is up
         code, out, err = cli(capsys, "part", "team", "--home", homes["bob"])

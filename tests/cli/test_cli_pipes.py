@@ -31,8 +31,15 @@ PIPE_BUFFER = 65536
 
 
 def sdschat(*argv, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    p = subprocess.run([*SDSCHAT, *map(str, argv)], capture_output=True, text=True, env=ENV, timeout=timeout,
-                       stdin=subprocess.DEVNULL, check=False)
+    p = subprocess.run(
+        [*SDSCHAT, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     if check:
         assert p.returncode == 0, (argv, p.returncode, p.stderr)
     return p
@@ -44,8 +51,15 @@ def closed_pipe(argv: list, *, errors_too: bool = False, timeout: float = 60) ->
     r, w = os.pipe()
     os.close(r)  # the reader left before the first write
     try:
-        p = subprocess.run([*SDSCHAT, *map(str, argv)], stdout=w, stderr=w if errors_too else subprocess.PIPE,
-                           stdin=subprocess.DEVNULL, env=ENV, timeout=timeout, check=False)
+        p = subprocess.run(
+            [*SDSCHAT, *map(str, argv)],
+            stdout=w,
+            stderr=w if errors_too else subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=ENV,
+            timeout=timeout,
+            check=False,
+        )
     finally:
         os.close(w)
     return p.returncode, (p.stderr or b"").decode(errors="replace")
@@ -53,8 +67,9 @@ def closed_pipe(argv: list, *, errors_too: bool = False, timeout: float = 60) ->
 
 def reader_leaves(argv: list, keep: int = 1) -> tuple[int, bytes, str]:
     """``sdschat ARGV | head -c KEEP``: read ``keep`` bytes, close; the exit status, what was read, stderr."""
-    p = subprocess.Popen([*SDSCHAT, *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL, env=ENV)
+    p = subprocess.Popen(
+        [*SDSCHAT, *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=ENV
+    )
     try:
         got = p.stdout.read(keep)
         p.stdout.close()
@@ -67,8 +82,12 @@ def reader_leaves(argv: list, keep: int = 1) -> tuple[int, bytes, str]:
 
 
 def quiet(err: str) -> bool:
-    return "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err \
+    return (
+        "Traceback" not in err
+        and "Exception ignored" not in err
+        and "BrokenPipe" not in err
         and "Broken pipe" not in err
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,21 +102,92 @@ def world(tmp_path_factory):
         sdschat("init", "--name", "zed", "--broker", broker.url, "--home", home)
         sdschat("new", "team", "--home", home)
         # alone, nobody acknowledges: the bot gives up waiting (exit 3); its messages are stored
-        assert sdschat("bot", "--channel", "team", "--count", 400, "--interval", 0, "--max-runtime", 1, "--quiet",
-                       "--text", LONG, "--home", home, check=False).returncode == 3
+        assert (
+            sdschat(
+                "bot",
+                "--channel",
+                "team",
+                "--count",
+                400,
+                "--interval",
+                0,
+                "--max-runtime",
+                1,
+                "--quiet",
+                "--text",
+                LONG,
+                "--home",
+                home,
+                check=False,
+            ).returncode
+            == 3
+        )
         token = sdschat("invite", "team", "--home", home).stdout.strip()
-        bob = subprocess.Popen([*SDSCHAT, *map(str, ["bot", "--invite", token, "--name", "bob", "--broker", broker.url,
-                                "--db", root / "bob.db", "--count", 40, "--interval", 0.01, "--loss", 0.4,
-                                "--start-after", 1, "--linger", 1, "--max-runtime", 4, "--quiet"])], env=ENV, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        sdschat("bot", "--channel", "team", "--count", 3, "--interval", 0.5, "--linger", 1, "--max-runtime", 6,
-                "--quiet", "--home", home, check=False)
+        bob = subprocess.Popen(
+            [
+                *SDSCHAT,
+                *map(
+                    str,
+                    [
+                        "bot",
+                        "--invite",
+                        token,
+                        "--name",
+                        "bob",
+                        "--broker",
+                        broker.url,
+                        "--db",
+                        root / "bob.db",
+                        "--count",
+                        40,
+                        "--interval",
+                        0.01,
+                        "--loss",
+                        0.4,
+                        "--start-after",
+                        1,
+                        "--linger",
+                        1,
+                        "--max-runtime",
+                        4,
+                        "--quiet",
+                    ],
+                ),
+            ],
+            env=ENV,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        sdschat(
+            "bot",
+            "--channel",
+            "team",
+            "--count",
+            3,
+            "--interval",
+            0.5,
+            "--linger",
+            1,
+            "--max-runtime",
+            6,
+            "--quiet",
+            "--home",
+            home,
+            check=False,
+        )
         bob.wait(60)
         gaps = sdschat("inspect", "--gaps", "--json", "--home", home).stdout
         assert gaps.strip(), "bob's 40% loss left #team without a gap: inspect --gaps --json would print nothing"
         hit = json.loads(sdschat("search", "deploy", "--limit", 1, "--json", "--home", home).stdout)
-        yield {"home": home, "broker": broker, "token": token, "root": root, "message_id": hit["message_id"],
-               "bob_db": root / "bob.db"}
+        yield {
+            "home": home,
+            "broker": broker,
+            "token": token,
+            "root": root,
+            "message_id": hit["message_id"],
+            "bob_db": root / "bob.db",
+        }
     finally:
         broker.close()
 
@@ -139,8 +229,24 @@ WRITERS = [
     ("keygen", ["keygen", "{root}/a.key"]),
     ("part", ["part", "team", "--home", "{scratch}"]),
     ("rekey", ["rekey", "team", "--wait", "0", "--home", "{scratch}"]),
-    ("bot", ["bot", "--channel", "team", "--count", "1", "--interval", "0", "--linger", "0", "--max-runtime", "3",
-             "--home", "{scratch}"]),
+    (
+        "bot",
+        [
+            "bot",
+            "--channel",
+            "team",
+            "--count",
+            "1",
+            "--interval",
+            "0",
+            "--linger",
+            "0",
+            "--max-runtime",
+            "3",
+            "--home",
+            "{scratch}",
+        ],
+    ),
     ("broker", ["broker", "--port", "{port}"]),
     ("store", ["store", "--broker", "{url}", "--db", "{root}/store.db"]),
 ]
@@ -152,7 +258,11 @@ ERROR_WRITERS = [
     ("export, several channels", ["export", "--home", "{root}/two-channels"]),
 ]
 #: commands that write nothing on stdout when it is no terminal: they refuse in one line on stderr, exit 2
-TERMINAL_ONLY = {"chat": ["chat", "--home", "{home}", "--channel", "team"], "demo": ["demo"], "window": ["--home", "{home}"]}
+TERMINAL_ONLY = {
+    "chat": ["chat", "--home", "{home}", "--channel", "team"],
+    "demo": ["demo"],
+    "window": ["--home", "{home}"],
+}
 #: not run here: each starts Spark (a JVM, tens of seconds) before it writes; they write only on stderr and files,
 #: through the same main() as every command above
 SPARK = {"report", "sweep"}
@@ -164,9 +274,15 @@ _PROFILES = itertools.count()
 
 
 def _fill(argv: list[str], world, case: str) -> list[str]:
-    values = {"home": world["home"], "root": world["root"] / case.replace(" ", "_").replace(",", ""),
-              "token": world["token"], "message_id": world["message_id"], "bob_db": world["bob_db"],
-              "url": world["broker"].url, "port": free_port()}
+    values = {
+        "home": world["home"],
+        "root": world["root"] / case.replace(" ", "_").replace(",", ""),
+        "token": world["token"],
+        "message_id": world["message_id"],
+        "bob_db": world["bob_db"],
+        "url": world["broker"].url,
+        "port": free_port(),
+    }
     values["root"].mkdir(exist_ok=True)
     for key, channel in (("fresh", False), ("scratch", True)):
         if any("{" + key + "}" in a for a in argv):
@@ -205,12 +321,16 @@ def test_a_terminal_command_on_a_closed_pipe_refuses_in_one_line(world, name):
     assert code == 2 and quiet(err) and err.count("\n") == 1 and "terminal" in err, (code, err)
 
 
-@pytest.mark.parametrize("argv", [
-    ["search", "deploy", "--limit", "10000", "--home", "{home}"],
-    ["search", "deploy", "--json", "--limit", "10000", "--home", "{home}"],
-    ["export", "--home", "{home}"],
-    ["export", "--events", "--home", "{home}"],
-], ids=["search", "search --json", "export", "export --events"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "deploy", "--limit", "10000", "--home", "{home}"],
+        ["search", "deploy", "--json", "--limit", "10000", "--home", "{home}"],
+        ["export", "--home", "{home}"],
+        ["export", "--events", "--home", "{home}"],
+    ],
+    ids=["search", "search --json", "export", "export --events"],
+)
 def test_a_reader_that_takes_a_byte_and_leaves(world, argv):
     """``| head -c 1`` on more output than a pipe holds: the rest cannot be written, the command ends quietly."""
     argv = _fill(argv, world, "head")
@@ -223,10 +343,13 @@ def test_the_issue_pipelines_in_a_shell(world):
     """What the new user typed: ``search ... | head -2`` and ``export | head -c 600`` in bash (pipefail shows the
     writer's status), on outputs bigger than a pipe holds."""
     home = world["home"]
-    for line, keep in ((f"{' '.join(SDSCHAT)} search deploy --limit 10000 --home {home} | head -2", 2),
-                       (f"{' '.join(SDSCHAT)} export --home {home} | head -c 600", None)):
-        p = subprocess.run(["bash", "-c", f"set -o pipefail; {line}"], capture_output=True, text=True, env=ENV,
-                           timeout=60, check=False)
+    for line, keep in (
+        (f"{' '.join(SDSCHAT)} search deploy --limit 10000 --home {home} | head -2", 2),
+        (f"{' '.join(SDSCHAT)} export --home {home} | head -c 600", None),
+    ):
+        p = subprocess.run(
+            ["bash", "-c", f"set -o pipefail; {line}"], capture_output=True, text=True, env=ENV, timeout=60, check=False
+        )
         assert quiet(p.stderr) and p.returncode == EXIT_PIPE_CLOSED, (line, p.returncode, p.stderr)
         if keep:
             assert len(p.stdout.splitlines()) == keep

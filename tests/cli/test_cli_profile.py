@@ -99,8 +99,9 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, capsys) -> None:
 def test_a_0_1_key_file_and_database_are_imported_with_their_history(tmp_path, capsys) -> None:
     home = tmp_path / "me"
     sdschat(capsys, "init", "--name", "alice", "--home", home)
-    code, out, err = sdschat(capsys, "join", "--key-file", DATA / "team.key", "--channel", "team",
-                             "--db", DATA / "alice.db", "--home", home)
+    code, out, err = sdschat(
+        capsys, "join", "--key-file", DATA / "team.key", "--channel", "team", "--db", DATA / "alice.db", "--home", home
+    )
     assert (code, out) == (0, "team\n"), err
     profile = Profile.load(resolve_paths(home))
     entry = profile.channel("team")
@@ -119,8 +120,9 @@ def test_a_0_1_key_file_and_database_are_imported_with_their_history(tmp_path, c
     assert os.listdir(home / "keys")
 
 
-
-def _chat_in_the_imported_channel(tmp_path: Path, capsys, *, delivered: bool) -> tuple[list[tuple], list[dict], object, list[str]]:
+def _chat_in_the_imported_channel(
+    tmp_path: Path, capsys, *, delivered: bool
+) -> tuple[list[tuple], list[dict], object, list[str]]:
     """Import the committed 0.1 channel into alice's new profile, check ``export --channel`` and ``channels`` on it,
     then, over the embedded broker: bob joins by alice's invite, alice's node (her profile's, on the imported
     database) sends one message, and bob's node gets it (``delivered``: until bob's engine delivers it; 6 s).
@@ -151,8 +153,9 @@ def _chat_in_the_imported_channel(tmp_path: Path, capsys, *, delivered: bool) ->
         nodes = []
         try:
             assert (await cli("init", "--name", "alice", "--broker", broker.url, "--home", home))[0] == 0
-            code, out, err = await cli("join", "--key-file", DATA / "team.key", "--channel", "team",
-                                       "--db", DATA / "alice.db", "--home", home)
+            code, out, err = await cli(
+                "join", "--key-file", DATA / "team.key", "--channel", "team", "--db", DATA / "alice.db", "--home", home
+            )
             assert (code, out) == (0, "team\n"), err
 
             # export: the imported history, in (lamport, message_id) order, with its texts
@@ -165,7 +168,8 @@ def _chat_in_the_imported_channel(tmp_path: Path, capsys, *, delivered: bool) ->
             code, out, err = await cli("channels", "--json", "--home", home)
             assert code == 0, err
             assert [(r["channel"], r["messages"], r["members"]) for r in map(json.loads, out.splitlines())] == [
-                ("team", 6, 2)]
+                ("team", 6, 2)
+            ]
             code, out, _ = await cli("channels", "--home", home)
             assert code == 0 and out.splitlines()[1].split()[:4] == ["#team", "2", "3", "6"]
 
@@ -230,11 +234,16 @@ def login_broker(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("login-mosquitto")
     passwords = workdir / "passwords"
     for i, (user, password) in enumerate((("alice", "alice-pw"), ("bob", "bob-pw"))):
-        subprocess.run(["mosquitto_passwd", "-b", *(["-c"] if i == 0 else []), str(passwords), user, password],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["mosquitto_passwd", "-b", *(["-c"] if i == 0 else []), str(passwords), user, password],
+            check=True,
+            capture_output=True,
+        )
     broker = Mosquitto(mosquitto_binary(), workdir)
-    broker.config.write_text(f"listener {broker.port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\n"
-                             "persistence false\nlog_dest stderr\n" + ("user root\n" if os.geteuid() == 0 else ""))
+    broker.config.write_text(
+        f"listener {broker.port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\n"
+        "persistence false\nlog_dest stderr\n" + ("user root\n" if os.geteuid() == 0 else "")
+    )
     broker.start()
     yield broker
     broker.close()
@@ -242,26 +251,59 @@ def login_broker(tmp_path_factory):
 
 def _bots(*homes, linger: float = 3.0) -> list[subprocess.CompletedProcess]:
     """One ``sdschat bot`` per home at once (each says two lines), as processes, until each has settled."""
-    procs = [subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--channel", "team", "--home", str(home),
-                               "--count", "2", "--interval", "0.2", "--linger", str(linger), "--max-runtime", "40",
-                               "--tune", "repair_t_min_ms=300", "--tune", "repair_t_max_ms=1500", "--quiet",
-                               "--text", f"{home.name} says {{i}}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"}) for home in homes]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sdschat",
+                "bot",
+                "--channel",
+                "team",
+                "--home",
+                str(home),
+                "--count",
+                "2",
+                "--interval",
+                "0.2",
+                "--linger",
+                str(linger),
+                "--max-runtime",
+                "40",
+                "--tune",
+                "repair_t_min_ms=300",
+                "--tune",
+                "repair_t_max_ms=1500",
+                "--quiet",
+                "--text",
+                f"{home.name} says {{i}}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
+        for home in homes
+    ]
     return [subprocess.CompletedProcess(p.args, p.wait(90), *p.communicate()) for p in procs]
 
 
 @pytest.mark.timeout(150)
 def test_an_invite_on_a_broker_with_logins_holds_none_and_the_joiner_logs_in_as_themselves(
-        login_broker, tmp_path, capsys) -> None:
+    login_broker, tmp_path, capsys
+) -> None:
     port = login_broker.port
     alice, bob = tmp_path / "alice", tmp_path / "bob"
-    assert sdschat(capsys, "init", "--name", "alice", "--broker", f"mqtt://alice:alice-pw@127.0.0.1:{port}",
-                   "--home", alice)[0] == 0
+    assert (
+        sdschat(
+            capsys, "init", "--name", "alice", "--broker", f"mqtt://alice:alice-pw@127.0.0.1:{port}", "--home", alice
+        )[0]
+        == 0
+    )
     assert sdschat(capsys, "new", "team", "--home", alice)[0] == 0
     code, token, err = sdschat(capsys, "invite", "team", "--home", alice)
     assert code == 0 and decode_invite(token).broker == f"mqtt://127.0.0.1:{port}"
-    raw = base64.urlsafe_b64decode(token.strip()[len("sdschat:"):] + "==")
+    raw = base64.urlsafe_b64decode(token.strip()[len("sdschat:") :] + "==")
     assert b"alice-pw" not in raw and b"alice@" not in raw and "alice-pw" not in err
 
     # bob joins by the token alone: the broker turns him away, and he is told in one line how to log in
@@ -272,15 +314,17 @@ def test_an_invite_on_a_broker_with_logins_holds_none_and_the_joiner_logs_in_as_
     assert refused.returncode == 2 and len(lines) == 1, refused.stderr
     assert "not authorized" in lines[0] and f"--broker mqtt://USER:PASSWORD@127.0.0.1:{port}" in lines[0], lines
     # a wrong password: told to check it
-    code, out, _ = sdschat(capsys, "join", token.strip(), "--broker", f"mqtt://bob:wrong@127.0.0.1:{port}",
-                           "--home", bob)
+    code, out, _ = sdschat(
+        capsys, "join", token.strip(), "--broker", f"mqtt://bob:wrong@127.0.0.1:{port}", "--home", bob
+    )
     assert (code, out) == (0, "team\n")
     (wrong,) = _bots(bob, linger=0)
     assert wrong.returncode == 2 and "check the user name and password" in wrong.stderr and "wrong" not in wrong.stderr
 
     # with his own login he joins and reads what alice writes
-    assert sdschat(capsys, "join", token.strip(), "--broker", f"mqtt://bob:bob-pw@127.0.0.1:{port}",
-                   "--home", bob)[0] == 0
+    assert (
+        sdschat(capsys, "join", token.strip(), "--broker", f"mqtt://bob:bob-pw@127.0.0.1:{port}", "--home", bob)[0] == 0
+    )
     assert Profile.load(resolve_paths(bob)).broker == f"mqtt://bob:bob-pw@127.0.0.1:{port}"
     runs = _bots(alice, bob)
     assert all(r.returncode in (0, 3) for r in runs), [r.stderr for r in runs]

@@ -63,19 +63,63 @@ def test_init_protect_then_a_bot_runs_and_no_database_holds_the_key(tmp_path, ca
     broker = Mosquitto(mosquitto_binary(), tmp_path / "mosq")
     broker.start()
     try:
-        bot = [sys.executable, "-m", "sdschat", "bot", "--home", str(home), "--channel", "team", "--broker",
-               broker.url, "--count", "2", "--interval", "0.05", "--linger", "1", "--quiet", "--max-runtime", "60"]
+        bot = [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "bot",
+            "--home",
+            str(home),
+            "--channel",
+            "team",
+            "--broker",
+            broker.url,
+            "--count",
+            "2",
+            "--interval",
+            "0.05",
+            "--linger",
+            "1",
+            "--quiet",
+            "--max-runtime",
+            "60",
+        ]
         env = {**os.environ, "SDSCHAT_IDENTITY_PASSPHRASE": PASS}
-        peer = subprocess.Popen([sys.executable, "-m", "sdschat", "bot", "--invite", token, "--name", "bob", "--db",
-                                 str(tmp_path / "bob.db"), "--broker", broker.url, "--count", "1", "--linger", "1",
-                                 "--quiet", "--max-runtime", "60"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        peer = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sdschat",
+                "bot",
+                "--invite",
+                token,
+                "--name",
+                "bob",
+                "--db",
+                str(tmp_path / "bob.db"),
+                "--broker",
+                broker.url,
+                "--count",
+                "1",
+                "--linger",
+                "1",
+                "--quiet",
+                "--max-runtime",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         ok = subprocess.run(bot, capture_output=True, text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
         assert peer.wait(90) == 0, peer.stdout.read()
         assert ok.returncode == 0, ok.stderr
-        for wrong, fragment in (({**os.environ, "SDSCHAT_IDENTITY_PASSPHRASE": "wrong passphrase!"},
-                                 "wrong passphrase"),
-                                ({k: v for k, v in os.environ.items() if k != "SDSCHAT_IDENTITY_PASSPHRASE"},
-                                 "your identity is protected: set SDSCHAT_IDENTITY_PASSPHRASE")):
+        for wrong, fragment in (
+            ({**os.environ, "SDSCHAT_IDENTITY_PASSPHRASE": "wrong passphrase!"}, "wrong passphrase"),
+            (
+                {k: v for k, v in os.environ.items() if k != "SDSCHAT_IDENTITY_PASSPHRASE"},
+                "your identity is protected: set SDSCHAT_IDENTITY_PASSPHRASE",
+            ),
+        ):
             r = subprocess.run(bot, capture_output=True, text=True, timeout=60, env=wrong, stdin=subprocess.DEVNULL)
             assert r.returncode == 2 and fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     finally:

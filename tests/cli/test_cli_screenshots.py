@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sdschat.cli.screenshots import leading_blanks_as_offsets
 from sdschat.ui.widgets.side_panel import lamport_text
@@ -24,7 +24,7 @@ def test_leading_blanks_become_an_offset_of_whole_cells() -> None:
 
 
 def test_lamport_times_read_as_times() -> None:
-    utc = timezone.utc
+    utc = UTC
     now = int(datetime(2026, 11, 25, 6, 43, 50, tzinfo=utc).timestamp() * 1000)
     assert lamport_text(now - 7_903, now, utc) == "06:43:42.097"
     assert lamport_text(now - 86_400_000, now, utc) == "24 Nov 06:43:50.000"

@@ -11,4 +11,3 @@ def test_no_cli_module_is_named_like_a_standard_library_module():
     folder = pathlib.Path(sdschat.cli.__file__).parent
     shadowing = sorted(p.name for p in folder.glob("*.py") if p.stem in sys.stdlib_module_names)
     assert shadowing == []
-

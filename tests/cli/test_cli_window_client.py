@@ -36,6 +36,7 @@ def test_a_stalled_channel_does_not_hold_up_the_others(tmp_path) -> None:
                 t0 = time.monotonic()
                 for i in range(5):
                     await theirs["fast"].send_text(f"fast {i}")
+
                 def chat(node) -> list[str]:
                     return sorted(m.text for m in node.messages() if m.kind == "msg")  # (joins aside)
 

@@ -12,8 +12,8 @@ from sdschat.crypto import (
     CryptoError,
     EnvelopeError,
     envelope_hash,
+    padded_size,
 )
-from sdschat.crypto import padded_size
 from sdschat.crypto.envelope import EnvelopeCipher
 
 KEY = ChannelKey(bytes(range(32)), "general")
@@ -69,8 +69,10 @@ def test_malformed_padding_inside_an_authentic_envelope_is_refused():
     aead_key, binding = bytes(range(32)), b"B" * 32
     cipher = EnvelopeCipher(aead_key, binding)
     nonce = bytes(12)
-    for padded in ((300).to_bytes(4, "big") + bytes(200),  # a length beyond the plaintext
-                   (2).to_bytes(4, "big") + b"hi" + b"\x00\x01" + bytes(100)):  # padding that is not zeros
+    for padded in (
+        (300).to_bytes(4, "big") + bytes(200),  # a length beyond the plaintext
+        (2).to_bytes(4, "big") + b"hi" + b"\x00\x01" + bytes(100),
+    ):  # padding that is not zeros
         env = b"\x02\x01" + nonce + AESGCM(aead_key).encrypt(nonce, padded, b"\x02\x01" + binding)
         assert reason_of(cipher, env) == "padding"
 

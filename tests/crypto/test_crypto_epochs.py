@@ -32,9 +32,13 @@ def test_each_member_opens_its_own_box_and_nothing_else() -> None:
             open_for_member(mallory, eph, box, 3, key.channel_binding)
     # another epoch, another channel, a flipped bit, a short box: refused
     box = boxes[alice.participant_id]
-    for args in ((eph, box, 4, key.channel_binding), (eph, box, 3, ChannelKey.generate("room").channel_binding),
-                 (eph, box[:-1] + bytes([box[-1] ^ 1]), 3, key.channel_binding), (eph, box[:20], 3, key.channel_binding),
-                 (os.urandom(32), box, 3, key.channel_binding)):
+    for args in (
+        (eph, box, 4, key.channel_binding),
+        (eph, box, 3, ChannelKey.generate("room").channel_binding),
+        (eph, box[:-1] + bytes([box[-1] ^ 1]), 3, key.channel_binding),
+        (eph, box[:20], 3, key.channel_binding),
+        (os.urandom(32), box, 3, key.channel_binding),
+    ):
         with pytest.raises(EpochKeyError):
             open_for_member(alice, *args)
     assert secret not in b"".join(boxes.values()) and secret not in eph

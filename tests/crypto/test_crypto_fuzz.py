@@ -61,5 +61,21 @@ def test_open_signed_content_raises_only_signature_error(data):
 
 @FUZZ
 @given(st.binary(max_size=40), st.binary(max_size=40), st.binary(max_size=80))
-def test_verify_returns_bool(pub, data, sig):
-    assert verify(pub, data, sig) in (True, False)
+def test_verify_returns_false_for_random_input(pub, data, sig):
+    """Random keys and signatures (of every length, the right ones included) never verify and never raise: a
+    forgery by chance is out of reach, so True here is a bug."""
+    assert verify(pub, data, sig) is False
+
+
+@FUZZ
+@given(st.binary(max_size=200), st.integers(0, 64 * 8 - 1), st.binary(max_size=200))
+def test_a_signature_verifies_only_for_its_key_and_its_data(data, bit, other):
+    """The other half of the property above: without it, a ``verify`` that always said False would pass."""
+    sig = IDENT.sign(data)
+    pub = IDENT.public_bytes()
+    assert verify(pub, data, sig) is True
+    flipped = bytearray(sig)
+    flipped[bit // 8] ^= 1 << (bit % 8)
+    assert verify(pub, data, bytes(flipped)) is False
+    assert verify(pub, other, sig) is (other == data)
+    assert verify(Identity.from_private_bytes(bytes(32)).public_bytes(), data, sig) is False

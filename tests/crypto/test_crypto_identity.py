@@ -73,9 +73,7 @@ def test_verify_never_raises(pub, data, sig):
 
 
 P = 2**255 - 19
-Y8 = int.from_bytes(
-    bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little"
-)
+Y8 = int.from_bytes(bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"), "little")
 SMALL_ORDER_KEYS = [
     (y + extra).to_bytes(32, "little")[:31] + bytes(((y + extra).to_bytes(32, "little")[31] | sign,))
     for y in (0, 1, P - 1, Y8, P - Y8)

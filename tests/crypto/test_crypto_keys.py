@@ -67,8 +67,13 @@ def test_default_scrypt_parameters_match_the_documented_derivation():
     assert DEFAULT_SCRYPT_PARAMS == ScryptParams(n=2**15, r=8, p=1)
     key = ChannelKey.from_passphrase("general", "correct horse")
     expected_secret = hashlib.scrypt(
-        b"correct horse", salt=b"sdschat/v1/scrypt/general", n=2**15, r=8, p=1,
-        dklen=32, maxmem=64 * 1024 * 1024,
+        b"correct horse",
+        salt=b"sdschat/v1/scrypt/general",
+        n=2**15,
+        r=8,
+        p=1,
+        dklen=32,
+        maxmem=64 * 1024 * 1024,
     )
     assert key.topic == ChannelKey(expected_secret, "general").topic
     assert key.topic == "sdschat/734592845005cd796ec17d9df63edeee"

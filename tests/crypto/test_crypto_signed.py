@@ -94,9 +94,7 @@ def test_signature_survives_rebroadcast():
     carried = bob_key.open(original)
     rebroadcast = bob_key.seal(carried)
     assert rebroadcast != original
-    sender_id, public_key, message = open_signed_content(
-        carol_key.open(rebroadcast), carol_key.channel_binding
-    )
+    sender_id, public_key, message = open_signed_content(carol_key.open(rebroadcast), carol_key.channel_binding)
     assert (sender_id, public_key, message) == (ALICE.participant_id, ALICE.public_bytes(), b"hello all")
 
 
@@ -146,15 +144,19 @@ def test_read_signed_content_parses_without_verifying():
     blob[40] ^= 1
     parts = read_signed_content(bytes(blob))
     assert (parts.participant_id, parts.message) == (ALICE.participant_id, b"hello")
-    for bad, reason in ((b"", "short"), (b"\x03" + bytes(100), "version"), (bytes(blob[:96]), "short"),
-                        ("text", "type")):
+    for bad, reason in (
+        (b"", "short"),
+        (b"\x03" + bytes(100), "version"),
+        (bytes(blob[:96]), "short"),
+        ("text", "type"),
+    ):
         with pytest.raises(SignatureError) as info:
             read_signed_content(bad)
         assert info.value.reason == reason
 
 
 def test_a_received_context_too_long_to_have_been_signed_is_refused_not_raised():
-    """A frame whose causal history makes a context beyond 64 KiB (found by bench/fuzz_frames.py: a ValueError
+    """A frame whose causal history makes a context beyond 64 KiB (found by tests/support/fuzz_frames.py: a ValueError
     escaped the receive path) is refused as not verifying."""
     blob = signed_content(ALICE, BINDING, b"hello", context=b"short")
     with pytest.raises(SignatureError) as e:

@@ -19,8 +19,10 @@ ALICE, BOB, CAROL = (Identity.generate() for _ in range(3))
 
 
 def member(identity: Identity, now: int = 0) -> tuple[MessageChannel, object]:
-    return (MessageChannel(KEY.channel_id, identity.participant_id, node_channel_config(**FAST), now),
-            signer(identity, KEY.channel_binding))
+    return (
+        MessageChannel(KEY.channel_id, identity.participant_id, node_channel_config(**FAST), now),
+        signer(identity, KEY.channel_binding),
+    )
 
 
 def test_the_hook_signs_what_the_frame_carries():
@@ -55,8 +57,13 @@ def test_ephemeral_frames_sign_the_absence_of_ordering():
     msg = wire.decode(alice.send_ephemeral(b"typing", 1_000, sign=sign).data)
     assert msg.lamport_timestamp is None and not msg.causal_history
     assert open_authored(msg, KEY.channel_binding).message == b"typing"
-    as_logged = wire.Message(sender_id=msg.sender_id, message_id=msg.message_id, channel_id=msg.channel_id,
-                             lamport_timestamp=0, content=msg.content)
+    as_logged = wire.Message(
+        sender_id=msg.sender_id,
+        message_id=msg.message_id,
+        channel_id=msg.channel_id,
+        lamport_timestamp=0,
+        content=msg.content,
+    )
     with pytest.raises(SignatureError):  # a typing notice cannot be passed off as a logged message
         open_authored(as_logged, KEY.channel_binding)
 
@@ -87,18 +94,27 @@ def test_resends_and_a_third_partys_repair_answer_still_verify_as_the_authors():
         msg = wire.decode(out.data)
         if msg.message_id != m2.message_id:
             continue
-        assert (msg.lamport_timestamp, msg.causal_history, msg.content) == \
-            (original.lamport_timestamp, original.causal_history, original.content)
+        assert (msg.lamport_timestamp, msg.causal_history, msg.content) == (
+            original.lamport_timestamp,
+            original.causal_history,
+            original.content,
+        )
         assert open_authored(msg, KEY.channel_binding).participant_id == ALICE.participant_id
     assert any(wire.decode(a.data).message_id == m2.message_id for a in answers)
 
 
-@pytest.mark.parametrize("history", [
-    [],
-    [HistoryEntry("a" * 64, None, "b" * 32)],
-    [HistoryEntry("a" * 64, b"\x01" * 32, "b" * 32), HistoryEntry("not-hex id", None, None),
-     HistoryEntry("c" * 64, b"", "a participant's name ✓")],
-])
+@pytest.mark.parametrize(
+    "history",
+    [
+        [],
+        [HistoryEntry("a" * 64, None, "b" * 32)],
+        [
+            HistoryEntry("a" * 64, b"\x01" * 32, "b" * 32),
+            HistoryEntry("not-hex id", None, None),
+            HistoryEntry("c" * 64, b"", "a participant's name ✓"),
+        ],
+    ],
+)
 def test_histories_read_back_from_the_database_sign_the_same(history):
     """The SDS-R cache and the outgoing buffer are restored from rows in their compact form; what the author
     signed must come back byte for byte (ids and senders; hints are not signed)."""

@@ -17,9 +17,19 @@ pytestmark = pytest.mark.timeout(180)
 
 SDSCHAT = [sys.executable, "-m", "sdschat"]
 # 30% loss each way; protocol timers scaled down ~5x so a run settles in seconds (linger > T_max)
-FAST = ["--loss", "0.3"] + [a for kv in ("repair_t_min_ms=300", "repair_t_max_ms=1500", "resend_unacknowledged_ms=400",
-                                         "resend_possibly_acknowledged_ms=1200", "resend_max_interval_ms=1000",
-                                         "sync_interval_ms=2000", "sync_jitter_ms=500") for a in ("--tune", kv)]
+FAST = ["--loss", "0.3"] + [
+    a
+    for kv in (
+        "repair_t_min_ms=300",
+        "repair_t_max_ms=1500",
+        "resend_unacknowledged_ms=400",
+        "resend_possibly_acknowledged_ms=1200",
+        "resend_max_interval_ms=1000",
+        "sync_interval_ms=2000",
+        "sync_jitter_ms=500",
+    )
+    for a in ("--tune", kv)
+]
 # A bot leaves after LINGER s without peer work. A peer still resending a message this bot lacks (nothing else
 # names its last message) reaches it with p = 0.7 * 0.7 per resend, at most 1 s apart: the bot leaves under its
 # feet only after 8 misses in a row (0.51 ** 8 < 0.5%), not after one (with 5 s and 3 s resends: 51%, which CI hit).
@@ -35,9 +45,25 @@ def run(*args, timeout=60, env=None, check=False):
 
 def bot(folder: Path, name: str, url: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*SDSCHAT, "bot", "--name", name, "--key-file", str(folder / "k.key"), "--broker", url,
-         "--db", str(folder / f"{name}.db"), "--quiet", "--max-runtime", "120", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *SDSCHAT,
+            "bot",
+            "--name",
+            name,
+            "--key-file",
+            str(folder / "k.key"),
+            "--broker",
+            url,
+            "--db",
+            str(folder / f"{name}.db"),
+            "--quiet",
+            "--max-runtime",
+            "120",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -61,8 +87,10 @@ def own_accepted(db: Path) -> set[str]:
 
 def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
     run("keygen", str(tmp_path / "k.key"), check=True)
-    procs = [bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", LINGER, *FAST)
-             for n in ("ann", "bob", "cyd")]
+    procs = [
+        bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", LINGER, *FAST)
+        for n in ("ann", "bob", "cyd")
+    ]
     for p in procs:
         out, err = p.communicate(timeout=150)
         assert p.returncode == 0, err
@@ -77,7 +105,8 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
         chat = [r for r in log if r["kind"] == "msg"]  # (the joins aside)
         assert sorted(r["text"] for r in chat) == sorted(f"{n} #{i}" for n in ("ann", "bob", "cyd") for i in range(12))
         assert [(r["lamport_timestamp"], r["message_id"]) for r in log] == sorted(
-            (r["lamport_timestamp"], r["message_id"]) for r in log)
+            (r["lamport_timestamp"], r["message_id"]) for r in log
+        )
     events = run("export", "--db", str(tmp_path / "ann.db"), "--events", check=True).stdout.splitlines()
     kinds = {json.loads(e)["kind"] for e in events}
     assert {"sent", "received", "delivered", "acked"} <= kinds
@@ -91,8 +120,10 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
 
 def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     run("keygen", str(tmp_path / "k.key"), check=True)
-    others = [bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", LINGER, *FAST)
-              for n in ("bob", "cyd")]
+    others = [
+        bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", LINGER, *FAST)
+        for n in ("bob", "cyd")
+    ]
     victim = bot(tmp_path, "ann", node_mosquitto.url, "--count", "200", "--interval", "0.02", *FAST)
     db = tmp_path / "ann.db"
     deadline = time.monotonic() + 30
@@ -124,15 +155,51 @@ def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
 @pytest.mark.parametrize(
     "args, expect",
     [
-        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--broker", "mqtt://127.0.0.1:{closed}", "--db", "{tmp}/x.db"],
-         "cannot reach MQTT broker"),
+        (
+            [
+                "bot",
+                "--name",
+                "x",
+                "--key-file",
+                "{tmp}/k.key",
+                "--broker",
+                "mqtt://127.0.0.1:{closed}",
+                "--db",
+                "{tmp}/x.db",
+            ],
+            "cannot reach MQTT broker",
+        ),
         (["bot", "--name", "x", "--key-file", "{tmp}/bad.key", "--db", "{tmp}/x.db"], "key"),
         (["bot", "--name", "x", "--key-file", "{tmp}/missing.key", "--db", "{tmp}/x.db"], "not found"),
         (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--broker", "http://nope", "--db", "{tmp}/x.db"], "mqtt"),
-        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--db", "{tmp}/garbage.db", "--broker", "mqtt://127.0.0.1:1"],
-         "garbage.db"),
-        (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--db", "{tmp}/newer.db", "--broker", "mqtt://127.0.0.1:1"],
-         "newer than this sdschat"),
+        (
+            [
+                "bot",
+                "--name",
+                "x",
+                "--key-file",
+                "{tmp}/k.key",
+                "--db",
+                "{tmp}/garbage.db",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+            ],
+            "garbage.db",
+        ),
+        (
+            [
+                "bot",
+                "--name",
+                "x",
+                "--key-file",
+                "{tmp}/k.key",
+                "--db",
+                "{tmp}/newer.db",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+            ],
+            "newer than this sdschat",
+        ),
         (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--count", "-3"], "--count"),
         (["bot", "--name", "x", "--key-file", "{tmp}/k.key", "--loss", "1.5"], "--loss"),
         (["export", "--db", "{tmp}/nothing.db"], "no database"),
@@ -167,9 +234,31 @@ def test_bad_cli_input_gets_one_line(tmp_path, args, expect):
 
 def test_passphrase_from_environment_and_db_mode(tmp_path, node_mosquitto):
     env = {**os.environ, "SDSCHAT_PASSPHRASE": "correct horse battery staple", "SDSCHAT_HOME": str(tmp_path / "home")}
-    p = subprocess.run([*SDSCHAT, "bot", "--name", "solo", "--channel", "club", "--broker", node_mosquitto.url,
-                        "--count", "1", "--interval", "0", "--linger", "0", "--quiet", "--max-runtime", "6"],
-                       capture_output=True, text=True, timeout=60, env=env)
+    p = subprocess.run(
+        [
+            *SDSCHAT,
+            "bot",
+            "--name",
+            "solo",
+            "--channel",
+            "club",
+            "--broker",
+            node_mosquitto.url,
+            "--count",
+            "1",
+            "--interval",
+            "0",
+            "--linger",
+            "0",
+            "--quiet",
+            "--max-runtime",
+            "6",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert p.returncode in (0, 3), p.stderr  # alone: nobody acknowledges, max-runtime may end it
     dbs = list((tmp_path / "home").glob("solo-*.db"))
     assert len(dbs) == 1
@@ -187,20 +276,70 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
     assert run("join", token, "--home", bob, check=True).stdout == "team\n"
 
     def profile_bot(home: Path) -> subprocess.Popen:
-        return subprocess.Popen([*SDSCHAT, "bot", "--channel", "team", "--home", str(home), "--count", "10",
-                                 "--interval", "0.05", "--linger", LINGER, "--quiet", "--max-runtime", "120",
-                                 "--loss", "0.2", *FAST[2:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [
+                *SDSCHAT,
+                "bot",
+                "--channel",
+                "team",
+                "--home",
+                str(home),
+                "--count",
+                "10",
+                "--interval",
+                "0.05",
+                "--linger",
+                LINGER,
+                "--quiet",
+                "--max-runtime",
+                "120",
+                "--loss",
+                "0.2",
+                *FAST[2:],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     env = {**os.environ, "SDSCHAT_HOME": str(nobody)}  # carol has no profile at all
-    carol = subprocess.Popen([*SDSCHAT, "bot", "--invite", token, "--name", "carol", "--count", "10", "--interval",
-                              "0.05", "--linger", LINGER, "--quiet", "--max-runtime", "120", "--loss", "0.2", *FAST[2:]],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    carol = subprocess.Popen(
+        [
+            *SDSCHAT,
+            "bot",
+            "--invite",
+            token,
+            "--name",
+            "carol",
+            "--count",
+            "10",
+            "--interval",
+            "0.05",
+            "--linger",
+            LINGER,
+            "--quiet",
+            "--max-runtime",
+            "120",
+            "--loss",
+            "0.2",
+            *FAST[2:],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     procs = [profile_bot(alice), profile_bot(bob), carol]
     for p in procs:
         _, err = p.communicate(timeout=150)
         assert p.returncode == 0, err
-    logs = [[json.loads(line) for line in run("export", "--channel", "team", "--home", home, check=True)
-             .stdout.splitlines()] for home in (alice, bob)]
+    logs = [
+        [
+            json.loads(line)
+            for line in run("export", "--channel", "team", "--home", home, check=True).stdout.splitlines()
+        ]
+        for home in (alice, bob)
+    ]
     carol_db = next(nobody.glob("carol-*.db"))
     logs.append(export(carol_db))
     ids = [[r["message_id"] for r in log] for log in logs]

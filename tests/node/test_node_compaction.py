@@ -42,8 +42,16 @@ def test_a_node_compacts_as_it_runs_and_the_report_over_a_compacted_copy_agrees(
     key = ChannelKey.generate("compact")
 
     async def node(name, keep):
-        return await Node.start(NodeConfig(name, key, tmp_path / f"{name}.db", node_mosquitto.url,
-                                           channel_config=node_channel_config(**FAST), events_keep=keep))
+        return await Node.start(
+            NodeConfig(
+                name,
+                key,
+                tmp_path / f"{name}.db",
+                node_mosquitto.url,
+                channel_config=node_channel_config(**FAST),
+                events_keep=keep,
+            )
+        )
 
     async def main():
         a, b = await node("a", 0), await node("b", 20)
@@ -63,7 +71,9 @@ def test_a_node_compacts_as_it_runs_and_the_report_over_a_compacted_copy_agrees(
     a_db, b_db = tmp_path / "a.db", tmp_path / "b.db"
     # b kept its window (plus at most one compaction interval, plus the rare rows kept in full)
     rare = "kind IN ('missing', 'repair_requested', 'repair_served', 'lost', 'rejected') OR detail IS NOT NULL"
-    assert count(b_db, "SELECT count(*) FROM events") <= 20 + 10 + count(b_db, f"SELECT count(*) FROM events WHERE {rare}")
+    assert count(b_db, "SELECT count(*) FROM events") <= 20 + 10 + count(
+        b_db, f"SELECT count(*) FROM events WHERE {rare}"
+    )
     assert count(b_db, "SELECT count(*) FROM message_events") >= 10
     assert count(a_db, "SELECT count(*) FROM message_events") == 0  # events_keep=0: every row in full
     full = count(a_db, "SELECT count(*) FROM events")

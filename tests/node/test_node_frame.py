@@ -104,7 +104,7 @@ def test_malformed_frames_are_refused_cleanly(case):
     elif case == "junk":
         data = good + b"junk"
     elif case == "tail":  # a tail length past the end
-        data = good[:head_at] + b"\xff\xff\x03" + good[head_at + 2:]
+        data = good[:head_at] + b"\xff\xff\x03" + good[head_at + 2 :]
     elif case == "short":
         data = good[:head_at]
     else:

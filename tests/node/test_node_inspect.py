@@ -24,8 +24,9 @@ def has(node, mid):
 
 def cli(db, *args):
     """``sdschat inspect --db DB ARGS`` as a shell runs it."""
-    return subprocess.run([sys.executable, "-m", "sdschat", "inspect", "--db", str(db), *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sdschat", "inspect", "--db", str(db), *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_first_copy_lost_then_resent_is_told_on_both_sides(node_mosquitto, tmp_path):
@@ -121,7 +122,9 @@ def test_a_message_repaired_by_a_third_member_and_the_gap_list(node_mosquitto, t
     doc = json.loads(out.stdout)
     assert doc["message_id"] == lost and [s["kind"] for s in doc["steps"]] == kinds
     text = subprocess.run([*cmd, lost[:10]], capture_output=True, text=True, timeout=60).stdout
-    assert "rebroadcast by c (SDS-R answer)" in text and "delivered in causal order, repaired through SDS-R repair" in text
+    assert (
+        "rebroadcast by c (SDS-R answer)" in text and "delivered in causal order, repaired through SDS-R repair" in text
+    )
     listing = subprocess.run([*cmd, "--gaps"], capture_output=True, text=True, timeout=60).stdout
     assert f"{lost[:16]} from a: noticed through c's message" in listing and "repaired (SDS-R) by c" in listing
     for bad, msg in (("zz", "is not a message id"), ("0123456789", "no message 0123456789")):
@@ -171,7 +174,8 @@ def test_a_message_declared_lost_is_told_so(node_mosquitto, tmp_path):
     assert f"now: {held.text}" in render(waiting, now_ms=held.ts_ms + 5_000, clock=wall_clock)  # no countdown
     assert released.figures["held_back_ms"] >= 1_500 and not released.pending
     assert f"held back {released.figures['held_back_ms'] / 1000:.2f} s for earlier messages" in render(
-        released, now_ms=0, clock=wall_clock)
+        released, now_ms=0, clock=wall_clock
+    )
     delivered = next(s for s in released.steps if s.kind == "delivered")
     assert delivered.text == "delivered in causal order, after 1 earlier message(s) were declared lost"
     # the same from the command line, on b's database: as JSON, and as text
@@ -236,8 +240,9 @@ def test_a_message_only_possibly_acknowledged_tells_why_it_is_resent_and_when_ne
             c.set_impairment(offline=True)  # c's filter must not complete the acknowledgement
             a.set_impairment(loss_in=0.0)
             await b.send_text("names c's message, not a's")
-            await until(lambda: a.channel.outgoing_state(mid) == ("possibly_acknowledged", a.channel.outgoing_state(
-                mid)[1]))
+            await until(
+                lambda: a.channel.outgoing_state(mid) == ("possibly_acknowledged", a.channel.outgoing_state(mid)[1])
+            )
             for _ in range(200):  # the next resend, sent possibly acknowledged
                 insp = await a.inspect(mid)
                 if any(s.kind == "resent" and s.detail.get("possibly") for s in insp.steps):
@@ -257,11 +262,14 @@ def test_a_message_only_possibly_acknowledged_tells_why_it_is_resent_and_when_ne
     resent = [s for s in insp.steps if s.kind == "resent"]
     before = [s for s in resent if s.ts_ms < possibly.ts_ms]
     after = [s for s in resent if s.ts_ms > possibly.ts_ms]
-    assert before and all(s.text.endswith(": not yet acknowledged: no member has named it or shown it in a bloom "
-                                          "filter") for s in before)
+    assert before and all(
+        s.text.endswith(": not yet acknowledged: no member has named it or shown it in a bloom filter") for s in before
+    )
     n = after[0].detail["resends"]
-    assert after[0].text == (f"resent (#{n}): only possibly acknowledged: in the bloom filter of 1 member(s) (b), "
-                             "in nobody's causal history yet")
+    assert after[0].text == (
+        f"resent (#{n}): only possibly acknowledged: in the bloom filter of 1 member(s) (b), "
+        "in nobody's causal history yet"
+    )
     due = next(s for s in insp.pending if s.kind == "resend_due")
     assert due.text.startswith(f"not yet acknowledged: resend #{due.detail['resends'] + 1} due")
     assert due.text.endswith("; possibly acknowledged by b") and due.detail["possibly_by"] == [bob]
@@ -282,7 +290,7 @@ def test_a_lamport_time_reads_as_a_time_with_its_date_when_not_today():
     assert lamport_time(ms, ms + 3 * 86_400_000).endswith(f" {wall_clock(ms)}")  # another day: its date first
     assert lamport_time(ms, ms + 3 * 86_400_000) != wall_clock(ms)
     assert lamport_time(42, ms) == "42"  # a plain counter stays a number
-    assert lamport_time(2 ** 63, ms) == str(2 ** 63)  # as does a time no calendar holds (a peer's nonsense)
+    assert lamport_time(2**63, ms) == str(2**63)  # as does a time no calendar holds (a peer's nonsense)
 
 
 def test_repair_requests_of_other_members_are_told(node_mosquitto, tmp_path):
@@ -319,7 +327,8 @@ def test_repair_requests_of_other_members_are_told(node_mosquitto, tmp_path):
         kinds = [s.kind for s in insp[who].steps]
         for s in seen[who]:
             assert s.detail["by"] == ids[other] and s.text.startswith(
-                f"{other} asked for a repair (SDS-R request in their frame {s.detail['frame'][:8]})")
+                f"{other} asked for a repair (SDS-R request in their frame {s.detail['frame'][:8]})"
+            )
             assert s.ts_ms <= insp[who].steps[kinds.index("received")].ts_ms  # while it was still missing here
             if s.detail.get("asking"):
                 assert s.text.endswith("; your own request backs off afresh")

@@ -96,11 +96,11 @@ def test_gaps_lists_every_joined_channel_under_its_name(chats, capsys):
     assert code == 0, err
     heads = [i for i, line in enumerate(out) if line.startswith("#")]
     assert [out[i] for i in heads] == ["#one", "#two", "#empty"]  # in the order they were joined
-    one = out[heads[0] + 1:heads[1]]
+    one = out[heads[0] + 1 : heads[1]]
     gap = next(line for line in one if ids["missed"][:16] in line)
     assert f"{ids['missed'][:16]} from b1: noticed through " in gap and "after" in gap
-    assert out[heads[1] + 1:heads[2]] == ["no gaps: every message arrived in order", ""]
-    assert out[heads[2] + 1:] == ["nothing stored yet"]
+    assert out[heads[1] + 1 : heads[2]] == ["no gaps: every message arrived in order", ""]
+    assert out[heads[2] + 1 :] == ["nothing stored yet"]
     code, out, err = inspect(capsys, home, "--gaps", "--json")
     assert code == 0, err
     docs = [json.loads(line) for line in out]
@@ -118,27 +118,32 @@ def test_an_id_in_two_channels_or_in_none_is_one_line(chats, capsys):
 
     async def name_it_in_two():  # #two's database names the message of #one too (a repair it asked for, say)
         async with await Store.open(tmp / "a2.db", create=False) as store:
-            await store.apply(two, events=[EventRow("repair_requested", 1, ids["missed"], None,
-                                                    detail={"carrier": "0" * 64})])
+            await store.apply(
+                two, events=[EventRow("repair_requested", 1, ids["missed"], None, detail={"carrier": "0" * 64})]
+            )
 
     asyncio.run(name_it_in_two())
     code, out, err = inspect(capsys, home, ids["missed"][:12])
     assert code == 2 and out == []
-    assert err == [f"sdschat: {ids['missed'][:12]} names messages in 2 channels (#one, #two): give more of the id, "
-                   "or --channel"]
+    assert err == [
+        f"sdschat: {ids['missed'][:12]} names messages in 2 channels (#one, #two): give more of the id, or --channel"
+    ]
     code, out, err = inspect(capsys, home, "--channel", "one", ids["missed"][:12])
     assert code == 0 and out[0].startswith(f"message {ids['missed'][:16]}… from b1")
 
 
-@pytest.mark.parametrize("args, expect", [
-    ((), "give a message id, or --gaps"),
-    (("abcdef12", "--gaps"), "give a message id, or --gaps"),
-    (("zz",), "'zz' is not a message id (hex, at least 6 characters)"),
-    (("abc",), "'abc' is not a message id (hex, at least 6 characters)"),
-    (("--channel", "nope", "--gaps"), "not in channel 'nope' (joined: one, two, empty)"),
-    (("--channel", "empty", "--gaps"), "#empty has nothing stored yet"),
-    (("--channel", "one", "--db", "x.db", "--gaps"), "argument --db: not allowed with argument --channel"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        ((), "give a message id, or --gaps"),
+        (("abcdef12", "--gaps"), "give a message id, or --gaps"),
+        (("zz",), "'zz' is not a message id (hex, at least 6 characters)"),
+        (("abc",), "'abc' is not a message id (hex, at least 6 characters)"),
+        (("--channel", "nope", "--gaps"), "not in channel 'nope' (joined: one, two, empty)"),
+        (("--channel", "empty", "--gaps"), "#empty has nothing stored yet"),
+        (("--channel", "one", "--db", "x.db", "--gaps"), "argument --db: not allowed with argument --channel"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(chats, capsys, args, expect):
     home = chats[0]
     code, out, err = inspect(capsys, home, *args)
@@ -151,8 +156,9 @@ def test_no_profile_no_channel_and_bad_databases_are_one_line(tmp_path, capsys):
     home = tmp_path / "home"
     Profile.create(resolve_paths(home), "alone")
     code, out, err = inspect(capsys, home, "abcdef12")
-    assert code == 2 and err == ["sdschat: no channel joined yet: nothing to inspect (create one with `sdschat new`, "
-                                 "or `sdschat join`)"]
+    assert code == 2 and err == [
+        "sdschat: no channel joined yet: nothing to inspect (create one with `sdschat new`, or `sdschat join`)"
+    ]
     code, out, err = inspect(capsys, home, "--db", str(tmp_path / "missing.db"), "--gaps")
     assert code == 2 and err == [f"sdschat: no database at {tmp_path / 'missing.db'}"]
     junk = tmp_path / "junk.db"
@@ -160,6 +166,10 @@ def test_no_profile_no_channel_and_bad_databases_are_one_line(tmp_path, capsys):
     code, out, err = inspect(capsys, home, "--db", str(junk), "abcdef12")
     assert code == 2 and len(err) == 1 and err[0].startswith(f"sdschat: {junk}: "), err
     # and as a shell runs it: one line on stderr, no traceback
-    p = subprocess.run([sys.executable, "-m", "sdschat", "--home", str(home), "inspect", "--db", str(junk), "--gaps"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "sdschat", "--home", str(home), "inspect", "--db", str(junk), "--gaps"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr

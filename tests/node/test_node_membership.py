@@ -8,12 +8,21 @@ import json
 import time
 
 import pytest
-from membership_helpers import Tap, all_joined, knows_all, member, opens, rejected_reasons, rejections, stop_all, \
-    wait_for
+from membership_helpers import (
+    Tap,
+    all_joined,
+    knows_all,
+    member,
+    opens,
+    rejected_reasons,
+    rejections,
+    stop_all,
+    wait_for,
+)
 from node_helpers import log_of, run, settle
 
 from sdschat.crypto import ChannelKey, Identity
-from sdschat.node import MEMBERSHIP_KEY, Node
+from sdschat.node import MEMBERSHIP_KEY, Node, UserError
 from sdschat.node import events as ev
 from sdschat.node.membership import Membership
 from sdschat.storenode import StoreNode
@@ -40,7 +49,7 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
             await all_joined(nodes)
             await a.send_text("before the kick")
             await settle(nodes, 5)
-            with pytest.raises(ValueError, match="only an admin"):
+            with pytest.raises(UserError, match="only an admin"):
                 await b.kick("mallory")
             kicked_at = time.monotonic()
             pid, n, count = await a.kick("mallory")
@@ -48,7 +57,7 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
             await wait_for(lambda: all(x.membership.current.number == 1 for x in (a, b, c)), what="epoch 1")
             await wait_for(lambda: m.removed_me, what="mallory told")
             assert m.membership.current.number == 0  # no key for her
-            with pytest.raises(ValueError, match="removed"):
+            with pytest.raises(UserError, match="removed"):
                 await m.send_text("still here?")
             for i, x in enumerate((a, b, c)):
                 await x.send_text(f"secret after the kick {i}")
@@ -56,15 +65,19 @@ def test_kick_removed_member_reads_nothing_after_and_the_rest_carry_on(node_mosq
             assert log_of(a) == log_of(b) == log_of(c)
             texts = [msg.text for msg in c.messages()]
             assert "secret after the kick 0" in texts and texts.count("joined") == 4
-            assert any(msg.kind == "epoch" and msg.text.startswith("removed mallory: new key (epoch 1) for 3")
-                       for msg in b.messages())
+            assert any(
+                msg.kind == "epoch" and msg.text.startswith("removed mallory: new key (epoch 1) for 3")
+                for msg in b.messages()
+            )
             await asyncio.sleep(0.5)
             assert not any("secret after" in msg.text for msg in m.messages())
             # mallory, who still holds every key she had, tries to speak under the old one: refused as removed
             m.membership.removed.pop(m.participant_id)
             forged = await m.send_text("forged from outside")
-            await wait_for(lambda: any(f.message_id == forged and f.outcome == "rejected: removed"
-                                       for f in b.wire.frames), what="her message refused as removed")
+            await wait_for(
+                lambda: any(f.message_id == forged and f.outcome == "rejected: removed" for f in b.wire.frames),
+                what="her message refused as removed",
+            )
             assert set(refused) == {"removed"}, refused  # (her syncs since the kick: removed too)
             assert not any(msg.text == "forged from outside" for msg in b.messages())
             assert any(e.what == "removed" for e in seen["mallory"])
@@ -166,8 +179,10 @@ def test_rekey_under_20_percent_loss_with_messages_in_flight_loses_nothing(node_
         key = ChannelKey.generate("lossy-rekey")
         admin = Identity.generate()
         loss = {"loss_in": 0.2, "loss_out": 0.2}
-        nodes = [await member(nick, key, tmp_path, url, admin, impairment=loss, seed=i)
-                 for i, nick in enumerate(("alice", "bob", "carol"))]
+        nodes = [
+            await member(nick, key, tmp_path, url, admin, impairment=loss, seed=i)
+            for i, nick in enumerate(("alice", "bob", "carol"))
+        ]
         a, b, c = nodes
         try:
             await all_joined(nodes, 30)
@@ -206,8 +221,9 @@ def test_old_keys_are_deleted_after_the_retention_window(node_mosquitto, tmp_pat
         a = await member("alice", key, tmp_path, url, admin, epoch_retention_ms=3_000)
         b = await member("bob", key, tmp_path, url, admin, epoch_retention_ms=3_000)
         expired = []
-        b.add_listener(lambda e: expired.append(e) if isinstance(e, ev.MembershipChanged) and e.what == "expired"
-                       else None)
+        b.add_listener(
+            lambda e: expired.append(e) if isinstance(e, ev.MembershipChanged) and e.what == "expired" else None
+        )
         try:
             await wait_for(lambda: knows_all(a, [b]) and knows_all(b, [a]), what="joins")
             await a.rekey()
@@ -219,8 +235,11 @@ def test_old_keys_are_deleted_after_the_retention_window(node_mosquitto, tmp_pat
             assert epoch1_key(b) is not None  # epoch 1's key while the window runs (epoch 0's may be gone already)
             await wait_for(lambda: len(b.membership.keys()) == 1, 10, "old keys deleted")
             assert [e.epoch for e in expired][-1] >= 1
-            await wait_for(lambda: first.hex() not in _kv(tmp_path / "bob.db", MEMBERSHIP_KEY), 5,
-                           "the kept state written without it")  # (the writer commits on a coming turn)
+            await wait_for(
+                lambda: first.hex() not in _kv(tmp_path / "bob.db", MEMBERSHIP_KEY),
+                5,
+                "the kept state written without it",
+            )  # (the writer commits on a coming turn)
 
             def in_files() -> bool:
                 raw = b"".join(p.read_bytes() for p in tmp_path.glob("bob.db*"))
@@ -232,8 +251,10 @@ def test_old_keys_are_deleted_after_the_retention_window(node_mosquitto, tmp_pat
             import sqlite3
 
             with sqlite3.connect(tmp_path / "bob.db") as conn:
-                assert conn.execute("SELECT count(*) FROM sds_cache WHERE message_id = ?",
-                                    (first_message,)).fetchone()[0] == 0
+                assert (
+                    conn.execute("SELECT count(*) FROM sds_cache WHERE message_id = ?", (first_message,)).fetchone()[0]
+                    == 0
+                )
                 rows = [json.loads(c) for (c,) in conn.execute("SELECT content FROM messages")]
             epochs = [r["d"] for r in rows if r["k"] == "epoch"]
             assert len(epochs) == 2 and all(d["e"] == "" and isinstance(d["keys"], list) for d in epochs)
@@ -268,7 +289,7 @@ def test_late_joiner_gets_the_current_key_from_an_admin_and_non_admins_cannot_ch
                 await a.send_text("hello dave")
                 await wait_for(lambda: any(msg.text == "hello dave" for msg in d.messages()), what="dave reads")
                 # bob is no admin: his own node refuses, and a forged epoch (his node told he is one) is refused
-                with pytest.raises(ValueError, match="only an admin"):
+                with pytest.raises(UserError, match="only an admin"):
                     await b.rekey()
                 refused_a, refused_d = rejections(a), rejections(d)
                 b.membership.admins.add(b.participant_id)
@@ -292,6 +313,7 @@ def test_a_member_named_admin_changes_the_key_for_everyone_and_a_non_admin_canno
     refuse it as *bad_control* and stay on their key. Alice names bob; once the admin message reaches the
     others, his kick of carol is accepted by alice (both switch to his key), carol learns she was removed, and
     what bob then writes reaches alice and not carol."""
+
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("named-admin")
@@ -303,7 +325,7 @@ def test_a_member_named_admin_changes_the_key_for_everyone_and_a_non_admin_canno
         refused_a, refused_b = rejections(a), rejections(b)
         try:
             await all_joined(nodes)
-            with pytest.raises(ValueError, match="only an admin"):
+            with pytest.raises(UserError, match="only an admin"):
                 await c.rekey()
             c.membership.admins.add(c.participant_id)
             await c.rekey()
@@ -333,11 +355,13 @@ def test_a_member_named_admin_changes_the_key_for_everyone_and_a_non_admin_canno
     assert "bad_control" in rejected_reasons(tmp_path / "alice.db")
 
 
-def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_under_the_old_key(node_mosquitto,
-                                                                                             tmp_path):
+def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_under_the_old_key(
+    node_mosquitto, tmp_path
+):
     """SECURITY.md, not protected: a removal takes effect as members learn of it. Bob is offline when mallory is
     removed; what he writes meanwhile goes out under the old key when he is back (before the change reaches him),
     and mallory, who still holds that key, reads it. Once he has switched, she reads nothing more of his."""
+
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("lagging")
@@ -355,8 +379,14 @@ def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_und
             # back, but (for a moment) not yet hearing anything: what he wrote goes out before the change reaches
             # him (without this, a loaded machine may deliver the change first and the test races)
             b.set_impairment(offline=False, loss_in=1.0)
-            await wait_for(lambda: any(topic == key.topic and opens(key, env) and b"written while away" in key.open(env)
-                                       for _, topic, env in list(tap.frames)), 10, "his line published")
+            await wait_for(
+                lambda: any(
+                    topic == key.topic and opens(key, env) and b"written while away" in key.open(env)
+                    for _, topic, env in list(tap.frames)
+                ),
+                10,
+                "his line published",
+            )
             b.set_impairment(loss_in=0.0)
             await wait_for(lambda: b.membership.current.number == 1, 20, "bob switched")
             await b.send_text("written after switching")
@@ -374,6 +404,7 @@ def test_not_protected_a_member_who_has_not_learned_of_a_removal_still_sends_und
 def test_an_admin_rotates_the_key_when_the_profile_asks_and_the_clock_survives_a_restart(node_mosquitto, tmp_path):
     """``rekey_days`` (here a second and a half): the admin's node starts a new epoch once the current one is
     that old, by its own clock, also counted across a restart (a member who restarts daily still rotates)."""
+
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("rotate")
@@ -398,10 +429,10 @@ def test_an_admin_rotates_the_key_when_the_profile_asks_and_the_clock_survives_a
     run(main(), 60)
 
 
-
 def test_a_member_who_gets_the_admin_message_late_still_accepts_the_new_admins_key_change(node_mosquitto, tmp_path):
     """Alice names bob while carol hears nothing; bob rekeys at once. Bob's epoch message names the admin message
     in its causal history, so carol must accept it once she has both, and end on bob's key."""
+
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("late-admin")

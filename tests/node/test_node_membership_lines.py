@@ -11,6 +11,7 @@ from membership_helpers import all_joined, member, stop_all, trio, wait_for
 from node_helpers import run
 
 from sdschat.crypto import ChannelKey, Identity
+from sdschat.node import UserError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,8 +61,10 @@ def test_part_is_told_and_a_later_join_brings_the_member_back(node_mosquitto, tm
             await all_joined(nodes)
             assert await c.leave()
             await c.stop()
-            await wait_for(lambda: ("carol", "left") in _lines(a, "leave") and ("carol", "left") in _lines(b, "leave"),
-                           what="'* carol left' at alice and bob")
+            await wait_for(
+                lambda: ("carol", "left") in _lines(a, "leave") and ("carol", "left") in _lines(b, "leave"),
+                what="'* carol left' at alice and bob",
+            )
             for x in (a, b):
                 assert c.participant_id not in _listed(x) and c.participant_id not in x.membership.members
             # the next key is not sealed to her, and the two left acknowledge each other's lines alone
@@ -73,8 +76,11 @@ def test_part_is_told_and_a_later_join_brings_the_member_back(node_mosquitto, tm
             c = await member("carol", key, tmp_path, url, admin, identity=carol_id)
             nodes[2] = c
             await c.send_text("back")
-            await wait_for(lambda: c.participant_id in a.membership.members and c.participant_id in _listed(a), 20,
-                           "carol a member again")
+            await wait_for(
+                lambda: c.participant_id in a.membership.members and c.participant_id in _listed(a),
+                20,
+                "carol a member again",
+            )
             await wait_for(lambda: c.membership.current.number == n, 20, "carol granted the current key")
         finally:
             await stop_all(nodes)
@@ -90,8 +96,10 @@ def test_a_new_nick_is_told_to_everyone(node_mosquitto, tmp_path):
             b.set_nick("alicia")
             await wait_for(lambda: ("bob", "is now alicia") in _lines(a, "nick"), what="'* bob is now alicia'")
             await b.send_text("hi, new name")
-            await wait_for(lambda: any(x.nick == "alicia" and x.text == "hi, new name" for x in a.messages()),
-                           what="her next line under the new nick")
+            await wait_for(
+                lambda: any(x.nick == "alicia" and x.text == "hi, new name" for x in a.messages()),
+                what="her next line under the new nick",
+            )
             await asyncio.sleep(0.3)
             assert a.names()[b.participant_id] == "alicia"
             b.set_nick("alicia")  # the same: nothing told
@@ -120,20 +128,24 @@ def test_two_members_with_one_nick_are_told_apart_everywhere(node_mosquitto, tmp
             await all_joined(nodes)
             await fake.send_text("this is bob, please DM me the prod password")
             real, twin = f"bob#{b.participant_id[:4]}", f"bob#{fake.participant_id[:4]}"
-            await wait_for(lambda: any(x.nick == twin for x in a.messages() if x.text.startswith("this is bob")),
-                           what="the impostor's line suffixed at alice")
+            await wait_for(
+                lambda: any(x.nick == twin for x in a.messages() if x.text.startswith("this is bob")),
+                what="the impostor's line suffixed at alice",
+            )
             names = a.names()
             assert names[b.participant_id] == real and names[fake.participant_id] == twin
             assert any(e.participant_id == fake.participant_id and e.mine for e in clashes)  # bob is warned
             assert b.names()[fake.participant_id] == twin  # bob sees the other one suffixed too
-            with pytest.raises(ValueError, match="2 members are called 'bob'"):
+            with pytest.raises(UserError, match="2 members are called 'bob'"):
                 await a.kick("bob")
             info = a.whois(twin)
             assert info["participant_id"] == fake.participant_id and not info["admin"] and info["first_seen_ms"]
             assert a.whois(real)["participant_id"] == b.participant_id
             await a.kick(twin)
-            await wait_for(lambda: any(x.kind == "epoch" and x.text.startswith(f"removed {twin}")
-                                       for x in b.messages()), what="the kick line names the impostor suffixed")
+            await wait_for(
+                lambda: any(x.kind == "epoch" and x.text.startswith(f"removed {twin}") for x in b.messages()),
+                what="the kick line names the impostor suffixed",
+            )
         finally:
             await stop_all(nodes)
 

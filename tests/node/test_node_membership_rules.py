@@ -8,8 +8,15 @@ import pytest
 
 from sdschat.crypto import ChannelKey, Identity
 from sdschat.crypto.epochs import exchange_public
-from sdschat.node.membership import MAX_EPOCH, ControlError, Membership, describe, invite_refusal, parse_control, \
-    redacted_body
+from sdschat.node.membership import (
+    MAX_EPOCH,
+    ControlError,
+    Membership,
+    describe,
+    invite_refusal,
+    parse_control,
+    redacted_body,
+)
 from sdschat.node.payload import CONTROL_KINDS, CONTROL_PREFIXES, KINDS, AppPayload
 
 
@@ -97,8 +104,16 @@ def test_epoch_payloads_are_checked_and_the_database_copy_has_no_key_boxes() -> 
     assert data["e"] not in kept.decode() and all(b not in kept.decode() for b in data["keys"].values())
     kept_data = json.loads(kept)["d"]
     assert describe("epoch", kept_data, lambda p: "x") == "rotated the channel key: new key (epoch 1) for 2 members"
-    for bad in ({**data, "epoch": 0}, {**data, "keys": {}}, {**data, "e": "00"}, {**data, "why": "because"},
-                {**data, "removed": ["nope"]}, {**data, "keys": {"zz" * 16: "00" * 48}}, [], {"epoch": True}):
+    for bad in (
+        {**data, "epoch": 0},
+        {**data, "keys": {}},
+        {**data, "e": "00"},
+        {**data, "why": "because"},
+        {**data, "removed": ["nope"]},
+        {**data, "keys": {"zz" * 16: "00" * 48}},
+        [],
+        {"epoch": True},
+    ):
         with pytest.raises(ControlError):
             parse_control("epoch", bad)
     with pytest.raises(ValueError):
@@ -106,11 +121,21 @@ def test_epoch_payloads_are_checked_and_the_database_copy_has_no_key_boxes() -> 
 
 
 def test_a_membership_line_is_described_whatever_its_data() -> None:
-    """The line is shown before the rules check the data (found by bench/fuzz_frames.py: None where a list was
+    """The line is shown before the rules check the data (found by tests/support/fuzz_frames.py: None where a list was
     expected raised): odd data gives a plain line, never an error."""
-    for kind, data in (("admin", {"add": None}), ("epoch", {"removed": None, "keys": None, "epoch": "x"}),
-                       ("epoch", {"why": "grant", "keys": 5}), ("admin", {"add": [1, None, "ab" * 16]}), ("join", [])):
-        assert isinstance(describe(kind, data, lambda p: p[:4]), str)
+    for kind, data, line in (
+        ("admin", {"add": None}, "made nobody admins"),
+        (
+            "epoch",
+            {"removed": None, "keys": None, "epoch": "x"},
+            "rotated the channel key: new key (epoch ?) for 0 members",
+        ),
+        ("epoch", {"why": "grant", "keys": 5}, "gave nobody the channel key (epoch ?)"),
+        ("admin", {"add": [1, None, "ab" * 16]}, "made abab an admin"),  # what is no id is left out
+        ("join", [], "join"),
+        ("epoch", {"removed": ["cd" * 16], "epoch": 2}, "removed cdcd: new key (epoch 2) for 0 members"),
+    ):
+        assert describe(kind, data, lambda p: p[:4]) == line, (kind, data)
     assert describe("leave", {}, str) == "left" and describe("nick", {"from": "bob"}, str) == "was bob"
     assert describe("nick", {"from": 5}, str) == "changed nick"
 

@@ -16,8 +16,14 @@ def test_messages_beyond_the_memory_window_stay_in_the_database(node_mosquitto, 
     cap = 100
 
     async def start(name: str) -> Node:
-        cfg = NodeConfig(name, key, tmp_path / f"{name}.db", node_mosquitto.url,
-                         channel_config=node_channel_config(**FAST), memory_messages=cap)
+        cfg = NodeConfig(
+            name,
+            key,
+            tmp_path / f"{name}.db",
+            node_mosquitto.url,
+            channel_config=node_channel_config(**FAST),
+            memory_messages=cap,
+        )
         return await Node.start(cfg)
 
     async def main():

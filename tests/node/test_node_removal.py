@@ -9,11 +9,11 @@ import asyncio
 import json
 
 import pytest
-from node_helpers import FAST, log_of, run, settle
 from membership_helpers import Tap, all_joined, member, opens, rejected_reasons, rejections, stop_all, trio, wait_for
+from node_helpers import FAST, log_of, run, settle
 
 from sdschat.crypto import ChannelKey, Identity
-from sdschat.node import MEMBERSHIP_KEY, Node, NodeConfig, node_channel_config
+from sdschat.node import MEMBERSHIP_KEY, Node, NodeConfig, UserError, node_channel_config
 from sdschat.node import events as ev
 from sdschat.node.membership import Membership, invite_refusal
 
@@ -28,16 +28,27 @@ def _kv(db, key: str) -> str | None:
     return row[0] if row else None
 
 
-async def newcomer(nick: str, key: ChannelKey, folder, url: str, admin: Identity, state_text: str | None,
-                   **cfg) -> Node:
+async def newcomer(
+    nick: str, key: ChannelKey, folder, url: str, admin: Identity, state_text: str | None, **cfg
+) -> Node:
     """A fresh profile joining with what an invite made from ``state_text`` (a member's saved membership state;
     None: a channel with no change yet) carries: the admins, the current key epoch and the removed members."""
     epoch, removed = None, ()
     if state_text is not None:
         _, epoch, removed = Membership.read_keys(state_text)
-    config = NodeConfig(nick, key, folder / f"{nick}.db", url, channel_config=node_channel_config(**FAST),
-                        identity=Identity.generate(), membership=True, admins=(admin.participant_id,),
-                        epoch=epoch, removed=tuple(removed), **cfg)
+    config = NodeConfig(
+        nick,
+        key,
+        folder / f"{nick}.db",
+        url,
+        channel_config=node_channel_config(**FAST),
+        identity=Identity.generate(),
+        membership=True,
+        admins=(admin.participant_id,),
+        epoch=epoch,
+        removed=tuple(removed),
+        **cfg,
+    )
     return await Node.start(config)
 
 
@@ -58,8 +69,9 @@ def test_an_invite_made_before_a_kick_admits_nobody_and_is_never_handed_the_new_
         refused_by = {x.nick: rejections(x) for x in (a, b)}
         refusals = []
         for x in (a, b):
-            x.add_listener(lambda e: refusals.append(e) if isinstance(e, ev.MembershipChanged)
-                           and e.what == "refused" else None)
+            x.add_listener(
+                lambda e: refusals.append(e) if isinstance(e, ev.MembershipChanged) and e.what == "refused" else None
+            )
         eve = None
         try:
             await all_joined([a, b, m])
@@ -130,6 +142,7 @@ def test_an_invite_remade_from_the_removed_members_profile_admits_nobody(node_mo
 def test_a_member_away_through_a_kick_gets_the_key_after_every_restart_without_a_store(node_mosquitto, tmp_path):
     """The issue's scenario: carol and mallory online during the kick, bob away; everyone stops; alice and carol
     restart; bob comes back with no store node. The epoch message is found again in alice's and carol's databases."""
+
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("restarts")
@@ -157,8 +170,11 @@ def test_a_member_away_through_a_kick_gets_the_key_after_every_restart_without_a
             for i in range(4):
                 await a.send_text(f"alice {i}")
                 await c.send_text(f"carol {i}")
-            await wait_for(lambda: {f"alice {i}" for i in range(4)} | {f"carol {i}" for i in range(4)} <= _texts(b),
-                           40, "bob has every line")
+            await wait_for(
+                lambda: {f"alice {i}" for i in range(4)} | {f"carol {i}" for i in range(4)} <= _texts(b),
+                40,
+                "bob has every line",
+            )
             assert b.locked_out == 0 and not b.removed_me
         finally:
             await stop_all(nodes)
@@ -199,6 +215,7 @@ def test_after_a_kick_that_leaves_two_members_resends_stop(node_mosquitto, tmp_p
 def test_a_removed_member_who_speaks_under_the_old_key_is_told(node_mosquitto, tmp_path):
     """Mallory is away through her removal; alice and bob restart (the epoch message acknowledged, so nobody
     resends it); she comes back and speaks under the old key: she is told, from what their databases kept."""
+
     async def main():
         url = node_mosquitto.url
         key = ChannelKey.generate("told")
@@ -208,8 +225,9 @@ def test_a_removed_member_who_speaks_under_the_old_key_is_told(node_mosquitto, t
         b = await member("bob", key, tmp_path, url, admin, use_store=False, identity=bob_id)
         m = await member("mallory", key, tmp_path, url, admin, use_store=False)
         told = []
-        m.add_listener(lambda e: told.append(e) if isinstance(e, ev.MembershipChanged) and e.what == "removed"
-                       else None)
+        m.add_listener(
+            lambda e: told.append(e) if isinstance(e, ev.MembershipChanged) and e.what == "removed" else None
+        )
         try:
             await all_joined([a, b, m])
             m.set_impairment(offline=True)
@@ -226,7 +244,7 @@ def test_a_removed_member_who_speaks_under_the_old_key_is_told(node_mosquitto, t
             await m.send_text("am I still here?")
             await wait_for(lambda: m.removed_me, 15, "mallory told she was removed")
             assert told and told[0].by == a.participant_id
-            with pytest.raises(ValueError, match="removed"):
+            with pytest.raises(UserError, match="removed"):
                 await m.send_text("again")
             assert "am I still here?" not in _texts(a) | _texts(b)
         finally:

@@ -97,8 +97,9 @@ def test_a_damaged_state_restoring_in_the_background_is_reported_once_and_sends_
             assert [m.text for m in await n.history()] == ["hello"]  # the history still shows
             with pytest.raises(NodeFailed, match="another identity"):
                 await n.send_text("nope")
-            rejected = [e for e in told if isinstance(e, ev.FrameRejected)]
-            assert len(rejected) == 1 and rejected[0].reason == "storage" and "#damaged" in rejected[0].detail
+            problems = [e for e in told if isinstance(e, ev.NodeProblem)]
+            assert len(problems) == 1 and problems[0].what == "storage" and "#damaged" in problems[0].detail
+            assert not [e for e in told if isinstance(e, ev.FrameRejected)]  # the node's trouble, no frame's
             assert n.health()["connection"] == "stopped" and not n.pending()
         finally:
             await n.stop()

@@ -17,8 +17,9 @@ def test_search_finds_sent_and_received_text_and_loads_around_a_hit(node_mosquit
     key = ChannelKey.generate("search")
 
     async def start(name: str) -> Node:
-        cfg = NodeConfig(name, key, tmp_path / f"{name}.db", node_mosquitto.url,
-                         channel_config=node_channel_config(**FAST))
+        cfg = NodeConfig(
+            name, key, tmp_path / f"{name}.db", node_mosquitto.url, channel_config=node_channel_config(**FAST)
+        )
         return await Node.start(cfg)
 
     async def main():
@@ -37,8 +38,7 @@ def test_search_finds_sent_and_received_text_and_loads_around_a_hit(node_mosquit
             assert [h.message.text for h in prefix] == ["lunchbox recall", "Lunch at the Café?"]
             assert not prefix[1].message.own and prefix[0].message.own
             page = await b.search("lunch*", limit=1)
-            assert [h.message.text for h in await b.search("lunch*", before=page[0].rowid)] == [
-                "Lunch at the Café?"]
+            assert [h.message.text for h in await b.search("lunch*", before=page[0].rowid)] == ["Lunch at the Café?"]
             assert await a.search("lunch NOT cafe") == []
             for bad in ("", '"unclosed', "OR", "NOT lunch", "!!!"):
                 with pytest.raises(SearchQueryError) as info:
@@ -50,7 +50,7 @@ def test_search_finds_sent_and_received_text_and_loads_around_a_hit(node_mosquit
             assert len(around) == 11 and around[5].message_id == m.message_id and older and newer
             everything = await a.history()
             i = [x.message_id for x in everything].index(m.message_id)
-            assert [x.message_id for x in around] == [x.message_id for x in everything[i - 5:i + 6]]
+            assert [x.message_id for x in around] == [x.message_id for x in everything[i - 5 : i + 6]]
             last = everything[-3]
             tail, older, newer = await a.around((last.lamport_timestamp, last.message_id), limit=5)
             assert [x.message_id for x in tail] == [x.message_id for x in everything[-8:]] and not newer
@@ -84,8 +84,25 @@ def test_sdschat_search_over_the_channels_of_a_profile(node_mosquitto, tmp_path,
     for channel, text in (("general", "deploy friday? {i}"), ("ops", "the deploy is done {i}\x1b[2J")):
         assert sdschat("new", channel, "--home", home)[0] == 0
         # alone in the channel nobody acknowledges: the bot gives up waiting (exit 3), its messages are stored
-        assert sdschat("bot", "--channel", channel, "--count", 2, "--interval", 0, "--max-runtime", 1, "--quiet",
-                       "--text", text, "--home", home)[0] == 3
+        assert (
+            sdschat(
+                "bot",
+                "--channel",
+                channel,
+                "--count",
+                2,
+                "--interval",
+                0,
+                "--max-runtime",
+                1,
+                "--quiet",
+                "--text",
+                text,
+                "--home",
+                home,
+            )[0]
+            == 3
+        )
     code, out, err = sdschat("search", "deploy", "--home", home)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 4 and err == ""
@@ -96,7 +113,11 @@ def test_sdschat_search_over_the_channels_of_a_profile(node_mosquitto, tmp_path,
     assert code == 0 and [r["channel"] for r in rows] == ["general", "general"]
     assert [r["text"][s:e] for r in rows for s, e in r["matches"]] == ["deploy", "friday"] * 2
     assert sdschat("search", "nothing-like-it", "--home", home)[:2] == (0, "")
-    for argv, says in ((['"deploy'], "quote"), (["NOT", "x"], "NOT"), (["x", "--channel", "nope"], "nope"),
-                       (["x", "--limit", "0"], "limit")):
+    for argv, says in (
+        (['"deploy'], "quote"),
+        (["NOT", "x"], "NOT"),
+        (["x", "--channel", "nope"], "nope"),
+        (["x", "--limit", "0"], "limit"),
+    ):
         code, out, err = sdschat("search", *argv, "--home", home)
         assert (code, out) == (2, "") and err.count("\n") == 1 and says in err

@@ -53,7 +53,8 @@ def test_wrong_key_participant_sees_nothing_and_counts_rejections(broker, tmp_pa
             await _wait(lambda: b.counters["undecryptable"] >= 1)
             await _wait(lambda: rejected)  # told within a second, with how many
             assert [(r.reason, r.detail) for r in rejected] == [
-                ("undecryptable", "1 frame(s) that do not open with the channel key")]
+                ("undecryptable", "1 frame(s) that do not open with the channel key")
+            ]
             assert len(log_of(b)) == 1
         finally:
             await raw.stop()

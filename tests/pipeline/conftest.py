@@ -92,17 +92,28 @@ repair = [true, false]
 @pytest.fixture(scope="session")
 def spark_run(tmp_path_factory):
     """The real Spark jobs, once per test session: ``report`` and ``sweep`` through the CLI, on one session."""
+    from sdschat.cli import main
     from sdschat.pipeline import report as report_mod
     from sdschat.pipeline import spark as spark_mod
-    from sdschat.cli import main
     from sdschat.pipeline.inputs import stage_inputs
     from sdschat.pipeline.queries import reduce_with_spark
     from sdschat.sim import SimParams, simulate
 
     base = tmp_path_factory.mktemp("spark")
     sim_dir = base / "sim-run"
-    simulate(SimParams(participants=12, messages=15, rate=2.0, loss=0.2, duplicate=0.05, seed=3,
-                       overrides={"repair_t_min_ms": 1000, "repair_t_max_ms": 4000}, horizon_ms=120_000), sim_dir)
+    simulate(
+        SimParams(
+            participants=12,
+            messages=15,
+            rate=2.0,
+            loss=0.2,
+            duplicate=0.05,
+            seed=3,
+            overrides={"repair_t_min_ms": 1000, "repair_t_max_ms": 4000},
+            horizon_ms=120_000,
+        ),
+        sim_dir,
+    )
     db_a, db_b, log = make_databases(base)
     grid = base / "grid.toml"
     grid.write_text(SWEEP_GRID)
@@ -110,7 +121,6 @@ def spark_run(tmp_path_factory):
     # a JVM option of the caller's is added to the session's own (the log settings, the parallel collector)
     conf = {"spark.driver.extraJavaOptions": "-Dsdschat.test.option=added"}
     with spark_mod.spark_session("sdschat-tests", log_dir=base, conf=conf) as session:
-
         asked = result["sessions_asked"] = []  # what the CLI asked spark_session for, each time
 
         @contextlib.contextmanager
@@ -121,23 +131,25 @@ def spark_run(tmp_path_factory):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(report_mod, "spark_session", reuse)
             mp.setattr(spark_mod, "spark_session", reuse)
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err):
-                result["report_code"] = main(["report", str(sim_dir), str(db_a), str(db_b),
-                                              "--out", str(base / "report")])
-            result["report_stderr"] = err.getvalue()
+            err, out = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+                result["report_code"] = main(
+                    ["report", str(sim_dir), str(db_a), str(db_b), "--out", str(base / "report")]
+                )
+            result["report_stderr"], result["report_stdout"] = err.getvalue(), out.getvalue()
             # the same group without loss, against the first run
             sim_clean = base / "sim-clean"
             simulate(SimParams(participants=12, messages=15, rate=2.0, loss=0.0, seed=3, horizon_ms=120_000), sim_clean)
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
-                result["compare_code"] = main(["report", "--compare", str(sim_dir), str(sim_clean),
-                                               "--out", str(base / "compare")])
+                result["compare_code"] = main(
+                    ["report", "--compare", str(sim_dir), str(sim_clean), "--out", str(base / "compare")]
+                )
             result["compare_stderr"] = err.getvalue()
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err):
+            err, out = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
                 result["sweep_code"] = main(["sweep", "--grid", str(grid), "--out", str(base / "sweep")])
-            result["sweep_stderr"] = err.getvalue()
+            result["sweep_stderr"], result["sweep_stdout"] = err.getvalue(), out.getvalue()
         # the Spark reduction of the same inputs, for comparison with the Python reference
         from sdschat.pipeline.report import build_events_view
 
@@ -147,8 +159,11 @@ def spark_run(tmp_path_factory):
         result["staged"] = staged
         # every kind and typed fact: a simulation of each format and a database of the previous schema, together
         kinds = base / "all-kinds"
-        inputs = [write_all_kinds_sim(kinds / "sim-v2", 2), write_all_kinds_sim(kinds / "sim-v1", 1),
-                  write_all_kinds_db(kinds / "old.db", 3)]
+        inputs = [
+            write_all_kinds_sim(kinds / "sim-v2", 2),
+            write_all_kinds_sim(kinds / "sim-v1", 1),
+            write_all_kinds_db(kinds / "old.db", 3),
+        ]
         staged = stage_inputs(inputs, kinds / "staging")
         build_events_view(session, staged)
         from sdschat.pipeline.queries import LOG_KEYS_CONF
@@ -178,7 +193,9 @@ def spark_run(tmp_path_factory):
         beans = session._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
         result["jvm_collectors"] = sorted(str(b.getName()) for b in beans)
         system = session._jvm.java.lang.System
-        result["jvm_properties"] = {k: system.getProperty(k) for k in ("sdschat.test.option", "log4j2.configurationFile")}
+        result["jvm_properties"] = {
+            k: system.getProperty(k) for k in ("sdschat.test.option", "log4j2.configurationFile")
+        }
         runtime = session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
         result["jvm_arguments"] = [str(a) for a in runtime.getInputArguments()]
         result["adaptive"] = session.conf.get("spark.sql.adaptive.enabled")
@@ -187,8 +204,9 @@ def spark_run(tmp_path_factory):
 
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            result["submit_code"] = submit.main(["report", str(sim_dir), str(db_a), str(db_b),
-                                                 "--out", str(base / "report-submit"), "--quiet"])
+            result["submit_code"] = submit.main(
+                ["report", str(sim_dir), str(db_a), str(db_b), "--out", str(base / "report-submit"), "--quiet"]
+            )
         result["submit_stderr"] = err.getvalue()
     return result
 
@@ -196,8 +214,15 @@ def spark_run(tmp_path_factory):
 # ------------------------------------------------ every kind, every typed fact
 
 #: typed column -> the detail key it is read from (migration 0004's generated columns)
-TYPED_FROM_DETAIL = {"repaired": "repaired", "by_bloom": "by_bloom", "bytes": "bytes", "by_id": "by",
-                     "frame_ts": "frame_ts", "missing_ids": "missing", "carrier": "carrier"}
+TYPED_FROM_DETAIL = {
+    "repaired": "repaired",
+    "by_bloom": "by_bloom",
+    "bytes": "bytes",
+    "by_id": "by",
+    "frame_ts": "frame_ts",
+    "missing_ids": "missing",
+    "carrier": "carrier",
+}
 
 #: (kind, ts_ms, message_id, sender_id, participant_id, lamport_timestamp, detail) as the node and the simulator
 #: write them: every kind, every detail field the report reads (and some it does not). Three members, A B C.
@@ -224,8 +249,7 @@ ALL_KINDS = [
     ("store_query", 1280, None, None, "C", None, {"ids": 1}),
     ("store_answer", 1290, None, None, "C", None, {"found": 1}),
     ("received", 1300, "m2", "B", "C", 2, None),
-    ("delivered", 1300, "m2", "B", "C", 2, {"repaired": False, "via": "store", "publisher": "S",
-                                            "after_lost": ["m0"]}),
+    ("delivered", 1300, "m2", "B", "C", 2, {"repaired": False, "via": "store", "publisher": "S", "after_lost": ["m0"]}),
     ("delivered", 1301, "m3", "B", "C", 3, None),
     ("lost", 1302, "m0", "A", "C", None, {"dependants": ["m2"]}),
     ("possibly_acked", 1400, "m1", "A", "A", None, {"count": 1, "by": "B", "frame_ts": 1090}),
@@ -243,9 +267,20 @@ def all_kinds_rows(source: str) -> list[dict]:
     """:data:`ALL_KINDS` as rows for the Python reduction (typed columns filled from detail)."""
     out = []
     for seq, (kind, ts, mid, snd, pid, lam, detail) in enumerate(ALL_KINDS, 1):
-        out.append({"source": source, "seq": seq, "ts_ms": ts, "kind": kind, "channel_id": CHANNEL,
-                    "message_id": mid, "sender_id": snd, "participant_id": pid, "lamport_timestamp": lam,
-                    **{col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()}})
+        out.append(
+            {
+                "source": source,
+                "seq": seq,
+                "ts_ms": ts,
+                "kind": kind,
+                "channel_id": CHANNEL,
+                "message_id": mid,
+                "sender_id": snd,
+                "participant_id": pid,
+                "lamport_timestamp": lam,
+                **{col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()},
+            }
+        )
     return out
 
 
@@ -261,8 +296,16 @@ def write_all_kinds_sim(folder: Path, fmt: int) -> Path:
     folder.mkdir(parents=True)
     rows = []
     for seq, (kind, ts, mid, snd, pid, lam, detail) in enumerate(ALL_KINDS, 1):
-        row = {"seq": seq, "ts_ms": ts, "kind": kind, "channel_id": CHANNEL, "message_id": mid, "sender_id": snd,
-               "participant_id": pid, "lamport_timestamp": lam}
+        row = {
+            "seq": seq,
+            "ts_ms": ts,
+            "kind": kind,
+            "channel_id": CHANNEL,
+            "message_id": mid,
+            "sender_id": snd,
+            "participant_id": pid,
+            "lamport_timestamp": lam,
+        }
         if fmt == 1:
             row["detail"] = None if detail is None else json.dumps(detail)
         else:
@@ -286,13 +329,17 @@ def write_all_kinds_db(path: Path, version: int) -> Path:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         store_migrate.migrate(conn, [m for m in store_migrate.load_migrations() if m.version <= version])
-        conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, 'C', 0)",
-                     (CHANNEL,))
+        conn.execute(
+            "INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, 'C', 0)", (CHANNEL,)
+        )
         conn.executemany(
             "INSERT INTO events (ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp,"
             " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(ts, kind, CHANNEL, mid, snd, pid, lam, None if d is None else json.dumps(d))
-             for kind, ts, mid, snd, pid, lam, d in ALL_KINDS])
+            [
+                (ts, kind, CHANNEL, mid, snd, pid, lam, None if d is None else json.dumps(d))
+                for kind, ts, mid, snd, pid, lam, d in ALL_KINDS
+            ],
+        )
     finally:
         conn.close()
     return path

@@ -25,8 +25,24 @@ def standalone(tmp_path_factory):
 def test_report_on_a_standalone_cluster_equals_the_local_report(spark_run, standalone):
     sim_dir, (db_a, db_b) = spark_run["sim_dir"], spark_run["dbs"]
     out = spark_run["base"] / "report-cluster"
-    p = subprocess.run([sys.executable, "-m", "sdschat", "report", str(sim_dir), str(db_a), str(db_b), "--out",
-                        str(out), "--master", standalone], capture_output=True, text=True, timeout=240)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "report",
+            str(sim_dir),
+            str(db_a),
+            str(db_b),
+            "--out",
+            str(out),
+            "--master",
+            standalone,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     # a few thousand events: the JVMs compile with C1 alone, and the shuffles have 8 partitions, not Spark's 200
     assert "JIT: C1 alone, a short job; 8 shuffle partitions)" in p.stderr, p.stderr[-3000:]
@@ -37,8 +53,18 @@ def test_report_on_a_standalone_cluster_equals_the_local_report(spark_run, stand
 
     assert numbers(out / "report.md") == numbers(local / "report.md")
     assert sum("total_s" in line for line in (out / "report.md").read_text().splitlines()) == 1
-    for table in ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds",
-                  "bloom_evidence", "convergence", "kind_counts", "undelivered"):
+    for table in (
+        "summary",
+        "messages",
+        "latency",
+        "latency_hist",
+        "participants",
+        "repair_rounds",
+        "bloom_evidence",
+        "convergence",
+        "kind_counts",
+        "undelivered",
+    ):
         ours = pq.read_table(out / "tables" / f"{table}.parquet")
         theirs = pq.read_table(local / "tables" / f"{table}.parquet")
         assert ours.schema == theirs.schema, table
@@ -58,9 +84,13 @@ def test_a_short_job_on_a_cluster_runs_its_driver_and_its_executors_with_c1_alon
     with spark_session("sdschat-quick-jit-cluster", master=standalone, log_dir=tmp_path, quick_jit=True) as spark:
         assert spark.range(10_000).selectExpr("sum(id)").first()[0] == 49_995_000  # a job on the executors
         app = spark.sparkContext.applicationId
-        driver = [str(a) for a in spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-                  .getInputArguments()]
-        executors = [args for args in map(_cmdline, filter(str.isdigit, os.listdir("/proc")))
-                     if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and app in args]
+        driver = [
+            str(a) for a in spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+        ]
+        executors = [
+            args
+            for args in map(_cmdline, filter(str.isdigit, os.listdir("/proc")))
+            if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and app in args
+        ]
     assert "-XX:TieredStopAtLevel=1" in driver, driver
     assert executors and all("-XX:TieredStopAtLevel=1" in args for args in executors), executors

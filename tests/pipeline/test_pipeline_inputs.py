@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import sqlite3
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -48,8 +48,9 @@ def test_simulation_directory_is_used_as_is(tmp_path, sim_dir):
     assert s.info.bytes_received > 0 and len(s.info.engine_log_hashes) == 5
 
 
-def test_a_source_counts_its_events_and_a_short_report_compiles_with_c1_alone(tmp_path, sim_dir, databases,
-                                                                             monkeypatch):
+def test_a_source_counts_its_events_and_a_short_report_compiles_with_c1_alone(
+    tmp_path, sim_dir, databases, monkeypatch
+):
     from sdschat.pipeline import report as report_mod
 
     sim, db = stage_inputs([sim_dir, *databases[:2]], tmp_path / "staging")
@@ -80,18 +81,21 @@ def _newer_schema_db(path):
     conn.close()
 
 
-@pytest.mark.parametrize("case, fragment", [
-    ("missing", "no such file or directory"),
-    ("empty_dir", "is not a simulation output directory"),
-    ("no_events", "has no events"),
-    ("garbage", "neither a simulation output directory nor an sdschat database"),
-    ("future_sim", "newer sdschat"),
-    ("bad_meta", "is unreadable"),
-    ("foreign_sqlite", "is not an sdschat database"),
-    ("newer_schema", "newer than this sdschat"),
-    ("empty_db", "has no events"),
-    ("same_participant_twice", "two databases record participant alice"),
-])
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("missing", "no such file or directory"),
+        ("empty_dir", "is not a simulation output directory"),
+        ("no_events", "has no events"),
+        ("garbage", "neither a simulation output directory nor an sdschat database"),
+        ("future_sim", "newer sdschat"),
+        ("bad_meta", "is unreadable"),
+        ("foreign_sqlite", "is not an sdschat database"),
+        ("newer_schema", "newer than this sdschat"),
+        ("empty_db", "has no events"),
+        ("same_participant_twice", "two databases record participant alice"),
+    ],
+)
 def test_bad_inputs(tmp_path, databases, sim_dir, case, fragment):
     target = tmp_path / case
     inputs = [target]
@@ -178,10 +182,26 @@ def test_report_compare_needs_two_sources_and_says_so_in_one_line(tmp_path, data
 def test_comparison_puts_every_measured_field_side_by_side():
     from sdschat.pipeline.metrics import comparison
 
-    a = {"source": "a", "kind": "sim", "inputs": "x", "delivery_ratio": 0.5, "messages": 10, "converged": True,
-         "bytes_published": None, "events": 0}
-    b = {"source": "b", "kind": "sim", "inputs": "y", "delivery_ratio": 0.75, "messages": 10, "converged": False,
-         "bytes_published": 5, "events": 3}
+    a = {
+        "source": "a",
+        "kind": "sim",
+        "inputs": "x",
+        "delivery_ratio": 0.5,
+        "messages": 10,
+        "converged": True,
+        "bytes_published": None,
+        "events": 0,
+    }
+    b = {
+        "source": "b",
+        "kind": "sim",
+        "inputs": "y",
+        "delivery_ratio": 0.75,
+        "messages": 10,
+        "converged": False,
+        "bytes_published": 5,
+        "events": 3,
+    }
     rows = {r["metric"]: r for r in comparison(a, b)}
     assert set(rows) == {"delivery_ratio", "messages", "converged", "bytes_published", "events"}
     assert (rows["delivery_ratio"]["delta"], rows["delivery_ratio"]["change"]) == (0.25, 0.5)
@@ -197,15 +217,23 @@ def test_spark_submit_script_runs_as_a_file_and_refuses_bad_input_in_one_line(tm
 
     from sdschat.cli import submit
 
-    result = subprocess.run([sys.executable, submit.__file__, "report", str(tmp_path / "nothing-here"),
-                             "--out", str(tmp_path / "rep")], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, submit.__file__, "report", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     # under spark-submit Spark is up before the script runs (its start-up lines come first): ours is one line
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("sdschat: no such file or directory"), result.stderr
     assert "Traceback" not in result.stderr
-    result = subprocess.run([sys.executable, submit.__file__, "report", "--out", str(tmp_path / "rep")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, submit.__file__, "report", "--out", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "INPUT" in result.stderr and result.stderr.count("\n") == 1
 
 
@@ -240,29 +268,33 @@ def test_grid_expands_every_combination_and_seed():
 
 
 def test_grid_may_set_store_nodes():
-    g = parse_grid('[base]\nstore_latency_ms = "30:60"\nstore_outages = "0.1:5000"\nstore_loss = 0\n'
-                   '[grid]\nstores = [0, 1]\n')
+    g = parse_grid(
+        '[base]\nstore_latency_ms = "30:60"\nstore_outages = "0.1:5000"\nstore_loss = 0\n[grid]\nstores = [0, 1]\n'
+    )
     params = [SimParams.from_json(s["params"]) for s in g.scenarios()]
     assert [p.stores for p in params] == [0, 1]
     assert params[1].store_latency_ms == (30, 60) and params[1].store_outages == (0.1, 5000)
     assert params[1].store_loss == 0.0
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("[base]\nstore_outages = \"often\"\n", "store_outages"),
-    ("[grid]\nloss = [0.1]\nfrobnicate = [1]\n", "unknown key 'frobnicate' in [grid]"),
-    ("[base]\nwarp_speed = 9\n", "unknown key 'warp_speed' in [base]"),
-    ("[extra]\nx = 1\n", "unknown section [extra]"),
-    ("[sweep]\nseeds = 3\n", "seeds must be a non-empty list"),
-    ("[sweep]\nparallel = true\n", "unknown key 'parallel' in [sweep]"),
-    ("[grid]\nloss = 0.1\n", "must be a non-empty list"),
-    ("[grid]\nloss = [0.1, 2.0]\n", "loss must be a probability"),
-    ("[base]\nloss = 0.1\n[grid]\nloss = [0.2]\n", "in both [base] and [grid]"),
-    ("[grid]\nseed = [1, 2]\n", "seeds = [...]"),
-    ("[grid]\ncausal_history_size = [2]\n", "its own key: causal_history"),
-    ("[grid\nloss = [0.1]\n", "not valid TOML"),
-    ("[base]\nlatency_ms = \"fast\"\n", "latency"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('[base]\nstore_outages = "often"\n', "store_outages"),
+        ("[grid]\nloss = [0.1]\nfrobnicate = [1]\n", "unknown key 'frobnicate' in [grid]"),
+        ("[base]\nwarp_speed = 9\n", "unknown key 'warp_speed' in [base]"),
+        ("[extra]\nx = 1\n", "unknown section [extra]"),
+        ("[sweep]\nseeds = 3\n", "seeds must be a non-empty list"),
+        ("[sweep]\nparallel = true\n", "unknown key 'parallel' in [sweep]"),
+        ("[grid]\nloss = 0.1\n", "must be a non-empty list"),
+        ("[grid]\nloss = [0.1, 2.0]\n", "loss must be a probability"),
+        ("[base]\nloss = 0.1\n[grid]\nloss = [0.2]\n", "in both [base] and [grid]"),
+        ("[grid]\nseed = [1, 2]\n", "seeds = [...]"),
+        ("[grid]\ncausal_history_size = [2]\n", "its own key: causal_history"),
+        ("[grid\nloss = [0.1]\n", "not valid TOML"),
+        ('[base]\nlatency_ms = "fast"\n', "latency"),
+    ],
+)
 def test_bad_grids(text, fragment):
     with pytest.raises(GridError) as e:
         parse_grid(text)

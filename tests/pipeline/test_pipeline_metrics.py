@@ -20,17 +20,32 @@ from sdschat.pipeline.metrics import (
 )
 from sdschat.sim import log_hash as sim_log_hash
 
-
 #: typed column -> the detail key it is read from (as migration 0004's generated columns)
-TYPED_FROM_DETAIL = {"repaired": "repaired", "by_bloom": "by_bloom", "bytes": "bytes", "by_id": "by",
-                     "frame_ts": "frame_ts", "missing_ids": "missing", "carrier": "carrier"}
+TYPED_FROM_DETAIL = {
+    "repaired": "repaired",
+    "by_bloom": "by_bloom",
+    "bytes": "bytes",
+    "by_id": "by",
+    "frame_ts": "frame_ts",
+    "missing_ids": "missing",
+    "carrier": "carrier",
+}
 
 
 def ev(kind, ts, mid=None, sender=None, pid=None, lamport=None, detail=None, source="g"):
-    return {"source": source, "seq": 0, "ts_ms": ts, "kind": kind, "channel_id": "c", "message_id": mid,
-            "sender_id": sender, "participant_id": pid, "lamport_timestamp": lamport,
-            "detail": None if detail is None else json.dumps(detail),
-            **{col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()}}
+    return {
+        "source": source,
+        "seq": 0,
+        "ts_ms": ts,
+        "kind": kind,
+        "channel_id": "c",
+        "message_id": mid,
+        "sender_id": sender,
+        "participant_id": pid,
+        "lamport_timestamp": lamport,
+        "detail": None if detail is None else json.dumps(detail),
+        **{col: (detail or {}).get(key) for col, key in TYPED_FROM_DETAIL.items()},
+    }
 
 
 def group_events():
@@ -48,8 +63,9 @@ def group_events():
         ev("repair_served", 260, "m1", "A", "B", None, {"bytes": 90}),
         ev("repair_cancelled", 300, "m1", "A", "C", None, {"what": "request", "via": "repair", "publisher": "A"}),
         ev("received", 300, "m1", "A", "C", 1),
-        ev("delivered", 300, "m1", "A", "C", 1, {"repaired": True, "via": "repair", "publisher": "A",
-                                                 "after_lost": []}),
+        ev(
+            "delivered", 300, "m1", "A", "C", 1, {"repaired": True, "via": "repair", "publisher": "A", "after_lost": []}
+        ),
         ev("possibly_acked", 400, "m1", "A", "A", None, {"count": 1, "by": "B", "frame_ts": 150}),
         ev("acked", 500, "m1", "A", "A", None, {"by_bloom": True, "by": "C", "frame_ts": 280}),
         ev("sent", 600, "m3", "C", "C", 3, {"bytes": 110}),
@@ -107,10 +123,12 @@ def test_shown_and_delivered_in_order_are_two_latencies():
     """A message that arrives before one it depends on is shown at once (the UI marks the gap) but delivered
     in causal order only once the gap is filled: the two latencies differ by the wait."""
     rows = [
-        ev("sent", 0, "m1", "A", "A", 1), ev("sent", 10, "m2", "A", "A", 2),
+        ev("sent", 0, "m1", "A", "A", 1),
+        ev("sent", 10, "m2", "A", "A", 2),
         ev("received", 40, "m2", "A", "B", 2),  # m1 lost on the way: m2 waits
         ev("missing", 40, "m2", "A", "B", 2, {"missing": ["m1"]}),
-        ev("received", 2000, "m1", "A", "B", 1), ev("delivered", 2000, "m1", "A", "B", 1),
+        ev("received", 2000, "m1", "A", "B", 1),
+        ev("delivered", 2000, "m1", "A", "B", 1),
         ev("delivered", 2000, "m2", "A", "B", 2),
     ]
     rep = compute(reduce_events(rows), [SourceInfo("g", "sim", ["A", "B"])])
@@ -123,16 +141,21 @@ def test_backlog_counts_messages_waiting_and_gaps_open_over_time():
     """m2 arrives before m1 (lost on the way) and waits behind the gap until m1 is repaired at 2,000 ms; m4
     names m3, which B never gets and declares lost at 3,000 ms (m4 is then delivered)."""
     rows = [
-        ev("sent", 0, "m1", "A", "A", 1), ev("sent", 10, "m2", "A", "A", 2),
+        ev("sent", 0, "m1", "A", "A", 1),
+        ev("sent", 10, "m2", "A", "A", 2),
         ev("received", 40, "m2", "A", "B", 2),
         ev("missing", 40, "m2", "A", "B", 2, {"missing": ["m1"]}),
-        ev("received", 2000, "m1", "A", "B", 1), ev("delivered", 2000, "m1", "A", "B", 1),
+        ev("received", 2000, "m1", "A", "B", 1),
+        ev("delivered", 2000, "m1", "A", "B", 1),
         ev("delivered", 2000, "m2", "A", "B", 2),
-        ev("sent", 2100, "m3", "A", "A", 3), ev("sent", 2200, "m4", "A", "A", 4),
+        ev("sent", 2100, "m3", "A", "A", 3),
+        ev("sent", 2200, "m4", "A", "A", 4),
         ev("received", 2240, "m4", "A", "B", 4),
         ev("missing", 2240, "m4", "A", "B", 4, {"missing": ["m3"]}),
-        ev("lost", 3000, "m3", "A", "B"), ev("delivered", 3000, "m4", "A", "B", 4),
-        ev("repair_requested", 1000, "m1", None, "B"), ev("repair_served", 1500, "m1", "A", "A", None, {"bytes": 70}),
+        ev("lost", 3000, "m3", "A", "B"),
+        ev("delivered", 3000, "m4", "A", "B", 4),
+        ev("repair_requested", 1000, "m1", None, "B"),
+        ev("repair_served", 1500, "m1", "A", "A", None, {"bytes": 70}),
         ev("repair_cancelled", 2000, "m1", "A", "B", None, {"what": "request"}),
         ev("sync_sent", 11_999, "s", "A", "A"),  # the run lasts 12 s: 100 ms a slice
     ]
@@ -147,7 +170,10 @@ def test_backlog_counts_messages_waiting_and_gaps_open_over_time():
     assert (s["backlog_peak_waiting"], s["backlog_peak_waiting_at_ms"]) == (1, 0)
     assert (s["backlog_peak_gaps_open"], s["backlog_peak_gaps_at_ms"]) == (1, 0)
     assert (s["repair_answers_max_member"], s["repair_answers_median_member"], s["repair_requests_max_member"]) == (
-        1, 0, 1)
+        1,
+        0,
+        1,
+    )
 
 
 def test_convergence_true_and_false():
@@ -159,8 +185,12 @@ def test_convergence_true_and_false():
 
 
 def test_convergence_from_events():
-    same = [ev("sent", 0, "m1", "A", "A", 1), ev("delivered", 5, "m1", "A", "B", 1),
-            ev("sent", 9, "m2", "B", "B", 2), ev("delivered", 12, "m2", "B", "A", 2)]
+    same = [
+        ev("sent", 0, "m1", "A", "A", 1),
+        ev("delivered", 5, "m1", "A", "B", 1),
+        ev("sent", 9, "m2", "B", "B", 2),
+        ev("delivered", 12, "m2", "B", "A", 2),
+    ]
     red = reduce_events(same)
     hashes = {p: h for _s, p, h, _n in red.event_log_hashes}
     assert hashes["A"] == hashes["B"] == log_hash(["m1", "m2"]) == sim_log_hash(["m1", "m2"])
@@ -176,20 +206,31 @@ def test_convergence_from_events():
 
 
 def test_repair_rounds_and_duplicates():
-    rows, totals = repair_rounds([
-        ("m1", 0, "repair_requested", "C"),
-        ("m1", 10, "repair_served", "A"),
-        ("m1", 20, "repair_served", "B"),  # duplicate in round 1
-        ("m1", 100, "repair_requested", "D"),
-        ("m1", 105, "repair_served", "A"),
-        ("m2", 7, "repair_served", "B"),  # no recorded request: round 0
-        ("m3", 50, "repair_served", "A"),
-        ("m3", 50, "repair_requested", "E"),  # same millisecond: the request comes first
-    ])
-    assert totals == {"requests": 3, "responses": 5, "rounds_answered": 4, "rounds_with_duplicates": 1,
-                      "duplicate_responses": 1}
+    rows, totals = repair_rounds(
+        [
+            ("m1", 0, "repair_requested", "C"),
+            ("m1", 10, "repair_served", "A"),
+            ("m1", 20, "repair_served", "B"),  # duplicate in round 1
+            ("m1", 100, "repair_requested", "D"),
+            ("m1", 105, "repair_served", "A"),
+            ("m2", 7, "repair_served", "B"),  # no recorded request: round 0
+            ("m3", 50, "repair_served", "A"),
+            ("m3", 50, "repair_requested", "E"),  # same millisecond: the request comes first
+        ]
+    )
+    assert totals == {
+        "requests": 3,
+        "responses": 5,
+        "rounds_answered": 4,
+        "rounds_with_duplicates": 1,
+        "duplicate_responses": 1,
+    }
     assert [(r["message_id"], r["round"], r["responses"]) for r in rows] == [
-        ("m1", 1, 2), ("m1", 2, 1), ("m2", 0, 1), ("m3", 1, 1)]
+        ("m1", 1, 2),
+        ("m1", 2, 1),
+        ("m2", 0, 1),
+        ("m3", 1, 1),
+    ]
 
 
 def test_bloom_false_positive_acks():
@@ -205,8 +246,7 @@ def test_bloom_false_positive_acks():
 
 
 def test_compute_summary_on_a_hand_made_table():
-    rep = compute(reduce_events(group_events()),
-                  [SourceInfo("g", "sim", ["A", "B", "C"], bytes_received=1000)])
+    rep = compute(reduce_events(group_events()), [SourceInfo("g", "sim", ["A", "B", "C"], bytes_received=1000)])
     s = rep.summary[0]
     assert s["messages"] == 3 and s["deliveries"] == 3 and s["delivery_ratio"] == 0.5
     assert s["resends"] == 1 and s["resends_per_delivery"] == pytest.approx(1 / 3)
@@ -236,8 +276,14 @@ def test_database_sources_have_no_byte_counts():
 def test_log_keys_in_memory_holds_every_log_or_keeps_sparks_default():
     from sdschat.pipeline.queries import LOG_ENTRIES_IN_MEMORY, log_keys_in_memory
 
-    assert LOG_ENTRIES_IN_MEMORY == 2_000_000
-    # (source, kind, events, bytes): 2,000 x 250 -- 500,000 log entries, every participant's log in a hash map
+    # the bound is on the log entries (sent and delivered events) of every source together, inclusive
+    at_bound = [("x", "sent", 1, 0), ("x", "delivered", LOG_ENTRIES_IN_MEMORY - 1, None)]
+    assert log_keys_in_memory(at_bound) == 65_536
+    assert log_keys_in_memory([*at_bound, ("y", "sent", 1, 0)]) is None
+    # other kinds are no log entries, however many
+    assert log_keys_in_memory([("x", "received", 10 * LOG_ENTRIES_IN_MEMORY, None)]) == 65_536
+    # the bench's sizes: (source, kind, events, bytes): 2,000 x 250 -- 500,000 log entries, every participant's
+    # log in a hash map
     small = [("s", "sent", 250, 27_500), ("s", "delivered", 499_750, None), ("s", "received", 499_750, None)]
     assert log_keys_in_memory(small) == 65_536
     # 5,000 x 500: 2.5 million entries -- no setting: Spark's own bound (it holds 128 logs, then sorts)

@@ -16,16 +16,36 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def test_report_cli_succeeds_and_says_where(spark_run):
     assert spark_run["report_code"] == 0, spark_run["report_stderr"]
     out = spark_run["base"] / "report"
-    assert f"wrote {out / 'report.md'}" in spark_run["report_stderr"]
+    # where it was written is the command's output; its progress (Spark ready, each table reduced) goes to stderr
+    assert spark_run["report_stdout"].startswith(f"wrote {out / 'report.md'}\n"), spark_run["report_stdout"]
+    assert "report: Spark" in spark_run["report_stderr"] and "report: reduced messages" in spark_run["report_stderr"]
     assert "Traceback" not in spark_run["report_stderr"] and "WARN" not in spark_run["report_stderr"]
     md = (out / "report.md").read_text()
-    for heading in ("## Delivery", "## Latency", "## Repair and resend traffic", "## Bytes on the wire",
-                    "## Bloom-filter acknowledgements", "## Convergence"):
+    for heading in (
+        "## Delivery",
+        "## Latency",
+        "## Repair and resend traffic",
+        "## Bytes on the wire",
+        "## Bloom-filter acknowledgements",
+        "## Convergence",
+    ):
         assert heading in md
     for png in ("latency_cdf.png", "participant_delivery.png", "message_delivery.png", "backlog.png"):
         assert (out / png).read_bytes()[:8] == PNG
-    for table in ("summary", "messages", "latency", "latency_hist", "participants", "repair_rounds",
-                  "bloom_evidence", "convergence", "kind_counts", "undelivered", "repair_load", "backlog"):
+    for table in (
+        "summary",
+        "messages",
+        "latency",
+        "latency_hist",
+        "participants",
+        "repair_rounds",
+        "bloom_evidence",
+        "convergence",
+        "kind_counts",
+        "undelivered",
+        "repair_load",
+        "backlog",
+    ):
         pq.read_table(out / "tables" / f"{table}.parquet")
     assert "peak messages waiting" in md and "![backlog over time](backlog.png)" in md
     assert not (out / "_staging").exists()
@@ -98,7 +118,7 @@ def test_sweep_cli_runs_every_scenario_as_a_spark_task(spark_run):
     assert spark_run["sweep_code"] == 0, spark_run["sweep_stderr"]
     out = spark_run["base"] / "sweep"
     err = spark_run["sweep_stderr"]
-    assert "[1/8]" in err and "[8/8]" in err and f"wrote {out / 'sweep.md'}" in err
+    assert "[1/8]" in err and "[8/8]" in err and f"wrote {out / 'sweep.md'}" in spark_run["sweep_stdout"]
     results = pq.read_table(out / "results.parquet").to_pylist()
     assert len(results) == 8 and all(r["error"] is None for r in results)
     assert sorted(r["seed"] for r in results) == [1] * 4 + [2] * 4
@@ -136,8 +156,12 @@ def test_sweep_cli_runs_every_scenario_as_a_spark_task(spark_run):
 
 def _one_source(red: Reduced, source: str, name: str = "x") -> Reduced:
     """The rows of one source of a reduction, renamed ``name`` (to compare sources with each other)."""
-    return Reduced(**{t: [(name, *r[1:]) for r in getattr(red, t) if r[0] == source]
-                      for t in (*Reduced.TABLES, *Reduced.DETAIL_TABLES)}).sorted()
+    return Reduced(
+        **{
+            t: [(name, *r[1:]) for r in getattr(red, t) if r[0] == source]
+            for t in (*Reduced.TABLES, *Reduced.DETAIL_TABLES)
+        }
+    ).sorted()
 
 
 def test_every_kind_and_typed_fact_reduces_alike_in_spark_and_python(spark_run):
@@ -154,8 +178,12 @@ def test_every_kind_and_typed_fact_reduces_alike_in_spark_and_python(spark_run):
     # the typed facts were read: repair rounds, bloom evidence, bytes, repaired deliveries, gaps
     assert python.repair_totals == [("x", 2, 2, 1, 1, 1)]  # m1: two answers to one request; m2: no answer
     assert python.bloom_totals == [("x", 3, 3, 2, 1, 1)]  # B had m1 by 1090; C had m2 after 1200; C had m1 after 1260
-    assert sorted(python.wire_bytes) == [("x", "repair_served", 2, 180), ("x", "resent", 1, 110),
-                                         ("x", "sent", 2, 220), ("x", "sync_sent", 1, 60)]
+    assert sorted(python.wire_bytes) == [
+        ("x", "repair_served", 2, 180),
+        ("x", "resent", 1, 110),
+        ("x", "sent", 2, 220),
+        ("x", "sync_sent", 1, 60),
+    ]
     repaired = {m: r for _s, m, _snd, _t, _n, _f, _l, r in python.messages}
     assert repaired == {"m1": 1, "m2": 0, "m3": 0}
     repair_latency = sorted(v for _s, metric, v, _n in python.latency_hist if metric == "repair")

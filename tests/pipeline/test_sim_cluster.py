@@ -15,9 +15,31 @@ from spark_cluster import standalone_cluster
 
 pytestmark = pytest.mark.timeout(300)
 
-SCENARIO = ["--participants", "30", "--messages", "20", "--rate", "2", "--loss", "0.2", "--duplicate", "0.05",
-            "--churn", "0.1:8000", "--latency-ms", "5:150", "--seed", "11", "--horizon-ms", "120000",
-            "--set", "repair_t_min_ms=1000", "--set", "repair_t_max_ms=4000", "--quiet"]
+SCENARIO = [
+    "--participants",
+    "30",
+    "--messages",
+    "20",
+    "--rate",
+    "2",
+    "--loss",
+    "0.2",
+    "--duplicate",
+    "0.05",
+    "--churn",
+    "0.1:8000",
+    "--latency-ms",
+    "5:150",
+    "--seed",
+    "11",
+    "--horizon-ms",
+    "120000",
+    "--set",
+    "repair_t_min_ms=1000",
+    "--set",
+    "repair_t_max_ms=4000",
+    "--quiet",
+]
 
 
 def sdschat(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -44,8 +66,9 @@ def two_workers(tmp_path_factory):
 def test_shards_as_barrier_tasks_on_a_cluster_give_the_in_process_events(tmp_path, two_workers):
     here = sdschat("simulate", *SCENARIO, "--workers", "1", "--out", str(tmp_path / "here"))
     assert here.returncode == 0, here.stderr[-3000:]
-    p = sdschat("simulate", *SCENARIO[:-1], "--workers", "2", "--master", two_workers, "--out",
-                str(tmp_path / "cluster"))
+    p = sdschat(
+        "simulate", *SCENARIO[:-1], "--workers", "2", "--master", two_workers, "--out", str(tmp_path / "cluster")
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"running 2 shards as a barrier stage on {two_workers}" in p.stderr
     cluster = tmp_path / "cluster"
@@ -64,8 +87,18 @@ def test_shards_as_barrier_tasks_on_a_cluster_give_the_in_process_events(tmp_pat
 
 
 def test_a_cluster_without_enough_free_slots_is_one_line(tmp_path, two_workers):
-    p = sdschat("simulate", *SCENARIO, "--workers", "3", "--master", two_workers, "--out", str(tmp_path / "x"),
-                "--spark-conf", "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures=2")
+    p = sdschat(
+        "simulate",
+        *SCENARIO,
+        "--workers",
+        "3",
+        "--master",
+        two_workers,
+        "--out",
+        str(tmp_path / "x"),
+        "--spark-conf",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures=2",
+    )
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "fewer than 3 free task slots" in lines[0], p.stderr

@@ -104,8 +104,9 @@ def test_making_one_keeps_the_archives_of_other_live_installs_and_removes_the_re
     assert "-XX:ArchiveClassesAtExit=" in archive.jvm_options()
     archive._making.write_bytes(b"the JVM's dump")  # (what the JVM writes as it exits)
     assert archive.adopt()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted([
-        archive.path.name, f"spark-classes-{archive.where}.path", other.path.name, f"spark-classes-{other.where}.path"])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted(
+        [archive.path.name, f"spark-classes-{archive.where}.path", other.path.name, f"spark-classes-{other.where}.path"]
+    )
     assert other.where != archive.where != gone.where
 
 

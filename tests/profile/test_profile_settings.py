@@ -37,8 +37,9 @@ def test_events_window_setting_round_trips_reaches_the_node_config_and_refuses_n
     again.add_channel("team", bytes(32))
     assert profile_node_config(again, again.channel("team")).events_keep == 500
     for bad in ("-1", '"many"', "1.5"):
-        paths.profile_file.write_text(paths.profile_file.read_text().replace(
-            f"events_keep = {again.events_keep}", f"events_keep = {bad}"))
+        paths.profile_file.write_text(
+            paths.profile_file.read_text().replace(f"events_keep = {again.events_keep}", f"events_keep = {bad}")
+        )
         with pytest.raises(ProfileError, match=r"\[storage\] events_keep must be a whole number"):
             Profile.load(paths)
         again.save()
@@ -89,9 +90,18 @@ def test_rekey_days_round_trips_refuses_nonsense_and_makes_an_admins_node_rotate
         cfg = profile_node_config(profile, entry, broker_url=broker.url, channel_config=node_channel_config(**FAST))
         assert cfg.rekey_every_ms == 1_728 and cfg.membership
         a = await Node.start(cfg)
-        b = await Node.start(NodeConfig("bob", profile.key(entry), tmp_path / "bob.db", broker.url,
-                                        channel_config=node_channel_config(**FAST), identity=Identity.generate(),
-                                        membership=True, admins=(profile.participant_id,)))
+        b = await Node.start(
+            NodeConfig(
+                "bob",
+                profile.key(entry),
+                tmp_path / "bob.db",
+                broker.url,
+                channel_config=node_channel_config(**FAST),
+                identity=Identity.generate(),
+                membership=True,
+                admins=(profile.participant_id,),
+            )
+        )
         try:
             assert a.membership.is_admin and not b.membership.is_admin
             t0 = time.monotonic()

@@ -10,8 +10,18 @@ import zlib
 
 import pytest
 
-from sdschat.profile import (MAX_EPOCH, TOKEN_PREFIX, Invite, Profile, ProfileError, TokenError, decode_invite,
-                             encode_invite, public_broker, resolve_paths)
+from sdschat.profile import (
+    MAX_EPOCH,
+    TOKEN_PREFIX,
+    Invite,
+    Profile,
+    ProfileError,
+    TokenError,
+    decode_invite,
+    encode_invite,
+    public_broker,
+    resolve_paths,
+)
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
@@ -21,8 +31,10 @@ def token(channel="team", broker="mqtt://chat.example:1883") -> tuple[Invite, st
     return invite, encode_invite(invite)
 
 
-@pytest.mark.parametrize("channel,broker", [("team", "mqtt://127.0.0.1:1883"), ("équipe ☕", ""),
-                                            ("x" * 40, "mqtts://u:p@h:8883?ca=/etc/ca.pem")])
+@pytest.mark.parametrize(
+    "channel,broker",
+    [("team", "mqtt://127.0.0.1:1883"), ("équipe ☕", ""), ("x" * 40, "mqtts://u:p@h:8883?ca=/etc/ca.pem")],
+)
 def test_round_trip(channel, broker) -> None:
     invite, text = token(channel, broker)
     assert text.startswith(TOKEN_PREFIX) and "\n" not in text and " " not in text
@@ -47,10 +59,10 @@ def test_every_single_character_change_is_refused() -> None:
             if c == text[i]:
                 continue
             with pytest.raises(TokenError):
-                decode_invite(text[:i] + c + text[i + 1:])
+                decode_invite(text[:i] + c + text[i + 1 :])
             tried += 1
         with pytest.raises(TokenError):
-            decode_invite(text[:i] + text[i + 1:])  # dropped
+            decode_invite(text[:i] + text[i + 1 :])  # dropped
     assert tried > 60 * (len(text) - len(TOKEN_PREFIX))
 
 
@@ -75,19 +87,30 @@ def _forge(version: int, body: bytes) -> str:
 
 def test_other_versions_and_foreign_tokens_are_refused() -> None:
     invite, text = token()
-    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")
+    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX) :] + "==")
     with pytest.raises(TokenError, match="version 3"):
         decode_invite(_forge(3, raw[1:-4]))
-    for foreign in ("", "sdschat:", "hello", "sdschat-key v1", "https://example.org/invite/abc",
-                    text.replace("sdschat:", "sdschat;"), text + text, "sdschat:" + "A" * 10_000):
+    for foreign in (
+        "",
+        "sdschat:",
+        "hello",
+        "sdschat-key v1",
+        "https://example.org/invite/abc",
+        text.replace("sdschat:", "sdschat;"),
+        text + text,
+        "sdschat:" + "A" * 10_000,
+    ):
         with pytest.raises(TokenError):
             decode_invite(foreign)
     # checksummed but malformed inside: no name, a control character, lengths that do not add up
-    for body in (b"\x00" + invite.secret + b"\x00\x00", b"\x02a\x07" + invite.secret + b"\x00\x00",
-                 b"\x04team" + invite.secret + b"\x00\x09mqtt://", b"\x04team" + invite.secret[:10]):
+    for body in (
+        b"\x00" + invite.secret + b"\x00\x00",
+        b"\x02a\x07" + invite.secret + b"\x00\x00",
+        b"\x04team" + invite.secret + b"\x00\x09mqtt://",
+        b"\x04team" + invite.secret[:10],
+    ):
         with pytest.raises(TokenError, match="malformed"):
             decode_invite(_forge(1, body))
-
 
 
 def test_admins_and_a_later_key_epoch_round_trip_and_version_1_tokens_still_decode() -> None:
@@ -102,20 +125,34 @@ def test_admins_and_a_later_key_epoch_round_trip_and_version_1_tokens_still_deco
     name = b"old"
     old = _forge(1, bytes([len(name)]) + name + invite.secret + struct.pack(">H", 0))
     assert decode_invite(old) == Invite("old", invite.secret, "", (), 0, b"")
-    for bad in (Invite("t", invite.secret, "", (), 3, b""), Invite("t", invite.secret, "", (), 0, os.urandom(32)),
-                Invite("t", invite.secret, "", ("not an id",)), Invite("t", invite.secret, "", ("ab",) * 17)):
+    for bad in (
+        Invite("t", invite.secret, "", (), 3, b""),
+        Invite("t", invite.secret, "", (), 0, os.urandom(32)),
+        Invite("t", invite.secret, "", ("not an id",)),
+        Invite("t", invite.secret, "", ("ab",) * 17),
+    ):
         with pytest.raises(TokenError):
             encode_invite(bad)
     # checksummed, version 2, but the epoch secret's length does not match the epoch
-    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")[1:-4]
+    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX) :] + "==")[1:-4]
     with pytest.raises(TokenError, match="malformed"):
         decode_invite(_forge(2, raw[:-1]))
 
 
 def _v2(name: bytes, secret: bytes, broker: bytes = b"", epoch: int = 0, epoch_secret: bytes = b"") -> str:
     """A checksummed version 2 token whose fields are whatever the caller says (what a tamperer could send)."""
-    return _forge(2, bytes([len(name)]) + name + secret + struct.pack(">H", len(broker)) + broker + b"\x00"
-                  + struct.pack(">H", 0) + struct.pack(">I", epoch) + epoch_secret)
+    return _forge(
+        2,
+        bytes([len(name)])
+        + name
+        + secret
+        + struct.pack(">H", len(broker))
+        + broker
+        + b"\x00"
+        + struct.pack(">H", 0)
+        + struct.pack(">I", epoch)
+        + epoch_secret,
+    )
 
 
 def test_every_field_is_checked_as_new_and_init_check_it() -> None:
@@ -153,7 +190,7 @@ def test_an_invite_carries_no_broker_login_or_local_path_unless_asked(tmp_path) 
     text = encode_invite(profile.invite("team"))
     invite = decode_invite(text)
     assert invite.broker == "mqtts://host:8883"
-    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX):] + "==")
+    raw = base64.urlsafe_b64decode(text[len(TOKEN_PREFIX) :] + "==")
     assert b"s3cret" not in raw and b"alice" not in raw and b"ca.pem" not in raw
     assert decode_invite(encode_invite(profile.invite("team", with_credentials=True))).broker == url
 

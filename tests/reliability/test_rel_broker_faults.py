@@ -1,18 +1,19 @@
 """Broker faults: killed and restarted, unreachable at start, dropping frames for a slow subscriber.
 
-Same code as bench/broker_faults.py (longer outages, more runs), with short settings.
+Same code as tests/harness/test_broker_faults.py (longer outages, more runs), with short settings.
 """
 
 from __future__ import annotations
 
+import broker_faults
 import pytest
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def bf(bench):
-    return bench("broker_faults")
+def bf():
+    return broker_faults
 
 
 def test_running_nodes_reconnect_after_a_broker_restart_and_sds_recovers_every_message(bf, tmp_path):

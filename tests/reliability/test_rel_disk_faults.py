@@ -37,8 +37,11 @@ class DiskFault:
         self.path.mkdir(parents=True, exist_ok=True)
         self.mode = "rlimit"
         if os.environ.get("SDSCHAT_TEST_DISK_FAULT") != "rlimit":  # set it to exercise the fallback
-            probe = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k,mode=0700", "tmpfs", str(path)],
-                                   capture_output=True, text=True)
+            probe = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k,mode=0700", "tmpfs", str(path)],
+                capture_output=True,
+                text=True,
+            )
             self.mode = "tmpfs" if probe.returncode == 0 else "rlimit"
         self.limit: int | None = None  # RLIMIT_FSIZE for processes started through preexec()
 
@@ -112,16 +115,45 @@ def key_file(tmp_path):
     return path
 
 
-FAST = [a for kv in ("repair_t_min_ms=300", "repair_t_max_ms=1500", "resend_unacknowledged_ms=400",
-                     "resend_possibly_acknowledged_ms=1200", "resend_max_interval_ms=3000", "sync_interval_ms=2000",
-                     "sync_jitter_ms=500") for a in ("--tune", kv)]
+FAST = [
+    a
+    for kv in (
+        "repair_t_min_ms=300",
+        "repair_t_max_ms=1500",
+        "resend_unacknowledged_ms=400",
+        "resend_possibly_acknowledged_ms=1200",
+        "resend_max_interval_ms=3000",
+        "sync_interval_ms=2000",
+        "sync_jitter_ms=500",
+    )
+    for a in ("--tune", kv)
+]
 
 
 def bot(name: str, db: Path, key_file: Path, url: str, *extra: str, disk: DiskFault | None = None) -> subprocess.Popen:
-    return subprocess.Popen([*SDSCHAT, "bot", "--name", name, "--key-file", str(key_file), "--broker", url,
-                             "--db", str(db), "--quiet", "--max-runtime", "60", *FAST, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=disk.preexec() if disk else None)
+    return subprocess.Popen(
+        [
+            *SDSCHAT,
+            "bot",
+            "--name",
+            name,
+            "--key-file",
+            str(key_file),
+            "--broker",
+            url,
+            "--db",
+            str(db),
+            "--quiet",
+            "--max-runtime",
+            "60",
+            *FAST,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=disk.preexec() if disk else None,
+    )
 
 
 def one_line_failure(p: subprocess.Popen, timeout: float = 60) -> str:
@@ -145,8 +177,12 @@ def own_accepted(db: Path) -> set[str]:
 def log_of(db: Path) -> list[str]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return [r[0] for r in con.execute(
-            "SELECT message_id FROM messages WHERE state != 'waiting' ORDER BY lamport_timestamp, message_id")]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT message_id FROM messages WHERE state != 'waiting' ORDER BY lamport_timestamp, message_id"
+            )
+        ]
     finally:
         con.close()
 
@@ -200,10 +236,23 @@ def test_disk_filling_up_mid_run_is_one_line_no_corruption_and_the_group_converg
     disk = mb_disk
     db = disk.path / "grow.db"
     disk.cap()
-    peer = bot("peer", tmp_path / "peer.db", key_file, mosq.url, "--count", "60", "--interval", "0.1",
-               "--linger", "3", "--start-after", "0.5")
-    victim = bot("grow", db, key_file, mosq.url, "--count", "400", "--interval", "0.01", "--start-after", "0.5",
-                 disk=disk)
+    peer = bot(
+        "peer",
+        tmp_path / "peer.db",
+        key_file,
+        mosq.url,
+        "--count",
+        "60",
+        "--interval",
+        "0.1",
+        "--linger",
+        "3",
+        "--start-after",
+        "0.5",
+    )
+    victim = bot(
+        "grow", db, key_file, mosq.url, "--count", "400", "--interval", "0.01", "--start-after", "0.5", disk=disk
+    )
     line = one_line_failure(victim)
     assert "database" in line.lower() or "disk" in line.lower(), line
     accepted = own_accepted(db)
@@ -230,8 +279,9 @@ def roomy_disk(tmp_path):
 def test_read_only_filesystem_is_one_line_then_the_bot_runs_when_writable(roomy_disk, key_file, mosq, tmp_path):
     disk = roomy_disk
     db = disk.path / "ro.db"
-    first = bot("ro", db, key_file, mosq.url, "--count", "2", "--interval", "0.1", "--linger", "0",
-                "--max-runtime", "3")
+    first = bot(
+        "ro", db, key_file, mosq.url, "--count", "2", "--interval", "0.1", "--linger", "0", "--max-runtime", "3"
+    )
     _, err = first.communicate(timeout=60)
     assert first.returncode in (0, 3), err  # alone: nobody acknowledges, so it may give up after 3 s
     before = own_accepted(db)  # (this reader leaves -wal and -shm behind, as a crash would)
@@ -239,8 +289,9 @@ def test_read_only_filesystem_is_one_line_then_the_bot_runs_when_writable(roomy_
     disk.read_only()
     try:
         line = one_line_failure(bot("ro", db, key_file, mosq.url, "--count", "1", disk=disk))
-        assert any(w in line.lower() for w in ("read-only", "readonly", "read only", "permission", "write", "disk",
-                                               "open")), line
+        assert any(
+            w in line.lower() for w in ("read-only", "readonly", "read only", "permission", "write", "disk", "open")
+        ), line
     finally:
         disk.writable()
     assert integrity(db) == "ok" and own_accepted(db) == before

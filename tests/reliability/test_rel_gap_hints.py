@@ -1,12 +1,12 @@
 """Gap hints: a member that missed every frame naming a message still learns it exists.
 
-Found by bench/broker_faults.py (two bots bursting while a third was frozen): messages acknowledged to
+Found by tests/support/broker_faults.py (two bots bursting while a third was frozen): messages acknowledged to
 their senders by bloom filters alone, and named by no causal history the frozen member received, were
 never learned of by it. Engine level, virtual time, deterministic."""
 
 
 def test_a_message_acknowledged_only_by_bloom_filters_reaches_a_member_that_missed_every_frame_naming_it():
-    """bench/broker_faults.py part 3 with two bursters: alice's X and bob's burst cross; alice, bob and carol
+    """tests/support/broker_faults.py part 3 with two bursters: alice's X and bob's burst cross; alice, bob and carol
     each log >= K=10 other messages after X before their next broadcast, so no content frame ever names X;
     bob's and carol's bloom filters acknowledge X to alice (2 distinct filters: threshold met), so she never
     resends it. slow (frozen: receives nothing until t=4 s) missed X and every sync that named it; after that
@@ -14,9 +14,15 @@ def test_a_message_acknowledged_only_by_bloom_filters_reaches_a_member_that_miss
     from sdschat.node import node_channel_config
     from sdschat.sds import MessageChannel, Outgoing
 
-    fast = dict(repair_t_min_ms=300, repair_t_max_ms=1500, resend_unacknowledged_ms=400,
-                resend_possibly_acknowledged_ms=1200, resend_max_interval_ms=3000, sync_interval_ms=2000,
-                sync_jitter_ms=500)
+    fast = dict(
+        repair_t_min_ms=300,
+        repair_t_max_ms=1500,
+        resend_unacknowledged_ms=400,
+        resend_possibly_acknowledged_ms=1200,
+        resend_max_interval_ms=3000,
+        sync_interval_ms=2000,
+        sync_jitter_ms=500,
+    )
     cfg = node_channel_config(**fast)
     names = ("alice", "bob", "carol", "slow")
     nodes = {n: MessageChannel("chan", n, cfg, 0) for n in names}
@@ -49,8 +55,9 @@ def test_a_message_acknowledged_only_by_bloom_filters_reaches_a_member_that_miss
     assert nodes["alice"].outgoing_ids == [] and nodes["alice"].stats["acked_by_bloom"] >= 1
     assert all(x.message_id in nodes[n].log for n in ("alice", "bob", "carol"))
     slow = nodes["slow"]
-    assert x.message_id in slow.log, (f"slow never learned X existed: missing {slow.missing_ids}, "
-                                      f"lost {slow.stats['lost']}, pending {slow.pending()}")
+    assert x.message_id in slow.log, (
+        f"slow never learned X existed: missing {slow.missing_ids}, lost {slow.stats['lost']}, pending {slow.pending()}"
+    )
 
 
 def test_a_peer_filter_lacking_a_logged_id_gets_it_named_in_our_next_sync():

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
-
 from brokers import Mosquitto, mosquitto_binary
 from node_helpers import FAST, log_of, settle
+from run_until import until as wait_for
+
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
 from sdschat.node import events as ev
@@ -35,23 +35,17 @@ async def member(name, key, folder, url, *, move=None, impairment=None, seed=0, 
     channel = node_channel_config(**{**FAST, **cfg})
     if move:
         channel = hostile_channel_config(move, channel)
-    return await Node.start(NodeConfig(name, key, folder / f"{name}.db", url, channel_config=channel,
-                                       impairment=impairment or {}, seed=seed))
+    return await Node.start(
+        NodeConfig(
+            name, key, folder / f"{name}.db", url, channel_config=channel, impairment=impairment or {}, seed=seed
+        )
+    )
 
 
 def rejections(node: Node) -> Counter:
     seen: Counter = Counter()
     node.add_listener(lambda e: seen.update([e.reason]) if isinstance(e, ev.FrameRejected) else None)
     return seen
-
-
-async def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 class Playing:
@@ -79,8 +73,11 @@ def test_forge_acks_every_forgery_is_refused_and_the_sender_keeps_resending(mosq
         m = await member("mallory", key, tmp_path, mosq.url, move="forge-acks")
         refused = rejections(b)
         acked = []
-        b.add_listener(lambda e: acked.append(e.message_id)
-                       if isinstance(e, ev.AckStateChanged) and e.state == ev.ACKNOWLEDGED else None)
+        b.add_listener(
+            lambda e: (
+                acked.append(e.message_id) if isinstance(e, ev.AckStateChanged) and e.state == ev.ACKNOWLEDGED else None
+            )
+        )
         try:
             async with Playing(HostileMember(m, "forge-acks")) as hostile:
                 await a.send_text("alice is here")  # mallory learns who the members are
@@ -124,8 +121,7 @@ def test_reorder_every_relayed_copy_is_refused_and_logs_stay_identical(mosq, tmp
                 await n.stop()
 
     refused, published, alice_log, bob_log = asyncio.run(main())
-    assert min(published.get(k, 0) for k in ("reordered_ahead", "reordered_no_history",
-                                             "reordered_added_history")) >= 3
+    assert min(published.get(k, 0) for k in ("reordered_ahead", "reordered_no_history", "reordered_added_history")) >= 3
     assert set(refused) == {"bad_signature"}
     assert alice_log == bob_log and len(alice_log) == 6
 
@@ -194,9 +190,26 @@ def test_the_cli_bot_plays_a_move_and_says_what_it_published(mosq, tmp_path):
         b = await member("bob", key, tmp_path, mosq.url)
         refused = rejections(a)
         bot = await asyncio.create_subprocess_exec(
-            *SDSCHAT, "bot", "--hostile", "reorder", "--name", "mallory", "--channel", "hostile-cli",
-            "--key-file", str(tmp_path / "team.key"), "--db", str(tmp_path / "mallory.db"), "--broker", mosq.url,
-            "--max-runtime", "60", stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            *SDSCHAT,
+            "bot",
+            "--hostile",
+            "reorder",
+            "--name",
+            "mallory",
+            "--channel",
+            "hostile-cli",
+            "--key-file",
+            str(tmp_path / "team.key"),
+            "--db",
+            str(tmp_path / "mallory.db"),
+            "--broker",
+            mosq.url,
+            "--max-runtime",
+            "60",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
         try:
             first = await asyncio.wait_for(bot.stdout.readline(), 30)
             for i in range(20):  # until its connection listens (it says so before it subscribes)

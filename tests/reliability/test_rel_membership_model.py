@@ -1,33 +1,15 @@
-"""The model-based membership test (tests/reliability/membership_model.py) on fixed seeds: seeded random schedules
+"""The model-based membership test (tests/support/membership_model.py) on fixed seeds: seeded random schedules
 of joins, invites (a removed member's too), kicks, rekeys, admin grants, members offline and restarted and a store
-node on or off, over real nodes on mosquitto; after each, the four invariants must hold. bench/membership_schedules.py
-runs the same harness over hundreds of seeds."""
+node on or off, over real nodes on mosquitto; after each, the four invariants must hold.
+tests/harness/test_membership_schedules.py runs the same harness over hundreds of seeds (``pytest -m slow``)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import membership_model as model
 import pytest
 from brokers import Mosquitto, mosquitto_binary
 
 pytestmark = pytest.mark.timeout(200)
-
-HERE = Path(__file__).resolve().parent
-
-
-def _model():
-    if "membership_model" in sys.modules:
-        return sys.modules["membership_model"]
-    spec = importlib.util.spec_from_file_location("membership_model", HERE / "membership_model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["membership_model"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-model = _model()
 
 #: seed -> what its schedule is chosen to cover (checked: a change to the generator that loses it fails here)
 SEEDS = {
@@ -63,8 +45,20 @@ def test_a_seed_makes_the_same_small_schedule_every_time() -> None:
         assert 3 <= s.members <= 5 and 10 <= len(s.steps) <= 25
         assert len({x.actor for x in s.steps if x.kind == "join"}) <= 2
     kinds = {x.kind for seed in range(1, 60) for x in model.make_schedule(seed).steps}
-    assert kinds == {"say", "offline", "online", "stop", "start", "restart", "kick", "rekey", "admin", "invite",
-                     "join", "store"}
+    assert kinds == {
+        "say",
+        "offline",
+        "online",
+        "stop",
+        "start",
+        "restart",
+        "kick",
+        "rekey",
+        "admin",
+        "invite",
+        "join",
+        "store",
+    }
 
 
 @pytest.mark.parametrize("seed", sorted(SEEDS))
@@ -75,5 +69,6 @@ def test_membership_invariants_hold_on_a_seeded_schedule(model_broker, tmp_path,
     assert SEEDS[seed] <= r.features, f"seed {seed} no longer covers {SEEDS[seed] - r.features}\n{story}"
     assert all(r.checked[k] > 0 for k in ("convergence", "resends_stop")), r.checked
     broken = {k: v for k, v in r.violations.items() if v}
-    assert not broken, f"{r.summary()}\n" + "\n".join(f"{k}: {x}" for k, v in broken.items() for x in v[:10]) \
-        + f"\n{story}"
+    assert not broken, (
+        f"{r.summary()}\n" + "\n".join(f"{k}: {x}" for k, v in broken.items() for x in v[:10]) + f"\n{story}"
+    )

@@ -24,8 +24,9 @@ def _child(code: str, pythonpath: Path) -> subprocess.CompletedProcess:
     """``python -c code`` importing sdschat from ``pythonpath``, on whichever build is current there."""
     env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
     env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                          cwd=pythonpath)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=pythonpath
+    )
 
 
 def test_the_suite_runs_the_compiled_engine_after_setup():
@@ -112,11 +113,16 @@ def test_an_edited_engine_source_runs_as_python_not_the_stale_build(tmp_path):
     """A copy of the package with its build: compiled as is; after editing one engine file, its sources run."""
     built = "compiled" if build_engine.current() else "python"
     assert built == "compiled" or not REQUIRED
-    shutil.copytree(Path(sdschat.__file__).parent, tmp_path / "sdschat",
-                    ignore=shutil.ignore_patterns("__pycache__", "_compiled.old"))
-    code = ("import sdschat.sds as s, sdschat.sds.channel as c; from sdschat.sds import MessageChannel; "
-            "print(s.native.BUILD.kind, c.__file__.endswith('.py'), "
-            "len(MessageChannel('c', 'a').send(b'x', 1).data) > 0)")
+    shutil.copytree(
+        Path(sdschat.__file__).parent,
+        tmp_path / "sdschat",
+        ignore=shutil.ignore_patterns("__pycache__", "_compiled.old"),
+    )
+    code = (
+        "import sdschat.sds as s, sdschat.sds.channel as c; from sdschat.sds import MessageChannel; "
+        "print(s.native.BUILD.kind, c.__file__.endswith('.py'), "
+        "len(MessageChannel('c', 'a').send(b'x', 1).data) > 0)"
+    )
     r = _child(code, tmp_path)
     assert r.returncode == 0 and r.stdout.split() == [built, str(built == "python"), "True"], r.stderr
     with open(tmp_path / "sdschat" / "sds" / "incoming.py", "a") as f:
@@ -128,10 +134,26 @@ def test_an_edited_engine_source_runs_as_python_not_the_stale_build(tmp_path):
 def test_the_python_sources_pass_the_engine_tests_and_the_waku_vectors_too():
     """Both builds are the engine: the Python one runs the engine's tests and the @waku/sds vectors as well."""
     me = "tests/sds/test_engine_build.py::test_the_python_sources_pass_the_engine_tests_and_the_waku_vectors_too"
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/sds/",
-                        "tests/test_vectors.py", "tests/test_wire.py", "--deselect", me],
-                       cwd=ROOT, env={**os.environ, native.PURE_ENV: "1", "SDSCHAT_REQUIRE_COMPILED": "0"},
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/sds/",
+            "tests/test_vectors.py",
+            "tests/test_wire.py",
+            "--deselect",
+            me,
+        ],
+        cwd=ROOT,
+        env={**os.environ, native.PURE_ENV: "1", "SDSCHAT_REQUIRE_COMPILED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     tail = r.stdout.strip().splitlines()[-1]
     assert r.returncode == 0 and " passed" in tail and "failed" not in tail and "skipped" not in tail, r.stdout[-3000:]
 
@@ -146,11 +168,18 @@ def test_build_engine_says_current_and_refuses_bad_arguments_in_one_line():
 
 
 def test_version_says_which_engine_runs():
-    r = subprocess.run([sys.executable, "-m", "sdschat", "--version"], capture_output=True, text=True, cwd=ROOT,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "sdschat", "--version"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert r.returncode == 0 and r.stdout.startswith("sdschat ") and f"engine: {native.BUILD.kind}" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "sdschat", "--version"], capture_output=True, text=True, cwd=ROOT,
-                       timeout=60, env={**os.environ, native.PURE_ENV: "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "sdschat", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, native.PURE_ENV: "1"},
+    )
     assert r.returncode == 0 and f"engine: python ({native.PURE_ENV} is set)" in r.stdout
 
 

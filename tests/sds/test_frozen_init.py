@@ -22,14 +22,29 @@ def _own_init(cls) -> bool:
 
 
 #: every frozen dataclass of the engine that writes its own __init__
-OWN_INIT = [cls for mod in (events, state, wire) for cls in vars(mod).values()
-            if isinstance(cls, type) and cls.__module__ == mod.__name__ and dataclasses.is_dataclass(cls)
-            and cls.__dataclass_params__.frozen and _own_init(cls)]
+OWN_INIT = [
+    cls
+    for mod in (events, state, wire)
+    for cls in vars(mod).values()
+    if isinstance(cls, type)
+    and cls.__module__ == mod.__name__
+    and dataclasses.is_dataclass(cls)
+    and cls.__dataclass_params__.frozen
+    and _own_init(cls)
+]
 
 _SAMPLES = {
-    "str": "an-id", "str | None": "a-sender", "int": 7, "int | None": 8, "bytes": b"content", "bytes | None": b"hint",
-    "bool": True, "tuple[str, ...]": ("w1", "w2"), "list[HistoryEntry]": [HistoryEntry("h1", b"x", "s1")],
-    "HistoryEntry": HistoryEntry("h2", None, "s2"), "tuple[HistoryEntry, ...]": (HistoryEntry("h3"),),
+    "str": "an-id",
+    "str | None": "a-sender",
+    "int": 7,
+    "int | None": 8,
+    "bytes": b"content",
+    "bytes | None": b"hint",
+    "bool": True,
+    "tuple[str, ...]": ("w1", "w2"),
+    "list[HistoryEntry]": [HistoryEntry("h1", b"x", "s1")],
+    "HistoryEntry": HistoryEntry("h2", None, "s2"),
+    "tuple[HistoryEntry, ...]": (HistoryEntry("h3"),),
 }
 
 
@@ -48,8 +63,19 @@ def _values(cls) -> dict:
 
 def test_the_hot_classes_write_their_own_init_and_it_is_compiled_in_the_compiled_build():
     names = {cls.__name__ for cls in OWN_INIT}
-    assert {"Delivered", "Missing", "Outgoing", "Acknowledged", "SyncReceived", "LogRow", "CacheRow", "MissingRow",
-            "InRow", "OutRow", "HistoryEntry"} <= names
+    assert {
+        "Delivered",
+        "Missing",
+        "Outgoing",
+        "Acknowledged",
+        "SyncReceived",
+        "LogRow",
+        "CacheRow",
+        "MissingRow",
+        "InRow",
+        "OutRow",
+        "HistoryEntry",
+    } <= names
     assert frozen.COMPILED == native.BUILD.compiled, native.BUILD
     for cls in OWN_INIT:
         assert isinstance(cls.__init__, FunctionType) == (not frozen.COMPILED), cls
@@ -60,7 +86,8 @@ def _init_params(cls) -> list[tuple[str, object]]:
     init = next(n for n in _source(cls).body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     args = init.args.args[1:]
     defaults = [dataclasses.MISSING] * (len(args) - len(init.args.defaults)) + [
-        ast.literal_eval(d) for d in init.args.defaults]
+        ast.literal_eval(d) for d in init.args.defaults
+    ]
     assert not init.args.vararg and not init.args.kwarg and not init.args.kwonlyargs
     return [(a.arg, d) for a, d in zip(args, defaults)]
 
@@ -98,5 +125,12 @@ def test_an_own_init_sets_every_field_and_the_class_stays_a_frozen_value(cls):
 
 
 def _other(value):
-    return {str: "another", int: 9, bytes: b"other", bool: False, tuple: (), list: [],
-            HistoryEntry: HistoryEntry("another")}[type(value)]
+    return {
+        str: "another",
+        int: 9,
+        bytes: b"other",
+        bool: False,
+        tuple: (),
+        list: [],
+        HistoryEntry: HistoryEntry("another"),
+    }[type(value)]

@@ -46,14 +46,13 @@ def _thp_mode() -> str | None:
         text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
     except OSError:
         return None
-    return text[text.index("[") + 1:text.index("]")]
+    return text[text.index("[") + 1 : text.index("]")]
 
 
 def _probe(**env_changes: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in (native.PURE_ENV, native.HUGE_PAGES_ENV)}
     env.update(env_changes)
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120,
-                         cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sdschat.sds import Acknowledged, BloomFilter, PossiblyAcknowledged
 from sds_helpers import channel, decode, frame, mids, of, quiet_config
+
+from sdschat.sds import Acknowledged, BloomFilter, PossiblyAcknowledged
 
 
 def test_messages_in_causal_history_are_acknowledged_and_leave_the_buffer():
@@ -26,8 +27,9 @@ def test_messages_in_causal_history_are_acknowledged_and_leave_the_buffer():
 def test_ack_by_causal_history_of_a_foreign_frame():
     a = channel("alice")
     sent = [a.send(f"m{i}".encode(), i) for i in range(6)]
-    events = a.receive(frame("bob", "ack", lamport=100, history=[sent[0].message_id, sent[2].message_id,
-                                                                  sent[4].message_id]), 50)
+    events = a.receive(
+        frame("bob", "ack", lamport=100, history=[sent[0].message_id, sent[2].message_id, sent[4].message_id]), 50
+    )
     assert sorted(mids(of(events, Acknowledged))) == sorted(mids([sent[0], sent[2], sent[4]]))
     assert a.outgoing_ids == mids([sent[1], sent[3], sent[5]])
 
@@ -193,9 +195,16 @@ def _forgetful_pair(ack_delay_ms: int | None):
     name it, and only the filter and the naming are looked at here.)"""
     from sds_helpers import Network
 
-    cfg = quiet_config(bloom_capacity=16, ack_delay_ms=ack_delay_ms,
-                       ack_jitter_ms=0, resend_unacknowledged_ms=5_000, resend_possibly_acknowledged_ms=5_000,
-                       resend_backoff=1.0, resend_max_interval_ms=5_000, causal_history_size=0)
+    cfg = quiet_config(
+        bloom_capacity=16,
+        ack_delay_ms=ack_delay_ms,
+        ack_jitter_ms=0,
+        resend_unacknowledged_ms=5_000,
+        resend_possibly_acknowledged_ms=5_000,
+        resend_backoff=1.0,
+        resend_max_interval_ms=5_000,
+        causal_history_size=0,
+    )
     a, b = channel("alice", cfg), channel("bob", cfg)
     deaf = {"on": True}
     net = Network({"alice": a, "bob": b}, drop=lambda src, dst, out, now: dst == "alice" and deaf["on"])
@@ -231,9 +240,15 @@ def test_a_catch_up_larger_than_the_filter_is_acknowledged_without_a_resend():
     newest few. His syncs name the rest (up to ``ack_names`` a sync), and alice resends none of them."""
     from sds_helpers import Network
 
-    cfg = quiet_config(bloom_capacity=16, ack_delay_ms=100, ack_jitter_ms=0, ack_names=25,
-                       possible_acks_group_cap=True, resend_unacknowledged_ms=5_000,
-                       resend_possibly_acknowledged_ms=5_000)
+    cfg = quiet_config(
+        bloom_capacity=16,
+        ack_delay_ms=100,
+        ack_jitter_ms=0,
+        ack_names=25,
+        possible_acks_group_cap=True,
+        resend_unacknowledged_ms=5_000,
+        resend_possibly_acknowledged_ms=5_000,
+    )
     a, b = channel("alice", cfg), channel("bob", cfg)
     frames = [a.send(f"while bob was away {i}".encode(), i).data for i in range(60)]
     net = Network({"alice": a, "bob": b})

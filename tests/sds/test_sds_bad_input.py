@@ -8,9 +8,9 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sds_helpers import CHANNEL, channel, frame, of, quiet_config
 
 from sdschat.sds import Rejected, wire
-from sds_helpers import CHANNEL, channel, frame, of, quiet_config
 
 
 def busy_channel():
@@ -43,8 +43,10 @@ def good_frame(mid: str = "d1", **kw):
 # --------------------------------------------------------------- malformed
 
 
-@pytest.mark.parametrize("data", [b"\xff", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", b"\x0c",
-                                  b"\x07", b"\x0a\x05ab", bytes(range(256))])
+@pytest.mark.parametrize(
+    "data",
+    [b"\xff", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", b"\x0c", b"\x07", b"\x0a\x05ab", bytes(range(256))],
+)
 def test_garbage_is_rejected(data):
     assert_rejected_untouched(busy_channel(), data, "malformed")
 
@@ -74,13 +76,13 @@ def test_truncated_frames():
             assert c.snapshot() == before
     assert rejected > 0
     # cut inside the bloom filter's length-delimited field: malformed
-    assert_rejected_untouched(c, data[:len(data) // 2], "malformed")
+    assert_rejected_untouched(c, data[: len(data) // 2], "malformed")
 
 
 def test_bad_utf8_in_ids_is_rejected():
     raw = bytearray(good_frame(mid="d9"))
     at = raw.index(b"d9")
-    raw[at:at + 2] = b"\xff\xfe"
+    raw[at : at + 2] = b"\xff\xfe"
     assert_rejected_untouched(busy_channel(), bytes(raw), "malformed")
 
 
@@ -104,7 +106,8 @@ def test_bytearray_and_memoryview_are_accepted():
 def test_sender_id_with_wrong_wire_type_is_rejected():
     # field 1 (sender_id) encoded as a varint: parsed as unknown, so the sender is empty
     data = b"\x08\x05" + wire.encode(
-        wire.Message(sender_id="", message_id="d1", channel_id=CHANNEL, lamport_timestamp=1_005, content=b"x"))
+        wire.Message(sender_id="", message_id="d1", channel_id=CHANNEL, lamport_timestamp=1_005, content=b"x")
+    )
     assert_rejected_untouched(busy_channel(), data, "invalid")
 
 
@@ -153,18 +156,21 @@ def test_lamport_within_allowed_skew_is_accepted():
 def test_huge_causal_history_is_rejected():
     c = busy_channel()
     n = c.config.max_history_entries
-    assert_rejected_untouched(c, frame("dave", "d1", lamport=1_005, history=[f"h{i}" for i in range(n + 1)]),
-                              "too_large")
-    assert_rejected_untouched(c, frame("dave", "d2", lamport=1_005, history=[f"h{i}" for i in range(10_000)]),
-                              "too_large")
+    assert_rejected_untouched(
+        c, frame("dave", "d1", lamport=1_005, history=[f"h{i}" for i in range(n + 1)]), "too_large"
+    )
+    assert_rejected_untouched(
+        c, frame("dave", "d2", lamport=1_005, history=[f"h{i}" for i in range(10_000)]), "too_large"
+    )
     assert of(c.receive(frame("dave", "d3", lamport=1_005, history=[f"h{i}" for i in range(n)]), 1_010), Rejected) == []
 
 
 def test_huge_repair_request_list_is_rejected():
     c = busy_channel()
     n = c.config.max_repair_entries
-    assert_rejected_untouched(c, frame("dave", "s1", lamport=1_005, content=None,
-                                       repair=[f"r{i}" for i in range(n + 1)]), "too_large")
+    assert_rejected_untouched(
+        c, frame("dave", "s1", lamport=1_005, content=None, repair=[f"r{i}" for i in range(n + 1)]), "too_large"
+    )
 
 
 def test_frame_with_neither_lamport_nor_content_is_rejected():

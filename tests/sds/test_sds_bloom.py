@@ -114,7 +114,7 @@ def test_rolling_filter_keeps_byte_length_and_bounds_fp_rate():
     assert rolling.rolls > 0 and fixed.rolls == 0
     assert len(fixed.to_bytes()) == n_bytes
     # the newest ids are always members of the rolling filter
-    assert all(m in rolling for m in stream[-capacity // 2:])
+    assert all(m in rolling for m in stream[-capacity // 2 :])
     # the non-rolling filter saturates: its false-positive rate grows far beyond the configured one
     assert fp_rate(fixed, probes) > 20 * rate
     assert fixed.false_positive_rate() > 20 * rate
@@ -139,7 +139,7 @@ def test_rolling_ids_and_load_round_trip():
     for m in stream:
         f.add(m)
     held = f.ids()
-    assert held == stream[-len(held):]
+    assert held == stream[-len(held) :]
     g = RollingBloomFilter(50, 0.01)
     g.load(held)
     assert g.to_bytes() == f.to_bytes()
@@ -159,9 +159,9 @@ def test_rolling_filter_allocates_its_next_filter_only_when_it_starts_filling_it
     assert lazy.rolls == 4 and lazy._next is not None
     # the same stream into a filter restored from the first half gives the same bits
     again = RollingBloomFilter(capacity, 0.01)
-    again.load(stream[:capacity // 2])
+    again.load(stream[: capacity // 2])
     assert again._next is None
-    for m in stream[capacity // 2:]:
+    for m in stream[capacity // 2 :]:
         again.add(m)
     assert again.to_bytes() == lazy.to_bytes() and again.ids() == lazy.ids()
 

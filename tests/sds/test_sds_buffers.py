@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from engine_build import on_python_engine
+from sds_helpers import channel, decode, frame, lossy_three, mids, of, outgoing, quiet_config
+
 from sdschat.sds import (
-    HistoryEntry,
     Acknowledged,
     BloomFilter,
     Delivered,
     Evicted,
+    HistoryEntry,
     Lost,
     MessageChannel,
     Missing,
@@ -15,13 +18,15 @@ from sdschat.sds import (
 )
 from sdschat.sds.frame import Frame
 from sdschat.sds.wire import parse_pb
-from engine_build import on_python_engine
-from sds_helpers import channel, decode, frame, lossy_three, mids, of, outgoing, quiet_config
 
 
 def resend_config(**kw):
-    base = dict(resend_unacknowledged_ms=1_000, resend_possibly_acknowledged_ms=5_000, resend_backoff=2.0,
-                resend_max_interval_ms=100_000)
+    base = dict(
+        resend_unacknowledged_ms=1_000,
+        resend_possibly_acknowledged_ms=5_000,
+        resend_backoff=2.0,
+        resend_max_interval_ms=100_000,
+    )
     base.update(kw)
     return quiet_config(**base)
 
@@ -46,7 +51,12 @@ def test_unacknowledged_message_resent_after_period_with_backoff():
     original, again = decode(m.data), decode(resend.data)
     # same message: id, sender, lamport, history, content
     assert (again.message_id, again.sender_id, again.lamport_timestamp, again.causal_history, again.content) == (
-        original.message_id, original.sender_id, original.lamport_timestamp, original.causal_history, original.content)
+        original.message_id,
+        original.sender_id,
+        original.lamport_timestamp,
+        original.causal_history,
+        original.content,
+    )
     assert again.repair_request == []
     assert a.outgoing_state(m.message_id) == ("unacknowledged", 1)
     # 1,000 * 2 after the first resend, then 1,000 * 4
@@ -271,7 +281,7 @@ def test_lost_sender_is_named_when_history_has_it():
 def test_only_dependencies_nobody_has_are_declared_lost():
     b = channel("bob", lost_config())
     b.receive(frame("alice", "m2", lamport=2, history=["m1"]), 500)  # waits on missing m1
-    b.receive(frame("carol", "c1", lamport=5, history=["m2"]), 100)   # waits on waiting m2
+    b.receive(frame("carol", "c1", lamport=5, history=["m2"]), 100)  # waits on waiting m2
     events = b.tick(1_100)  # c1 has waited lost_after_ms, but m2 is here (waiting): nothing is lost
     assert of(events, Lost) == [] and of(events, Delivered) == []
     events = b.tick(1_500)  # m2's time is up: m1 is lost, m2 then c1 delivered

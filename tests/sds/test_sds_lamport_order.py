@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from sds_helpers import CHANNEL, channel, decode, frame, of, quiet_config
 
 from sdschat.sds import Delivered, HistoryEntry, Missing, message_id
-from sds_helpers import CHANNEL, channel, decode, frame, of, quiet_config
 
 
 def test_message_id_is_hex_sha256_of_payload():
@@ -145,7 +145,7 @@ def test_equal_timestamps_ordered_by_message_id_ascending():
 
 
 def test_same_messages_in_any_order_give_the_same_log():
-    frames = [frame("p%d" % (i % 3), f"id{i:02d}", lamport=(i * 7) % 5) for i in range(12)]
+    frames = [frame(f"p{i % 3}", f"id{i:02d}", lamport=(i * 7) % 5) for i in range(12)]
     logs = []
     for perm in (frames, frames[::-1], frames[::2] + frames[1::2]):
         c = channel("me", now=0)

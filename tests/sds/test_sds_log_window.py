@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from sds_helpers import Network, channel, frame, lossy_three, of, quiet_config
+
 from sdschat.sds import (
     Delivered,
     GapDetected,
@@ -15,7 +17,6 @@ from sdschat.sds import (
     Missing,
     wire,
 )
-from sds_helpers import Network, channel, frame, lossy_three, of, quiet_config
 
 WINDOW = 8  # the window proper; rows are evicted in batches once 64 more have come in
 
@@ -54,7 +55,7 @@ def _bob_frames(n: int) -> list[tuple[str, bytes]]:
 def test_an_evicted_message_arriving_again_is_a_duplicate_and_is_not_delivered_twice():
     alice = channel("alice", quiet_config(log_window=WINDOW))
     frames = _bob_frames(100)
-    for i, (mid, data) in enumerate(frames):
+    for i, (_mid, data) in enumerate(frames):
         assert of(alice.receive(data, 100 + i), Delivered)
     first_id, first_data = frames[0]
     assert first_id not in alice.log and first_id in alice  # archived, still known

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+from sds_helpers import CHANNEL, Network, channel, frame, mids, of, quiet_config
+
 from sdschat.sds import (
     ChannelState,
     Delivered,
@@ -12,7 +14,6 @@ from sdschat.sds import (
     RepairConfig,
     RepairScheduled,
 )
-from sds_helpers import CHANNEL, Network, channel, frame, mids, of, quiet_config
 
 
 def live_config(**kw):
@@ -70,8 +71,7 @@ def test_open_gaps_name_what_each_waiting_message_waits_for_then_what_only_syncs
     ch.receive(frame("bob", "b4", lamport=4, history=["b3", HistoryEntry("b2", None, "bob")]), 11)
     ch.receive(frame("carol", "s1", lamport=5, history=[HistoryEntry("c9", None, "carol")], content=None), 12)
     assert ch.incoming_ids == ["b3", "b4"]
-    assert ch.open_gaps() == [("b3", ("b1", "b2"), ("bob",)), ("b4", ("b2", "b3"), ("bob",)),
-                              ("", ("c9",), ("carol",))]
+    assert ch.open_gaps() == [("b3", ("b1", "b2"), ("bob",)), ("b4", ("b2", "b3"), ("bob",)), ("", ("c9",), ("carol",))]
     ch.receive(frame("bob", "b1", lamport=1), 13)
     ch.receive(frame("bob", "b2", lamport=2, history=["b1"]), 14)
     assert ch.incoming_ids == [] and ch.open_gaps() == [("", ("c9",), ("carol",))]
@@ -103,8 +103,9 @@ class Twin:
         return min(self.a.next_deadline(), self.b.next_deadline())
 
     def receive(self, data, now, retrieval_hint=None):
-        return self._same(self.a.receive(data, now, retrieval_hint), self.b.receive(data, now, retrieval_hint),
-                          f"receive at {now}")
+        return self._same(
+            self.a.receive(data, now, retrieval_hint), self.b.receive(data, now, retrieval_hint), f"receive at {now}"
+        )
 
     def tick(self, now):
         return self._same(self.a.tick(now), self.b.tick(now), f"tick at {now}")
@@ -151,7 +152,9 @@ def test_restored_channel_still_ignores_a_sync_seen_before_the_snapshot():
     a, b = channel("alice"), channel("bob")
     m = a.send(b"hello", 1)
     b.receive(m.data, 2)
-    carrier = frame("carol", "sync-carol-1", lamport=10, content=None, repair=[HistoryEntry(m.message_id, None, "alice")])
+    carrier = frame(
+        "carol", "sync-carol-1", lamport=10, content=None, repair=[HistoryEntry(m.message_id, None, "alice")]
+    )
     assert of(a.receive(carrier, 100), RepairScheduled)
     a.tick(100)  # alice answers at once
     assert a.receive(carrier, 101) == []  # a duplicate: ignored
@@ -223,15 +226,45 @@ def test_journal_is_off_by_default():
 def test_journal_ops_use_documented_names():
     net = lossy_network(["alice", "bob", "carol"], 5, live_config(), journal=True)
     net.run_until(20_000)
-    known = {"lamport", "log", "out", "out-", "in", "in-", "missing", "missing-", "lost", "lost-", "req", "req-",
-             "resp", "resp-", "cache", "cache-", "bloom", "bloom-roll"}
+    known = {
+        "lamport",
+        "log",
+        "out",
+        "out-",
+        "in",
+        "in-",
+        "missing",
+        "missing-",
+        "lost",
+        "lost-",
+        "req",
+        "req-",
+        "resp",
+        "resp-",
+        "cache",
+        "cache-",
+        "bloom",
+        "bloom-roll",
+    }
     seen = set()
     for ch in net.nodes.values():
         for op in ch.journal:
             assert len(op) == 3 and op[0] in known, op
             seen.add(op[0])
-    assert {"lamport", "log", "out", "out-", "in", "in-", "missing", "req", "resp", "cache", "bloom",
-            "bloom-roll"} <= seen
+    assert {
+        "lamport",
+        "log",
+        "out",
+        "out-",
+        "in",
+        "in-",
+        "missing",
+        "req",
+        "resp",
+        "cache",
+        "bloom",
+        "bloom-roll",
+    } <= seen
 
 
 def test_journal_replay_reproduces_snapshot_in_lossy_run():
@@ -272,8 +305,9 @@ def test_journal_replay_after_many_lost_messages():
     """The set of ids declared lost is bounded in memory; the journal must say
     when one is forgotten, or a store rebuilt from it keeps them all."""
     n = 10_050
-    cfg = quiet_config(lost_after_ms=10, incoming_buffer_size=n + 10, bloom_capacity=64,
-                       repair=RepairConfig(enabled=False))
+    cfg = quiet_config(
+        lost_after_ms=10, incoming_buffer_size=n + 10, bloom_capacity=64, repair=RepairConfig(enabled=False)
+    )
     b = channel("bob", cfg, journal=True)
     for i in range(n):
         b.receive(frame("alice", f"w{i}", lamport=i + 1, history=[f"gone{i}"]), 0)

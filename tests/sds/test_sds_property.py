@@ -7,9 +7,9 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sds_helpers import CHANNEL, Network
 
 from sdschat.sds import ChannelConfig, MessageChannel, RepairConfig
-from sds_helpers import CHANNEL, Network
 
 SEND_PHASE_MS = 3_000
 HEAL_AT_MS = 3_500
@@ -54,8 +54,15 @@ def scenarios(draw):
 
 def run(sc):
     nodes = {n: MessageChannel(CHANNEL, n, CONFIG, 0) for n in sc["names"]}
-    net = Network(nodes, latency=10, rng=random.Random(sc["seed"]), loss=sc["loss"], dup=sc["dup"],
-                  jitter=sc["jitter"], echo=sc["echo"])
+    net = Network(
+        nodes,
+        latency=10,
+        rng=random.Random(sc["seed"]),
+        loss=sc["loss"],
+        dup=sc["dup"],
+        jitter=sc["jitter"],
+        echo=sc["echo"],
+    )
     for t, name, k in sc["sends"]:
         net.schedule_send(t, name, f"{name}/{k}/{t}".encode())
     net.run_until(HEAL_AT_MS)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from sds_helpers import Network, channel, decode, frame, mids, of, outgoing, quiet_config
 
 from sdschat.sds import (
     Delivered,
     Evicted,
-    HistoryEntry,
-    Missing,
-    Outgoing,
     GapDetected,
+    HistoryEntry,
     Lost,
+    Missing,
     RepairConfig,
     RepairRequested,
     RepairScheduled,
@@ -22,7 +22,6 @@ from sdschat.sds import (
     message_id,
     repair,
 )
-from sds_helpers import Network, channel, decode, frame, mids, of, outgoing, quiet_config
 
 T_MIN, T_MAX = 1_000, 5_000
 
@@ -116,7 +115,12 @@ def test_t_resp_is_zero_for_the_original_sender():
     assert of(events, RepairServed) == [RepairServed(m.message_id, "alice")]
     msg, orig = decode(out.data), decode(m.data)
     assert (msg.message_id, msg.sender_id, msg.lamport_timestamp, msg.causal_history, msg.content) == (
-        orig.message_id, orig.sender_id, orig.lamport_timestamp, orig.causal_history, orig.content)
+        orig.message_id,
+        orig.sender_id,
+        orig.lamport_timestamp,
+        orig.causal_history,
+        orig.content,
+    )
     assert msg.repair_request == []
     assert a.repair_response_ids == []
 
@@ -129,8 +133,10 @@ def test_t_resp_of_another_participant():
     expected = 1_000 + repair.t_resp_offset("carol", "alice", m.message_id, T_MAX)
     assert of(events, RepairScheduled) == [RepairScheduled(m.message_id, "bob", expected)]
     assert 1_000 <= expected < 1_000 + T_MAX
-    assert repair.t_resp_offset("carol", "alice", m.message_id, T_MAX) == (
-        (repair.hash64("carol") ^ repair.hash64("alice")) * repair.hash64(m.message_id)) % T_MAX
+    assert (
+        repair.t_resp_offset("carol", "alice", m.message_id, T_MAX)
+        == ((repair.hash64("carol") ^ repair.hash64("alice")) * repair.hash64(m.message_id)) % T_MAX
+    )
     assert outgoing(c.tick(expected - 1)) == []
     events = c.tick(expected)
     (out,) = outgoing(events, "repair")
@@ -168,7 +174,8 @@ def test_group_membership_formula():
         assert repair.in_response_group("alice", "alice", mid, 7)  # always for own messages
         assert repair.in_response_group("x", "alice", mid, 1)
         assert repair.in_response_group("carol", "alice", mid, 5) == (
-            repair.hash64("carol" + mid) % 5 == repair.hash64("alice" + mid) % 5)
+            repair.hash64("carol" + mid) % 5 == repair.hash64("alice" + mid) % 5
+        )
     assert not repair.in_response_group("carol", None, "m", 1)
 
 
@@ -305,7 +312,7 @@ def test_request_repeated_until_the_message_arrives():
     assert len(asked) >= 3
     gaps = [y - x for x, y in zip(asked, asked[1:])]
     assert all(T_MIN <= g < T_MAX for g in gaps)
-    assert (r := b.snapshot().repair_requests[0]).attempts == len(asked)
+    assert b.snapshot().repair_requests[0].attempts == len(asked)
     b.receive(lost[0].data, t)
     assert b.repair_request_ids == []
     assert all(mid not in e.repair_request for e in outgoing(b.tick(t + 2 * T_MAX)))
@@ -347,7 +354,7 @@ def test_nothing_sent_at_the_old_t_req_after_a_peer_asked():
 
 
 def test_requests_in_an_already_seen_frame_are_ignored():
-    a, c, d = channel("alice", cfg()), channel("carol", cfg()), channel("dave", cfg())
+    a, c = channel("alice", cfg()), channel("carol", cfg())
     m = a.send(b"hello", 1)
     c.receive(m.data, 2)
     carrier = frame("dave", "dave-msg", lamport=10, repair=[HistoryEntry(m.message_id, None, "alice")])
@@ -359,8 +366,9 @@ def test_requests_in_an_already_seen_frame_are_ignored():
     assert c.receive(carrier, sched.t_resp + 10) == []
     assert c.repair_response_ids == []
     # same for a sync frame
-    sync_carrier = frame("dave", "sync-dave-1", lamport=11, content=None,
-                         repair=[HistoryEntry(m.message_id, None, "alice")])
+    sync_carrier = frame(
+        "dave", "sync-dave-1", lamport=11, content=None, repair=[HistoryEntry(m.message_id, None, "alice")]
+    )
     (sched2,) = of(c.receive(sync_carrier, 20_000), RepairScheduled)
     c.tick(sched2.t_resp)
     assert c.receive(sync_carrier, sched2.t_resp + 1) == []
@@ -493,8 +501,14 @@ def run_gap_scenario(names, missers, *, drop_extra=None, horizon=6 * T_MAX):
     for m in missers:
         assert nodes[m].missing_ids == [x.message_id]
         assert nodes[m].incoming_ids == [y.message_id]
-    net.run_until(horizon, until=lambda: all(x.message_id in n for n in nodes.values()) and not net._queue
-                  and all(not n.repair_response_ids for n in nodes.values()))
+    net.run_until(
+        horizon,
+        until=lambda: (
+            all(x.message_id in n for n in nodes.values())
+            and not net._queue
+            and all(not n.repair_response_ids for n in nodes.values())
+        ),
+    )
     net.run_until(net.now + 2 * T_MAX)  # let every pending timer fire
     return nodes, net, x, y
 
@@ -586,8 +600,7 @@ def test_gap_named_only_in_a_sync_is_requested():
     assert x.message_id in d.repair_request_ids, events
     t = t_reqs(d)[x.message_id]
     assert 20 + T_MIN <= t < 20 + T_MAX
-    assert of(events, GapDetected) == [GapDetected([HistoryEntry(x.message_id, None, "alice")], "bob",
-                                                   sync.message_id)]
+    assert of(events, GapDetected) == [GapDetected([HistoryEntry(x.message_id, None, "alice")], "bob", sync.message_id)]
     assert d.missing_ids == [x.message_id]
     # a second sync naming it is no news
     assert of(d.receive(b.sync(30).data, 40), GapDetected) == []
@@ -617,12 +630,16 @@ def test_four_participants_gap_only_named_in_syncs_closes():
     periodic syncs acknowledge X to alice (so she stops resending) and name X
     to dave, who must ask for it."""
     names = ["alice", "bob", "carol", "dave"]
-    c = cfg(sync_interval_ms=1_000, sync_jitter_ms=0, resend_unacknowledged_ms=5_000,
-            resend_possibly_acknowledged_ms=15_000)
+    c = cfg(
+        sync_interval_ms=1_000, sync_jitter_ms=0, resend_unacknowledged_ms=5_000, resend_possibly_acknowledged_ms=15_000
+    )
     nodes = {n: channel(n, c) for n in names}
     x_id = message_id(b"X from alice")
-    net = Network(nodes, latency=5,
-                  drop=lambda src, dst, out, now: out.message_id == x_id and out.reason == "message" and dst == "dave")
+    net = Network(
+        nodes,
+        latency=5,
+        drop=lambda src, dst, out, now: out.message_id == x_id and out.reason == "message" and dst == "dave",
+    )
     x = net.send("alice", b"X from alice", 100)
     net.run_until(200)
     net.broadcast("bob", nodes["bob"].sync(200))  # bob's sync names X: alice's X is acknowledged
@@ -631,4 +648,5 @@ def test_four_participants_gap_only_named_in_syncs_closes():
     net.run_until(20 * T_MAX, until=lambda: x.message_id in nodes["dave"])
     assert x.message_id in nodes["dave"], (
         f"dave never got X; alice's outgoing buffer: {nodes['alice'].outgoing_ids}, "
-        f"dave's repair requests: {nodes['dave'].repair_request_ids}")
+        f"dave's repair requests: {nodes['dave'].repair_request_ids}"
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from sds_helpers import channel, decode, frame, mids, of, outgoing, quiet_config
+
 from sdschat.sds import (
     Delivered,
     EphemeralReceived,
@@ -13,7 +15,6 @@ from sdschat.sds import (
     RepairRequested,
     SyncReceived,
 )
-from sds_helpers import channel, decode, frame, mids, of, outgoing, quiet_config
 
 
 def sync_config(**kw):
@@ -234,8 +235,9 @@ def test_sync_dedup_remembers_that_many_sync_ids_and_a_restore_keeps_no_more():
     assert of(b.receive(syncs[1].data, 31), SyncReceived)  # forgotten: processed again
     state = b.snapshot()
     assert len(state.recent_syncs) == 3
-    restored = MessageChannel.restore(dataclasses.replace(state, recent_syncs=[s.message_id for s in syncs]),
-                                      quiet_config(sync_dedup=2))
+    restored = MessageChannel.restore(
+        dataclasses.replace(state, recent_syncs=[s.message_id for s in syncs]), quiet_config(sync_dedup=2)
+    )
     assert restored.receive(syncs[4].data, 40) == []  # the newest two are remembered
     assert of(restored.receive(syncs[2].data, 41), SyncReceived)
 

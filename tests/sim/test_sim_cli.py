@@ -11,8 +11,27 @@ from sdschat.cli import main
 
 def test_simulate_writes_outputs_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["simulate", "--participants", "8", "--messages", "6", "--loss", "0.1", "--latency-ms", "10:50",
-                 "--set", "repair_t_min_ms=1000", "--set", "repair_t_max_ms=3000", "--seed", "4", "--out", str(out)])
+    code = main(
+        [
+            "simulate",
+            "--participants",
+            "8",
+            "--messages",
+            "6",
+            "--loss",
+            "0.1",
+            "--latency-ms",
+            "10:50",
+            "--set",
+            "repair_t_min_ms=1000",
+            "--set",
+            "repair_t_max_ms=3000",
+            "--seed",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     err = capsys.readouterr().err
     assert "simulated 8 participants, 6 messages" in err and f"to {out}" in err
@@ -30,9 +49,36 @@ def test_simulate_writes_outputs_and_summary(tmp_path, capsys):
 
 def test_simulate_options_reach_the_engine(tmp_path):
     out = tmp_path / "run"
-    assert main(["simulate", "--participants", "300", "--messages", "1", "--causal-history", "3",
-                 "--bloom-capacity", "500", "--no-repair", "--churn", "0.1:1000", "--duplicate", "0.2",
-                 "--settle", "clean", "--horizon-ms", "1000", "--workers", "1", "--quiet", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--participants",
+                "300",
+                "--messages",
+                "1",
+                "--causal-history",
+                "3",
+                "--bloom-capacity",
+                "500",
+                "--no-repair",
+                "--churn",
+                "0.1:1000",
+                "--duplicate",
+                "0.2",
+                "--settle",
+                "clean",
+                "--horizon-ms",
+                "1000",
+                "--workers",
+                "1",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     meta = json.loads((out / "meta.json").read_text())
     cfg = meta["engine_config"]
     assert cfg["causal_history_size"] == 3 and cfg["bloom_capacity"] == 500 and cfg["repair"]["enabled"] is False
@@ -40,19 +86,22 @@ def test_simulate_options_reach_the_engine(tmp_path):
     assert meta["params"]["churn"] == [0.1, 1000] and meta["params"]["settle"] == "clean"
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--participants", "1"], "--participants: must be >= 2"),
-    (["--loss", "1.2"], "--loss: must be between 0 and 1"),
-    (["--loss", "x"], "--loss: not a number"),
-    (["--latency-ms", "200:20"], "--latency-ms"),
-    (["--latency-ms", "fast"], "--latency-ms"),
-    (["--churn", "0.5"], "--churn"),
-    (["--set", "nonsense=1"], "unknown engine setting 'nonsense'"),
-    (["--set", "sync_interval_ms"], "NAME=VALUE"),
-    (["--set", "sync_interval_ms=-5"], "sync_interval_ms must be >= 0"),
-    (["--set", "repair_num_response_groups=3"], "--response-groups"),
-    (["--senders", "50", "--participants", "10"], "senders must be between 1 and participants"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--participants", "1"], "--participants: must be >= 2"),
+        (["--loss", "1.2"], "--loss: must be between 0 and 1"),
+        (["--loss", "x"], "--loss: not a number"),
+        (["--latency-ms", "200:20"], "--latency-ms"),
+        (["--latency-ms", "fast"], "--latency-ms"),
+        (["--churn", "0.5"], "--churn"),
+        (["--set", "nonsense=1"], "unknown engine setting 'nonsense'"),
+        (["--set", "sync_interval_ms"], "NAME=VALUE"),
+        (["--set", "sync_interval_ms=-5"], "sync_interval_ms must be >= 0"),
+        (["--set", "repair_num_response_groups=3"], "--response-groups"),
+        (["--senders", "50", "--participants", "10"], "senders must be between 1 and participants"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, capsys, argv, fragment):
     code = main(["simulate", *argv, "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err

@@ -7,30 +7,45 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
+from sim_helpers import events_of, rows_without_seq
 
 from sdschat.sds import native
 from sdschat.sim import EVENT_SCHEMA, SimParams, log_hash, parse_churn, parse_latency, parse_overrides, simulate
 from sdschat.sim.output import FRAME_SCHEMA, LOG_SCHEMA
 from sdschat.store import EVENT_KINDS
-from sim_helpers import events_of, rows_without_seq
 
 #: short SDS-R timings so small lossy runs settle in little virtual time
 FAST_REPAIR = {"repair_t_min_ms": 1000, "repair_t_max_ms": 4000}
 
 
 def test_same_seed_same_events_different_seed_different(tmp_path):
-    p = SimParams(participants=25, messages=20, rate=2.0, loss=0.15, duplicate=0.05, seed=7, overrides=FAST_REPAIR,
-                  horizon_ms=120_000)
+    p = SimParams(
+        participants=25,
+        messages=20,
+        rate=2.0,
+        loss=0.15,
+        duplicate=0.05,
+        seed=7,
+        overrides=FAST_REPAIR,
+        horizon_ms=120_000,
+    )
     a = simulate(p, tmp_path / "a")
     b = simulate(p, tmp_path / "b")
-    c = simulate(p.replace(seed=8), tmp_path / "c")
+    simulate(p.replace(seed=8), tmp_path / "c")
     ta, tb, tc = events_of(tmp_path / "a"), events_of(tmp_path / "b"), events_of(tmp_path / "c")
     assert ta.num_rows > 1000
     assert ta.equals(tb)  # same rows, same order, same seq
     assert a.log_hashes == b.log_hashes
     assert pq.read_table(tmp_path / "a" / "frames.parquet").equals(pq.read_table(tmp_path / "b" / "frames.parquet"))
-    drop = ("wall_time_s", "peak_rss_mb", "peak_rss_mb_total", "events_per_s", "worker_busy_s", "worker_cpu_s",
-            "worker_wait_s")
+    drop = (
+        "wall_time_s",
+        "peak_rss_mb",
+        "peak_rss_mb_total",
+        "events_per_s",
+        "worker_busy_s",
+        "worker_cpu_s",
+        "worker_wait_s",
+    )
     assert {k: v for k, v in a.meta.items() if k not in drop} == {k: v for k, v in b.meta.items() if k not in drop}
     assert not tc.equals(ta)
 
@@ -53,8 +68,9 @@ def test_lossless_run_delivers_everything_and_converges(tmp_path):
 
 
 def test_lossy_run_with_repair_converges_and_without_repair_does_not(tmp_path):
-    base = SimParams(participants=20, messages=30, rate=2.0, loss=0.2, seed=2, overrides=FAST_REPAIR,
-                     horizon_ms=120_000)
+    base = SimParams(
+        participants=20, messages=30, rate=2.0, loss=0.2, seed=2, overrides=FAST_REPAIR, horizon_ms=120_000
+    )
     with_repair = simulate(base)
     assert with_repair.meta["delivery_ratio"] == 1.0
     assert with_repair.converged
@@ -67,8 +83,17 @@ def test_lossy_run_with_repair_converges_and_without_repair_does_not(tmp_path):
 
 
 def test_churn_with_clean_settle_converges(tmp_path):
-    p = SimParams(participants=20, messages=25, rate=1.0, loss=0.05, churn=(0.2, 5_000), settle="clean", seed=4,
-                  overrides=FAST_REPAIR, horizon_ms=200_000)
+    p = SimParams(
+        participants=20,
+        messages=25,
+        rate=1.0,
+        loss=0.05,
+        churn=(0.2, 5_000),
+        settle="clean",
+        seed=4,
+        overrides=FAST_REPAIR,
+        horizon_ms=200_000,
+    )
     r = simulate(p, tmp_path)
     counts = r.meta["counts"]
     assert counts["went_offline"] > 0 and counts["came_online"] > 0
@@ -78,8 +103,11 @@ def test_churn_with_clean_settle_converges(tmp_path):
 
 
 def test_output_schema_matches_the_node_event_table(tmp_path):
-    r = simulate(SimParams(participants=15, messages=10, rate=2.0, loss=0.2, seed=5, overrides=FAST_REPAIR,
-                           horizon_ms=60_000), tmp_path, shard_rows=200)
+    r = simulate(
+        SimParams(participants=15, messages=10, rate=2.0, loss=0.2, seed=5, overrides=FAST_REPAIR, horizon_ms=60_000),
+        tmp_path,
+        shard_rows=200,
+    )
     shards = sorted(tmp_path.glob("events-*.parquet"))
     assert len(shards) == len(r.meta["event_shards"]) > 1
     for f in shards:
@@ -97,7 +125,8 @@ def test_output_schema_matches_the_node_event_table(tmp_path):
             assert isinstance(json.loads(row["detail"]), dict)
         # the facts the report reads are typed columns (migrations/0004_typed_events.sql), not in detail
         assert not {"bytes", "by", "frame_ts", "missing", "repaired", "by_bloom", "carrier"} & set(
-            json.loads(row["detail"]) if row["detail"] else {})
+            json.loads(row["detail"]) if row["detail"] else {}
+        )
         if row["kind"] in ("sent", "resent", "sync_sent"):
             assert row["sender_id"] == row["participant_id"]
             assert row["bytes"] > 0
@@ -129,15 +158,26 @@ def test_log_hashes_are_the_hash_of_the_ordered_log(tmp_path):
 
 @pytest.mark.parametrize("workers", [2, 3])
 def test_worker_processes_give_the_same_events(tmp_path, workers):
-    p = SimParams(participants=30, messages=20, rate=2.0, loss=0.2, duplicate=0.05, churn=(0.1, 8_000),
-                  latency_ms=(5, 150), seed=11, overrides=FAST_REPAIR, horizon_ms=120_000)
+    p = SimParams(
+        participants=30,
+        messages=20,
+        rate=2.0,
+        loss=0.2,
+        duplicate=0.05,
+        churn=(0.1, 8_000),
+        latency_ms=(5, 150),
+        seed=11,
+        overrides=FAST_REPAIR,
+        horizon_ms=120_000,
+    )
     one = simulate(p, tmp_path / "one", workers=1)
     many = simulate(p, tmp_path / "many", workers=workers)
     assert many.meta["workers"] == workers
     assert rows_without_seq(events_of(tmp_path / "one")) == rows_without_seq(events_of(tmp_path / "many"))
     assert one.log_hashes == many.log_hashes
     assert pq.read_table(tmp_path / "one" / "frames.parquet").equals(
-        pq.read_table(tmp_path / "many" / "frames.parquet"))
+        pq.read_table(tmp_path / "many" / "frames.parquet")
+    )
     assert one.meta["stop_reason"] == many.meta["stop_reason"]
     assert one.meta["virtual_end_ms"] == many.meta["virtual_end_ms"]
 
@@ -145,8 +185,7 @@ def test_worker_processes_give_the_same_events(tmp_path, workers):
 def test_workers_write_their_shards_at_the_same_virtual_times(tmp_path):
     from sdschat.sim.core import FLUSH_GRID_MS
 
-    p = SimParams(participants=20, messages=40, rate=1.0, loss=0.1, seed=3, overrides=FAST_REPAIR,
-                  horizon_ms=120_000)
+    p = SimParams(participants=20, messages=40, rate=1.0, loss=0.1, seed=3, overrides=FAST_REPAIR, horizon_ms=120_000)
     one = simulate(p, tmp_path / "one", workers=1)
     shard_rows = 400
     two = simulate(p, tmp_path / "two", workers=2, shard_rows=shard_rows)
@@ -163,8 +202,7 @@ def test_workers_write_their_shards_at_the_same_virtual_times(tmp_path):
         # (a full buffer is written after the event that filled it: a few rows over; the last: what was left)
         assert all(shard_rows // 2 <= n < shard_rows + 20 for n in sizes[:-1]), sizes
         assert min(sizes[:-1]) < shard_rows  # written at a grid time, before the buffer was full
-        ends[w] = [max(pq.read_table(f, columns=["ts_ms"]).column(0).to_pylist()) // FLUSH_GRID_MS
-                   for f in shards[:-1]]
+        ends[w] = [max(pq.read_table(f, columns=["ts_ms"]).column(0).to_pylist()) // FLUSH_GRID_MS for f in shards[:-1]]
     # both workers wrote in the same grid intervals (balanced shards fill alike)
     assert len(set(ends[0]) & set(ends[1])) >= min(len(ends[0]), len(ends[1])) - 1, ends
 
@@ -199,19 +237,22 @@ def test_progress_callback_reports_sending_and_settling():
 # ----------------------------------------------------------------- params
 
 
-@pytest.mark.parametrize("kw, fragment", [
-    ({"participants": 1}, "participants"),
-    ({"loss": 1.5}, "loss"),
-    ({"duplicate": -0.1}, "duplicate"),
-    ({"latency_ms": (5, 2)}, "latency"),
-    ({"rate": 0}, "rate"),
-    ({"senders": 101}, "senders"),
-    ({"churn": (1.0, 100)}, "churn"),
-    ({"settle": "later"}, "settle"),
-    ({"overrides": {"no_such_setting": 1}}, "unknown engine setting"),
-    ({"overrides": {"sync_interval_ms": "soon"}}, "sync_interval_ms"),
-    ({"overrides": {"causal_history_size": 3}}, "own option"),
-])
+@pytest.mark.parametrize(
+    "kw, fragment",
+    [
+        ({"participants": 1}, "participants"),
+        ({"loss": 1.5}, "loss"),
+        ({"duplicate": -0.1}, "duplicate"),
+        ({"latency_ms": (5, 2)}, "latency"),
+        ({"rate": 0}, "rate"),
+        ({"senders": 101}, "senders"),
+        ({"churn": (1.0, 100)}, "churn"),
+        ({"settle": "later"}, "settle"),
+        ({"overrides": {"no_such_setting": 1}}, "unknown engine setting"),
+        ({"overrides": {"sync_interval_ms": "soon"}}, "sync_interval_ms"),
+        ({"overrides": {"causal_history_size": 3}}, "own option"),
+    ],
+)
 def test_bad_params_are_one_line_value_errors(kw, fragment):
     with pytest.raises(ValueError) as e:
         SimParams(**kw)
@@ -222,7 +263,9 @@ def test_text_forms():
     assert parse_latency("20:200") == (20, 200) and parse_latency("7") == (7, 7)
     assert parse_churn("0.1:30000") == (0.1, 30000) and parse_churn("0") is None
     assert parse_overrides(["sync_interval_ms=5000", "repair_t_min_ms = 10"]) == {
-        "sync_interval_ms": "5000", "repair_t_min_ms": "10"}
+        "sync_interval_ms": "5000",
+        "repair_t_min_ms": "10",
+    }
     for bad in ("a:b", "5:1", "1:2:3"):
         with pytest.raises(ValueError):
             parse_latency(bad)
@@ -243,8 +286,17 @@ def test_text_forms():
 def test_frame_view_gives_the_same_events_as_the_protobuf_message(tmp_path):
     # (four response groups: the frame names each message's responders, where every receiver hashes for itself
     # when given the protobuf message)
-    p = SimParams(participants=20, messages=15, rate=2.0, loss=0.2, duplicate=0.1, seed=12, overrides=FAST_REPAIR,
-                  horizon_ms=120_000, response_groups=4)
+    p = SimParams(
+        participants=20,
+        messages=15,
+        rate=2.0,
+        loss=0.2,
+        duplicate=0.1,
+        seed=12,
+        overrides=FAST_REPAIR,
+        horizon_ms=120_000,
+        response_groups=4,
+    )
     view = simulate(p, tmp_path / "view")
     plain = simulate(p, tmp_path / "plain", frame_view=False)
     assert events_of(tmp_path / "view").equals(events_of(tmp_path / "plain"))
@@ -258,13 +310,42 @@ def test_copies_of_a_held_message_skipping_the_engine_change_nothing(tmp_path, c
     to the engine -- with workers, with churn (no copy is dropped before it is due), and when the run ends at the
     horizon with such copies still in flight."""
     p = {
-        "lossy": SimParams(participants=30, messages=25, rate=2.0, loss=0.2, duplicate=0.1, seed=5,
-                           overrides=FAST_REPAIR, latency_ms=(5, 150), horizon_ms=120_000, response_groups=4),
-        "churn": SimParams(participants=20, messages=25, rate=1.0, loss=0.1, churn=(0.2, 5_000), settle="clean",
-                           seed=4, overrides=FAST_REPAIR, latency_ms=(5, 150), horizon_ms=200_000,
-                           response_groups=4),
-        "horizon": SimParams(participants=30, messages=30, rate=4.0, loss=0.3, seed=6, overrides=FAST_REPAIR,
-                             latency_ms=(5, 400), horizon_ms=1_500, response_groups=4),
+        "lossy": SimParams(
+            participants=30,
+            messages=25,
+            rate=2.0,
+            loss=0.2,
+            duplicate=0.1,
+            seed=5,
+            overrides=FAST_REPAIR,
+            latency_ms=(5, 150),
+            horizon_ms=120_000,
+            response_groups=4,
+        ),
+        "churn": SimParams(
+            participants=20,
+            messages=25,
+            rate=1.0,
+            loss=0.1,
+            churn=(0.2, 5_000),
+            settle="clean",
+            seed=4,
+            overrides=FAST_REPAIR,
+            latency_ms=(5, 150),
+            horizon_ms=200_000,
+            response_groups=4,
+        ),
+        "horizon": SimParams(
+            participants=30,
+            messages=30,
+            rate=4.0,
+            loss=0.3,
+            seed=6,
+            overrides=FAST_REPAIR,
+            latency_ms=(5, 400),
+            horizon_ms=1_500,
+            response_groups=4,
+        ),
     }[case]
     on = simulate(p, tmp_path / "on", workers=2)
     off = simulate(p, tmp_path / "off", workers=2, skip_held=False)
@@ -273,8 +354,16 @@ def test_copies_of_a_held_message_skipping_the_engine_change_nothing(tmp_path, c
     assert pq.read_table(tmp_path / "on" / "frames.parquet").equals(pq.read_table(tmp_path / "off" / "frames.parquet"))
     skipped = on.meta["counts"].pop("receives_skipped_held")
     assert skipped > 100 and "receives_skipped_held" not in off.meta["counts"]
-    drop = ("wall_time_s", "peak_rss_mb", "peak_rss_mb_total", "events_per_s", "worker_busy_s", "worker_cpu_s",
-            "worker_wait_s", "windows")
+    drop = (
+        "wall_time_s",
+        "peak_rss_mb",
+        "peak_rss_mb_total",
+        "events_per_s",
+        "worker_busy_s",
+        "worker_cpu_s",
+        "worker_wait_s",
+        "windows",
+    )
     assert {k: v for k, v in on.meta.items() if k not in drop} == {k: v for k, v in off.meta.items() if k not in drop}
     assert on.meta["engine_stats"]["duplicates"] >= skipped
     if case == "horizon":
@@ -299,8 +388,11 @@ def test_a_frame_whose_copies_all_skip_the_engine_is_in_flight_until_they_are_du
         shard.run(t)
         assert shard.quiescent()
         # an author's message whose response group holds no other member: no receiver can answer for it
-        fm = next(fm for fm in published if fm[4] == "message"
-                  and len(shard._response_group(fm[5], shard.pids[fm[0]])[0]) == 1)
+        fm = next(
+            fm
+            for fm in published
+            if fm[4] == "message" and len(shard._response_group(fm[5], shard.pids[fm[0]])[0]) == 1
+        )
         receives = shard.counts["receives"]
         shard.ingest_one((fm[0], 99, t, fm[3], "resend", fm[5], 0.0, 0.0))
         assert shard.busy_cursors == 0 and shard.counts["receives"] == receives + 5  # every copy skipped
@@ -323,8 +415,8 @@ def test_a_frame_whose_copies_all_skip_the_engine_is_in_flight_until_they_are_du
 
 def test_frame_view_reads_like_the_message():
     from sdschat.sds import ChannelConfig, MessageChannel
-    from sdschat.sds.wire import parse_pb
     from sdschat.sds.channel import Frame
+    from sdschat.sds.wire import parse_pb
 
     a = MessageChannel("c", "a", ChannelConfig(), 0)
     a.send(b"one", 1)
@@ -348,8 +440,10 @@ def test_repair_work_called_off_is_recorded_as_the_node_records_it(tmp_path):
     ``repair_cancelled`` row (what, via, publisher), as sdschat.node.receive writes it; the report counts them."""
     from sdschat.pipeline.metrics import SourceInfo, compute, reduce_events
 
-    simulate(SimParams(participants=20, messages=30, rate=2.0, loss=0.2, seed=2, overrides=FAST_REPAIR,
-                       horizon_ms=120_000), tmp_path)
+    simulate(
+        SimParams(participants=20, messages=30, rate=2.0, loss=0.2, seed=2, overrides=FAST_REPAIR, horizon_ms=120_000),
+        tmp_path,
+    )
     rows = events_of(tmp_path).to_pylist()
     called_off = [r for r in rows if r["kind"] == "repair_cancelled"]
     missing = {m for r in rows if r["kind"] == "missing" for m in r["missing_ids"]}
@@ -371,8 +465,16 @@ def test_meta_has_both_latencies_of_every_member_as_the_events_give_them(tmp_pat
     percentiles over every received and delivered row, the same for any number of workers."""
     from sdschat.sim.stats import percentiles
 
-    p = SimParams(participants=25, messages=30, rate=2.0, loss=0.2, seed=9, overrides=FAST_REPAIR,
-                  latency_ms=(5, 150), horizon_ms=120_000)
+    p = SimParams(
+        participants=25,
+        messages=30,
+        rate=2.0,
+        loss=0.2,
+        seed=9,
+        overrides=FAST_REPAIR,
+        latency_ms=(5, 150),
+        horizon_ms=120_000,
+    )
     one = simulate(p, tmp_path / "one")
     two = simulate(p, tmp_path / "two", workers=2)
     rows = events_of(tmp_path / "one").to_pylist()

@@ -25,8 +25,7 @@ def _group(n: int, cfg: ChannelConfig) -> list[MessageChannel]:
 
 def test_a_frame_read_once_gives_every_receiver_the_same_events_and_state_as_the_message():
     """Two identical groups; one receives protobuf messages, the other one shared Frame per broadcast."""
-    cfg = ChannelConfig(causal_history_size=3, repair=RepairConfig(num_response_groups=2, t_min_ms=500,
-                                                                   t_max_ms=2000))
+    cfg = ChannelConfig(causal_history_size=3, repair=RepairConfig(num_response_groups=2, t_min_ms=500, t_max_ms=2000))
     plain, shared = _group(6, cfg), _group(6, cfg)
     other_cfg = ChannelConfig(causal_history_size=3, max_id_length=8)  # a receiver with other limits
     odd_plain, odd_shared = MessageChannel("c", "q", other_cfg, 0), MessageChannel("c", "q", other_cfg, 0)
@@ -77,8 +76,13 @@ def test_a_frame_reads_like_the_message():
 def test_delivered_messages_leave_no_wake_up_behind():
     """A message that waited for a dependency leaves a timer 2 * lost_after_ms later; once it is delivered,
     next_deadline() no longer reports it (the tick there would do nothing)."""
-    cfg = ChannelConfig(causal_history_size=2, lost_after_ms=300_000, sync_interval_ms=10_000_000,
-                        sync_jitter_ms=0, repair=RepairConfig(enabled=False))
+    cfg = ChannelConfig(
+        causal_history_size=2,
+        lost_after_ms=300_000,
+        sync_interval_ms=10_000_000,
+        sync_jitter_ms=0,
+        repair=RepairConfig(enabled=False),
+    )
     a, b = MessageChannel("c", "a", cfg, 0), MessageChannel("c", "b", cfg, 0)
     first = a.send(b"1", 10).data
     second = a.send(b"2", 20).data
@@ -93,11 +97,22 @@ def test_delivered_messages_leave_no_wake_up_behind():
 
 def test_event_sink_writes_flat_rows_as_shards(tmp_path):
     names = ["p0", "p1", "p2"]
-    sink = EventSink(tmp_path, "chan", shard_rows=3, row_group_rows=2, seq_stride=2, seq_offset=1,
-                     participant_names=names)
+    sink = EventSink(
+        tmp_path, "chan", shard_rows=3, row_group_rows=2, seq_stride=2, seq_offset=1, participant_names=names
+    )
     # the last value is the row's facts (output.FACTS): a sent row's frame size, else detail JSON
-    rows = [(i, "sent" if i % 2 else "received", f"m{i}", "p1", i % 3, i * 10 if i % 2 else None,
-             (100 + i) if i % 2 else (None if i % 3 else '{"x":1}')) for i in range(7)]
+    rows = [
+        (
+            i,
+            "sent" if i % 2 else "received",
+            f"m{i}",
+            "p1",
+            i % 3,
+            i * 10 if i % 2 else None,
+            (100 + i) if i % 2 else (None if i % 3 else '{"x":1}'),
+        )
+        for i in range(7)
+    ]
     for r in rows[:2]:
         sink.add(*r)
     sink.rows.extend(rows[2] + rows[3])  # several rows in one extend
@@ -115,8 +130,15 @@ def test_event_sink_writes_flat_rows_as_shards(tmp_path):
     assert [g["seq"] for g in got] == [2 + 2 * i for i in range(7)]
     for g, r in zip(got, rows):
         facts = (g["bytes"], None) if r[1] == "sent" else (None, g["detail"])
-        assert (g["ts_ms"], g["kind"], g["message_id"], g["sender_id"], g["participant_id"],
-                g["lamport_timestamp"], g["channel_id"]) == (*r[:4], names[r[4]], r[5], "chan")
+        assert (
+            g["ts_ms"],
+            g["kind"],
+            g["message_id"],
+            g["sender_id"],
+            g["participant_id"],
+            g["lamport_timestamp"],
+            g["channel_id"],
+        ) == (*r[:4], names[r[4]], r[5], "chan")
         assert facts == ((r[6], None) if r[1] == "sent" else (None, r[6]))
     assert sink.kind_counts == {"sent": 3, "received": 4}
 
@@ -136,8 +158,12 @@ def test_event_sink_puts_every_kind_of_facts_in_its_typed_columns_and_detail(tmp
         ("acked", (True, "p7", 40), {"by_bloom": True, "by_id": "p7", "frame_ts": 40}, None),
         ("acked", (False, None, None), {"by_bloom": False}, None),
         ("possibly_acked", (3, "p8", 41), {"by_id": "p8", "frame_ts": 41}, '{"count":3}'),
-        ("delivered", (True, "repair", "p9", ("x",)), {"repaired": True},
-         '{"via":"repair","publisher":"p9","after_lost":["x"]}'),
+        (
+            "delivered",
+            (True, "repair", "p9", ("x",)),
+            {"repaired": True},
+            '{"via":"repair","publisher":"p9","after_lost":["x"]}',
+        ),
         ("delivered", None, {}, None),
         ("missing", (ids, '{"waiting_on":[]}'), {"missing_ids": ids}, '{"waiting_on":[]}'),
         ("repair_requested", "sync-1", {"carrier": "sync-1"}, None),
@@ -153,8 +179,12 @@ def test_event_sink_puts_every_kind_of_facts_in_its_typed_columns_and_detail(tmp
     assert len(got) == 3 * len(cases)
     for i, (kind, facts, typed, detail) in enumerate(reversed(cases * 3)):
         g = got[i]
-        assert (g["kind"], g["message_id"], g["participant_id"], g["lamport_timestamp"]) == (kind, f"m{i}",
-                                                                                          f"p{i % 2}", i)
+        assert (g["kind"], g["message_id"], g["participant_id"], g["lamport_timestamp"]) == (
+            kind,
+            f"m{i}",
+            f"p{i % 2}",
+            i,
+        )
         assert {c: g[c] for c in TYPED_COLUMNS if g[c] is not None} == typed, (kind, facts)
         assert g["detail"] == detail
 
@@ -186,8 +216,17 @@ def test_worker_links_do_not_deadlock_when_both_sides_send_a_lot():
 
 
 def test_workers_with_a_one_millisecond_lookahead_give_the_same_events(tmp_path):
-    p = SimParams(participants=24, messages=25, rate=4.0, loss=0.2, duplicate=0.05, latency_ms=(1, 40), seed=5,
-                  overrides=FAST_REPAIR, horizon_ms=60_000)
+    p = SimParams(
+        participants=24,
+        messages=25,
+        rate=4.0,
+        loss=0.2,
+        duplicate=0.05,
+        latency_ms=(1, 40),
+        seed=5,
+        overrides=FAST_REPAIR,
+        horizon_ms=60_000,
+    )
     one = simulate(p, tmp_path / "one", workers=1)
     two = simulate(p, tmp_path / "two", workers=2)
 

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
+from sim_helpers import events_of, rows_without_seq
 
 from sdschat.sim import SimParams, simulate
 from sdschat.sim.stores import HINT_DELAY_MS, TIMEOUT_MS
-from sim_helpers import events_of, rows_without_seq
 
 LOSSY = dict(participants=30, messages=40, rate=2.0, loss=0.2, duplicate=0.05, latency_ms=(5, 150), seed=5)
 
@@ -53,8 +53,9 @@ def test_a_store_fills_gaps_long_before_sds_r(tmp_path):
     for q in queries:
         first = noticed[(q["participant_id"], q["message_id"])]
         assert first < q["ts_ms"] <= first + HINT_DELAY_MS
-    answers = {(x["participant_id"], x["message_id"]): json.loads(x["detail"]) for x in store
-               if x["kind"] == "store_answer"}
+    answers = {
+        (x["participant_id"], x["message_id"]): json.loads(x["detail"]) for x in store if x["kind"] == "store_answer"
+    }
     assert set(answers) == {(q["participant_id"], q["message_id"]) for q in queries}
     outcomes = Counter(a["outcome"] for a in answers.values())
     assert outcomes["found"] > 0.9 * len(answers)
@@ -68,8 +69,16 @@ def test_a_store_fills_gaps_long_before_sds_r(tmp_path):
 def test_members_back_online_catch_up_from_the_store(tmp_path):
     """No loss, no SDS-R: what a member misses is what it was offline for; coming back, it asks the store for
     everything since it went away, and gets it at once."""
-    p = SimParams(participants=20, messages=60, rate=1.0, churn=(0.2, 20_000), repair=False, latency_ms=(10, 100),
-                  seed=2, stores=1)
+    p = SimParams(
+        participants=20,
+        messages=60,
+        rate=1.0,
+        churn=(0.2, 20_000),
+        repair=False,
+        latency_ms=(10, 100),
+        seed=2,
+        stores=1,
+    )
     result = simulate(p, tmp_path)
     counts = result.meta["counts"]
     assert counts["store_catch_ups"] == counts["came_online"] > 5
@@ -109,24 +118,48 @@ def test_stores_with_outages_give_the_same_events_for_any_number_of_workers(tmp_
     many = simulate(p, tmp_path / "many", workers=workers)
     assert rows_without_seq(events_of(tmp_path / "one")) == rows_without_seq(events_of(tmp_path / "many"))
     assert one.log_hashes == many.log_hashes and one.meta["counts"] == many.meta["counts"] | {
-        k: v for k, v in one.meta["counts"].items() if k not in many.meta["counts"]}
-    outcomes = Counter(json.loads(x["detail"])["outcome"] for x in rows_of(tmp_path / "one")
-                       if x["kind"] == "store_answer")
+        k: v for k, v in one.meta["counts"].items() if k not in many.meta["counts"]
+    }
+    outcomes = Counter(
+        json.loads(x["detail"])["outcome"] for x in rows_of(tmp_path / "one") if x["kind"] == "store_answer"
+    )
     assert outcomes["found"] > 0 and outcomes["no answer"] > 0  # outages and loss: some requests go unanswered
-    assert pq.read_table(tmp_path / "one" / "frames.parquet").equals(pq.read_table(tmp_path / "many" / "frames.parquet"))
+    assert pq.read_table(tmp_path / "one" / "frames.parquet").equals(
+        pq.read_table(tmp_path / "many" / "frames.parquet")
+    )
 
 
 def test_store_settings_are_checked_and_recorded(tmp_path):
-    for bad, text in ((dict(stores=-1), "stores"), (dict(stores=1, store_loss=2.0), "store_loss"),
-                      (dict(stores=1, store_latency_ms=(1, 5)), "lookahead"),
-                      (dict(stores=1, store_outages=(1.5, 10)), "outage")):
+    for bad, text in (
+        (dict(stores=-1), "stores"),
+        (dict(stores=1, store_loss=2.0), "store_loss"),
+        (dict(stores=1, store_latency_ms=(1, 5)), "lookahead"),
+        (dict(stores=1, store_outages=(1.5, 10)), "outage"),
+    ):
         with pytest.raises(ValueError, match=text):
             SimParams(**bad)
-    p = SimParams(participants=5, messages=3, stores=2, store_loss=0.1, store_latency_ms=(30, 60),
-                  store_outages=(0.1, 5_000))
+    p = SimParams(
+        participants=5, messages=3, stores=2, store_loss=0.1, store_latency_ms=(30, 60), store_outages=(0.1, 5_000)
+    )
     assert SimParams.from_json(json.loads(json.dumps(p.to_json()))) == p
-    r = subprocess.run([sys.executable, "-m", "sdschat", "simulate", "--participants", "5", "--stores", "1",
-                        "--store-latency-ms", "1:5", "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sdschat",
+            "simulate",
+            "--participants",
+            "5",
+            "--stores",
+            "1",
+            "--store-latency-ms",
+            "1:5",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "store latency" in r.stderr
 
 
@@ -134,8 +167,16 @@ def test_a_long_absence_is_caught_up_in_pages():
     """Away for a minute at 10 messages/s: more than a page (500 frames) to catch up on, asked page after page."""
     from sdschat.sim.stores import MAX_PAGE
 
-    p = SimParams(participants=12, messages=900, rate=10.0, churn=(0.3, 60_000), repair=False, latency_ms=(10, 100),
-                  seed=4, stores=1)
+    p = SimParams(
+        participants=12,
+        messages=900,
+        rate=10.0,
+        churn=(0.3, 60_000),
+        repair=False,
+        latency_ms=(10, 100),
+        seed=4,
+        stores=1,
+    )
     counts = simulate(p, None).meta["counts"]
     assert counts["store_pages"] > counts["store_catch_ups"] == counts["came_online"] > 3
     assert counts["store_envelopes"] > MAX_PAGE and counts["store_delivered"] > MAX_PAGE
@@ -151,10 +192,16 @@ def test_a_second_store_that_answers_later_fills_what_the_first_lacked(tmp_path)
     assert result.meta["delivery_ratio"] == 1.0 and result.meta["converged"]
     late = result.meta["counts"]["store_late_answers"]
     assert late > 10
-    not_found = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
-                 if x["kind"] == "store_answer" and json.loads(x["detail"])["outcome"] == "not found"}
-    from_store = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
-                  if x["kind"] == "delivered" and via(x) == "store"}
+    not_found = {
+        (x["participant_id"], x["message_id"]): x["ts_ms"]
+        for x in rows
+        if x["kind"] == "store_answer" and json.loads(x["detail"])["outcome"] == "not found"
+    }
+    from_store = {
+        (x["participant_id"], x["message_id"]): x["ts_ms"]
+        for x in rows
+        if x["kind"] == "delivered" and via(x) == "store"
+    }
     # a "not found" first answer, then the message from the store within the request's time (3 s)
     filled = [k for k, t in not_found.items() if k in from_store and 0 <= from_store[k] - t <= TIMEOUT_MS]
     assert len(filled) > 5
@@ -162,12 +209,19 @@ def test_a_second_store_that_answers_later_fills_what_the_first_lacked(tmp_path)
     one = simulate(SimParams(**dict(lossy, stores=1)), tmp_path / "one")
     rows = rows_of(tmp_path / "one")
     assert one.meta["counts"].get("store_late_answers", 0) == 0
-    not_found = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
-                 if x["kind"] == "store_answer" and json.loads(x["detail"])["outcome"] == "not found"}
-    from_store = {(x["participant_id"], x["message_id"]): x["ts_ms"] for x in rows
-                  if x["kind"] == "delivered" and via(x) == "store"}
-    assert not_found and not [k for k, t in not_found.items()
-                              if k in from_store and 0 <= from_store[k] - t <= TIMEOUT_MS]
+    not_found = {
+        (x["participant_id"], x["message_id"]): x["ts_ms"]
+        for x in rows
+        if x["kind"] == "store_answer" and json.loads(x["detail"])["outcome"] == "not found"
+    }
+    from_store = {
+        (x["participant_id"], x["message_id"]): x["ts_ms"]
+        for x in rows
+        if x["kind"] == "delivered" and via(x) == "store"
+    }
+    assert not_found and not [
+        k for k, t in not_found.items() if k in from_store and 0 <= from_store[k] - t <= TIMEOUT_MS
+    ]
     # and the late answers are the same for any number of workers
     again = simulate(SimParams(**lossy), tmp_path / "two-w3", workers=3)
     assert again.meta["counts"]["store_late_answers"] == late

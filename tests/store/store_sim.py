@@ -79,45 +79,82 @@ def app_rows(me: str, events, now: int, step: int) -> AppRows:
             elif ev.reason == "sync":
                 rows.events.append(EventRow("sync_sent", now, ev.message_id, me, None, ev.lamport_timestamp, detail))
             if ev.repair_request:
-                rows.events.append(EventRow("repair_requested", now, ev.message_id, me, None, None,
-                                            {**detail, "ids": list(ev.repair_request)}))
+                rows.events.append(
+                    EventRow(
+                        "repair_requested",
+                        now,
+                        ev.message_id,
+                        me,
+                        None,
+                        None,
+                        {**detail, "ids": list(ev.repair_request)},
+                    )
+                )
         elif isinstance(ev, Delivered):
-            rows.messages.append(MessageRow(ev.message_id, ev.sender_id, ev.lamport_timestamp, ev.content,
-                                            "delivered", repaired=ev.repaired, after_lost=ev.after_lost,
-                                            received_at_ms=now))
-            rows.events.append(EventRow("delivered", now, ev.message_id, ev.sender_id, None, ev.lamport_timestamp,
-                                        detail))
+            rows.messages.append(
+                MessageRow(
+                    ev.message_id,
+                    ev.sender_id,
+                    ev.lamport_timestamp,
+                    ev.content,
+                    "delivered",
+                    repaired=ev.repaired,
+                    after_lost=ev.after_lost,
+                    received_at_ms=now,
+                )
+            )
+            rows.events.append(
+                EventRow("delivered", now, ev.message_id, ev.sender_id, None, ev.lamport_timestamp, detail)
+            )
             rows.participants.append(ParticipantRow(ev.sender_id, ev.sender_id.title(), now, now))
         elif isinstance(ev, Missing):
-            rows.messages.append(MessageRow(ev.message_id, ev.sender_id, ev.lamport_timestamp, ev.content,
-                                            "missing_deps", received_at_ms=now))
-            rows.events.append(EventRow("missing", now, ev.message_id, ev.sender_id, None, ev.lamport_timestamp,
-                                        {**detail, "missing": [e.message_id for e in ev.missing]}))
+            rows.messages.append(
+                MessageRow(
+                    ev.message_id, ev.sender_id, ev.lamport_timestamp, ev.content, "missing_deps", received_at_ms=now
+                )
+            )
+            rows.events.append(
+                EventRow(
+                    "missing",
+                    now,
+                    ev.message_id,
+                    ev.sender_id,
+                    None,
+                    ev.lamport_timestamp,
+                    {**detail, "missing": [e.message_id for e in ev.missing]},
+                )
+            )
         elif isinstance(ev, Acknowledged):
             rows.message_updates.append(MessageUpdate(ev.message_id, state="acknowledged"))
             rows.events.append(EventRow("acked", now, ev.message_id, me, None, None, detail))
         elif isinstance(ev, PossiblyAcknowledged):
-            rows.message_updates.append(MessageUpdate(ev.message_id, state="possibly_acknowledged",
-                                                      possible_ack_count=ev.count))
-            rows.events.append(EventRow("possibly_acked", now, ev.message_id, me, None, None,
-                                        {**detail, "count": ev.count}))
+            rows.message_updates.append(
+                MessageUpdate(ev.message_id, state="possibly_acknowledged", possible_ack_count=ev.count)
+            )
+            rows.events.append(
+                EventRow("possibly_acked", now, ev.message_id, me, None, None, {**detail, "count": ev.count})
+            )
         elif isinstance(ev, Lost):
             rows.events.append(EventRow("lost", now, ev.message_id, ev.sender_id, None, None, detail))
         elif isinstance(ev, RepairServed):
             rows.events.append(EventRow("repair_served", now, ev.message_id, ev.sender_id, None, None, detail))
         elif isinstance(ev, SyncReceived):
-            rows.events.append(EventRow("sync_received", now, ev.message_id, ev.sender_id, None,
-                                        ev.lamport_timestamp, detail))
+            rows.events.append(
+                EventRow("sync_received", now, ev.message_id, ev.sender_id, None, ev.lamport_timestamp, detail)
+            )
         elif isinstance(ev, Rejected):
-            rows.events.append(EventRow("rejected", now, ev.message_id, ev.sender_id, None, None,
-                                        {**detail, "reason": ev.reason}))
+            rows.events.append(
+                EventRow("rejected", now, ev.message_id, ev.sender_id, None, None, {**detail, "reason": ev.reason})
+            )
     return rows
 
 
 class Sim:
     """Alice and Bob over a lossy link. ``step()`` advances the world by one event-loop-sized step."""
 
-    def __init__(self, seed: int = 1, loss: float = 0.25, black_hole_every: int = 9, black_hole_ms: int = 5_000) -> None:
+    def __init__(
+        self, seed: int = 1, loss: float = 0.25, black_hole_every: int = 9, black_hole_ms: int = 5_000
+    ) -> None:
         self.rng = random.Random(seed)
         self.loss = loss
         self.black_hole_every = black_hole_every
@@ -209,13 +246,17 @@ def compare_states(loaded, snap, *, skip=(), ordered: bool = True) -> list[str]:
         a, b = getattr(loaded, name), getattr(snap, name)
         if name in _SET_LIKE and not ordered:
             if len(a) != len(b) or set(a) != set(b):
-                problems.append(f"{name}: loaded has {sorted(set(a) - set(b), key=repr)[:3]} extra, "
-                                f"misses {sorted(set(b) - set(a), key=repr)[:3]}")
+                problems.append(
+                    f"{name}: loaded has {sorted(set(a) - set(b), key=repr)[:3]} extra, "
+                    f"misses {sorted(set(b) - set(a), key=repr)[:3]}"
+                )
         elif a != b:
             if isinstance(a, list):
                 first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-                problems.append(f"{name}: differs at index {first} (lengths {len(a)} vs {len(b)}): "
-                                f"{a[first] if first < len(a) else None!r} vs {b[first] if first < len(b) else None!r}")
+                problems.append(
+                    f"{name}: differs at index {first} (lengths {len(a)} vs {len(b)}): "
+                    f"{a[first] if first < len(a) else None!r} vs {b[first] if first < len(b) else None!r}"
+                )
             else:
                 problems.append(f"{name}: {a!r} vs {b!r}")
     return problems
@@ -240,8 +281,14 @@ async def _child(db: str, seed: int) -> None:
     while True:
         out = sim.step()
         ops, rows = out["bob"]
-        writer.submit(CHANNEL, ops, messages=rows.messages, message_updates=rows.message_updates,
-                      events=rows.events, participants=rows.participants)
+        writer.submit(
+            CHANNEL,
+            ops,
+            messages=rows.messages,
+            message_updates=rows.message_updates,
+            events=rows.events,
+            participants=rows.participants,
+        )
         if sim.step_no % 7 == 0:
             await writer.flush()  # as the node does before publishing
             print(f"flushed {sim.step_no}", flush=True)

@@ -1,17 +1,13 @@
 """Application rows: events (append-only, iteration), messages, participants, identity, kv."""
 
-import asyncio
 import logging
 import sqlite3
 
 import pytest
+from run_until import run
 
 from sdschat.sds import MessageChannel
 from sdschat.store import EventRow, MessageRow, MessageUpdate, ParticipantRow, Store, StoreError
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def mid(i: int) -> str:
@@ -30,10 +26,13 @@ def test_events_append_and_iterate(tmp_path):
         store = await _new_store(tmp_path / "n.db")
         try:
             big = 2**62 + 3
-            await store.apply("room", events=[
-                EventRow("sent", 100, "m1", "bob", None, big, {"bytes": 12}),
-                EventRow("received", 101, "m2", "alice"),
-            ])
+            await store.apply(
+                "room",
+                events=[
+                    EventRow("sent", 100, "m1", "bob", None, big, {"bytes": 12}),
+                    EventRow("received", 101, "m2", "alice"),
+                ],
+            )
             await store.apply("room", events=[EventRow("delivered", 102, "m2", "alice", "someone-else", 7)])
             await store.apply("room", events=[EventRow("sync_sent", 100 + i) for i in range(2500)])
             every = [e async for e in store.iter_events()]
@@ -56,8 +55,9 @@ def test_events_append_and_iterate(tmp_path):
     assert [e.message_id for e in delivered] == ["m2"]
     assert later[0] == first[2] and len(later) == 2501
     conn = sqlite3.connect(tmp_path / "n.db")
-    plan = " ".join(str(r) for r in conn.execute(
-        "EXPLAIN QUERY PLAN SELECT * FROM events WHERE kind = 'sent' AND ts_ms >= 0"))
+    plan = " ".join(
+        str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM events WHERE kind = 'sent' AND ts_ms >= 0")
+    )
     assert "events_kind_ts" in plan
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute("UPDATE events SET kind = 'lost'")
@@ -68,26 +68,39 @@ def test_messages_upsert_update_iterate(tmp_path):
     async def go():
         store = await _new_store(tmp_path / "n.db")
         try:
-            rows = [MessageRow(mid(i), "alice" if i % 2 else "bob", 1000 - i // 2, f"text {i}".encode(), "sent")
-                    for i in range(1200)]
+            rows = [
+                MessageRow(mid(i), "alice" if i % 2 else "bob", 1000 - i // 2, f"text {i}".encode(), "sent")
+                for i in range(1200)
+            ]
             await store.apply("room", messages=rows[:600])
-            await store.apply("room", messages=rows[600:], message_updates=[
-                MessageUpdate(mid(1), state="possibly_acknowledged", possible_ack_count=1),
-                MessageUpdate(mid(2), state="delivered", repaired=True, after_lost=("x", "y"), received_at_ms=5),
-                MessageUpdate(mid(3), resends=4),
-                MessageUpdate("nope", state="lost"),  # unknown ids are ignored
-            ])
+            await store.apply(
+                "room",
+                messages=rows[600:],
+                message_updates=[
+                    MessageUpdate(mid(1), state="possibly_acknowledged", possible_ack_count=1),
+                    MessageUpdate(mid(2), state="delivered", repaired=True, after_lost=("x", "y"), received_at_ms=5),
+                    MessageUpdate(mid(3), resends=4),
+                    MessageUpdate("nope", state="lost"),  # unknown ids are ignored
+                ],
+            )
             listed = [m async for m in store.iter_messages()]
             in_room = [m async for m in store.iter_messages("room", chunk=7)]
-            return (listed, in_room, await store.message_count(), await store.message_count("other"),
-                    await store.get_message("room", mid(2)), await store.get_message("room", mid(3)))
+            return (
+                listed,
+                in_room,
+                await store.message_count(),
+                await store.message_count("other"),
+                await store.get_message("room", mid(2)),
+                await store.get_message("room", mid(3)),
+            )
         finally:
             await store.close()
 
     listed, in_room, count, other, m2, m3 = run(go())
     assert count == 1200 and other == 0
     assert [(m.lamport_timestamp, m.message_id) for m in listed] == sorted(
-        (m.lamport_timestamp, m.message_id) for m in listed)
+        (m.lamport_timestamp, m.message_id) for m in listed
+    )
     assert in_room == listed
     assert m2 == MessageRow(mid(2), "bob", 999, b"text 2", "delivered", 0, 0, True, ("x", "y"), 5)
     assert (m3.state, m3.resends, m3.repaired, m3.after_lost) == ("sent", 4, False, ())
@@ -99,8 +112,9 @@ def test_participants_upsert(tmp_path):
         store = await _new_store(tmp_path / "n.db")
         try:
             await store.apply("room", participants=[ParticipantRow("alice", "Al", 50, 60)])
-            await store.apply("room", participants=[ParticipantRow("alice", None, 40, 55),
-                                                    ParticipantRow("carol", None, 70, 70)])
+            await store.apply(
+                "room", participants=[ParticipantRow("alice", None, 40, 55), ParticipantRow("carol", None, 70, 70)]
+            )
             await store.apply("room", participants=[ParticipantRow("alice", "Alice", 90, 95)])
             return await store.participants()
         finally:
@@ -163,11 +177,17 @@ def test_app_rows_and_ops_commit_together(tmp_path):
         store = await _new_store(tmp_path / "n.db")
         try:
             with pytest.raises(ValueError):
-                await store.apply("room", [("bloom", "x", None)],
-                                  messages=[MessageRow("x", "a", 1, b"c", "sent")],
-                                  events=[EventRow("sent", 1), EventRow("bogus", 2)])
-            return (await store.message_count(), [e async for e in store.iter_events()],
-                    (await store.load_state("room")).bloom_ids)
+                await store.apply(
+                    "room",
+                    [("bloom", "x", None)],
+                    messages=[MessageRow("x", "a", 1, b"c", "sent")],
+                    events=[EventRow("sent", 1), EventRow("bogus", 2)],
+                )
+            return (
+                await store.message_count(),
+                [e async for e in store.iter_events()],
+                (await store.load_state("room")).bloom_ids,
+            )
         finally:
             await store.close()
 

@@ -6,12 +6,12 @@ delivery, latency, participants and log hashes before and after folding.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import sqlite3
 
 import pytest
+from run_until import run
 
 from sdschat.pipeline.metrics import reduce_events
 from sdschat.sds import ChannelConfig, MessageChannel
@@ -21,10 +21,6 @@ from sdschat.store import migrate as M
 CID = "c" * 32
 PID = "a" * 32
 PEER = "b" * 32
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def mid(i: int) -> str:
@@ -41,12 +37,24 @@ def reduced(db, table: str):
     for r in rows:
         if "missing_ids" not in r:  # before migration 0004: the typed facts from detail, as the report reads them
             d = json.loads(r["detail"]) if r["detail"] else {}
-            r.update(repaired=d.get("repaired"), by_bloom=d.get("by_bloom"), bytes=d.get("bytes"), by_id=d.get("by"),
-                     frame_ts=d.get("frame_ts"), missing_ids=d.get("missing"), carrier=d.get("carrier"))
+            r.update(
+                repaired=d.get("repaired"),
+                by_bloom=d.get("by_bloom"),
+                bytes=d.get("bytes"),
+                by_id=d.get("by"),
+                frame_ts=d.get("frame_ts"),
+                missing_ids=d.get("missing"),
+                carrier=d.get("carrier"),
+            )
     red = reduce_events(rows)
-    return {"messages": sorted(red.messages), "latency": sorted(red.latency_hist),
-            "participants": sorted(red.participants), "hashes": sorted(red.event_log_hashes),
-            "repairs": sorted(red.repair_rounds), "repair_totals": sorted(red.repair_totals)}, len(rows)
+    return {
+        "messages": sorted(red.messages),
+        "latency": sorted(red.latency_hist),
+        "participants": sorted(red.participants),
+        "hashes": sorted(red.event_log_hashes),
+        "repairs": sorted(red.repair_rounds),
+        "repair_totals": sorted(red.repair_totals),
+    }, len(rows)
 
 
 def _v2_database(path, n: int) -> list[str]:
@@ -54,34 +62,41 @@ def _v2_database(path, n: int) -> list[str]:
     conn = sqlite3.connect(path, isolation_level=None)
     M.migrate(conn, M.load_migrations()[:2])
     conn.execute("BEGIN")
-    conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, ?, ?)",
-                 (CID, PID, n + 10))
+    conn.execute(
+        "INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, ?, ?)", (CID, PID, n + 10)
+    )
     log, events = [], []
     t = 1_700_000_000_000
     for i in range(n):
         own = i % 3 == 0
         sender = PID if own else PEER
-        conn.execute("INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
-                     "VALUES (?, ?, ?, ?, ?, 'delivered')", (CID, mid(i), sender, i + 1, b'{"text":"hi"}'))
+        conn.execute(
+            "INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
+            "VALUES (?, ?, ?, ?, ?, 'delivered')",
+            (CID, mid(i), sender, i + 1, b'{"text":"hi"}'),
+        )
         log.append((CID, i + 1, mid(i), sender))
         if own:
             events.append((t + 10 * i, "sent", mid(i), sender, i + 1, None))
-            events.append((t + 10 * i + 7, "acked", mid(i), PID, None, '{"by_bloom":%s}' % ("true" if i % 2 else "false")))
+            events.append(
+                (t + 10 * i + 7, "acked", mid(i), PID, None, '{"by_bloom":%s}' % ("true" if i % 2 else "false"))
+            )
         else:
             events.append((t + 10 * i + 3, "received", mid(i), sender, i + 1, None))
             detail = '{"repaired":true,"via":"repair"}' if i % 50 == 1 else None
             events.append((t + 10 * i + 4, "delivered", mid(i), sender, i + 1, detail))
         if i % 50 == 1:
-            events.append((t + 10 * i + 1, "missing", mid(i + 1), sender, None, '{"missing":["%s"]}' % mid(i)))
+            events.append((t + 10 * i + 1, "missing", mid(i + 1), sender, None, f'{{"missing":["{mid(i)}"]}}'))
             events.append((t + 10 * i + 2, "repair_served", mid(i), sender, None, None))
         if i % 20 == 0:
             events.append((t + 10 * i + 5, "sync_sent", f"sync-{i}", PID, i + 1, None))
-    conn.executemany("INSERT INTO events (ts_ms, kind, channel_id, message_id, sender_id, participant_id, "
-                     "lamport_timestamp, detail) VALUES (?, ?, '%s', ?, ?, '%s', ?, ?)" % (CID, PID),
-                     [(ts, k, m, s, lt, d) for ts, k, m, s, lt, d in events])
+    conn.executemany(
+        "INSERT INTO events (ts_ms, kind, channel_id, message_id, sender_id, participant_id, "
+        f"lamport_timestamp, detail) VALUES (?, ?, '{CID}', ?, ?, '{PID}', ?, ?)",
+        [(ts, k, m, s, lt, d) for ts, k, m, s, lt, d in events],
+    )
     random.Random(1).shuffle(log)
-    conn.executemany("INSERT INTO sds_log (channel_id, lamport_timestamp, message_id, sender_id) VALUES (?,?,?,?)",
-                     log)
+    conn.executemany("INSERT INTO sds_log (channel_id, lamport_timestamp, message_id, sender_id) VALUES (?,?,?,?)", log)
     conn.execute("COMMIT")
     conn.close()
     return [mid(i) for i in range(n)]
@@ -132,6 +147,7 @@ def _channel(path):
         store = await Store.open(path)
         await store.save_state(MessageChannel(CID, PID, ChannelConfig(), 0).snapshot(), "{}")
         return store
+
     return make()
 
 
@@ -143,14 +159,19 @@ def test_compaction_keeps_the_newest_rows_folds_the_rest_once_and_merges_late_ev
         try:
             t = 1_000_000
             msgs = [MessageRow(mid(i), PID, i + 1, b'{"text":"x"}', "sent") for i in range(40)]
-            await store.apply(CID, messages=msgs,
-                              events=[EventRow("sent", t + i, mid(i), PID, lamport_timestamp=i + 1) for i in range(40)])
+            await store.apply(
+                CID,
+                messages=msgs,
+                events=[EventRow("sent", t + i, mid(i), PID, lamport_timestamp=i + 1) for i in range(40)],
+            )
             assert await store.compact_events(0) == 0  # 0 keeps every row
             assert await store.compact_events(10) == 30
             assert await store.compact_events(10) == 0  # nothing new beyond the window
             # a late ack of an old message, then enough new rows to push it out of the window
-            late = [EventRow("acked", t + 500, mid(0), PID, detail={"by_bloom": True}),
-                    EventRow("acked", t + 400, mid(0), PID, detail={"by_bloom": False})]
+            late = [
+                EventRow("acked", t + 500, mid(0), PID, detail={"by_bloom": True}),
+                EventRow("acked", t + 400, mid(0), PID, detail={"by_bloom": False}),
+            ]
             await store.apply(CID, events=late + [EventRow("resent", t + 600, mid(1), PID)] * 10)
             assert await store.compact_events(10) == 12
             rows = [e async for e in store.iter_event_history()]
@@ -182,10 +203,13 @@ def test_events_of_messages_not_stored_and_of_other_recorders_stay_in_full(tmp_p
     async def main():
         store = await _channel(db)
         try:
-            await store.apply(CID, messages=[MessageRow(mid(2), PEER, 2, b"{}", "received")],
-                              events=[EventRow("received", 5, mid(1), PEER)] * 5  # no messages row
-                              + [EventRow("delivered", 6, mid(2), PEER, participant_id=PEER)] * 5
-                              + [EventRow("sent", 7, mid(3), PID)] * 20)
+            await store.apply(
+                CID,
+                messages=[MessageRow(mid(2), PEER, 2, b"{}", "received")],
+                events=[EventRow("received", 5, mid(1), PEER)] * 5  # no messages row
+                + [EventRow("delivered", 6, mid(2), PEER, participant_id=PEER)] * 5
+                + [EventRow("sent", 7, mid(3), PID)] * 20,
+            )
             assert await store.compact_events(5) == 0  # nothing of the 25 beyond the window may be folded
             return [e.kind async for e in store.iter_event_history()]
         finally:

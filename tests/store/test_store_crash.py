@@ -35,7 +35,9 @@ def test_killed_while_writing_reopens_consistent(tmp_path, sim_mod, sim_path, se
     delay = random.SystemRandom().uniform(0.05, 0.9)
     proc = subprocess.Popen(
         [sys.executable, str(sim_path), "child", str(db), str(seed)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         first = proc.stdout.readline()
@@ -76,8 +78,10 @@ def test_killed_while_writing_reopens_consistent(tmp_path, sim_mod, sim_path, se
             break
         out = sim.step()
         if out["bob"][1].events:
-            pytest.fail(f"stored state matches no step boundary after step {last} {where}: "
-                        f"{sim_mod.compare_states(loaded, snap, skip=sim_mod.UNJOURNALED)[:3]}")
+            pytest.fail(
+                f"stored state matches no step boundary after step {last} {where}: "
+                f"{sim_mod.compare_states(loaded, snap, skip=sim_mod.UNJOURNALED)[:3]}"
+            )
         seen_messages.update(m.message_id for m in out["bob"][1].messages)
     else:
         pytest.fail(f"no match {where}")

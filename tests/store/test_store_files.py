@@ -6,13 +6,10 @@ import sqlite3
 import stat
 
 import pytest
+from run_until import run
 
 from sdschat.sds import ChannelConfig, MessageChannel
 from sdschat.store import Store
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def mode(path) -> int:
@@ -155,8 +152,9 @@ def test_no_commit_checkpoints_and_the_checkpointer_keeps_the_log_bounded(tmp_pa
         async with await Store.open(db) as store:
             assert await store.pragma("wal_autocheckpoint") == 0
             if checkpointer:
-                store.checkpointer = Checkpointer(db, store._checkpoint_here, every_commits=50, every_bytes=256 << 10,
-                                                  limit_frames=256)
+                store.checkpointer = Checkpointer(
+                    db, store._checkpoint_here, every_commits=50, every_bytes=256 << 10, limit_frames=256
+                )
             else:
                 store.checkpointer = None
             await _write_kv(store, 600)  # ~7 MB in commits without a pause

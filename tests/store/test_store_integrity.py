@@ -9,6 +9,7 @@ import re
 import sqlite3
 
 import pytest
+from run_until import run
 
 from sdschat.sds import MessageChannel
 from sdschat.store import (
@@ -25,10 +26,6 @@ from sdschat.store import (
 CID = "room"
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
 def mid(i: int) -> str:
     return f"{i:064x}"
 
@@ -37,10 +34,12 @@ async def _filled(path):
     store = await Store.open(path)
     try:
         await store.save_state(MessageChannel(CID, "ab" * 16, None, 1).snapshot(), "{}")
-        await store.apply(CID, messages=[MessageRow(mid(i), "cd" * 16, i + 1, b'{"v":1}', "received")
-                                         for i in range(300)],
-                          events=[EventRow("received", 5, mid(1), "cd" * 16)],
-                          participants=[ParticipantRow("cd" * 16, "carol", 1, 2)])
+        await store.apply(
+            CID,
+            messages=[MessageRow(mid(i), "cd" * 16, i + 1, b'{"v":1}', "received") for i in range(300)],
+            events=[EventRow("received", 5, mid(1), "cd" * 16)],
+            participants=[ParticipantRow("cd" * 16, "carol", 1, 2)],
+        )
         await store.kv_set("nick", "bob")
         await store.set_identity(bytes(32))
     finally:
@@ -65,8 +64,10 @@ async def _open_close(path, **kw):
 def _roots(path) -> tuple[int, dict[str, int]]:
     con = sqlite3.connect(path)
     try:
-        return (con.execute("PRAGMA page_size").fetchone()[0],
-                dict(con.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0")))
+        return (
+            con.execute("PRAGMA page_size").fetchone()[0],
+            dict(con.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0")),
+        )
     finally:
         con.close()
 
@@ -85,14 +86,18 @@ def _refused(path, match: str) -> None:
 # ------------------------------------------------------------------------------------------ the file itself
 
 
-@pytest.mark.parametrize(("cut", "match"), [
-    (lambda size, page: 0, r"is damaged: the file is empty \(0 bytes\)"),
-    (lambda size, page: 1, r"cut short \(1 byte, less than a database header\)"),
-    (lambda size, page: 99, r"cut short \(99 bytes"),
-    (lambda size, page: size - 1, r"cut short mid-page"),
-    (lambda size, page: 2 * page + 17, r"cut short mid-page"),
-    (lambda size, page: 2 * page, r"cut short \(2 of the [\d,]+ pages its header counts\)"),
-], ids=["empty", "one_byte", "header_cut", "last_byte", "mid_page", "at_a_page"])
+@pytest.mark.parametrize(
+    ("cut", "match"),
+    [
+        (lambda size, page: 0, r"is damaged: the file is empty \(0 bytes\)"),
+        (lambda size, page: 1, r"cut short \(1 byte, less than a database header\)"),
+        (lambda size, page: 99, r"cut short \(99 bytes"),
+        (lambda size, page: size - 1, r"cut short mid-page"),
+        (lambda size, page: 2 * page + 17, r"cut short mid-page"),
+        (lambda size, page: 2 * page, r"cut short \(2 of the [\d,]+ pages its header counts\)"),
+    ],
+    ids=["empty", "one_byte", "header_cut", "last_byte", "mid_page", "at_a_page"],
+)
 def test_a_cut_file_is_refused_never_started_over(db, cut, match):
     page, _ = _roots(db)
     with open(db, "r+b") as f:
@@ -150,11 +155,14 @@ def _edit_schema(path, sql: str) -> None:
     con.close()
 
 
-@pytest.mark.parametrize(("sql", "match"), [
-    ("DROP INDEX messages_order", "lacks the index messages_order"),
-    ("CREATE TABLE extra (x)", "has a table extra sdschat does not make"),
-    ("DROP TRIGGER events_no_update", "lacks the trigger events_no_update"),
-])
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        ("DROP INDEX messages_order", "lacks the index messages_order"),
+        ("CREATE TABLE extra (x)", "has a table extra sdschat does not make"),
+        ("DROP TRIGGER events_no_update", "lacks the trigger events_no_update"),
+    ],
+)
 def test_a_schema_that_is_not_sdschats_is_refused(db, sql, match):
     _edit_schema(db, sql)
     _refused(db, match)
@@ -251,8 +259,13 @@ def _sql(path, *statements: str, loosen: str | None = None) -> None:
 async def _read_all(path):
     store = await Store.open(path)
     try:
-        return ([m async for m in store.iter_messages()], [e async for e in store.iter_events()],
-                await store.participants(), await store.kv_get("nick"), await store.load_state(CID))
+        return (
+            [m async for m in store.iter_messages()],
+            [e async for e in store.iter_events()],
+            await store.participants(),
+            await store.kv_get("nick"),
+            await store.load_state(CID),
+        )
     finally:
         await store.close()
 
@@ -260,21 +273,43 @@ async def _read_all(path):
 NEWEST = "(SELECT max(rowid) FROM messages)"
 
 
-@pytest.mark.parametrize(("statements", "loosen", "match"), [
-    ([f"UPDATE messages SET message_id = 'zz' || substr(message_id, 3) WHERE rowid = {NEWEST}"], None,
-     "damaged row in messages: a message id is not 64 hex digits"),
-    ([f"UPDATE messages SET message_id = 'abc' WHERE rowid = {NEWEST}"], None, "a message id is not 64 hex"),
-    ([f"UPDATE messages SET content = NULL, state = NULL WHERE rowid = {NEWEST}"], "messages",
-     "damaged row in messages: a message has no content"),
-    ([f"UPDATE messages SET content = x'' WHERE rowid = {NEWEST}"], None, "a message has no content"),
-    ([f"UPDATE messages SET state = 'Received!' WHERE rowid = {NEWEST}"], None, "message state is not a lowercase"),
-    ([f"UPDATE messages SET resends = -1 WHERE rowid = {NEWEST}"], None, "out of range"),
-    ("UPDATE participants SET first_seen_ms = 'yesterday'", None, "damaged row in participants"),
-    ("UPDATE kv SET value = x'00' WHERE key = 'nick'", None, "damaged row in kv"),
-    ([f"UPDATE messages SET state = CAST(x'ff' AS TEXT) WHERE rowid = {NEWEST}"], None,
-     "is damaged: .*(UTF-8|decode)"),
-], ids=["id_not_hex", "id_short", "null_row", "empty_content", "state_not_a_word", "negative_count",
-        "participant_time_not_int", "kv_not_text", "text_not_utf8"])
+@pytest.mark.parametrize(
+    ("statements", "loosen", "match"),
+    [
+        (
+            [f"UPDATE messages SET message_id = 'zz' || substr(message_id, 3) WHERE rowid = {NEWEST}"],
+            None,
+            "damaged row in messages: a message id is not 64 hex digits",
+        ),
+        ([f"UPDATE messages SET message_id = 'abc' WHERE rowid = {NEWEST}"], None, "a message id is not 64 hex"),
+        (
+            [f"UPDATE messages SET content = NULL, state = NULL WHERE rowid = {NEWEST}"],
+            "messages",
+            "damaged row in messages: a message has no content",
+        ),
+        ([f"UPDATE messages SET content = x'' WHERE rowid = {NEWEST}"], None, "a message has no content"),
+        ([f"UPDATE messages SET state = 'Received!' WHERE rowid = {NEWEST}"], None, "message state is not a lowercase"),
+        ([f"UPDATE messages SET resends = -1 WHERE rowid = {NEWEST}"], None, "out of range"),
+        ("UPDATE participants SET first_seen_ms = 'yesterday'", None, "damaged row in participants"),
+        ("UPDATE kv SET value = x'00' WHERE key = 'nick'", None, "damaged row in kv"),
+        (
+            [f"UPDATE messages SET state = CAST(x'ff' AS TEXT) WHERE rowid = {NEWEST}"],
+            None,
+            "is damaged: .*(UTF-8|decode)",
+        ),
+    ],
+    ids=[
+        "id_not_hex",
+        "id_short",
+        "null_row",
+        "empty_content",
+        "state_not_a_word",
+        "negative_count",
+        "participant_time_not_int",
+        "kv_not_text",
+        "text_not_utf8",
+    ],
+)
 def test_every_row_read_back_is_checked(db, statements, loosen, match):
     _sql(db, *([statements] if isinstance(statements, str) else statements), loosen=loosen)
     with pytest.raises(CorruptRowError if "UTF-8" not in match else DamagedDatabaseError) as info:
@@ -287,8 +322,10 @@ def test_an_event_of_a_kind_sdschat_never_records_is_damage(db):
     con = sqlite3.connect(db)
     con.execute("DROP TRIGGER events_no_update")
     con.execute("UPDATE events SET kind = 'exploded'")
-    con.execute("CREATE TRIGGER events_no_update BEFORE UPDATE ON events\nBEGIN\n"
-                "    SELECT RAISE(ABORT, 'events is append-only');\nEND")
+    con.execute(
+        "CREATE TRIGGER events_no_update BEFORE UPDATE ON events\nBEGIN\n"
+        "    SELECT RAISE(ABORT, 'events is append-only');\nEND"
+    )
     con.commit()
     con.close()
 

@@ -9,8 +9,9 @@ from sdschat.store import Store
 
 CHANNEL = "chan"
 WINDOW = 20
-CONFIG = ChannelConfig(log_window=WINDOW, sync_interval_ms=10**9, resend_unacknowledged_ms=10**9,
-                       resend_possibly_acknowledged_ms=10**9)
+CONFIG = ChannelConfig(
+    log_window=WINDOW, sync_interval_ms=10**9, resend_unacknowledged_ms=10**9, resend_possibly_acknowledged_ms=10**9
+)
 
 
 def _bob_frames(n: int) -> list[tuple[str, bytes]]:

@@ -1,22 +1,18 @@
 """Migrations: applied in order at open, recorded, not reapplied; a newer schema is refused."""
 
 import ast
-import asyncio
 import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
+from run_until import run
 
 import sdschat.store
 from sdschat.store import MigrationError, SchemaTooNewError, Store, StoreError
 from sdschat.store import migrate as M
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def test_migrations_applied_and_recorded(tmp_path):
@@ -36,9 +32,22 @@ def test_migrations_applied_and_recorded(tmp_path):
     assert all(isinstance(t, int) and t > 1_600_000_000_000 for _, t in rows)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {
-        "kv", "identity", "channels", "sds_log", "sds_outgoing", "sds_incoming", "sds_missing", "sds_lost",
-        "sds_repair_requests", "sds_repair_responses", "sds_cache", "sds_bloom_ids", "participants", "messages",
-        "events", "schema_version",
+        "kv",
+        "identity",
+        "channels",
+        "sds_log",
+        "sds_outgoing",
+        "sds_incoming",
+        "sds_missing",
+        "sds_lost",
+        "sds_repair_requests",
+        "sds_repair_responses",
+        "sds_cache",
+        "sds_bloom_ids",
+        "participants",
+        "messages",
+        "events",
+        "schema_version",
     } <= tables
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "events_kind_ts" in indexes
@@ -146,7 +155,10 @@ def test_bad_migration_names_and_gaps_are_refused(tmp_path):
 
 
 def test_split_statements():
-    sql = "-- c\nCREATE TABLE t (s TEXT DEFAULT ';');\n\nCREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; SELECT 2; END;\n-- end\n"
+    sql = (
+        "-- c\nCREATE TABLE t (s TEXT DEFAULT ';');\n\n"
+        "CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; SELECT 2; END;\n-- end\n"
+    )
     stmts = M.split_statements(sql)
     assert len(stmts) == 2 and stmts[1].endswith("END;")
     assert M.split_statements("CREATE TABLE t (x INTEGER)") == ["CREATE TABLE t (x INTEGER);"]
@@ -222,7 +234,9 @@ def test_search_migration_indexes_a_database_made_before_it(tmp_path):
     def add(mid, content):
         conn.execute(
             "INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
-            "VALUES ('c', ?, 's', 1, ?, 'delivered')", (mid, content))
+            "VALUES ('c', ?, 's', 1, ?, 'delivered')",
+            (mid, content),
+        )
 
     add("m1", json.dumps({"v": 1, "k": "msg", "text": "the Café is open"}).encode())
     add("m2", b"\xff\x00 not json")  # not a payload: stored, not indexed, no error
@@ -233,15 +247,22 @@ def test_search_migration_indexes_a_database_made_before_it(tmp_path):
     conn = sqlite3.connect(db, isolation_level=None)
 
     def hits(q):
-        return [r[0] for r in conn.execute(
-            "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
-            "WHERE message_search MATCH ? ORDER BY s.rowid", (q,))]
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
+                "WHERE message_search MATCH ? ORDER BY s.rowid",
+                (q,),
+            )
+        ]
 
     assert hits("cafe") == ["m1"]  # diacritics folded, case folded
     assert hits("open") == ["m1"]
     conn.execute(
         "INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
-        "VALUES ('c', 'm4', 's', 2, ?, 'received')", (json.dumps({"text": "café again"}).encode(),))
+        "VALUES ('c', 'm4', 's', 2, ?, 'received')",
+        (json.dumps({"text": "café again"}).encode(),),
+    )
     assert hits("cafe") == ["m1", "m4"]
     conn.execute("DELETE FROM messages WHERE message_id = 'm1'")
     assert hits("cafe") == ["m4"]
@@ -257,15 +278,20 @@ def test_typed_events_migration_gives_a_database_made_before_it_the_typed_column
     db = tmp_path / "v3.db"
     conn = sqlite3.connect(db, isolation_level=None)
     M.migrate(conn, [m for m in M.load_migrations() if m.version <= 3])
-    rows = [("delivered", {"repaired": True, "via": "repair", "publisher": "p"}),
-            ("acked", {"by_bloom": True, "by": "b"}), ("sent", {"bytes": 321}),
-            ("missing", {"missing": ["x", "y"], "waiting_on": []}), ("repair_requested", {"carrier": "s1"}),
-            ("acked", {"by_bloom": False, "by": "c", "frame_ts": 77}), ("missing", {"missing": "not a list"})]
-    conn.executemany("INSERT INTO events (ts_ms, kind, detail) VALUES (1, ?, ?)",
-                     [(k, json.dumps(d)) for k, d in rows])
+    rows = [
+        ("delivered", {"repaired": True, "via": "repair", "publisher": "p"}),
+        ("acked", {"by_bloom": True, "by": "b"}),
+        ("sent", {"bytes": 321}),
+        ("missing", {"missing": ["x", "y"], "waiting_on": []}),
+        ("repair_requested", {"carrier": "s1"}),
+        ("acked", {"by_bloom": False, "by": "c", "frame_ts": 77}),
+        ("missing", {"missing": "not a list"}),
+    ]
+    conn.executemany("INSERT INTO events (ts_ms, kind, detail) VALUES (1, ?, ?)", [(k, json.dumps(d)) for k, d in rows])
     conn.execute("INSERT INTO events (ts_ms, kind, detail) VALUES (2, 'rejected', 'not json')")
-    conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, ?, 0)",
-                 ("c" * 32, "a" * 32))
+    conn.execute(
+        "INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, ?, 0)", ("c" * 32, "a" * 32)
+    )
     size_before = db.stat().st_size
     assert M.migrate(conn) == [4]
     cols = "repaired, by_bloom, bytes, by_id, frame_ts, missing_ids, carrier"

@@ -1,12 +1,13 @@
 """The engine's state survives the store: journal batches and full saves load back as the snapshot."""
 
-import dataclasses
-import asyncio
 import copy
+import dataclasses
 import json
 from collections import Counter
 
 import pytest
+from engine_build import on_python_engine
+from run_until import run
 
 from sdschat.sds import (
     CacheRow,
@@ -20,12 +21,6 @@ from sdschat.sds import (
     RequestRow,
 )
 from sdschat.store import Store, StoreError
-
-from engine_build import on_python_engine
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 async def _persist_scenario(sim_mod, tmp_path, steps, *, check_every=25):
@@ -42,8 +37,12 @@ async def _persist_scenario(sim_mod, tmp_path, steps, *, check_every=25):
         for name, (ops, rows) in out.items():
             ops_seen.update(op[0] for op in ops)
             await stores[name].apply(
-                sim_mod.CHANNEL, ops, messages=rows.messages, message_updates=rows.message_updates,
-                events=rows.events, participants=rows.participants,
+                sim_mod.CHANNEL,
+                ops,
+                messages=rows.messages,
+                message_updates=rows.message_updates,
+                events=rows.events,
+                participants=rows.participants,
             )
         if sim.step_no % check_every == 0:
             for name, ch in sim.chans.items():
@@ -62,8 +61,26 @@ def test_journal_round_trip_and_restored_channel_continues_identically(sim_mod, 
         sim, stores, ops_seen, features = await _persist_scenario(sim_mod, tmp_path, 300)
         try:
             # the scenario exercised what it is meant to
-            for op in ("in", "in-", "missing", "missing-", "req", "req-", "lost", "lost-", "resp", "resp-",
-                       "out", "out-", "cache", "cache-", "bloom", "bloom-roll", "log", "lamport"):
+            for op in (
+                "in",
+                "in-",
+                "missing",
+                "missing-",
+                "req",
+                "req-",
+                "lost",
+                "lost-",
+                "resp",
+                "resp-",
+                "out",
+                "out-",
+                "cache",
+                "cache-",
+                "bloom",
+                "bloom-roll",
+                "log",
+                "lamport",
+            ):
                 assert ops_seen[op] > 0, op
             for field in ("incoming", "missing", "repair_requests", "lost", "outgoing"):
                 assert features[("bob", field)] > 0, field
@@ -201,21 +218,30 @@ def test_ops_keep_engine_order_on_update(tmp_path):
         store = await Store.open(tmp_path / "n.db")
         try:
             await store.save_state(state, "{}")
-            await store.apply("ch", [
-                ("req", "m1", RequestRow(state.repair_requests[0].entry, 5000, 3)),  # update in place
-                ("req", "m9", RequestRow(h, 10, 0)),  # new: at the end
-                ("resp-", "m0", None), ("resp", "m0", 42),  # removed and re-added: at the end
-                ("lost", "zz", "erin"),  # re-declared: keeps its place
-                ("bloom-roll", None, 2), ("bloom", "n1", None),
-                ("lamport", None, 10), ("lamport", None, 11),
-            ])
+            await store.apply(
+                "ch",
+                [
+                    ("req", "m1", RequestRow(state.repair_requests[0].entry, 5000, 3)),  # update in place
+                    ("req", "m9", RequestRow(h, 10, 0)),  # new: at the end
+                    ("resp-", "m0", None),
+                    ("resp", "m0", 42),  # removed and re-added: at the end
+                    ("lost", "zz", "erin"),  # re-declared: keeps its place
+                    ("bloom-roll", None, 2),
+                    ("bloom", "n1", None),
+                    ("lamport", None, 10),
+                    ("lamport", None, 11),
+                ],
+            )
             return await store.load_state("ch")
         finally:
             await store.close()
 
     loaded = run(go())
     assert [(r.entry.message_id, r.t_req, r.attempts) for r in loaded.repair_requests] == [
-        ("m1", 5000, 3), ("m2", 99, 0), ("m9", 10, 0)]
+        ("m1", 5000, 3),
+        ("m2", 99, 0),
+        ("m9", 10, 0),
+    ]
     assert loaded.repair_responses == [("a9", 1), ("m0", 42)]
     assert loaded.lost == [("zz", "erin"), ("yy", "dave")]
     assert loaded.bloom_ids == ["a9", "m0", "n1"]

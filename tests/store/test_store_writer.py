@@ -4,13 +4,10 @@ import asyncio
 import sqlite3
 
 import pytest
+from run_until import run
 
 from sdschat.sds import MessageChannel
 from sdschat.store import EventRow, MessageRow, Store, StoreError, StoreWriter, WriterFailedError
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 async def _new_store(path, channel="room"):
@@ -32,8 +29,12 @@ def test_submits_of_one_turn_coalesce_into_one_commit_and_flush_is_durable(tmp_p
         try:
             before = store.commits
             for i in range(500):  # one event-loop turn: no await in between
-                writer.submit("room", [("bloom", f"m{i:05d}", None)], messages=[_msg(i)],
-                              events=[EventRow("sent", i, f"m{i:05d}")])
+                writer.submit(
+                    "room",
+                    [("bloom", f"m{i:05d}", None)],
+                    messages=[_msg(i)],
+                    events=[EventRow("sent", i, f"m{i:05d}")],
+                )
             assert writer.pending == 500 and store.commits == before  # nothing written synchronously
             await writer.flush()
             assert store.commits - before == 1

@@ -41,7 +41,7 @@ class RawClient:
         await self.t.publish(P.REQUEST_TOPIC, data)
         try:
             _, payload = await asyncio.wait_for(self.t.receive(), timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return None
         return P.decode_reply(payload)
 

@@ -27,10 +27,18 @@ from sdschat.storenode import StoreNode
 pytestmark = pytest.mark.timeout(120)
 
 # SDS-R slow enough that only the store can fill a gap; no resends that could fill it first
-NODE_TIMINGS = dict(repair_t_min_ms=10_000, repair_t_max_ms=20_000, resend_unacknowledged_ms=60_000,
-                    resend_possibly_acknowledged_ms=60_000)
-SIM_TIMINGS = {"repair_t_min_ms": 10_000, "repair_t_max_ms": 20_000, "resend_unacknowledged_ms": 60_000,
-               "resend_possibly_acknowledged_ms": 60_000}
+NODE_TIMINGS = dict(
+    repair_t_min_ms=10_000,
+    repair_t_max_ms=20_000,
+    resend_unacknowledged_ms=60_000,
+    resend_possibly_acknowledged_ms=60_000,
+)
+SIM_TIMINGS = {
+    "repair_t_min_ms": 10_000,
+    "repair_t_max_ms": 20_000,
+    "resend_unacknowledged_ms": 60_000,
+    "resend_possibly_acknowledged_ms": 60_000,
+}
 
 
 class _Absence:
@@ -51,8 +59,9 @@ class _Absence:
 def model(sends: int, lost_to_bob: set[int] = frozenset(), absence: tuple[int, int] | None = None) -> dict:
     """Alice (member 0) sends ``sends`` messages 1 s apart; bob (member 1) loses the copies of the messages
     numbered in ``lost_to_bob`` (their first frames) or is away for ``absence`` (ms). What bob got and how."""
-    p = SimParams(participants=2, messages=sends, latency_ms=(20, 40), stores=1, seed=1, overrides=SIM_TIMINGS,
-                  horizon_ms=60_000)
+    p = SimParams(
+        participants=2, messages=sends, latency_ms=(20, 40), stores=1, seed=1, overrides=SIM_TIMINGS, horizon_ms=60_000
+    )
     times = [1_000 * (k + 1) for k in range(sends)]
     plan = Plan(times, [0] * sends, times[-1])
     shard = Shard(p, plan)
@@ -73,10 +82,14 @@ def model(sends: int, lost_to_bob: set[int] = frozenset(), absence: tuple[int, i
     run_alone(shard, Clock(p, plan, 0))
     bob = shard.chans[1]
     sent = [m for m in shard.chans[0].log]
-    return {"order": [sent.index(m) for m in bob.log], "from_store": shard.counts.get("store_delivered", 0),
-            "sdsr": bob.stats.get("repairs_requested", 0), "requests": shard.counts.get("store_requests", 0),
-            "lost_numbers": sorted(sent.index(m) for m in lost_mids), "catch_ups": shard.counts.get(
-                "store_catch_ups", 0)}
+    return {
+        "order": [sent.index(m) for m in bob.log],
+        "from_store": shard.counts.get("store_delivered", 0),
+        "sdsr": bob.stats.get("repairs_requested", 0),
+        "requests": shard.counts.get("store_requests", 0),
+        "lost_numbers": sorted(sent.index(m) for m in lost_mids),
+        "catch_ups": shard.counts.get("store_catch_ups", 0),
+    }
 
 
 def test_a_gap_is_filled_from_the_store_alike_in_the_model_and_by_real_nodes(store_mosquitto, tmp_path):
@@ -144,8 +157,12 @@ def test_an_absence_is_caught_up_from_the_store_alike_in_the_model_and_by_real_n
                 await asyncio.sleep(0.02)
             ids.append(await a.send_text("m6"))
             await settle([a, b], 7, timeout=20)
-            return [ids.index(x) for x in log_of(b)], b.store_counters["delivered"], \
-                b.channel.stats["repairs_requested"], b.store_counters["catch_ups"]
+            return (
+                [ids.index(x) for x in log_of(b)],
+                b.store_counters["delivered"],
+                b.channel.stats["repairs_requested"],
+                b.store_counters["catch_ups"],
+            )
         finally:
             await a.stop()
             await b.stop()

@@ -15,8 +15,12 @@ from sdschat.storenode import StoreNode
 pytestmark = pytest.mark.timeout(90)
 
 # the node's real SDS-R timings (T_min 2 s) and no resends that could fill gaps before the store does
-SLOW = dict(repair_t_min_ms=2_000, repair_t_max_ms=10_000, resend_unacknowledged_ms=60_000,
-            resend_possibly_acknowledged_ms=60_000)
+SLOW = dict(
+    repair_t_min_ms=2_000,
+    repair_t_max_ms=10_000,
+    resend_unacknowledged_ms=60_000,
+    resend_possibly_acknowledged_ms=60_000,
+)
 
 
 async def wait_for(cond, timeout=10.0):
@@ -63,8 +67,16 @@ def test_offline_participant_catches_up_200_messages_from_the_store(store_mosqui
         # the store's database holds ciphertext only
         raw = b"".join(p.read_bytes() for p in tmp_path.glob("store.db*"))
         assert len(raw) > 200 * 1000
-        for secret in (name.encode(), b"plaintext-marker", b"alice-nick", b"bob-nick", a.participant_id.encode(),
-                       a.participant_id[:16].encode(), key.channel_id.encode(), key.channel_binding):
+        for secret in (
+            name.encode(),
+            b"plaintext-marker",
+            b"alice-nick",
+            b"bob-nick",
+            a.participant_id.encode(),
+            a.participant_id[:16].encode(),
+            key.channel_id.encode(),
+            key.channel_binding,
+        ):
             assert secret not in raw, secret
         assert key.topic.encode() in raw  # indexed by topic (which names no channel)
 
@@ -79,7 +91,9 @@ async def a_lost_message(url, tmp_path, channel: str):
     a = await start("a", key, tmp_path, url, **SLOW)
     b = await start("b", key, tmp_path, url, **SLOW)
     seen = []
-    b.add_listener(lambda e: seen.append((time.monotonic(), e)) if isinstance(e, (ev.GapOpened, ev.MessageRepaired)) else None)
+    b.add_listener(
+        lambda e: seen.append((time.monotonic(), e)) if isinstance(e, (ev.GapOpened, ev.MessageRepaired)) else None
+    )
     await a.send_text("one")
     await settle([a, b], 1)
     b.set_impairment(loss_in=1.0)
@@ -206,6 +220,7 @@ def test_without_a_store_sds_r_still_repairs_and_store_requests_time_out_quietly
 
 def test_the_inspector_tells_a_gap_filled_from_the_store(store_mosquitto, tmp_path):
     """node.inspect and node.gaps on the message the store filled: first copy from the store, gap closed by it."""
+
     async def main():
         key = ChannelKey.generate("inspected")
         store = await StoreNode.start(store_mosquitto.url, tmp_path / "store.db")
@@ -228,11 +243,20 @@ def test_the_inspector_tells_a_gap_filled_from_the_store(store_mosquitto, tmp_pa
             await store.stop()
 
     lost, insp, gaps = run(main(), 60)
-    assert [s.kind for s in insp.steps] == ["missing", "store_query", "repair_cancelled", "received", "delivered",
-                                            "store_answer"]
+    assert [s.kind for s in insp.steps] == [
+        "missing",
+        "store_query",
+        "repair_cancelled",
+        "received",
+        "delivered",
+        "store_answer",
+    ]
     assert [s.text for s in insp.steps[2:]] == [
-        "your repair request was called off: it came (from the store node)", "first copy from the store node",
-        "delivered in causal order, repaired through the store node", "the store node had it"]
+        "your repair request was called off: it came (from the store node)",
+        "first copy from the store node",
+        "delivered in causal order, repaired through the store node",
+        "the store node had it",
+    ]
     assert [(g.message_id, g.how) for g in gaps] == [(lost, "store")]
     assert [s.kind for s in gaps[0].steps] == ["store_query", "repair_cancelled", "store_answer"]
     assert gaps[0].hint and insp.steps[1].detail["hint"] == gaps[0].hint  # asked by the hint the history carried

@@ -51,10 +51,15 @@ def test_stores_by_hash_and_time_and_answers_bad_requests_bounded(store_mosquitt
                 # bounded errors
                 r = await c.send({**base, "hashes": ["1" * 64] * 101})
                 assert r.error.startswith("too many hashes") and r.envelopes == []
-                for bad, err in (({"hashes": ["xyz"]}, "bad hash"), ({"since_ms": -1}, "bad since_ms"),
-                                 ({}, "need hashes or since_ms"), ({"topic": "sdschat/#", "since_ms": 0}, "bad topic"),
-                                 ({"since_ms": 0, "hashes": []}, "hashes and since_ms are exclusive"),
-                                 ({"since_ms": 0, "cursor": "x"}, "bad cursor"), ({"since_ms": 0, "limit": 0}, "bad limit")):
+                for bad, err in (
+                    ({"hashes": ["xyz"]}, "bad hash"),
+                    ({"since_ms": -1}, "bad since_ms"),
+                    ({}, "need hashes or since_ms"),
+                    ({"topic": "sdschat/#", "since_ms": 0}, "bad topic"),
+                    ({"since_ms": 0, "hashes": []}, "hashes and since_ms are exclusive"),
+                    ({"since_ms": 0, "cursor": "x"}, "bad cursor"),
+                    ({"since_ms": 0, "limit": 0}, "bad limit"),
+                ):
                     r = await c.send({**base, **bad})
                     assert r is not None and r.error.startswith(err), (bad, r)
                     assert r.envelopes == []
@@ -100,8 +105,9 @@ def test_restart_loses_nothing_committed_and_size_cap_applies(store_mosquitto, r
 def test_retention_deletes_old_envelopes(store_mosquitto, tmp_path):
     async def main():
         now = [1_000_000_000.0]
-        store = await StoreNode.start(store_mosquitto.url, tmp_path / "store.db", retention_days=1,
-                                      clock=lambda: now[0], prune_interval_s=0.05)
+        store = await StoreNode.start(
+            store_mosquitto.url, tmp_path / "store.db", retention_days=1, clock=lambda: now[0], prune_interval_s=0.05
+        )
         pub = MqttTransport(store_mosquitto.url)
         await pub.start()
         try:

@@ -26,8 +26,14 @@ def on_python_engine(test):
         # (under pytest-xdist's loadgroup a grouped test's id ends in "@group": not a node id)
         nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0].split("@", 1)[0]
         env = {**os.environ, native.PURE_ENV: "1"}
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid], env=env,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0 and re.search(r"\b1 passed\b", r.stdout), r.stdout[-4000:] + r.stderr[-2000:]
         return None
+
     return run

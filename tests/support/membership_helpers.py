@@ -3,11 +3,11 @@ broker, the refusals a node reports and records."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
 from node_helpers import FAST
+from run_until import until as wait_for  # the membership tests' name for the shared wait
 
 from sdschat.crypto import ChannelKey, EnvelopeError, Identity
 from sdschat.node import Node, NodeConfig, node_channel_config
@@ -15,21 +15,33 @@ from sdschat.node import events as ev
 from sdschat.transport import MqttTransport
 
 
-async def member(nick: str, key: ChannelKey, folder, url: str, admin: Identity, *, identity=None, impairment=None,
-                 seed: int = 0, **cfg) -> Node:
+async def member(
+    nick: str,
+    key: ChannelKey,
+    folder,
+    url: str,
+    admin: Identity,
+    *,
+    identity=None,
+    impairment=None,
+    seed: int = 0,
+    **cfg,
+) -> Node:
     ident = identity or (admin if nick == "alice" else Identity.generate())
-    config = NodeConfig(nick, key, folder / f"{nick}.db", url, channel_config=node_channel_config(**FAST),
-                        impairment=impairment or {}, seed=seed, identity=ident, membership=True,
-                        admins=(admin.participant_id,), **cfg)
+    config = NodeConfig(
+        nick,
+        key,
+        folder / f"{nick}.db",
+        url,
+        channel_config=node_channel_config(**FAST),
+        impairment=impairment or {},
+        seed=seed,
+        identity=ident,
+        membership=True,
+        admins=(admin.participant_id,),
+        **cfg,
+    )
     return await Node.start(config)
-
-
-async def wait_for(cond, timeout=15.0, what="condition"):
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"{what} not met in {timeout} s")
-        await asyncio.sleep(0.02)
 
 
 def knows_all(admin: Node, others) -> bool:
@@ -92,4 +104,3 @@ async def trio(room: str, folder, url: str, **cfg) -> tuple[ChannelKey, Identity
     nodes = [await member(nick, key, folder, url, admin, **cfg) for nick in ("alice", "bob", "mallory")]
     await all_joined(nodes)
     return key, admin, nodes
-

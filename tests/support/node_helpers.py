@@ -6,17 +6,32 @@ import asyncio
 import time
 from pathlib import Path
 
+from run_until import run, until  # noqa: F401 - the node tests import them from here
+
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
 from sdschat.node import events as ev
 
-FAST = dict(resend_unacknowledged_ms=500, resend_possibly_acknowledged_ms=1500, sync_interval_ms=2_000,
-            sync_jitter_ms=500, repair_t_min_ms=300, repair_t_max_ms=1500)
+FAST = dict(
+    resend_unacknowledged_ms=500,
+    resend_possibly_acknowledged_ms=1500,
+    sync_interval_ms=2_000,
+    sync_jitter_ms=500,
+    repair_t_min_ms=300,
+    repair_t_max_ms=1500,
+)
 
 
 async def start(name: str, key: ChannelKey, folder: Path, url: str, *, seed: int = 0, impairment=None, **cfg) -> Node:
-    config = NodeConfig(name, key, folder / f"{name}.db", url, channel_config=node_channel_config(**{**FAST, **cfg}),
-                        impairment=impairment or {}, seed=seed)
+    config = NodeConfig(
+        name,
+        key,
+        folder / f"{name}.db",
+        url,
+        channel_config=node_channel_config(**{**FAST, **cfg}),
+        impairment=impairment or {},
+        seed=seed,
+    )
     return await Node.start(config)
 
 
@@ -43,37 +58,9 @@ async def settle(nodes, expected: int, timeout: float = 30.0) -> float:
     raise AssertionError(f"nodes did not settle in {timeout} s: {state}")
 
 
-def run(coro, timeout: float = 90.0):
-    """``asyncio.run`` with a deadline; on expiry, fail showing where every task was waiting."""
-
-    async def guarded():
-        task = asyncio.ensure_future(coro)
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        if task in done:
-            return task.result()
-        import io
-
-        out = io.StringIO()
-        for t in asyncio.all_tasks():
-            if t is not asyncio.current_task():
-                t.print_stack(file=out)
-        task.cancel()
-        raise AssertionError(f"test coroutine still running after {timeout} s; tasks:\n{out.getvalue()}")
-
-    return asyncio.run(guarded())
-
-
-async def until(pred, timeout: float = 20.0) -> None:
-    """Wait until ``pred()`` holds (checked every 20 ms); AssertionError after ``timeout`` seconds."""
-    for _ in range(int(timeout / 0.02)):
-        if pred():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached")
-
-
-async def missed_by(receiver: Node, sender: Node, text: str, *, pause: float = 0.2, pilot=None,
-                    restore: bool = True) -> str:
+async def missed_by(
+    receiver: Node, sender: Node, text: str, *, pause: float = 0.2, pilot=None, restore: bool = True
+) -> str:
     """``sender`` sends ``text`` while every copy to ``receiver`` is lost; its message id. After ``pause`` (on the
     Pilot's clock with ``pilot``) the receiver's link comes back, unless ``restore`` is False."""
     receiver.set_impairment(loss_in=1.0)

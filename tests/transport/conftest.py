@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from brokers import Amqtt, Mosquitto, _wait_listening, find_mosquitto, free_port  # noqa: F401
+from brokers import Amqtt, Mosquitto, find_mosquitto, free_port
 
 
 def _mosquitto_binary() -> str:
@@ -38,16 +38,16 @@ def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
 def _self_signed(workdir: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 (it is its own CA) and its key."""
     import datetime
+    import ipaddress
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sdschat test broker")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -113,4 +113,3 @@ def private_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[M
 def unused_port() -> int:
     """A loopback port with (very probably) nothing listening."""
     return free_port()
-

@@ -6,10 +6,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from run_until import run
 
 from sdschat.transport import (
     EmbeddedBroker,
@@ -20,13 +20,7 @@ from sdschat.transport import (
     run_broker,
 )
 
-T = TypeVar("T")
-
 pytestmark = pytest.mark.timeout(20)
-
-
-def run(coro: Awaitable[T], timeout: float = 15.0) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
 
 
 async def round_trip(url: str) -> None:

@@ -6,33 +6,22 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from run_until import run, until
 
 from sdschat.transport import ConnectionState, ImpairedTransport, Impairment, MqttTransport, Transport
-
-T = TypeVar("T")
 
 pytestmark = pytest.mark.timeout(20)
 
 
-def run(coro: Awaitable[T], timeout: float = 15.0) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
-
-
-async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
-
-
 @asynccontextmanager
-async def link(url: str, sender_kw: dict[str, Any] | None = None, receiver_kw: dict[str, Any] | None = None) -> AsyncIterator[tuple[ImpairedTransport, ImpairedTransport, str]]:
+async def link(
+    url: str, sender_kw: dict[str, Any] | None = None, receiver_kw: dict[str, Any] | None = None
+) -> AsyncIterator[tuple[ImpairedTransport, ImpairedTransport, str]]:
     """Two impaired transports; the receiver is subscribed to the returned topic."""
     topic = f"sdschat-test/{uuid.uuid4().hex}"
     sender = ImpairedTransport(MqttTransport(url), **(sender_kw or {"seed": 1}))

@@ -7,14 +7,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from run_until import run, until
 
 from sdschat.transport import ConnectionState, MqttTransport, StateChange, TransportError
-
-T = TypeVar("T")
 
 pytestmark = [
     pytest.mark.timeout(20),
@@ -23,20 +21,8 @@ pytestmark = [
 ]
 
 
-def run(coro: Awaitable[T], timeout: float = 15.0) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
-
-
 def new_topic() -> str:
     return f"sdschat-test/{uuid.uuid4().hex}"
-
-
-async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 def fast(url: str, **kw: Any) -> MqttTransport:
@@ -77,7 +63,7 @@ def test_message_handler_and_iterator(broker: Any) -> None:
             await until(lambda: len(seen) == 3)
             assert seen == [(topic, b"0"), (topic, b"1"), (topic, b"2")]
             out = []
-            async for t, p in c.messages():
+            async for _t, p in c.messages():
                 out.append(p)
                 if len(out) == 3:
                     break
@@ -242,7 +228,7 @@ def test_reconnect_after_broker_restart(private_broker: Any, capfd: pytest.Captu
                 try:
                     received = await asyncio.wait_for(b.receive(), 0.1)
                     break
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     continue
             assert received is not None and received.payload.startswith(b"after-")
             assert b.stats.connects == 2 and b.stats.disconnects == 1

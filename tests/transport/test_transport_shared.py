@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
 import pytest
+from run_until import run, until
 
 from sdschat.transport import ConnectionState, ImpairedTransport, MqttTransport, SharedConnection
 
-pytestmark = [pytest.mark.timeout(30),
-              pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")]
-
-
-def run(coro, timeout: float = 20.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+pytestmark = [
+    pytest.mark.timeout(30),
+    pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"),
+]
 
 
 def fast(url: str) -> MqttTransport:
     return MqttTransport(url, reconnect_min=0.05, reconnect_max=0.5, connect_timeout=2.0)
-
-
-async def until(cond, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 def test_views_see_only_their_topics_over_one_connection(broker: Any) -> None:
@@ -99,7 +90,8 @@ def test_a_view_can_be_impaired_without_touching_the_others(broker: Any) -> None
 
 
 def test_over_a_kept_session_what_the_broker_queued_waits_for_its_view_and_closing_keeps_the_topics(
-        mosquitto: Any) -> None:
+    mosquitto: Any,
+) -> None:
     """A window's connection: its views stop when it quits, but after ``closing()`` the kept topics stay
     subscribed at the broker (a left channel's topic does not); on the next start the broker sends what it
     queued before any view subscribes: it is held and handed to the view that subscribes to its topic. What
@@ -108,8 +100,11 @@ def test_over_a_kept_session_what_the_broker_queued_waits_for_its_view_and_closi
     client_id = f"sdschat-{uuid.uuid4().hex[:16]}"
 
     def connection() -> SharedConnection:
-        return SharedConnection(MqttTransport(mosquitto.url, client_id=client_id, qos=1, session_expiry_s=60),
-                                keep=lambda t: t != left_topic, hold=True)
+        return SharedConnection(
+            MqttTransport(mosquitto.url, client_id=client_id, qos=1, session_expiry_s=60),
+            keep=lambda t: t != left_topic,
+            hold=True,
+        )
 
     async def main() -> None:
         shared = connection()

@@ -75,8 +75,13 @@ class Tmux:
         locale.setlocale(locale.LC_CTYPE, "C.UTF-8")  # wcwidth as tmux's
 
     def tmux(self, *args: str, check: bool = True) -> str:
-        out = subprocess.run([self.binary, "-u", "-L", self.socket, "-f", str(self.config), *args], env=self.env,
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            [self.binary, "-u", "-L", self.socket, "-f", str(self.config), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if check and out.returncode != 0:
             raise AssertionError(f"tmux {' '.join(args)}: {out.stderr.strip()}")
         return out.stdout
@@ -117,9 +122,10 @@ class Tmux:
         machine can stretch; a dead pane is polled for its status for up to ``settle`` seconds."""
         deadline = time.monotonic() + settle
         while True:
-            dead, status, sig = (self.tmux("display", "-p", "-t", "t",
-                                              "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}").split()
-                                    + ["", ""])[:3]
+            dead, status, sig = (
+                self.tmux("display", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}").split()
+                + ["", ""]
+            )[:3]
             if dead != "1" or status or sig or time.monotonic() > deadline:
                 return dead == "1", status or (f"signal {sig}" if sig else "")
             time.sleep(0.05)
@@ -167,8 +173,16 @@ class Pty:
         def controlling_terminal() -> None:  # after setsid (start_new_session): the pty becomes its terminal
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
-                                     start_new_session=True, preexec_fn=controlling_terminal)
+        self.proc = subprocess.Popen(
+            command,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=controlling_terminal,
+        )
         os.close(slave)
         self.output = bytearray()
 
@@ -200,11 +214,11 @@ class Pty:
         while needle not in self.output[since:]:
             if self.proc.poll() is not None:
                 self.read(0.1)
-                raise AssertionError(f"exited (status {self.proc.returncode}) waiting for {what or needle!r}:\n"
-                                     + self.text()[-4000:])
+                raise AssertionError(
+                    f"exited (status {self.proc.returncode}) waiting for {what or needle!r}:\n" + self.text()[-4000:]
+                )
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what or needle!r}; last output:\n"
-                                     + self.text()[-2000:])
+                raise AssertionError(f"timed out waiting for {what or needle!r}; last output:\n" + self.text()[-2000:])
             self.read(0.05)
 
     def text(self) -> str:

@@ -45,8 +45,13 @@ def test_a_busy_channel_is_redrawn_in_paced_batches_and_your_line_never_waits(tm
                 pane.input.focus()
                 await pilot.press(*"mine while busy", "enter")
                 t0 = time.monotonic()
-                await wait_until(pilot, lambda: line_with(lines_of(app), "mine while busy"), timeout=PACE_S,
-                                 step=0.02, what="my own line, before the paced frame")
+                await wait_until(
+                    pilot,
+                    lambda: line_with(lines_of(app), "mine while busy"),
+                    timeout=PACE_S,
+                    step=0.02,
+                    what="my own line, before the paced frame",
+                )
                 assert time.monotonic() - t0 < PACE_S
                 await flooding
                 await wait_until(pilot, lambda: line_with(lines_of(app), "flood 59"), timeout=5, what="the last")
@@ -56,8 +61,13 @@ def test_a_busy_channel_is_redrawn_in_paced_batches_and_your_line_never_waits(tm
                 pane.view.commit = real_commit
                 await bob.send_text("calm again")
                 t0 = time.monotonic()
-                await wait_until(pilot, lambda: line_with(lines_of(app), "calm again"), timeout=PACE_S,
-                                 step=0.02, what="the next calm line")
+                await wait_until(
+                    pilot,
+                    lambda: line_with(lines_of(app), "calm again"),
+                    timeout=PACE_S,
+                    step=0.02,
+                    what="the next calm line",
+                )
                 assert time.monotonic() - t0 < PACE_S / 2
                 assert sum("flood" in line for line in lines_of(app)) >= BUSY_LINES  # nothing dropped on screen
                 assert app.errors == []

@@ -18,8 +18,9 @@ B = "b" * 32
 ONLINE = 10_000  # wall-clock ms at which the view came online (unit tests)
 
 
-def msg(mid: str, lamport: int, state: str = ev.RECEIVED, kind: str = "msg", own: bool = False,
-        received: int = 0) -> ev.ChatMessage:
+def msg(
+    mid: str, lamport: int, state: str = ev.RECEIVED, kind: str = "msg", own: bool = False, received: int = 0
+) -> ev.ChatMessage:
     return ev.ChatMessage(mid, B, "bob", mid, kind, lamport, lamport, own, state, received_at_ms=received)
 
 
@@ -53,8 +54,14 @@ def test_written_before_coming_online_is_catch_up_and_after_is_live() -> None:
     tl.add_message(msg("gone", 10_200))
     assert tl.repaired("gone", "sds-r", "a" * 32, 99).repaired_via == "sds-r"
     # one line, just below the newest message the catch-up brought
-    assert [type(it).__name__ for it in tl.items] == ["MsgItem", "MsgItem", "MsgItem", "CatchUpItem", "MsgItem",
-                                                      "MsgItem"]
+    assert [type(it).__name__ for it in tl.items] == [
+        "MsgItem",
+        "MsgItem",
+        "MsgItem",
+        "CatchUpItem",
+        "MsgItem",
+        "MsgItem",
+    ]
 
 
 def test_a_marker_whose_message_arrives_as_catch_up_folds_into_the_catch_up() -> None:
@@ -133,11 +140,13 @@ def test_new_since_you_left_in_the_window_says_what_the_channel_list_says(tmp_pa
                 await pilot.press("alt+2")
                 for i in range(5):
                     await bobs.nodes[0].send_text(f"new {i}")
-                await wait_until(pilot, lambda: unread() == 5 and line_with(lines_of(app, team), "new 4"),
-                                 what="5 unread")
+                await wait_until(
+                    pilot, lambda: unread() == 5 and line_with(lines_of(app, team), "new 4"), what="5 unread"
+                )
                 await group.client(group["dave"])
-                await wait_until(pilot, lambda: line_with(lines_of(app, team), "dave joined"), timeout=15,
-                                 what="dave's join")
+                await wait_until(
+                    pilot, lambda: line_with(lines_of(app, team), "dave joined"), timeout=15, what="dave's join"
+                )
                 assert unread() == 5
                 await pilot.press("alt+1")
                 await wait_until(pilot, lambda: team.view.timeline.unread_line is not None, what="the line")
@@ -147,7 +156,6 @@ def test_new_since_you_left_in_the_window_says_what_the_channel_list_says(tmp_pa
             assert app.errors == []
 
     run(scenario(), timeout=90)
-
 
 
 async def go_away(pilot, app, alice, before, writer, count: int) -> None:
@@ -179,7 +187,8 @@ def test_back_after_being_away_one_summary_line_and_no_repair_marks(tmp_path, ru
                     lines = lines_of(app)
                     markers = max(markers, sum("possibly missing" in line for line in lines))
                     return sum("while away" in line for line in lines) == 30 and any(
-                        "caught up" in line for line in catch_up_lines(lines))
+                        "caught up" in line for line in catch_up_lines(lines)
+                    )
 
                 await wait_until(pilot, done, timeout=20, what="the catch-up")
                 lines = lines_of(app)
@@ -203,17 +212,21 @@ def test_a_live_gap_after_a_catch_up_keeps_its_marker_and_repair_mark(tmp_path, 
             app = ChatApp(alice, blink=False)
             async with app.run_test(size=SIZE) as pilot:
                 await go_away(pilot, app, alice, bob, bob, 3)
-                await wait_until(pilot, lambda: any("caught up 3 messages" in line
-                                                    for line in catch_up_lines(lines_of(app))),
-                                 timeout=15, what="the catch-up")
+                await wait_until(
+                    pilot,
+                    lambda: any("caught up 3 messages" in line for line in catch_up_lines(lines_of(app))),
+                    timeout=15,
+                    what="the catch-up",
+                )
                 alice.set_impairment(loss_in=1.0)
                 await bob.send_text("missed while online")
                 await pilot.pause(0.3)
                 alice.set_impairment(loss_in=0.0)
                 await bob.send_text("names it")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="the marker")
-                await wait_until(pilot, lambda: line_with(lines_of(app), "missed while online"), timeout=10,
-                                 what="the repair")
+                await wait_until(
+                    pilot, lambda: line_with(lines_of(app), "missed while online"), timeout=10, what="the repair"
+                )
                 lines = lines_of(app)
                 assert "↺ repaired" in line_with(lines, "missed while online")
                 assert catch_up_lines(lines) and all("caught up 3 messages" in s for s in catch_up_lines(lines))
@@ -237,8 +250,11 @@ def test_a_newcomer_sees_its_join_with_history_loading_above_it(tmp_path, run) -
             for i in range(100):
                 await bob.send_text(f"history {i}")
             await wait_until_node(alice, lambda: sum(m.text.startswith("history") for m in alice.messages()) == 100)
-            carol = await Node.start(NodeConfig("carol", key, tmp_path / "carol.db", alice.broker_url,
-                                                channel_config=fast_config(), membership=True))
+            carol = await Node.start(
+                NodeConfig(
+                    "carol", key, tmp_path / "carol.db", alice.broker_url, channel_config=fast_config(), membership=True
+                )
+            )
             started = time.monotonic()
             try:
                 app = ChatApp(carol, blink=False)
@@ -256,8 +272,12 @@ def test_a_newcomer_sees_its_join_with_history_loading_above_it(tmp_path, run) -
                             join = line_with(lines, "carol joined")
                             if join is not None:  # the line sits above the join, always
                                 assert lines.index(line_with(lines, line[0])) < lines.index(join), lines
-                        return (sum("history " in x for x in lines) == 100 and bool(line) and "caught up" in line[0]
-                                and line_with(lines, "carol joined") is not None)
+                        return (
+                            sum("history " in x for x in lines) == 100
+                            and bool(line)
+                            and "caught up" in line[0]
+                            and line_with(lines, "carol joined") is not None
+                        )
 
                     await wait_until(pilot, whole, timeout=60, step=0.1, what="the history")
                     took = time.monotonic() - started

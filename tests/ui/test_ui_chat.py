@@ -81,15 +81,17 @@ def test_missing_marker_appears_then_repair_slides_the_message_into_place(tmp_pa
                 assert glyph(lines[marker + 1]) == "⋯"  # waiting for its dependency
                 assert not line_with(lines, "alice misses this")
 
-                await wait_until(pilot, lambda: not line_with(lines_of(app), "possibly missing"), timeout=8,
-                                 what="repair")
+                await wait_until(
+                    pilot, lambda: not line_with(lines_of(app), "possibly missing"), timeout=8, what="repair"
+                )
                 lines = lines_of(app)
                 repaired = line_with(lines, "alice misses this")
                 assert repaired is not None and "↺ repaired" in repaired
                 assert lines.index(repaired) < lines.index(line_with(lines, "did you see my last one?"))
                 assert glyph(line_with(lines, "did you see my last one?")) == " "
-                item = app.pane.view.timeline.by_mid[[m for m in alice.messages() if m.text == "alice misses this"][0]
-                                                     .message_id]
+                item = app.pane.view.timeline.by_mid[
+                    [m for m in alice.messages() if m.text == "alice misses this"][0].message_id
+                ]
                 assert item.highlight_until_ms > 0  # briefly highlighted
                 assert app.errors == []
 
@@ -102,8 +104,12 @@ def test_gap_filled_from_the_store_node_is_tagged_so(tmp_path, run) -> None:
     from sdschat.storenode import StoreNode
 
     # the node's real SDS-R timing (T_min 2 s) and no early resends, so only the store can fill the gap first
-    slow = fast_config(repair_t_min_ms=2_000, repair_t_max_ms=10_000, resend_unacknowledged_ms=60_000,
-                       resend_possibly_acknowledged_ms=60_000)
+    slow = fast_config(
+        repair_t_min_ms=2_000,
+        repair_t_max_ms=10_000,
+        resend_unacknowledged_ms=60_000,
+        resend_possibly_acknowledged_ms=60_000,
+    )
 
     async def scenario():
         async with cluster(tmp_path, configs={"alice": slow, "bob": slow}) as (alice, bob):
@@ -119,8 +125,9 @@ def test_gap_filled_from_the_store_node_is_tagged_so(tmp_path, run) -> None:
                     await pilot.pause(0.1)
                     alice.set_impairment(loss_in=0.0)
                     await bob.send_text("next one")
-                    await wait_until(pilot, lambda: line_with(lines_of(app), "the store keeps this"), timeout=4,
-                                     what="gap filled")
+                    await wait_until(
+                        pilot, lambda: line_with(lines_of(app), "the store keeps this"), timeout=4, what="gap filled"
+                    )
                     line = line_with(lines_of(app), "the store keeps this")
                     assert "↺ filled from the store" in line, line
                     assert "SDS-R" not in line
@@ -141,8 +148,12 @@ def test_gap_marker_is_the_same_after_a_restart(tmp_path, run) -> None:
     from sdschat.node import Node
 
     # nothing repairs the gap during the test: no early resends, SDS-R's T_req far away
-    slow = fast_config(repair_t_min_ms=60_000, repair_t_max_ms=120_000, resend_unacknowledged_ms=60_000,
-                       resend_possibly_acknowledged_ms=60_000)
+    slow = fast_config(
+        repair_t_min_ms=60_000,
+        repair_t_max_ms=120_000,
+        resend_unacknowledged_ms=60_000,
+        resend_possibly_acknowledged_ms=60_000,
+    )
 
     def marker_and_next(lines):
         marker = line_with(lines, "possibly missing")
@@ -199,6 +210,7 @@ def test_slash_commands(tmp_path, run) -> None:
         async with cluster(tmp_path, nicks=("alice",)) as (alice,):
             app = ChatApp(alice, blink=False)
             async with app.run_test(size=SIZE) as pilot:
+
                 async def command(text: str) -> None:
                     app.pane.input.load_text(text)
                     await pilot.press("enter")
@@ -413,9 +425,17 @@ def test_long_history_opens_on_its_last_page_and_pages_in_as_you_scroll_up(tmp_p
             config = alice.config
             await alice.stop()
             store = await Store.open(config.db_path)
-            rows = [MessageRow(f"{i:064x}", "b0" * 32, i + 1, AppPayload("msg", "bob", f"old message {i}",
-                               1_763_800_000_000 + i * 1000).encode(), ev.RECEIVED, received_at_ms=1)
-                    for i in range(1000)]
+            rows = [
+                MessageRow(
+                    f"{i:064x}",
+                    "b0" * 32,
+                    i + 1,
+                    AppPayload("msg", "bob", f"old message {i}", 1_763_800_000_000 + i * 1000).encode(),
+                    ev.RECEIVED,
+                    received_at_ms=1,
+                )
+                for i in range(1000)
+            ]
             await store.apply(config.key.channel_id, messages=rows)
             await store.close()
             again = await Node.start(config)

@@ -36,8 +36,9 @@ def test_refused_frames_point_at_f5_which_says_why_and_f1_explains_every_counter
                 alice.receiver.on_frame(b"\x00not an envelope")  # nobody's key opens it
                 alice.receiver.on_frame(alice.key.seal(b"x"))  # opens, but is no frame
                 alice.receiver.on_frame(alice.key.seal(b"yy"))
-                await wait_until(pilot, lambda: _row(widget_text(panel), "rejected").endswith("2 · F5"),
-                                 what="rejected 2 · F5")
+                await wait_until(
+                    pilot, lambda: _row(widget_text(panel), "rejected").endswith("2 · F5"), what="rejected 2 · F5"
+                )
                 assert _row(widget_text(panel), "undecryptable").endswith("1 · F5")
 
                 await pilot.press("f5")

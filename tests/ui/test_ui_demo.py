@@ -73,8 +73,12 @@ def test_demo_panes_are_real_nodes_with_their_own_controls(tmp_path, run) -> Non
                 alice, bob, carol = app.panes
                 assert [p.node.nick for p in app.panes] == ["alice", "bob", "carol"]
                 # bots chatter: every pane shows the others' messages
-                await wait_until(pilot, lambda: all(len({m.sender_id for m in n.messages()}) == 3 for n in nodes),
-                                 timeout=10, what="bot chatter everywhere")
+                await wait_until(
+                    pilot,
+                    lambda: all(len({m.sender_id for m in n.messages()}) == 3 for n in nodes),
+                    timeout=10,
+                    what="bot chatter everywhere",
+                )
                 await pilot.press("f4")  # bots quiet
                 assert app.bots is False
                 # typing into bob's pane sends from bob's node
@@ -147,15 +151,21 @@ def test_demo_with_a_hostile_member_shows_its_forgeries_refused(tmp_path, run) -
                     await pilot.press(*"again", "enter")  # its history names the first: all three relays are forged
                     panel = bob.query_one("SidePanel")
                     await wait_until(pilot, lambda: nodes[1].counters["rejected"] >= 3, timeout=10, what="refusals")
-                    await wait_until(pilot, lambda: f"refused {nodes[1].counters['rejected']}" in widget_text(panel),
-                                     what="the count in bob's status line")
+                    await wait_until(
+                        pilot,
+                        lambda: f"refused {nodes[1].counters['rejected']}" in widget_text(panel),
+                        what="the count in bob's status line",
+                    )
                     await wait_until(pilot, lambda: line_with(lines_of(app, bob), "again"), what="the honest copy")
                     bob.input.focus()
                     await pilot.press("f5")
                     wire = app.screen
                     assert isinstance(wire, WireScreen) and wire.node is nodes[1]
-                    await wait_until(pilot, lambda: sum("rejected: bad_signature" in r for r in wire.rows)
-                                     == nodes[1].counters["rejected"], what="the wire view")
+                    await wait_until(
+                        pilot,
+                        lambda: sum("rejected: bad_signature" in r for r in wire.rows) == nodes[1].counters["rejected"],
+                        what="the wire view",
+                    )
                     assert nodes[0].channel.log == nodes[1].channel.log
                     assert app.errors == []
                 stop.set()
@@ -177,15 +187,22 @@ def test_kick_and_rekey_typed_in_the_demo(tmp_path, run) -> None:
                 alice, bob, carol = app.panes
                 alice.input.focus()
                 await pilot.press(*"hello all", "enter")
-                await wait_until(pilot, lambda: all(len(n.membership.members) == 3 for n in nodes), timeout=10,
-                                 what="everyone's join everywhere")
+                await wait_until(
+                    pilot,
+                    lambda: all(len(n.membership.members) == 3 for n in nodes),
+                    timeout=10,
+                    what="everyone's join everywhere",
+                )
                 bob.input.focus()
                 await pilot.press(*"/kick carol", "enter")
                 await wait_until(pilot, lambda: line_with(lines_of(app, bob), "only an admin"), what="bob refused")
                 alice.input.focus()
                 await pilot.press(*"/kick carol", "enter")
-                await wait_until(pilot, lambda: line_with(lines_of(app, bob), "removed carol: new key (epoch 1)"),
-                                 what="the change in bob's log")
+                await wait_until(
+                    pilot,
+                    lambda: line_with(lines_of(app, bob), "removed carol: new key (epoch 1)"),
+                    what="the change in bob's log",
+                )
                 await wait_until(pilot, lambda: line_with(lines_of(app, carol), "removed you"), what="carol told")
                 await pilot.press(*"after the kick", "enter")
                 await wait_until(pilot, lambda: line_with(lines_of(app, bob), "after the kick"), what="bob reads")

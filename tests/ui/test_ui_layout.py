@@ -7,13 +7,15 @@ import os
 import random
 import subprocess
 import sys
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
 
 import sdschat.ui
+
+# isort: split
 from sdschat.node import events as ev
 from sdschat.ui import slash
 from sdschat.ui.layout import Layout, clean_text, wrap_spans
@@ -51,12 +53,22 @@ def test_control_and_bidi_characters_are_not_painted() -> None:
 
 def test_height_matches_painted_lines() -> None:
     rng = random.Random(3)
-    layout = Layout(50, timezone.utc)
+    layout = Layout(50, UTC)
     for i in range(300):
         words = " ".join("w" * rng.randint(1, 12) for _ in range(rng.randint(1, 30)))
         text = rng.choice([words, words + "\nsecond line", "漢字" * rng.randint(1, 40)])
-        m = ev.ChatMessage(f"{i}", "s", "nick", text, rng.choice(["msg", "me"]), 1_763_805_600_000 + i * 3_600_000,
-                           i, False, ev.RECEIVED, repaired=bool(i % 5 == 0))
+        m = ev.ChatMessage(
+            f"{i}",
+            "s",
+            "nick",
+            text,
+            rng.choice(["msg", "me"]),
+            1_763_805_600_000 + i * 3_600_000,
+            i,
+            False,
+            ev.RECEIVED,
+            repaired=bool(i % 5 == 0),
+        )
         item = MsgItem(m)
         sep = m.sent_at_ms if i % 3 == 0 else None
         assert layout.height(item, sep, str) == len(layout.paint(item, sep, str))
@@ -75,9 +87,9 @@ def test_slash_parse_and_complete() -> None:
     assert [c.name for c in slash.matching("/o")] == ["offline", "online"]
     assert slash.parse_probability("20%") == pytest.approx(0.2)
     assert slash.parse_probability(".5") == 0.5
-    with pytest.raises(ValueError):
+    with pytest.raises(slash.UsageError):  # the person's input, not a bug: a UserError the pane shows
         slash.parse_probability("1.5")
-    with pytest.raises(ValueError):
+    with pytest.raises(slash.UsageError):
         slash.parse_ms("soon")
 
 

@@ -51,8 +51,11 @@ def test_members_counts_acks_lag_repairs_and_loss_per_member(tmp_path, run) -> N
                 await carol.send_text("me too")
 
                 async def acks_seen():
-                    return {(e.message_id, e.detail["by"]) for e in await _rows(alice.store, "ack_seen")
-                            if e.message_id in (hello, again)}
+                    return {
+                        (e.message_id, e.detail["by"])
+                        for e in await _rows(alice.store, "ack_seen")
+                        if e.message_id in (hello, again)
+                    }
 
                 want = {(m, p.participant_id) for m in (hello, again) for p in (bob, carol)}
                 for _ in range(100):
@@ -65,8 +68,11 @@ def test_members_counts_acks_lag_repairs_and_loss_per_member(tmp_path, run) -> N
                 await repaired_by_third(pilot, alice, bob, carol, "missed")
 
                 members = await slash(pilot, app, "/members", MembersScreen)
-                await wait_until(pilot, lambda: len(members.lines) == 2 and all(
-                    "/" in line for line in members.lines), what="both members")
+                await wait_until(
+                    pilot,
+                    lambda: len(members.lines) == 2 and all("/" in line for line in members.lines),
+                    what="both members",
+                )
 
                 # the figures, against what the events say
                 sent = {e.message_id: e.ts_ms for e in await _rows(alice.store, "sent")}

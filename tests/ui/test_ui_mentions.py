@@ -62,8 +62,11 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
                 osc = "".join(writes)
                 assert "\x1b]777;notify;bob in #team;@alice can you look at the deploy?" in osc
                 assert "\x1b]9;bob in #team: @alice can you look at the deploy?" in osc
-                await wait_until(pilot, lambda: "@1 2" in widget_text(app.query_one(ChannelList)),
-                                 what="'@1' beside the unread count")
+                await wait_until(
+                    pilot,
+                    lambda: "@1 2" in widget_text(app.query_one(ChannelList)),
+                    what="'@1' beside the unread count",
+                )
 
                 app.app_focus = True  # looking at the terminal: the bell only
                 await team.send_text("ALICE: ping")
@@ -104,6 +107,7 @@ def test_mentions_in_the_window(tmp_path, run) -> None:
 def test_a_mention_that_arrives_by_repair_notifies_once(tmp_path, run) -> None:
     """alice's link drops bob's mention; it comes back later (a resend or SDS-R, whichever is first) and
     notifies then, once, however many copies arrive."""
+
     async def scenario():
         async with profiles(tmp_path, alice=("ops", "team"), bob=("team",)) as group:
             bobs = await group.client(group["bob"])
@@ -136,6 +140,7 @@ def test_not_protected_a_mention_reaches_the_desktop_unless_switched_off(tmp_pat
     """SECURITY.md: a mention's sender, channel and text leave the terminal for the desktop's notifications
     (which may keep them) while the terminal is not focused; a peer's control characters cannot end the
     sequence early; ``desktop = false`` stops it."""
+
     async def scenario():
         async with profiles(tmp_path, alice=("team",), bob=("team",)) as group:
             bobs = await group.client(group["bob"])
@@ -154,8 +159,11 @@ def test_not_protected_a_mention_reaches_the_desktop_unless_switched_off(tmp_pat
                 client.notifications.desktop = False  # desktop = false in profile.toml
                 before = len(writes)
                 await bobs.nodes[0].send_text("alice, again")
-                await wait_until(pilot, lambda: any("alice, again" in it.msg.text for it in pane.view.timeline.items
-                                                    if hasattr(it, "msg")), what="the second mention")
+                await wait_until(
+                    pilot,
+                    lambda: any("alice, again" in it.msg.text for it in pane.view.timeline.items if hasattr(it, "msg")),
+                    what="the second mention",
+                )
                 await pilot.pause(0.2)
                 assert not any("]777;" in w or "]9;" in w for w in writes[before:])
                 await pilot.press("ctrl+q")

@@ -23,10 +23,12 @@ def test_a_second_bob_is_told_apart_and_whois_says_who_is_who(tmp_path, run) -> 
                     await wait_until(pilot, lambda: line_with(lines_of(app), "prod password"), what="the line")
                     line = line_with(lines_of(app), "prod password")
                     assert fake in line, line  # the impostor's line carries its fingerprint
-                    await wait_until(pilot, lambda: line_with(lines_of(app), "goes by your nick"),
-                                     what="bob is warned")
-                    await wait_until(pilot, lambda: fake in widget_text(app.query_one(SidePanel)),
-                                     what="the participant list shows the suffix")
+                    await wait_until(pilot, lambda: line_with(lines_of(app), "goes by your nick"), what="bob is warned")
+                    await wait_until(
+                        pilot,
+                        lambda: fake in widget_text(app.query_one(SidePanel)),
+                        what="the participant list shows the suffix",
+                    )
                     await pilot.press(*f"/whois {fake}", "enter")
                     await wait_until(pilot, lambda: line_with(lines_of(app), f"{fake}: fingerprint"), what="whois")
                     assert twin.participant_id in line_with(lines_of(app), f"{fake}: fingerprint")

@@ -7,7 +7,8 @@ import base64
 import pytest
 from ui_helpers import capture_writes, cluster, line_with, lines_of, profiles, wait_until, widget_text
 
-from sdschat.node import AppPayload, events as ev
+from sdschat.node import AppPayload
+from sdschat.node import events as ev
 from sdschat.profile import Profile
 from sdschat.ui.app import ChatApp
 from sdschat.ui.screens import SearchScreen
@@ -46,7 +47,7 @@ def test_search_every_channel_and_jump_to_a_message_far_back(tmp_path, run, monk
                 assert [(h.channel, h.message.text) for h in hits] == [("team", "the Café needle is here")]
                 option = app.screen.query_one("OptionList").get_option_at_index(0).prompt
                 assert "#team" in option.plain and "bob" in option.plain
-                marked = [option.plain[s.start:s.end] for s in option.spans if "yellow" in str(s.style)]
+                marked = [option.plain[s.start : s.end] for s in option.spans if "yellow" in str(s.style)]
                 assert marked == ["Café", "needle"]
                 await pilot.press("enter")  # jump
                 pane = app.active_pane()
@@ -84,7 +85,7 @@ def test_cursor_reply_and_copy(tmp_path, run) -> None:
                 await pilot.press("up")
                 assert view.cursor.msg.text == "what time is lunch?"
                 await pilot.press("c")
-                osc = base64.b64encode("what time is lunch?".encode()).decode()
+                osc = base64.b64encode(b"what time is lunch?").decode()
                 await wait_until(pilot, lambda: f"\x1b]52;c;{osc}" in "".join(writes), what="OSC 52")
                 await pilot.press("r")
                 assert app.pane.input.has_focus and view.cursor is None
@@ -128,8 +129,12 @@ def test_a_reply_whose_parent_arrives_by_repair_fills_in_its_quote(tmp_path, run
 
                 await wait_until(pilot, lambda: quote() is not None, what="the reply")
                 assert "↳ reply to a message possibly missing" in quote()
-                await wait_until(pilot, lambda: "↳ bob: the plan: ship on friday" in (quote() or ""), timeout=10,
-                                 what="quote filled in after the repair")
+                await wait_until(
+                    pilot,
+                    lambda: "↳ bob: the plan: ship on friday" in (quote() or ""),
+                    timeout=10,
+                    what="quote filled in after the repair",
+                )
                 assert line_with(lines_of(app), "the plan: ship on friday")
                 assert app.errors == []
 
@@ -137,8 +142,7 @@ def test_a_reply_whose_parent_arrives_by_repair_fills_in_its_quote(tmp_path, run
 
 
 def msg(mid: str, lamport: int, text: str = "", reply_to: str | None = None) -> ev.ChatMessage:
-    return ev.ChatMessage(mid, "b0", "bob", text or mid, "msg", 1_000, lamport, False, ev.RECEIVED,
-                          reply_to=reply_to)
+    return ev.ChatMessage(mid, "b0", "bob", text or mid, "msg", 1_000, lamport, False, ev.RECEIVED, reply_to=reply_to)
 
 
 def test_reply_quotes_follow_the_parent() -> None:
@@ -197,8 +201,12 @@ def test_the_inspector_follows_a_message_whose_first_copy_is_lost_live(tmp_path,
                 await wait_until(pilot, lambda: any("resent (#1)" in line for line in screen.lines), what="a resend")
                 assert any(line.startswith("now: not yet acknowledged: resend #") for line in screen.lines)
                 bob.set_impairment(loss_in=0.0)
-                await wait_until(pilot, lambda: any("acknowledged: in the" in line and "bob's" in line
-                                                    for line in screen.lines), timeout=10, what="bob's ack")
+                await wait_until(
+                    pilot,
+                    lambda: any("acknowledged: in the" in line and "bob's" in line for line in screen.lines),
+                    timeout=10,
+                    what="bob's ack",
+                )
                 body = [line for line in screen.lines if "+" in line and " s  " in line]
                 assert "sent, naming 1 earlier message(s)" in body[0] and "acknowledged" in body[-1]
                 assert not any(line.startswith("now:") for line in screen.lines)  # nothing pending any more

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from textual.containers import VerticalScroll
-from ui_helpers import FIXED_NOW, UTC, FakeClient, FakeKey, FakeNode, FakeParticipant, T0_MS, fixed_events
+from ui_helpers import FIXED_NOW, T0_MS, UTC, FakeClient, FakeKey, FakeNode, FakeParticipant, fixed_events
 
 from sdschat.node import events as ev
 from sdschat.ui.app import ChatApp, DemoApp
@@ -88,9 +88,13 @@ def test_f3_shows_and_hides_the_side_panel_at_any_width(run) -> None:
 
 def test_too_small_shows_a_notice_and_the_layout_comes_back_with_the_focus(run) -> None:
     async def scenario():
-        for app in (window(), ChatApp(FakeNode(), clock=lambda: FIXED_NOW, tz=UTC, blink=False),
-                    DemoApp([FakeNode(nick=n) for n in ("alice", "bob", "carol")], clock=lambda: FIXED_NOW, tz=UTC,
-                            blink=False)):
+        for app in (
+            window(),
+            ChatApp(FakeNode(), clock=lambda: FIXED_NOW, tz=UTC, blink=False),
+            DemoApp(
+                [FakeNode(nick=n) for n in ("alice", "bob", "carol")], clock=lambda: FIXED_NOW, tz=UTC, blink=False
+            ),
+        ):
             async with app.run_test(size=(80, 24)) as pilot:
                 await pilot.pause()
                 await pilot.press(*"draft")
@@ -158,7 +162,10 @@ def test_help_scrolls_with_the_keyboard(run) -> None:
 
 
 def test_clean_text_leaves_characters_every_terminal_measures_alike() -> None:
-    assert clean_text("ok 👍🏽 👨‍👩‍👧 ❤️ 🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f") == "ok 👍 👨👩👧 ❤ 🏴"
+    assert (
+        clean_text("ok 👍🏽 👨‍👩‍👧 ❤️ 🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f")
+        == "ok 👍 👨👩👧 ❤ 🏴"
+    )
     assert clean_text("cafe\u0301 🇫🇷 漢字") == "café 🇫🇷 漢字"  # composed; flags and CJK stay
     assert clean_text("plain ascii") == "plain ascii"
     for text in ("👍🏽", "a\u200db", "❤️", "x\U0001f3fbx"):
@@ -182,8 +189,15 @@ def test_wide_characters_never_leave_their_column(run) -> None:
         async with app.run_test(size=(140, 30)) as pilot:
             pane = app.active_pane()
             text = "thumbs 👍🏽 family 👨‍👩‍👧 heart ❤️ " * 4
-            pane.apply_events([ev.MessageShown(ev.ChatMessage("77" * 32, "b0" * 16, nick, text, "msg",
-                                                              T0_MS + 9 * 60_000, 99, False, ev.RECEIVED))])
+            pane.apply_events(
+                [
+                    ev.MessageShown(
+                        ev.ChatMessage(
+                            "77" * 32, "b0" * 16, nick, text, "msg", T0_MS + 9 * 60_000, 99, False, ev.RECEIVED
+                        )
+                    )
+                ]
+            )
             pane.refresh_panel()
             await pilot.pause()
             for widget in (pane.view, app.query_one(ChannelList), pane.query_one(SidePanel)):
@@ -213,6 +227,7 @@ def test_message_layout_is_exactly_the_width_for_any_text() -> None:
 
 def test_panes_keep_their_size_rules_when_a_channel_joins(run) -> None:
     """A channel that starts after the window opened (its pane mounted later) follows the same rules."""
+
     async def scenario():
         app = window(("team",))
         async with app.run_test(size=(80, 24)) as pilot:

@@ -36,8 +36,11 @@ def test_link_controls_and_command_hint(snap_compare) -> None:
 
 
 def test_demo_layout(snap_compare) -> None:
-    nodes = [FakeNode(nick="alice", participant_id=ALICE), FakeNode(nick="bob", participant_id=BOB),
-             FakeNode(nick="carol", participant_id=CAROL)]
+    nodes = [
+        FakeNode(nick="alice", participant_id=ALICE),
+        FakeNode(nick="bob", participant_id=BOB),
+        FakeNode(nick="carol", participant_id=CAROL),
+    ]
     app = DemoApp(nodes, clock=lambda: FIXED_NOW, tz=UTC, blink=False, subtitle="3 participants (fixed data)")
 
     async def before(pilot) -> None:
@@ -77,6 +80,7 @@ def test_search_results(snap_compare) -> None:
 
 def test_message_cursor_and_reply(snap_compare) -> None:
     """The cursor on carol's reply (its quote above it), then ``r``: the bar says what the next line answers."""
+
     async def before(pilot) -> None:
         await pilot.press("up", "up")
         await pilot.pause()

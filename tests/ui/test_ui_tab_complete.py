@@ -18,8 +18,9 @@ SIZE = (140, 40)
 
 
 async def _seen(pilot, app, *nicks: str) -> None:
-    await wait_until(pilot, lambda: set(nicks) <= set(app.pane.member_names()), timeout=10,
-                     what=f"{', '.join(nicks)} seen")
+    await wait_until(
+        pilot, lambda: set(nicks) <= set(app.pane.member_names()), timeout=10, what=f"{', '.join(nicks)} seen"
+    )
 
 
 def test_tab_completes_names_and_commands_and_keeps_the_focus(tmp_path, run) -> None:
@@ -126,8 +127,13 @@ def test_a_tab_byte_in_a_real_terminal_keeps_the_line(tmp_path) -> None:
         term.type("j!")
         term.wait_for(lambda rows: any("hellokitj!" in row for row in rows), what="the line kept after Tab")
         term.send_bytes(b"\r")  # and it is still the input: Enter sends it
-        term.wait_for(lambda rows: any("alice" in row and "hellokitj!" in row for row in rows)
-                      and not any("(/help)" in row and "hello" in row for row in rows), what="the line sent")
+        term.wait_for(
+            lambda rows: (
+                any("alice" in row and "hellokitj!" in row for row in rows)
+                and not any("(/help)" in row and "hello" in row for row in rows)
+            ),
+            what="the line sent",
+        )
     finally:
         with contextlib.suppress(Exception):
             if term is not None:

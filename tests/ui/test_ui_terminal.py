@@ -44,8 +44,11 @@ def window(tmp_path, size: tuple[int, int], channels=("team", EMOJI_CHANNEL)):
         try:
             term.start([sdschat_command(), "--home", str(home)], size)
             marks = [f"{i + 1} ● #" for i in range(len(channels))]  # started and connected
-            term.wait_for(lambda rows: all(any(m in row for row in rows) for m in marks), 40,
-                          "every channel started and connected")
+            term.wait_for(
+                lambda rows: all(any(m in row for row in rows) for m in marks),
+                40,
+                "every channel started and connected",
+            )
             yield term
         finally:
             term.close()
@@ -83,13 +86,18 @@ def test_alt_keys_as_terminals_send_them(tmp_path) -> None:
         term.type("first line")
         term.send_bytes(b"\x1b\r")
         term.type("second line")
-        rows = term.wait_for(lambda rows: any(row.rstrip().endswith("▕ second line") for row in rows),
-                             what="the draft's second line")
+        rows = term.wait_for(
+            lambda rows: any(row.rstrip().endswith("▕ second line") for row in rows), what="the draft's second line"
+        )
         assert any(row.rstrip().endswith("▕ first line") for row in rows), "\n".join(rows)
         term.send_bytes(b"\r")
-        term.wait_for(lambda rows: any("alice first line" in row for row in rows)
-                      and any(row.rstrip().endswith(" second line") and "▕ second line" not in row for row in rows),
-                      what="the two-line message in the history")
+        term.wait_for(
+            lambda rows: (
+                any("alice first line" in row for row in rows)
+                and any(row.rstrip().endswith(" second line") and "▕ second line" not in row for row in rows)
+            ),
+            what="the two-line message in the history",
+        )
 
 
 def test_80x24_gives_the_messages_room_and_wide_characters_keep_their_columns(tmp_path) -> None:
@@ -104,8 +112,10 @@ def test_80x24_gives_the_messages_room_and_wide_characters_keep_their_columns(tm
         assert len(forty) == 40
         term.type(forty)
         term.send_bytes(b"\r")
-        term.wait_for(lambda rows: any(row.rstrip().endswith("alice " + forty) for row in rows),
-                      what="a 40-character line on one row")
+        term.wait_for(
+            lambda rows: any(row.rstrip().endswith("alice " + forty) for row in rows),
+            what="a 40-character line on one row",
+        )
 
         # emoji with a skin-tone modifier, a ZWJ family, a presentation selector: each row's columns stay put
         term.type("ok 👍🏽 👨‍👩‍👧 ❤️ 🇫🇷 café 漢字 end")
@@ -113,8 +123,9 @@ def test_80x24_gives_the_messages_room_and_wide_characters_keep_their_columns(tm
         term.send_bytes(b"\x1b2")  # the channel list repaints its two rows (the one with emoji in its name)
         rows = term.wait_for(lambda rows: "#fête👍❤x · alice" in header(rows), what="Alt+2")
         term.send_bytes(b"\x1b1")
-        rows = term.wait_for(lambda rows: any(row.rstrip().endswith("漢字 end") for row in rows),
-                             what="the emoji message")
+        rows = term.wait_for(
+            lambda rows: any(row.rstrip().endswith("漢字 end") for row in rows), what="the emoji message"
+        )
         borders = {column_of(row, "▕") for row in rows[1:-1]}
         assert borders == {border}, "\n".join(rows)
         emoji = next(row for row in rows if row.rstrip().endswith("漢字 end"))
@@ -135,14 +146,14 @@ def test_every_size_from_20_to_250_columns(tmp_path) -> None:
         term = Pty([sdschat_command(), "--home", str(home)], (80, 24))
         try:
             term.wait_for("#fête".encode(), timeout=40, what="the second channel started")
-            os.write(term.master, "a draft long enough to wrap over the input's lines when the window is narrow "
-                     .encode() * 2)
+            os.write(term.master, b"a draft long enough to wrap over the input's lines when the window is narrow " * 2)
             term.wait_for(b"narrow", what="the draft")
 
             def painted(width: int, height: int, since: int) -> None:
                 if too_small(width, height):
-                    term.wait_for(f"{width}x{height}: sdschat needs".encode(), since, what=f"the notice at "
-                                  f"{width}x{height}")
+                    term.wait_for(
+                        f"{width}x{height}: sdschat needs".encode(), since, what=f"the notice at {width}x{height}"
+                    )
                 else:  # the layout's full repaint (the channel list's title)
                     term.wait_for(b"Channels", since, what=f"the layout at {width}x{height}")
 
@@ -155,7 +166,8 @@ def test_every_size_from_20_to_250_columns(tmp_path) -> None:
 
             os.write(term.master, b"\x1bOR")  # F3: the side panel squeezed in as well
             for width, height in [(140, 40), (60, 20), (40, 12), (36, 24), (250, 80), (20, 8)] * 3 + [
-                    (w, 8 + w % 40) for w in range(250, 19, -3)]:
+                (w, 8 + w % 40) for w in range(250, 19, -3)
+            ]:
                 term.resize(width, height)
                 term.read(0.002)
             mark = term.resize(80, 24)
@@ -180,18 +192,25 @@ def _sdschat(*args: str, timeout: float = 40) -> subprocess.CompletedProcess:
 
 def _unread(home) -> dict[str, int]:
     """``sdschat channels --json``'s unread count of each channel (another process than the window's)."""
-    return {row["channel"]: row["unread"] for row in map(json.loads, _sdschat("channels", "--json", "--home",
-                                                                                str(home)).stdout.splitlines())}
+    return {
+        row["channel"]: row["unread"]
+        for row in map(json.loads, _sdschat("channels", "--json", "--home", str(home)).stdout.splitlines())
+    }
 
 
 def _while_away(alice, bob, texts: str, count: int) -> None:
     """Bob's bot says ``count`` lines in #team to alice's headless bot (the window is closed)."""
     common = ["--channel", "team", "--max-runtime", "30", "--quiet"]
-    listener = subprocess.Popen([sdschat_command(), "bot", "--home", str(alice), "--count", "0", "--linger", "4",
-                                 *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    listener = subprocess.Popen(
+        [sdschat_command(), "bot", "--home", str(alice), "--count", "0", "--linger", "4", *common],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)  # alice's listener is up
-    _sdschat("bot", "--home", str(bob), "--count", str(count), "--interval", "0.1", "--linger", "2",
-             "--text", texts, *common)
+    _sdschat(
+        "bot", "--home", str(bob), "--count", str(count), "--interval", "0.1", "--linger", "2", "--text", texts, *common
+    )
     _, err = listener.communicate(timeout=40)
     assert listener.returncode == 0, err
 
@@ -231,11 +250,15 @@ def test_quit_and_reopen_with_unread_lines_waiting(tmp_path) -> None:
             team_row = next(row for row in rows if "#team" in row and "▕" in row)
             assert team_row.split("▕")[0].rstrip().endswith(" 5"), "\n".join(rows)  # its unread count
             term.send_bytes(b"\x1b1")
-            rows = term.wait_for(lambda rows: any("since you left" in row for row in rows)
-                                 and any("while away 4" in row for row in rows), what="#team's lines")
+            rows = term.wait_for(
+                lambda rows: (
+                    any("since you left" in row for row in rows) and any("while away 4" in row for row in rows)
+                ),
+                what="#team's lines",
+            )
             assert any("5 new messages since you left" in row for row in rows), "\n".join(rows)
             line = next(i for i, row in enumerate(rows) if "since you left" in row)
-            assert "while away 0" in "\n".join(rows[line + 1:]) and "while away" not in "\n".join(rows[:line])
+            assert "while away 0" in "\n".join(rows[line + 1 :]) and "while away" not in "\n".join(rows[:line])
 
             # on screen to its end: read, and saved while the window stays open
             deadline = time.monotonic() + 15
@@ -243,8 +266,22 @@ def test_quit_and_reopen_with_unread_lines_waiting(tmp_path) -> None:
                 time.sleep(0.5)
             assert _unread(alice) == {"team": 0, "ops": 0}
             # a line arriving while #team is on screen at its end is read as it arrives
-            _sdschat("bot", "--home", str(bob), "--channel", "team", "--count", "1", "--linger", "2",
-                     "--max-runtime", "30", "--quiet", "--text", "live line")
+            _sdschat(
+                "bot",
+                "--home",
+                str(bob),
+                "--channel",
+                "team",
+                "--count",
+                "1",
+                "--linger",
+                "2",
+                "--max-runtime",
+                "30",
+                "--quiet",
+                "--text",
+                "live line",
+            )
             term.wait_for(lambda rows: any("live line" in row for row in rows), what="the live line")
             deadline = time.monotonic() + 15
             while _unread(alice)["team"] != 0 and time.monotonic() < deadline:

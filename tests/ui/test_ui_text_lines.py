@@ -33,9 +33,16 @@ class Both(App):
 
 
 def state(**health) -> PanelState:
-    return PanelState(nick="alice", participant_id="aa" * 32, channel="team", broker_url="mqtt://127.0.0.1:1883",
-                      connection="connected", health={"lamport_timestamp": 12, "log": 9, **health},
-                      participants=[Row("bb" * 32, "bob", NOW - 65_000)], now_ms=NOW)
+    return PanelState(
+        nick="alice",
+        participant_id="aa" * 32,
+        channel="team",
+        broker_url="mqtt://127.0.0.1:1883",
+        connection="connected",
+        health={"lamport_timestamp": 12, "log": 9, **health},
+        participants=[Row("bb" * 32, "bob", NOW - 65_000)],
+        now_ms=NOW,
+    )
 
 
 def test_a_new_unread_count_repaints_its_row_only(run) -> None:
@@ -79,8 +86,9 @@ def test_a_counter_repaints_its_line_and_a_new_participant_the_table(run) -> Non
             panel.show(state(resends=4))
             await pilot.pause()
             assert panel.painted_lines - before == 1
-            assert any(line.startswith("resends") and line.rstrip().endswith(" 4")
-                       for line in widget_text(panel).splitlines())
+            assert any(
+                line.startswith("resends") and line.rstrip().endswith(" 4") for line in widget_text(panel).splitlines()
+            )
 
             count = panel.line_count
             more = state(resends=4)

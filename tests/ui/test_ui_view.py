@@ -17,13 +17,24 @@ WORDS = ("ack", "bloom", "lamport", "causal", "repair", "resend", "gap", "sync",
 
 def history(n: int) -> list[ev.ChatMessage]:
     rng = random.Random(5)
-    senders = [("%02x" % i * 16, nick) for i, nick in enumerate(("alice", "bob", "carol"))]
+    senders = [(f"{i:02x}" * 16, nick) for i, nick in enumerate(("alice", "bob", "carol"))]
     out = []
     for i in range(n):
         pid, nick = senders[i % 3]
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 25)))
-        out.append(ev.ChatMessage(f"{i:064x}", pid, nick, text, "msg", 1_763_805_600_000 + i * 1000, i + 1,
-                                  i % 3 == 0, ev.ACKNOWLEDGED if i % 3 == 0 else ev.RECEIVED))
+        out.append(
+            ev.ChatMessage(
+                f"{i:064x}",
+                pid,
+                nick,
+                text,
+                "msg",
+                1_763_805_600_000 + i * 1000,
+                i + 1,
+                i % 3 == 0,
+                ev.ACKNOWLEDGED if i % 3 == 0 else ev.RECEIVED,
+            )
+        )
     return out
 
 
@@ -51,8 +62,17 @@ def test_a_100k_history_opens_fast_and_one_ack_repaints_one_line(run) -> None:
             assert view.visible_text()[-1] or view.visible_text()[-2]  # at the bottom, not blank
 
             last = msgs[-1]
-            mine = ev.ChatMessage("f" * 64, last.sender_id, "alice", "a new one", "msg", last.sent_at_ms + 1000,
-                                  last.lamport_timestamp + 1, True, ev.UNACKNOWLEDGED)
+            mine = ev.ChatMessage(
+                "f" * 64,
+                last.sender_id,
+                "alice",
+                "a new one",
+                "msg",
+                last.sent_at_ms + 1000,
+                last.lamport_timestamp + 1,
+                True,
+                ev.UNACKNOWLEDGED,
+            )
             t = time.process_time()
             view.timeline.add_message(mine)
             view.commit(to_bottom=True)
@@ -87,13 +107,35 @@ def test_scrolled_up_view_stays_put_and_counts_new_messages(run) -> None:
             top = view.visible_text()[0]
             last = msgs[-1]
             for k in range(3):
-                view.timeline.add_message(ev.ChatMessage(f"n{k}", last.sender_id, "bob", f"new {k}", "msg",
-                                                         last.sent_at_ms, last.lamport_timestamp + 1 + k, False,
-                                                         ev.RECEIVED))
+                view.timeline.add_message(
+                    ev.ChatMessage(
+                        f"n{k}",
+                        last.sender_id,
+                        "bob",
+                        f"new {k}",
+                        "msg",
+                        last.sent_at_ms,
+                        last.lamport_timestamp + 1 + k,
+                        False,
+                        ev.RECEIVED,
+                    )
+                )
                 view.commit(new_messages=1)
             # a repaired message slides in above the viewport: what the user reads does not move
-            view.timeline.add_message(ev.ChatMessage("r", last.sender_id, "bob", "repaired early", "msg",
-                                                     msgs[0].sent_at_ms, 1, False, ev.RECEIVED, repaired=True))
+            view.timeline.add_message(
+                ev.ChatMessage(
+                    "r",
+                    last.sender_id,
+                    "bob",
+                    "repaired early",
+                    "msg",
+                    msgs[0].sent_at_ms,
+                    1,
+                    False,
+                    ev.RECEIVED,
+                    repaired=True,
+                )
+            )
             view.commit()
             await pilot.pause()
             assert view.visible_text()[0] == top
@@ -156,9 +198,19 @@ def test_a_message_at_the_end_of_a_long_history_leaves_the_scrollbar_unpainted(r
                 for i in range(6):
                     if i == 1:  # the first tells the bar the loaded range: count from the second on
                         bar.refresh = lambda *a, **k: (repaints.append(1), original(*a, **k))[1]
-                    view.timeline.add_message(ev.ChatMessage(f"{i:064x}"[::-1], last.sender_id, "bob", f"new {i}",
-                                                             "msg", last.sent_at_ms + 1000 * (i + 1),
-                                                             last.lamport_timestamp + i + 1, False, ev.RECEIVED))
+                    view.timeline.add_message(
+                        ev.ChatMessage(
+                            f"{i:064x}"[::-1],
+                            last.sender_id,
+                            "bob",
+                            f"new {i}",
+                            "msg",
+                            last.sent_at_ms + 1000 * (i + 1),
+                            last.lamport_timestamp + i + 1,
+                            False,
+                            ev.RECEIVED,
+                        )
+                    )
                     view.commit(to_bottom=True)
                     await pilot.pause()
                 bar.refresh = original

@@ -35,8 +35,11 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 osc = capture_writes(app)
                 assert rows(app) == [("team", 0), ("ops", 0)] and active(app) == "team"
                 assert app.sub_title == "#team · alice"
-                await wait_until(pilot, lambda: all(r.connection == "connected"
-                                                    for r in app.query_one(ChannelList).rows), what="connected")
+                await wait_until(
+                    pilot,
+                    lambda: all(r.connection == "connected" for r in app.query_one(ChannelList).rows),
+                    what="connected",
+                )
 
                 # switching: Alt+digit, Alt+Up/Down, Ctrl+N (wraps); each channel keeps its unsent input
                 await pilot.press(*"draft for team")
@@ -67,11 +70,15 @@ def test_channels_keys_and_commands(tmp_path, run) -> None:
                 await command(pilot, app, "/invite")
                 token = app.clipboard
                 assert decode_invite(token).channel == "team" and decode_invite(token).broker == broker.url
-                assert any(base64.b64encode(token.encode()).decode() in w and w.startswith("\x1b]52;c;")
-                           for w in osc)
+                assert any(base64.b64encode(token.encode()).decode() in w and w.startswith("\x1b]52;c;") for w in osc)
                 assert isinstance(app.screen, InviteScreen)  # in a box of its own: wrapped with no indent
-                shown = [str(line.text).strip() for line in app.screen.query_one("#invite-token").render_lines(
-                    Region(0, 0, app.screen.query_one("#invite-token").size.width, 20)) if line.text.strip()]
+                shown = [
+                    str(line.text).strip()
+                    for line in app.screen.query_one("#invite-token").render_lines(
+                        Region(0, 0, app.screen.query_one("#invite-token").size.width, 20)
+                    )
+                    if line.text.strip()
+                ]
                 assert len(shown) > 1 and "".join(shown) == token
                 assert decode_invite("\n".join(shown)) == decode_invite(token)  # a copy by hand, line breaks and all
                 await pilot.press("escape")
@@ -124,12 +131,10 @@ async def command(pilot, app, text: str) -> None:
     await pilot.pause(0.2)
 
 
-
 def test_one_connection_one_identity_and_unread_across_restarts(tmp_path, run) -> None:
     """Every channel of the window rides one MQTT connection and signs with the profile's identity; what
     arrived while the window was closed (here: to a headless node of the same profile) shows as unread when it
     opens, and having had the channel on screen is remembered in the profile."""
-    from sdschat.cli.wiring import profile_node_config
     from sdschat.transport import TopicView
 
     async def scenario():
@@ -143,8 +148,9 @@ def test_one_connection_one_identity_and_unread_across_restarts(tmp_path, run) -
             assert {n.participant_id for n in client.nodes} == {alice.identity().participant_id}
             await client.stop()
 
-            await received_while_away(alice, "team", bobs.nodes[0], [f"while the window was closed {i}"
-                                                                     for i in range(3)])
+            await received_while_away(
+                alice, "team", bobs.nodes[0], [f"while the window was closed {i}" for i in range(3)]
+            )
 
             client = await group.client(alice)
             app = ChannelWindow(client, blink=False)
@@ -165,6 +171,7 @@ def test_the_window_opens_on_the_first_channel_and_the_others_join_as_they_start
     """Bare ``sdschat`` starts the first channel before the window opens and the rest after (a long history
     takes its engine a while to restore): rows and panes join in profile order with their unread counts; a
     channel whose database is damaged says so in one line and the others come up anyway."""
+
     async def scenario():
         async with profiles(tmp_path, alice=("first", "second", "broken", "fourth"), bob=("second",)) as group:
             alice = group["alice"]
@@ -181,16 +188,20 @@ def test_the_window_opens_on_the_first_channel_and_the_others_join_as_they_start
                 await pilot.pause(0.1)
                 # one channel on screen: the panes that joined later stay hidden until picked
                 assert [p.channel_name for p in app.panes if p.display] == ["first"]
-                await wait_until(pilot, lambda: any("#broken could not start" in line
-                                                    for line in lines_of(app, app.active_pane())),
-                                 what="the broken channel's line")
+                await wait_until(
+                    pilot,
+                    lambda: any("#broken could not start" in line for line in lines_of(app, app.active_pane())),
+                    what="the broken channel's line",
+                )
                 await pilot.press("alt+2")
                 assert active(app) == "second"
                 await pilot.pause(0.1)
                 assert [p.channel_name for p in app.panes if p.display] == ["second"]
-                await wait_until(pilot, lambda: any("while the window was closed" in line
-                                                    for line in lines_of(app, app.active_pane())),
-                                 what="its history")
+                await wait_until(
+                    pilot,
+                    lambda: any("while the window was closed" in line for line in lines_of(app, app.active_pane())),
+                    what="its history",
+                )
                 await pilot.press("ctrl+q")
             assert app.return_code == 0 and app.errors == []
 
@@ -201,6 +212,7 @@ def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run)
     """Back in a channel with more new messages than fit: a "N new messages since you left" line above the
     first of them, scrolled into view; the count stays until the end is reached (Ctrl+End), and leaving the
     channel takes the line away."""
+
     async def scenario():
         async with profiles(tmp_path, alice=("team", "ops"), bob=("team",)) as group:
             bobs = await group.client(group["bob"])
@@ -239,6 +251,7 @@ def test_new_since_you_left_line_and_unread_cleared_at_the_bottom(tmp_path, run)
 def test_each_channel_keeps_its_scroll_position(tmp_path, run) -> None:
     """Scrolled up in #team, then elsewhere in #ops: switching away and back finds each channel where it was
     (the same lines on screen), also when a message arrived in #team meanwhile."""
+
     async def scenario():
         async with profiles(tmp_path, alice=("team", "ops"), bob=("team", "ops")) as group:
             bobs = await group.client(group["bob"])
@@ -249,15 +262,25 @@ def test_each_channel_keeps_its_scroll_position(tmp_path, run) -> None:
                 for name, node in zip(("team", "ops"), bobs.nodes):
                     for i in range(60):
                         await node.send_text(f"{name} history {i}")
-                await wait_until(pilot, lambda: all(len([m for m in n.messages() if m.kind == "msg"]) == 60
-                                                    for n in client.nodes), timeout=15, what="the histories")
-                await wait_until(pilot, lambda: any("team history 59" in line for line in team.view.visible_text()),
-                                 what="team at its end")
+                await wait_until(
+                    pilot,
+                    lambda: all(len([m for m in n.messages() if m.kind == "msg"]) == 60 for n in client.nodes),
+                    timeout=15,
+                    what="the histories",
+                )
+                await wait_until(
+                    pilot,
+                    lambda: any("team history 59" in line for line in team.view.visible_text()),
+                    what="team at its end",
+                )
 
                 async def scroll_up(pane, pages: int) -> tuple[float, list[str]]:
                     await pilot.press("ctrl+end")  # (#ops opens at its "60 new messages" line)
-                    await wait_until(pilot, lambda: any(f"{pane.channel_name} history 59" in line
-                                                        for line in pane.view.visible_text()), what="at the end")
+                    await wait_until(
+                        pilot,
+                        lambda: any(f"{pane.channel_name} history 59" in line for line in pane.view.visible_text()),
+                        what="at the end",
+                    )
                     for _ in range(pages):
                         await pilot.press("pageup")
                     await pilot.pause(0.2)
@@ -321,8 +344,12 @@ def test_store_node_catch_up_per_channel_over_the_one_connection(tmp_path, run) 
                     def chat(name: str) -> list[str]:
                         return sorted(m.text for m in by_name[name].messages() if m.kind == "msg")
 
-                    await wait_until(pilot, lambda: len(chat("team")) == 3 and len(chat("ops")) == 2, timeout=15,
-                                     what=f"the catch-ups ({ {n: chat(n) for n in by_name} })")
+                    await wait_until(
+                        pilot,
+                        lambda: len(chat("team")) == 3 and len(chat("ops")) == 2,
+                        timeout=15,
+                        what=f"the catch-ups ({ {n: chat(n) for n in by_name} })",
+                    )
                     assert chat("team") == [f"team missed {i}" for i in range(3)]
                     assert chat("ops") == [f"ops missed {i}" for i in range(2)] and chat("quiet") == []
                     for name, count in (("team", 3), ("ops", 2)):
@@ -334,14 +361,19 @@ def test_store_node_catch_up_per_channel_over_the_one_connection(tmp_path, run) 
                     assert len(replies) == 3 and replies <= set(client.shared.topics)
                     assert store.counters["requests"] >= 3
 
-                    await wait_until(pilot, lambda: any("team missed 2" in line for line in lines_of(app)),
-                                     what="#team on screen")
+                    await wait_until(
+                        pilot, lambda: any("team missed 2" in line for line in lines_of(app)), what="#team on screen"
+                    )
                     # #team on screen at its end: read; the others count what the store brought as unread
-                    await wait_until(pilot, lambda: rows(app) == [("team", 0), ("ops", 2), ("quiet", 0)],
-                                     what=f"unread counts ({rows(app)})")
+                    await wait_until(
+                        pilot,
+                        lambda: rows(app) == [("team", 0), ("ops", 2), ("quiet", 0)],
+                        what=f"unread counts ({rows(app)})",
+                    )
                     await pilot.press("alt+2")
-                    await wait_until(pilot, lambda: any("ops missed 1" in line for line in lines_of(app)),
-                                     what="#ops on screen")
+                    await wait_until(
+                        pilot, lambda: any("ops missed 1" in line for line in lines_of(app)), what="#ops on screen"
+                    )
                     assert not any("team missed" in line for line in lines_of(app))
                     await pilot.press("ctrl+q")
                 assert app.errors == []
@@ -354,6 +386,7 @@ def test_store_node_catch_up_per_channel_over_the_one_connection(tmp_path, run) 
 def test_the_window_reopens_on_the_channel_it_was_left_on(tmp_path, run) -> None:
     """Quit on the third channel: the window reopens there, that channel starting first; the others join in
     the profile's order around it (Alt+1 is still the first), and the one on screen stays on screen."""
+
     async def scenario():
         async with profiles(tmp_path, alice=("first", "second", "third")) as group:
             alice = group["alice"]

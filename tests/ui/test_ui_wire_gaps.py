@@ -27,27 +27,48 @@ def test_the_wire_view_shows_frames_both_ways_with_filters_and_pause(tmp_path, r
                 await pilot.press("f5")
                 wire = app.screen
                 assert isinstance(wire, WireScreen)
-                await wait_until(pilot, lambda: any("← " in r and "bob" in r and "delivered" in r for r in wire.rows),
-                                 what="bob's frame in")
+                await wait_until(
+                    pilot,
+                    lambda: any("← " in r and "bob" in r and "delivered" in r for r in wire.rows),
+                    what="bob's frame in",
+                )
                 await pilot.press("escape")
                 await pilot.press(*"hello from alice", "enter")
                 await pilot.press("f5")
                 wire = app.screen
-                await wait_until(pilot, lambda: any("→ content    you" in r and "published" in r for r in wire.rows),
-                                 what="alice's frame out")
+                await wait_until(
+                    pilot,
+                    lambda: any("→ content    you" in r and "published" in r for r in wire.rows),
+                    what="alice's frame out",
+                )
                 # the Lamport column is a time (the frame's Lamport time is at least its wall clock in ms)
                 mine = next(f for f in reversed(alice.wire.frames) if f.direction == "out" and f.kind == "content")
                 row = next(r for r in wire.rows if "→ content    you" in r)
                 assert wall_clock(mine.lamport_timestamp, app.tz) in row and str(mine.lamport_timestamp) not in row
                 # a peer's absurd Lamport time: the number, no error
-                alice.wire.add(WireFrame(mine.ts_ms, "in", "content", bob.participant_id, bob.participant_id, "x" * 64,
-                                         2**63, 0, None, 0, 100, "delivered"))
+                alice.wire.add(
+                    WireFrame(
+                        mine.ts_ms,
+                        "in",
+                        "content",
+                        bob.participant_id,
+                        bob.participant_id,
+                        "x" * 64,
+                        2**63,
+                        0,
+                        None,
+                        0,
+                        100,
+                        "delivered",
+                    )
+                )
                 await wait_until(pilot, lambda: any(str(2**63) in r for r in wire.rows), what="the absurd time")
                 # a frame bob sends twice: the second copy is a duplicate
                 alice.set_impairment(duplicate=1.0)
                 await bob.send_text("twice")
-                await wait_until(pilot, lambda: any("bob" in r and r.endswith("duplicate") for r in wire.rows),
-                                 what="the duplicate")
+                await wait_until(
+                    pilot, lambda: any("bob" in r and r.endswith("duplicate") for r in wire.rows), what="the duplicate"
+                )
                 alice.set_impairment(duplicate=0.0)
                 # s: one sender at a time, in the order they were first seen; all of them again after the last
                 for _ in range(4):
@@ -61,8 +82,9 @@ def test_the_wire_view_shows_frames_both_ways_with_filters_and_pause(tmp_path, r
                     await pilot.press("s")
                 assert any(" you " in r for r in wire.rows)
                 alice.receiver.on_frame(b"\x00not an envelope")  # a frame nobody can open
-                await wait_until(pilot, lambda: any("rejected: undecryptable" in r for r in wire.rows),
-                                 what="the rejected frame")
+                await wait_until(
+                    pilot, lambda: any("rejected: undecryptable" in r for r in wire.rows), what="the rejected frame"
+                )
                 assert wire.node.wire.totals["rejected"] == 1
                 await pilot.press("x")
                 await wait_until(pilot, lambda: wire.rows and all("rejected" in r for r in wire.rows), what="x")
@@ -70,14 +92,20 @@ def test_the_wire_view_shows_frames_both_ways_with_filters_and_pause(tmp_path, r
                 await pilot.press("x", "k")  # kind: content only
                 await wait_until(pilot, lambda: wire.rows and all(" content " in r for r in wire.rows), what="k")
                 await pilot.press("k", "k", "k", "k")  # sync frames
-                await wait_until(pilot, lambda: wire.rows and all(" sync " in r for r in wire.rows), timeout=8,
-                                 what="sync frames")
+                await wait_until(
+                    pilot, lambda: wire.rows and all(" sync " in r for r in wire.rows), timeout=8, what="sync frames"
+                )
                 await pilot.press("k", "k", "k", "space")
                 assert "PAUSED" in wire.header
                 frozen = list(wire.rows)
                 await carol.send_text("while paused")
-                await wait_until(pilot, lambda: any(f.outcome == "delivered" and f.sender_id == carol.participant_id
-                                                    for f in alice.wire.frames), what="carol's frame recorded")
+                await wait_until(
+                    pilot,
+                    lambda: any(
+                        f.outcome == "delivered" and f.sender_id == carol.participant_id for f in alice.wire.frames
+                    ),
+                    what="carol's frame recorded",
+                )
                 await pilot.pause(0.4)
                 assert wire.rows == frozen
                 await pilot.press("space")
@@ -110,8 +138,11 @@ def test_gaps_lists_a_gap_and_how_it_closed(tmp_path, run) -> None:
                 await pilot.press("f5")
                 wire = app.screen
                 assert isinstance(wire, WireScreen)
-                await wait_until(pilot, lambda: any("← content    bob" in r and r.endswith("buffered: waits for 1")
-                                                    for r in wire.rows), what="the buffered frame")
+                await wait_until(
+                    pilot,
+                    lambda: any("← content    bob" in r and r.endswith("buffered: waits for 1") for r in wire.rows),
+                    what="the buffered frame",
+                )
                 await pilot.press("escape")
                 members = await slash(pilot, app, "/members", MembersScreen)
                 await wait_until(pilot, lambda: members.lines and members.lines[0].startswith("bob "), what="bob")
@@ -141,8 +172,10 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
                 assert steps[0] == "noticed missing: named by carol's message " + steps[0].rsplit(" ", 1)[-1]
                 assert any(s.startswith("you asked for a repair") for s in steps)
-                assert steps[-2:] == ["first copy rebroadcast by carol (SDS-R answer)",
-                                      "delivered in causal order, repaired through SDS-R repair by carol"]
+                assert steps[-2:] == [
+                    "first copy rebroadcast by carol (SDS-R answer)",
+                    "delivered in causal order, repaired through SDS-R repair by carol",
+                ]
                 await pilot.press("escape", "escape")  # the panel, then the cursor: back to typing
                 gaps = await slash(pilot, app, "/gaps", GapsScreen)
                 await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
@@ -158,8 +191,11 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 assert all(int(re.search(r"(?:%|-)\s+(\d+)\s+[\d,]+  ", r).group(1)) >= 1 for r in wire.rows)
                 await pilot.press("k")  # repair answers: carol's rebroadcast of bob's message
                 assert "kind repair ans" in wire.header
-                await wait_until(pilot, lambda: any("← repair ans bob via carol" in r and "delivered" in r
-                                                    for r in wire.rows), what="carol's answer")
+                await wait_until(
+                    pilot,
+                    lambda: any("← repair ans bob via carol" in r and "delivered" in r for r in wire.rows),
+                    what="carol's answer",
+                )
                 await pilot.press("escape")
                 assert app.errors == []
 
@@ -176,8 +212,12 @@ def test_the_inspector_and_gaps_tell_a_gap_filled_from_the_store(tmp_path, run) 
 
     from sdschat.storenode import StoreNode
 
-    slow = fast_config(repair_t_min_ms=2_000, repair_t_max_ms=10_000, resend_unacknowledged_ms=60_000,
-                       resend_possibly_acknowledged_ms=60_000)
+    slow = fast_config(
+        repair_t_min_ms=2_000,
+        repair_t_max_ms=10_000,
+        resend_unacknowledged_ms=60_000,
+        resend_possibly_acknowledged_ms=60_000,
+    )
 
     async def scenario():
         async with cluster(tmp_path, configs={"alice": slow, "bob": slow}) as (alice, bob):
@@ -194,32 +234,41 @@ def test_the_inspector_and_gaps_tell_a_gap_filled_from_the_store(tmp_path, run) 
                     await bob.send_text("names it")
                     await wait_until(pilot, lambda: missed in alice.channel.log, timeout=6, what="the store's copy")
                     panel = await open_inspector(pilot, app, missed)
-                    await wait_until(pilot, lambda: any("the store node had it" in line for line in panel.lines),
-                                     what="the panel")
+                    await wait_until(
+                        pilot, lambda: any("the store node had it" in line for line in panel.lines), what="the panel"
+                    )
                     steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
                     assert steps[0].startswith("noticed missing: named by bob's message")
                     assert steps[1].startswith("asked the store node for it (retrieval hint ")
-                    assert steps[-3:] == ["first copy from the store node",
-                                          "delivered in causal order, repaired through the store node",
-                                          "the store node had it"]
+                    assert steps[-3:] == [
+                        "first copy from the store node",
+                        "delivered in causal order, repaired through the store node",
+                        "the store node had it",
+                    ]
                     await pilot.press("escape", "escape")
                     gaps = await slash(pilot, app, "/gaps", GapsScreen)
                     await wait_until(pilot, lambda: any(missed[:16] in line for line in gaps.lines), what="the gap")
                     at = next(i for i, line in enumerate(gaps.lines) if missed[:16] in line)
                     assert "filled from the store node after" in gaps.lines[at]
-                    block = [line.split(" s  ", 1)[-1] for line in gaps.lines[at + 1:at + 5]]
+                    block = [line.split(" s  ", 1)[-1] for line in gaps.lines[at + 1 : at + 5]]
                     assert block[0].strip().startswith("retrieval hint ")
                     assert block[1].startswith("asked the store node for it (retrieval hint ")
-                    assert block[2:] == ["your repair request was called off: it came (from the store node)",
-                                         "the store node had it"]
+                    assert block[2:] == [
+                        "your repair request was called off: it came (from the store node)",
+                        "the store node had it",
+                    ]
                     assert app.errors == []
             finally:
                 await store.stop()
         return missed
 
     missed = run(scenario())
-    out = subprocess.run([sys.executable, "-m", "sdschat", "inspect", "--db", str(tmp_path / "alice.db"), missed,
-                          "--json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "sdschat", "inspect", "--db", str(tmp_path / "alice.db"), missed, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     kinds = [s["kind"] for s in json.loads(out.stdout)["steps"]]
     assert kinds[:2] == ["missing", "store_query"] and kinds[-3:] == ["received", "delivered", "store_answer"]
@@ -244,27 +293,36 @@ def test_the_gap_list_and_the_inspector_tell_a_message_declared_lost(tmp_path, r
                 bob.set_impairment(offline=True)  # the only copy is gone for good
                 await wait_until(pilot, lambda: line_with(lines_of(app), "possibly missing"), what="the marker")
                 gaps = await slash(pilot, app, "/gaps", GapsScreen)
-                await wait_until(pilot, lambda: any(gone[:16] in line and "still open" in line for line in gaps.lines),
-                                 what="the open gap")
-                await wait_until(pilot, lambda: any("declared lost after" in line for line in gaps.lines), timeout=10,
-                                 what="declared lost")
+                await wait_until(
+                    pilot,
+                    lambda: any(gone[:16] in line and "still open" in line for line in gaps.lines),
+                    what="the open gap",
+                )
+                await wait_until(
+                    pilot,
+                    lambda: any("declared lost after" in line for line in gaps.lines),
+                    timeout=10,
+                    what="declared lost",
+                )
                 at = next(i for i, line in enumerate(gaps.lines) if gone[:16] in line)
                 assert "declared lost after" in gaps.lines[at]
-                assert any("you asked for a repair" in line for line in gaps.lines[at + 1:at + 6])
+                assert any("you asked for a repair" in line for line in gaps.lines[at + 1 : at + 6])
                 await pilot.press("escape")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "names it"), what="released after the loss")
                 panel = await open_inspector(pilot, app, naming)
                 await wait_until(pilot, lambda: "the gap it waited for:" in panel.lines, what="panel")
-                timeline = panel.lines[:panel.lines.index("the gap it waited for:")]
+                timeline = panel.lines[: panel.lines.index("the gap it waited for:")]
                 steps = [line.split(" s  ", 1)[-1] for line in timeline if " s  " in line]
                 assert steps[0].startswith("first copy straight from bob")
                 assert steps[1].startswith("arrived before 1 earlier message(s) it names: waits for " + gone[:8])
-                assert steps[-2:] == [f"{gone[:8]}, which it waited for, was declared lost",
-                                      "delivered in causal order, after 1 earlier message(s) were declared lost"]
+                assert steps[-2:] == [
+                    f"{gone[:8]}, which it waited for, was declared lost",
+                    "delivered in causal order, after 1 earlier message(s) were declared lost",
+                ]
                 # under its marker: the gap inspector for the message it waited for
                 at = panel.lines.index("the gap it waited for:")
                 assert gone[:16] in panel.lines[at + 1] and "declared lost after" in panel.lines[at + 1]
-                assert any("you asked for a repair" in line for line in panel.lines[at + 2:])
+                assert any("you asked for a repair" in line for line in panel.lines[at + 2 :])
                 assert app.errors == []
 
     run(scenario())
@@ -301,7 +359,8 @@ def test_i_on_a_gap_marker_raised_by_a_sync_frame_opens_that_gap(tmp_path, run) 
                 y = view.line_of(marker) - int(view.scroll_y)
                 line: Strip = view.render_line(y)
                 assert "possibly missing" in line.text and all(
-                    seg.style is not None and seg.style.bgcolor == S.cursor_bg.bgcolor for seg in line)
+                    seg.style is not None and seg.style.bgcolor == S.cursor_bg.bgcolor for seg in line
+                )
                 await pilot.press("up")  # and back to the message above
                 assert view.marker_cursor is None and view.cursor.msg.text == "second"
                 await pilot.press("down", "i")

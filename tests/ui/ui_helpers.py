@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import time
 from dataclasses import dataclass, field, replace
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 from node_helpers import missed_by
@@ -15,23 +15,31 @@ from node_helpers import missed_by
 from sdschat.node import events as ev
 
 T0_MS = 1_763_805_600_000  # 2025-11-22 10:00:00 UTC
-UTC = timezone.utc
+UTC = UTC
 
 
 def fast_config(**overrides):
     """Engine timings shrunk so acks, resends and repairs happen within a second or two."""
     from sdschat.node import node_channel_config
 
-    base = dict(resend_unacknowledged_ms=800, resend_possibly_acknowledged_ms=2_000, ack_delay_ms=50,
-                ack_jitter_ms=100, sync_interval_ms=1_000, sync_jitter_ms=300, repair_t_min_ms=300,
-                repair_t_max_ms=1_500)
+    base = dict(
+        resend_unacknowledged_ms=800,
+        resend_possibly_acknowledged_ms=2_000,
+        ack_delay_ms=50,
+        ack_jitter_ms=100,
+        sync_interval_ms=1_000,
+        sync_jitter_ms=300,
+        repair_t_min_ms=300,
+        repair_t_max_ms=1_500,
+    )
     base.update(overrides)
     return node_channel_config(**base)
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp_path: Path, nicks=("alice", "bob"), configs: dict | None = None, channel: str = "general",
-                  key=None):
+async def cluster(
+    tmp_path: Path, nicks=("alice", "bob"), configs: dict | None = None, channel: str = "general", key=None
+):
     """Start an embedded broker and one real node per nick (shared in-memory key); stop everything after."""
     from sdschat.crypto import ChannelKey
     from sdschat.node import Node, NodeConfig
@@ -44,8 +52,9 @@ async def cluster(tmp_path: Path, nicks=("alice", "bob"), configs: dict | None =
     try:
         for nick in nicks:
             cfg = configs.get(nick) or fast_config()
-            nodes.append(await Node.start(NodeConfig(nick, key, tmp_path / f"{nick}.db", broker.url,
-                                                     channel_config=cfg)))
+            nodes.append(
+                await Node.start(NodeConfig(nick, key, tmp_path / f"{nick}.db", broker.url, channel_config=cfg))
+            )
         yield nodes
     finally:
         for node in nodes:
@@ -60,8 +69,9 @@ async def twin_of(node, folder: Path):
     settings); stopped after."""
     from sdschat.node import Node, NodeConfig
 
-    twin = await Node.start(NodeConfig(node.nick, node.key, folder / "twin.db", node.broker_url,
-                                       channel_config=node.config.channel_config))
+    twin = await Node.start(
+        NodeConfig(node.nick, node.key, folder / "twin.db", node.broker_url, channel_config=node.config.channel_config)
+    )
     try:
         yield twin
     finally:
@@ -126,15 +136,38 @@ CAROL = "c4" * 16
 
 def fixed_messages() -> list[ev.ChatMessage]:
     """A history with every state the view can show (no wall clock anywhere)."""
+
     def m(i, sender, nick, text, lamport, state, minute, own=False, kind="msg", acks=0, repaired=False, re=None):
-        return ev.ChatMessage(f"{i:02d}" + "0" * 62, sender, nick, text, kind, T0_MS + minute * 60_000 - 86_400_000 * (i == 1),
-                              lamport, own, state, acks, 0, repaired, reply_to=re and f"{re:02d}" + "0" * 62)
+        return ev.ChatMessage(
+            f"{i:02d}" + "0" * 62,
+            sender,
+            nick,
+            text,
+            kind,
+            T0_MS + minute * 60_000 - 86_400_000 * (i == 1),
+            lamport,
+            own,
+            state,
+            acks,
+            0,
+            repaired,
+            reply_to=re and f"{re:02d}" + "0" * 62,
+        )
+
     return [
         m(1, BOB, "bob", "yesterday's last word", 1, ev.RECEIVED, 0),
         m(2, ALICE, "alice", "morning! shipping the SDS chat today", 2, ev.ACKNOWLEDGED, 1, own=True),
         m(3, CAROL, "carol", "nice. does it show what got lost?", 3, ev.RECEIVED, 2),
-        m(4, BOB, "bob", "it shows what is *possibly* missing, then repairs it in place — long lines wrap under "
-                         "the text column so the nick column stays readable", 4, ev.RECEIVED, 3),
+        m(
+            4,
+            BOB,
+            "bob",
+            "it shows what is *possibly* missing, then repairs it in place — long lines wrap under "
+            "the text column so the nick column stays readable",
+            4,
+            ev.RECEIVED,
+            3,
+        ),
         m(5, ALICE, "alice", "watch this one", 5, ev.POSSIBLY_ACKNOWLEDGED, 4, own=True, acks=2),
         m(6, ALICE, "alice", "and this one is still in flight", 6, ev.UNACKNOWLEDGED, 5, own=True),
         m(7, ALICE, "alice", "resending…", 7, ev.RESENDING, 6, own=True),
@@ -152,8 +185,21 @@ def fixed_gaps() -> list[ev.GapOpened]:
 
 def fixed_events() -> list[ev.NodeEvent]:
     """Applied after the history: a gap, a repair (highlighted), a loss."""
-    repaired = ev.ChatMessage("08" + "0" * 62, BOB, "bob", "I was missing, then repaired by carol", "msg",
-                              T0_MS + 7 * 60_000, 8, False, ev.RECEIVED, 0, 0, True, CAROL)
+    repaired = ev.ChatMessage(
+        "08" + "0" * 62,
+        BOB,
+        "bob",
+        "I was missing, then repaired by carol",
+        "msg",
+        T0_MS + 7 * 60_000,
+        8,
+        False,
+        ev.RECEIVED,
+        0,
+        0,
+        True,
+        CAROL,
+    )
     return [
         ev.GapOpened("09" + "0" * 62, ("x1" * 32,), (BOB,)),
         ev.MessageShown(repaired),
@@ -211,13 +257,29 @@ class FakeNode:
         return hits[::-1][:limit]
 
     def participants(self):
-        return [FakeParticipant(BOB, "bob", T0_MS, T0_MS + 9 * 60_000),
-                FakeParticipant(CAROL, "carol", T0_MS, T0_MS + 5 * 60_000)]
+        return [
+            FakeParticipant(BOB, "bob", T0_MS, T0_MS + 9 * 60_000),
+            FakeParticipant(CAROL, "carol", T0_MS, T0_MS + 5 * 60_000),
+        ]
 
     def health(self):
-        return {"lamport_timestamp": 12, "log": 9, "unacknowledged": 1, "possibly_acknowledged": 1, "incoming": 0,
-                "missing": 1, "repair_requests": 1, "repair_responses": 0, "resends": 3, "repairs_requested": 2,
-                "repairs_served": 1, "lost": 1, "undecryptable": 0, "rejected": 0, "connection": "connected"}
+        return {
+            "lamport_timestamp": 12,
+            "log": 9,
+            "unacknowledged": 1,
+            "possibly_acknowledged": 1,
+            "incoming": 0,
+            "missing": 1,
+            "repair_requests": 1,
+            "repair_responses": 0,
+            "resends": 3,
+            "repairs_requested": 2,
+            "repairs_served": 1,
+            "lost": 1,
+            "undecryptable": 0,
+            "rejected": 0,
+            "connection": "connected",
+        }
 
     def add_listener(self, listener):
         return lambda: None
@@ -338,8 +400,10 @@ async def received_while_away(profile, channel: str, sender, texts: list[str], t
         for text in texts:
             await sender.send_text(text)
         deadline = time.monotonic() + timeout
-        while (len([m for m in headless.messages() if m.kind == "msg"]) < len(texts)  # (joins aside)
-               and time.monotonic() < deadline):
+        while (
+            len([m for m in headless.messages() if m.kind == "msg"]) < len(texts)  # (joins aside)
+            and time.monotonic() < deadline
+        ):
             await asyncio.sleep(0.05)
     finally:
         await headless.stop()

@@ -33,8 +33,9 @@ class GapsScreen(LivePanel):
     async def on_mount(self) -> None:
         if self.ids is not None:  # the gap inspector of one marker
             n = len(self.ids)
-            self.query_one(VerticalScroll).border_title = (
-                f"gap: {n} message{'' if n == 1 else 's'} missing here, and how it closed (Esc: close)")
+            self.query_one(
+                VerticalScroll
+            ).border_title = f"gap: {n} message{'' if n == 1 else 's'} missing here, and how it closed (Esc: close)"
         await super().on_mount()
 
     async def refresh_lines(self) -> None:
@@ -43,11 +44,17 @@ class GapsScreen(LivePanel):
         names[self.node.participant_id] = "you"
         now = int(time.time() * 1000)
         lines = [line for g in reversed(gaps) for line in gap_lines(g, names, partial(wall_clock, tz=self.tz), now)]
-        self.lines = lines or ["no gaps: every message arrived in order" if self.ids is None else
-                               "nothing recorded yet about these messages"]
+        self.lines = lines or [
+            "no gaps: every message arrived in order"
+            if self.ids is None
+            else "nothing recorded yet about these messages"
+        ]
         body = Text()
         for line in self.lines:
-            style = "yellow" if "still open" in line or line.lstrip().startswith("now:") else (
-                "red" if "declared lost" in line else "")
+            style = (
+                "yellow"
+                if "still open" in line or line.lstrip().startswith("now:")
+                else ("red" if "declared lost" in line else "")
+            )
             body.append(clean_text(line) + "\n", style)
         self.show(body)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,7 +14,6 @@ from textual.widgets import Static
 
 from sdschat.node import events as ev
 
-from ..slash import COMMANDS
 from ..theme import STATE_LABELS, STATE_STYLES, S, state_glyph
 from .box import box_css
 
@@ -50,8 +51,11 @@ COUNTERS: tuple[tuple[str, str], ...] = (
     ("repairs served", "messages we sent again for peers that asked for them (SDS-R)"),
     ("lost", "messages given up on after the lost timeout: /gaps says which, and what waited on them"),
     ("undecryptable", "frames on the channel's topic that open with no key held here: junk, or a key you lack (F5)"),
-    ("rejected", "frames refused: malformed, bad signature, impersonation, a removed member, a key from before "
-                 "a removal... F5 shows them (x: only those) and counts them by reason"),
+    (
+        "rejected",
+        "frames refused: malformed, bad signature, impersonation, a removed member, a key from before "
+        "a removal... F5 shows them (x: only those) and counts them by reason",
+    ),
     ("refused", "in the demo's short panel under each pane: undecryptable and rejected together (F5)"),
 )
 
@@ -60,8 +64,14 @@ def legend() -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_column(no_wrap=True)
     t.add_column()
-    for state, count in ((ev.SENDING, 0), (ev.UNACKNOWLEDGED, 0), (ev.POSSIBLY_ACKNOWLEDGED, 2),
-                         (ev.ACKNOWLEDGED, 0), (ev.RESENDING, 0), (ev.WAITING, 0)):
+    for state, count in (
+        (ev.SENDING, 0),
+        (ev.UNACKNOWLEDGED, 0),
+        (ev.POSSIBLY_ACKNOWLEDGED, 2),
+        (ev.ACKNOWLEDGED, 0),
+        (ev.RESENDING, 0),
+        (ev.WAITING, 0),
+    ):
         label = STATE_LABELS[state].replace("N peers'", f"{count} peers'") if count else STATE_LABELS[state]
         t.add_row(Text(state_glyph(state, count), STATE_STYLES[state]), Text(label))
     t.add_row(Text("┈┈", S.missing), Text("N messages possibly missing: a later message names them; repair under way"))
@@ -69,8 +79,9 @@ def legend() -> Table:
     t.add_row(Text("✗", S.lost), Text("N messages lost: given up after the lost timeout; what waited on them is shown"))
     t.add_row(Text("  ", S.mention_bg), Text("names you (or a highlight word): counted as @N in the channel list"))
     t.add_row(Text("↳", S.quote), Text("a reply: the message it answers, or that it is possibly missing / lost"))
-    t.add_row(Text("━━", S.unread), Text("N new messages since you left: where you were when you switched away "
-                                         "or quit"))
+    t.add_row(
+        Text("━━", S.unread), Text("N new messages since you left: where you were when you switched away or quit")
+    )
     t.add_row(Text("┄↑", S.caught_up), Text("caught up N messages: written while you were away, loaded in one go"))
     return t
 
@@ -85,17 +96,12 @@ def _pairs(rows) -> Table:
     return t
 
 
-def _commands() -> Table:
-    t = Table.grid(padding=(0, 2))
-    t.add_column(no_wrap=True, style="bold")
-    t.add_column()
-    for c in COMMANDS:
-        t.add_row(Text(c.usage), Text(c.help))
-    return t
-
-
 class HelpScreen(ModalScreen[None]):
-    """Scrolls with the keyboard at any height: Up/Down, PgUp/PgDn, Space, Home/End (its box has the focus)."""
+    """Scrolls with the keyboard at any height: Up/Down, PgUp/PgDn, Space, Home/End (its box has the focus).
+
+    ``commands``: each slash command's usage and help, as the registry gives them (:func:`sdschat.ui.slash.help_rows`:
+    the app hands them in, so the screens need not know the commands' handlers).
+    """
 
     AUTO_FOCUS = "#help-box"
     BINDINGS = [
@@ -103,10 +109,17 @@ class HelpScreen(ModalScreen[None]):
         Binding("space", "page_down", "page down", show=False),
     ]
 
-    DEFAULT_CSS = box_css("HelpScreen", 96) + """
+    DEFAULT_CSS = (
+        box_css("HelpScreen", 96)
+        + """
     HelpScreen .title { text-style: bold; color: $accent; margin-top: 1; }
     HelpScreen .title.first { margin-top: 0; }
     """
+    )
+
+    def __init__(self, commands: Iterable[tuple[str, str]]) -> None:
+        super().__init__()
+        self.commands = list(commands)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box") as box:
@@ -117,7 +130,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static("Keys", classes="title")
             yield Static(_pairs(KEYS))
             yield Static("Commands", classes="title")
-            yield Static(_commands())
+            yield Static(_pairs(self.commands))
             yield Static("The side panel's counters (F3)", classes="title")
             yield Static(_pairs(COUNTERS))
             yield Static(Text("Messages are ordered as the log is: by (Lamport timestamp, message id).", "grey50"))

@@ -57,8 +57,9 @@ class InspectorScreen(LivePanel):
         now = int(time.time() * 1000)
         clock = partial(wall_clock, tz=self.tz)
         parts = render_parts(insp, now_ms=now, clock=clock, names=self.node.names(), tz=self.tz)
-        waited = {m for s in insp.steps if s.kind == "missing" and s.detail.get("waits")
-                  for m in s.detail.get("missing", [])}
+        waited = {
+            m for s in insp.steps if s.kind == "missing" and s.detail.get("waits") for m in s.detail.get("missing", [])
+        }
         if waited:  # the gaps under its marker
             names = {**self.node.names(), self.node.participant_id: "you"}
             gaps = await self.node.gaps(waited)
@@ -73,8 +74,8 @@ class InspectorScreen(LivePanel):
         steps.add_column(style="grey62", no_wrap=True)
         steps.add_column(style="grey62", no_wrap=True, justify="right")
         steps.add_column(ratio=1)
-        for clock, since, what in parts.rows:
-            steps.add_row(clock, since, clean_text(what))
+        for at, since, what in parts.rows:
+            steps.add_row(at, since, clean_text(what))
         tail = Text()
         for line in parts.tail:
             tail.append(clean_text(line) + "\n", "yellow" if line.startswith("now:") else "")

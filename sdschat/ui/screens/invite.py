@@ -18,10 +18,13 @@ __all__ = ["InviteScreen"]
 class InviteScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,enter", "dismiss", "close"), Binding("c", "copy", "copy again")]
 
-    DEFAULT_CSS = box_css("InviteScreen", 76) + """
+    DEFAULT_CSS = (
+        box_css("InviteScreen", 76)
+        + """
     InviteScreen #invite-token { margin: 1 0; color: $text; text-style: bold; }
     InviteScreen .invite-note { color: $text-muted; }
     """
+    )
 
     def __init__(self, channel: str, token: str) -> None:
         super().__init__()
@@ -31,13 +34,18 @@ class InviteScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(Text(f"Invite to #{self.channel}", style="bold"))
-            yield Static("Copied to the clipboard (c copies again). It is the channel's key: whoever holds it reads "
-                         "and writes the channel, so send it only to the people you invite, over a private channel.",
-                         classes="invite-note")
+            yield Static(
+                "Copied to the clipboard (c copies again). It is the channel's key: whoever holds it reads "
+                "and writes the channel, so send it only to the people you invite, over a private channel.",
+                classes="invite-note",
+            )
             # no spaces in a token: "fold" cuts it at the box's edge, each piece from the first column
             yield Static(Text(self.token, overflow="fold", no_wrap=False), id="invite-token")
-            yield Static("They run `sdschat join TOKEN` (or /join TOKEN in their window); line breaks from a copy "
-                         "by hand do not matter.  Esc closes.", classes="invite-note")
+            yield Static(
+                "They run `sdschat join TOKEN` (or /join TOKEN in their window); line breaks from a copy "
+                "by hand do not matter.  Esc closes.",
+                classes="invite-note",
+            )
 
     def action_copy(self) -> None:
         self.app.copy_to_clipboard(self.token)

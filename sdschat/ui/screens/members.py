@@ -31,10 +31,21 @@ def whois_line(info: dict, now_ms: int) -> str:
     def when(ms) -> str:
         return f"{datetime.fromtimestamp(ms / 1000):%Y-%m-%d %H:%M} ({ago(now_ms - ms)})" if ms else "never"
 
-    status = ("removed" if info["removed"] else "left" if info["left"] else
-              "an admin" if info["admin"] else "a member" if info["member"] else "seen, not joined")
-    return (f"{info['name']}: fingerprint {info['fingerprint']} ({info['participant_id']}), {status}; first seen "
-            f"{when(info['first_seen_ms'])}, last heard {when(info['last_heard_ms'])}")
+    status = (
+        "removed"
+        if info["removed"]
+        else "left"
+        if info["left"]
+        else "an admin"
+        if info["admin"]
+        else "a member"
+        if info["member"]
+        else "seen, not joined"
+    )
+    return (
+        f"{info['name']}: fingerprint {info['fingerprint']} ({info['participant_id']}), {status}; first seen "
+        f"{when(info['first_seen_ms'])}, last heard {when(info['last_heard_ms'])}"
+    )
 
 
 class MembersScreen(LivePanel):
@@ -44,15 +55,19 @@ class MembersScreen(LivePanel):
     async def refresh_lines(self) -> None:
         members = await self.node.members()
         now = int(time.time() * 1000)
-        head = (f"{'member':<16} {'last heard':>12} {'messages':>8} {'acked ours':>10} {'ack lag':>8} "
-                f"{'repairs':>7} {'loss between us':>16}")
+        head = (
+            f"{'member':<16} {'last heard':>12} {'messages':>8} {'acked ours':>10} {'ack lag':>8} "
+            f"{'repairs':>7} {'loss between us':>16}"
+        )
         lines = []
         for m in members:
             lag = f"{m.ack_lag_ms / 1000:.2f} s" if m.ack_lag_ms is not None else "-"
             loss = f"~{m.loss_estimate:.0%} {m.lost}/{m.tries}" if m.loss_estimate is not None else "-"
             name = clean_text(m.nick or m.participant_id[:8])[:16]
-            lines.append(f"{name:<16} {ago(now - m.last_seen_ms):>12} {m.messages:>8} {m.acks:>10} {lag:>8} "
-                         f"{m.repairs:>7} {loss:>16}")
+            lines.append(
+                f"{name:<16} {ago(now - m.last_seen_ms):>12} {m.messages:>8} {m.acks:>10} {lag:>8} "
+                f"{m.repairs:>7} {loss:>16}"
+            )
         self.lines = lines or ["nobody else seen in this channel yet"]
         body = Text(head + "\n", "grey62")
         for line in self.lines:

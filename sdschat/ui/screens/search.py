@@ -34,8 +34,13 @@ def _when(ms: int, now_ms: int, tz: tzinfo | None) -> str:
     return at.strftime("%d %b %Y")
 
 
-def hit_texts(hits: list[SearchHit], *, now_ms: int, tz: tzinfo | None = None, channel: bool = True,
-              ) -> list[Text]:
+def hit_texts(
+    hits: list[SearchHit],
+    *,
+    now_ms: int,
+    tz: tzinfo | None = None,
+    channel: bool = True,
+) -> list[Text]:
     """The results as lines with their columns (channel, when) lined up."""
     whens = [_when(h.message.sent_at_ms, now_ms, tz) for h in hits]
     cw = max((len(h.channel) + 1 for h in hits), default=0) if channel else 0
@@ -90,8 +95,15 @@ class SearchScreen(ModalScreen[SearchHit | None]):
     SearchScreen OptionList, SearchScreen OptionList:focus { height: 1fr; border: none; padding: 0; }
     """
 
-    def __init__(self, query: str, search: Callable[[str], Awaitable[list[SearchHit]]], *, now_ms: int,
-                 tz: tzinfo | None = None, channels: bool = True) -> None:
+    def __init__(
+        self,
+        query: str,
+        search: Callable[[str], Awaitable[list[SearchHit]]],
+        *,
+        now_ms: int,
+        tz: tzinfo | None = None,
+        channels: bool = True,
+    ) -> None:
         super().__init__()
         self.query_text = query
         self._search = search
@@ -139,8 +151,9 @@ class SearchScreen(ModalScreen[SearchHit | None]):
             line.truncate(width, overflow="ellipsis")
         options.add_options([Option(line) for line in lines])
         if hits:
-            status.update(f"{len(hits)} message{'s' if len(hits) != 1 else ''}, newest first"
-                          " · ↑↓ pick · Enter jump · Esc close")
+            status.update(
+                f"{len(hits)} message{'s' if len(hits) != 1 else ''}, newest first · ↑↓ pick · Enter jump · Esc close"
+            )
             options.highlighted = 0
             options.focus()
         else:

@@ -111,9 +111,12 @@ class WireScreen(LivePanel):
         filters = [f"kind {self.kind or 'all'}", f"sender {self._who(self.sender) if self.sender else 'all'}"]
         if self.rejected_only:
             filters.append("rejected only")
-        self.header = (f"{rates['in']:.1f} frames/s in · {rates['out']:.1f} out (last 5 s) · "
-                       f"{wire.totals['in']} in, {wire.totals['out']} out, {wire.totals['rejected']} rejected · "
-                       + " · ".join(filters) + (" · PAUSED" if self.paused else ""))
+        self.header = (
+            f"{rates['in']:.1f} frames/s in · {rates['out']:.1f} out (last 5 s) · "
+            f"{wire.totals['in']} in, {wire.totals['out']} out, {wire.totals['rejected']} rejected · "
+            + " · ".join(filters)
+            + (" · PAUSED" if self.paused else "")
+        )
         reasons = _rejected_reasons(wire.frames)
         if reasons and wire.totals["in"] + wire.totals["out"] > len(wire.frames):
             reasons += f"  (of the last {len(wire.frames):,} frames)"  # the older ones have left the ring
@@ -126,8 +129,10 @@ class WireScreen(LivePanel):
         if self.paused:
             return
         # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames
-        head = f"{'time':<12}   {'kind':<10} {'sender':<20} {'lamport':<12} {'hist':>4} {'bloom':>6} {'rep':>3} " \
-               f"{'bytes':>7}  what the node did"
+        head = (
+            f"{'time':<12}   {'kind':<10} {'sender':<20} {'lamport':<12} {'hist':>4} {'bloom':>6} {'rep':>3} "
+            f"{'bytes':>7}  what the node did"
+        )
         body = Text(no_wrap=True, overflow="ellipsis")
         body.append(head + "\n", _OUT)  # a span, not the text's base style: frames in stay bright
         rows = []
@@ -142,8 +147,10 @@ class WireScreen(LivePanel):
             who = self._who(f.sender_id)
             if f.direction == "in" and f.publisher and f.sender_id and f.publisher != f.sender_id:
                 who += f" via {self._who(f.publisher)}"  # a rebroadcast: the author, and who published it
-            line = (f"{clock:<12} {arrow} {f.kind:<10} {who[:20]:<20} {lam:<12} {f.history:>4} {bloom:>6} "
-                    f"{f.repair:>3} {f.size:>7,}  {f.outcome}")
+            line = (
+                f"{clock:<12} {arrow} {f.kind:<10} {who[:20]:<20} {lam:<12} {f.history:>4} {bloom:>6} "
+                f"{f.repair:>3} {f.size:>7,}  {f.outcome}"
+            )
             style = _REJECTED if f.outcome.startswith("rejected") else (_OUT if f.direction == "out" else _IN)
             body.append(line + "\n", style)
             rows.append(line)

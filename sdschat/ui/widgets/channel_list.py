@@ -8,15 +8,20 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.message import Message
+from textual.timer import Timer
 
 from ..layout import clean_text, fit_cells
 from .text_lines import TextLines
 
 __all__ = ["ChannelList", "ChannelRow"]
 
-_CONN = {"connected": ("●", "green"), "connecting": ("◌", "yellow"), "restoring": ("◌", "yellow"),
-         "disconnected": ("○", "red"),
-         "stopped": ("○", "grey50")}
+_CONN = {
+    "connected": ("●", "green"),
+    "connecting": ("◌", "yellow"),
+    "restoring": ("◌", "yellow"),
+    "disconnected": ("○", "red"),
+    "stopped": ("○", "grey50"),
+}
 HEADER_LINES = 2
 REPAINT_EVERY_S = 0.1
 
@@ -46,7 +51,7 @@ class ChannelList(TextLines):
         super().__init__(**kwargs)
         self.rows = [ChannelRow(n, u) for n, u in zip(names, unread or [0] * len(names))]
         self.active = 0
-        self._repaint_timer = None
+        self._repaint_timer: Timer | None = None
 
     def on_mount(self) -> None:
         self.repaint()
@@ -63,7 +68,8 @@ class ChannelList(TextLines):
         self.repaint()
         return index
 
-    def remove(self, index: int) -> None:
+    def remove_row(self, index: int) -> None:
+        """The row at ``index`` goes (a channel left); the active one stays, or the last if it was that."""
         del self.rows[index]
         self.active = min(self.active, len(self.rows) - 1)
         self.repaint()

@@ -20,18 +20,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from sdschat.node import PayloadError, UserError
 from sdschat.node import events as ev
 
 from .. import slash
 from ..bridge import NodeBridge
 from ..layout import clean_text
-from ..messages import NodeEventsReady, UiError
 from ..mentions import mentions, names_pattern
+from ..messages import NodeEventsReady, UiError
 from ..notify import tell_mentions
-from ..pane_commands import run_slash
 from ..theme import nick_style
 from ..timeline import MsgItem
 from .impairment_panel import ImpairmentPanel
@@ -122,9 +123,19 @@ class ChatPane(Vertical):
     ChatPane:focus-within ChatInput { border-top: hkey $accent; }
     """
 
-    def __init__(self, node, *, compact: bool = False, clock: Callable[[], float] = time.time,
-                 tz: tzinfo | None = None, blink: bool = True, lazy: bool = False, notify=None,
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        node,
+        *,
+        compact: bool = False,
+        clock: Callable[[], float] = time.time,
+        tz: tzinfo | None = None,
+        blink: bool = True,
+        lazy: bool = False,
+        notify=None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(id=id, classes=classes)
         self.node = node
         #: read the history when first shown (:meth:`ensure_loaded`), not when mounted: a window of many
@@ -132,8 +143,9 @@ class ChatPane(Vertical):
         self.lazy = lazy
         self._loaded = False
         #: how to tell the person they were mentioned: ``bell`` / ``desktop`` flags (the profile's
-        #: notifications); None: highlight only (the demo, ``sdschat chat``)
-        self.notify = notify
+        #: notifications); None: highlight only (the demo, ``sdschat chat``). (Not ``notify``: that is the
+        #: widget's toast.)
+        self.notifications = notify
         #: ``/mute``: mentions are highlighted and counted, but neither ring nor notify
         self.muted = False
         #: wall-clock ms when the window last switched away from this channel (None: not yet shown)
@@ -150,9 +162,9 @@ class ChatPane(Vertical):
         self._health: dict = {}
         self._was_connected = False
         self._panel_at = 0.0
-        self._panel_timer = None
+        self._panel_timer: Timer | None = None
         self._busy = False
-        self._pace_timer = None
+        self._pace_timer: Timer | None = None
         self._shown_at: deque[float] = deque(maxlen=BUSY_LINES + 1)  # when the latest lines of others were shown
         #: the message the next line answers (``r`` on the message cursor), until sent or Escape
         self.replying: ev.ChatMessage | None = None
@@ -168,8 +180,9 @@ class ChatPane(Vertical):
                 yield StatusLine("")
                 yield CommandHint("")
                 yield Static("", id="reply-bar")
-                yield ChatInput(placeholder=f"Message #{self.channel_name} as {self.node.nick}  (/help)",
-                                blink=self.blink)
+                yield ChatInput(
+                    placeholder=f"Message #{self.channel_name} as {self.node.nick}  (/help)", blink=self.blink
+                )
             if not self.compact:
                 yield SidePanel()
         if self.compact:
@@ -194,13 +207,14 @@ class ChatPane(Vertical):
 
     def _highlight(self) -> None:
         """What names you: your nick, and the profile's highlight words."""
-        words = getattr(self.notify, "highlight", ())
+        words = getattr(self.notifications, "highlight", ())
         self.view.timeline.highlight = names_pattern([self.node.nick, *words])
 
     def member_names(self) -> list[str]:
         """Who ``@`` + Tab completes: the nicks seen in this channel, not yours."""
-        return sorted({p.nick for p in self.node.participants() if p.nick and p.nick != self.node.nick},
-                      key=str.casefold)
+        return sorted(
+            {p.nick for p in self.node.participants() if p.nick and p.nick != self.node.nick}, key=str.casefold
+        )
 
     async def on_mount(self) -> None:
         self._highlight()
@@ -255,8 +269,7 @@ class ChatPane(Vertical):
         oldest = next((it for it in view.timeline.items if isinstance(it, MsgItem)), None)
         if oldest is None:
             return
-        page = await self.node.history(limit=HISTORY_PAGE, before=(oldest.msg.lamport_timestamp,
-                                                                   oldest.msg.message_id))
+        page = await self.node.history(limit=HISTORY_PAGE, before=(oldest.msg.lamport_timestamp, oldest.msg.message_id))
         view.prepend(page, more_above=len(page) >= HISTORY_PAGE)
 
     def on_message_view_need_newer(self, message: MessageView.NeedNewer) -> None:
@@ -268,8 +281,7 @@ class ChatPane(Vertical):
         newest = next((it for it in reversed(view.timeline.items) if isinstance(it, MsgItem)), None)
         if newest is None or not view.more_below:
             return
-        page = await self.node.history(limit=HISTORY_PAGE, after=(newest.msg.lamport_timestamp,
-                                                                  newest.msg.message_id))
+        page = await self.node.history(limit=HISTORY_PAGE, after=(newest.msg.lamport_timestamp, newest.msg.message_id))
         view.append(page, more_below=len(page) >= HISTORY_PAGE)
         self.find_parents()
 
@@ -432,8 +444,7 @@ class ChatPane(Vertical):
         panel = urgent = False
         typing = False
         for e in events:
-            kind = type(e)
-            if kind is ev.MessageShown:
+            if type(e) is ev.MessageShown:
                 item = tl.add_message(e.message, now)
                 if e.message.own:
                     own = True
@@ -445,41 +456,46 @@ class ChatPane(Vertical):
                         named.append(e.message)
                     self._typing.pop(e.message.sender_id, None)
                     typing = True
-            elif kind is ev.AckStateChanged:
+            elif type(e) is ev.AckStateChanged:
                 tl.set_state(e.message_id, e.state, e.possible_acks, e.resends)
-            elif kind is ev.GapOpened:
+            elif type(e) is ev.GapOpened:
                 tl.gap_opened(e.message_id, e.missing, e.senders)
-            elif kind is ev.GapClosed:
+            elif type(e) is ev.GapClosed:
                 tl.gap_closed(e.message_id, e.lost)
-            elif kind is ev.MessageRepaired:
+            elif type(e) is ev.MessageRepaired:
                 if tl.repaired(e.message_id, e.via, e.by, now + int(HIGHLIGHT_S * 1000)) is not None:
                     self.set_timer(HIGHLIGHT_S, lambda mid=e.message_id: self._unhighlight(mid))
-            elif kind is ev.MessageLost:
+            elif type(e) is ev.MessageLost:
                 tl.message_lost(e.message_id, e.sender_id)
-            elif kind is ev.ParticipantSeen:
+            elif type(e) is ev.ParticipantSeen:
                 if e.nick:
                     tl.nicks[e.participant_id] = e.nick
                 panel = True
-            elif kind is ev.TypingSeen:
+            elif type(e) is ev.TypingSeen:
                 if e.participant_id != self.node.participant_id:
                     self._typing[e.participant_id] = (clean_text(e.nick), self.clock() + TYPING_SHOW_S)
                     typing = True
-            elif kind is ev.ConnectionChanged:
+            elif type(e) is ev.ConnectionChanged:
                 self._connection_changed(e.state, e.detail, now)
                 panel = urgent = True
-            elif kind is ev.CountersChanged:
+            elif type(e) is ev.CountersChanged:
                 self._health = dict(e.counters)
                 panel = True
-            elif kind is ev.MembershipChanged:
+            elif type(e) is ev.MembershipChanged:
                 self._membership_changed(e)
-            elif kind is ev.NickClash:
+            elif type(e) is ev.NickClash:
                 shown = self.node.names().get(e.participant_id) or e.nick
-                self.notice(f"{shown} goes by {'your nick' if e.mine else repr(e.nick) + ', as another member does'}: "
-                            f"both are shown with the start of their fingerprint now (/whois {shown})", error=e.mine)
+                self.notice(
+                    f"{shown} goes by {'your nick' if e.mine else repr(e.nick) + ', as another member does'}: "
+                    f"both are shown with the start of their fingerprint now (/whois {shown})",
+                    error=e.mine,
+                )
                 panel = True
-            elif kind is ev.FrameRejected:
-                if e.reason == "storage":
+            elif type(e) is ev.NodeProblem:
+                if e.what == "storage":
                     self.post_message(UiError(e.detail or "database write failed", "storage"))
+                panel = True
+            elif type(e) is ev.FrameRejected:
                 panel = True
         view = self.view
         if own and view.more_below:  # sent from a window around a search result: back to the end
@@ -523,10 +539,17 @@ class ChatPane(Vertical):
     def panel_state(self) -> PanelState:
         node = self.node
         return PanelState(
-            nick=node.nick, participant_id=node.participant_id, channel=self.channel_name,
-            broker_url=getattr(node, "broker_url", "") or "", connection=self.connection,
-            connection_detail=self.connection_detail, health=self._health, participants=node.participants(),
-            impairment=node.impairment, now_ms=self.now_ms(), tz=self.tz,
+            nick=node.nick,
+            participant_id=node.participant_id,
+            channel=self.channel_name,
+            broker_url=getattr(node, "broker_url", "") or "",
+            connection=self.connection,
+            connection_detail=self.connection_detail,
+            health=self._health,
+            participants=node.participants(),
+            impairment=node.impairment,
+            now_ms=self.now_ms(),
+            tz=self.tz,
         )
 
     def _refresh_panel_soon(self) -> None:
@@ -590,10 +613,16 @@ class ChatPane(Vertical):
         self.post_message(UiError(message.text, "link"))
 
     def set_impairment(self, **settings) -> bool:
+        """Change this participant's link (``/loss``, F2's fields ...); whether the node took it. The settings
+        come checked (:mod:`sdschat.ui.usage`): a refusal here is the node's, anything else a bug."""
         try:
             self.node.set_impairment(**settings)
-        except (ValueError, TypeError) as exc:
+        except UserError as exc:
             self.post_message(UiError(str(exc), "link"))
+            return False
+        except Exception as exc:  # a message handler's too (F2): one bad setting must not take the app down
+            log.exception("changing the link failed: %s", settings)
+            self.post_message(UiError(f"link: {exc.__class__.__name__}: {exc}", "link"))
             return False
         self.view.timeline.notice(link_summary(self.node.impairment), self.now_ms())
         self.view.commit()
@@ -647,20 +676,29 @@ class ChatPane(Vertical):
         """What the log's membership lines do not say: that we were removed, that old keys were deleted."""
         names = self.node.names()
         if e.what == "removed":
-            self.notice(f"{names.get(e.by) or e.by[:8]} removed you from #{self.channel_name}: its new key was not "
-                        "sent to you; nothing more can be sent here", error=True)
+            self.notice(
+                f"{names.get(e.by) or e.by[:8]} removed you from #{self.channel_name}: its new key was not "
+                "sent to you; nothing more can be sent here",
+                error=True,
+            )
         elif e.what == "epoch" and not e.mine:
-            self.notice(f"key epoch {e.epoch} began without a key for you: an admin sends it once your join reaches "
-                        "them", error=True)
+            self.notice(
+                f"key epoch {e.epoch} began without a key for you: an admin sends it once your join reaches them",
+                error=True,
+            )
         elif e.what == "leave" and e.by != self.node.participant_id:
             self.refresh_panel()  # (the line says it: the participant list loses them)
         elif e.what == "refused":
-            self.notice(f"refused {names.get(e.by) or e.by[:8]}: it holds only a key from before a removal (epoch "
-                        f"{e.epoch}: an invite made before a kick, or by a removed member) and was not admitted since; "
-                        "nothing of it is accepted or handed on", error=True)
+            self.notice(
+                f"refused {names.get(e.by) or e.by[:8]}: it holds only a key from before a removal (epoch "
+                f"{e.epoch}: an invite made before a kick, or by a removed member) and was not admitted since; "
+                "nothing of it is accepted or handed on",
+                error=True,
+            )
         elif e.what == "expired":
-            self.notice(f"the keys of #{self.channel_name} before epoch {e.epoch + 1} were deleted here (retention "
-                        "window over)")
+            self.notice(
+                f"the keys of #{self.channel_name} before epoch {e.epoch + 1} were deleted here (retention window over)"
+            )
 
     def membership(self, coro, what: str) -> None:
         """Run a membership change (``/kick``, ``/rekey``, ``/admin``); its line shows in the log, a refusal here."""
@@ -668,9 +706,10 @@ class ChatPane(Vertical):
         async def run() -> None:
             try:
                 await coro
-            except ValueError as exc:
+            except (UserError, PayloadError) as exc:
                 self.notice(f"/{what}: {exc}", error=True)
             except Exception as exc:
+                log.exception("/%s failed", what)
                 self.post_message(UiError(f"/{what}: {exc}", what))
 
         self.run_worker(run(), group="membership", exit_on_error=False)
@@ -680,10 +719,11 @@ class ChatPane(Vertical):
         self.view.commit(to_bottom=True)
 
     def run_command(self, name: str, arg: str) -> None:
-        """A slash command (also used by the command palette)."""
+        """A slash command (also used by the command palette): a :class:`~sdschat.node.UserError` (a usage
+        mistake, a refusal by the node) is a notice; anything else is a bug, in the log with its traceback."""
         try:
-            run_slash(self, name, arg)
-        except ValueError as exc:
+            slash.run(self, name, arg)
+        except (UserError, PayloadError) as exc:
             self.notice(str(exc), error=True)
         except Exception as exc:
             log.exception("command /%s failed", name)

@@ -11,9 +11,9 @@ from textual.containers import Grid
 from textual.message import Message
 from textual.widgets import Checkbox, Input, Label
 
-from ..slash import parse_ms, parse_probability
+from ..usage import UsageError, parse_ms, parse_probability
 
-__all__ = ["ImpairmentPanel"]
+__all__ = ["ImpairmentPanel", "parse_field"]
 
 _FIELDS = (
     ("loss_in", "loss in", parse_probability),
@@ -22,10 +22,16 @@ _FIELDS = (
     ("jitter_ms", "jitter ms", parse_ms),
     ("duplicate", "duplicate", parse_probability),
 )
+_PARSERS = {name: parser for name, _, parser in _FIELDS}
 
 
 def _fmt(name: str, value) -> str:
     return f"{value:g}"
+
+
+def parse_field(name: str, text: str) -> float:
+    """The value typed in the field ``name`` (empty: 0); :class:`UsageError` (one line) if it is not one."""
+    return _PARSERS[name](text or "0")
 
 
 class ImpairmentPanel(Grid):
@@ -88,11 +94,10 @@ class ImpairmentPanel(Grid):
                 box.value = imp.offline
 
     def _apply(self, field: Input) -> None:
-        name = field.id.removeprefix("imp-")
-        parser = dict((n, p) for n, _, p in _FIELDS)[name]
+        name = (field.id or "").removeprefix("imp-")
         try:
-            value = parser(field.value or "0")
-        except ValueError as exc:
+            value = parse_field(name, field.value)
+        except UsageError as exc:  # the person's input: the field turns red, the error says why
             field.add_class("-invalid")
             self.post_message(self.Invalid(self, str(exc)))
             return

@@ -73,11 +73,20 @@ class ChatInput(TextArea):
             self.input = input
             self.text = text
 
-    def __init__(self, *, placeholder: str = "", blink: bool = True, id: str | None = None,
-                 classes: str | None = None) -> None:
-        super().__init__("", soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
-                         highlight_cursor_line=False, placeholder=placeholder, id=id, classes=classes,
-                         compact=True)
+    def __init__(
+        self, *, placeholder: str = "", blink: bool = True, id: str | None = None, classes: str | None = None
+    ) -> None:
+        super().__init__(
+            "",
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            placeholder=placeholder,
+            id=id,
+            classes=classes,
+            compact=True,
+        )
         self._hint = placeholder
         self._hint_width = -1  # the width the placeholder was cut for
         self.cursor_blink = blink
@@ -244,12 +253,12 @@ class CommandHint(Static):
         if not found:
             self.set_class(False, "-shown")
             return
-        text = Text()
+        hint = Text()
         for c in found:
-            if text:
-                text.append("   ")
-            text.append(c.usage, "bold")
+            if hint:
+                hint.append("   ")
+            hint.append(c.usage, "bold")
             if len(found) <= 2:
-                text.append(f"  {c.help}")
-        self.update(text)
+                hint.append(f"  {c.help}")
+        self.update(hint)
         self.set_class(True, "-shown")

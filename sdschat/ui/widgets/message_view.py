@@ -139,8 +139,15 @@ class MessageView(ScrollView, can_focus=True):
             self.view = view
             self.count = count
 
-    def __init__(self, *, tz: tzinfo | None = None, clock: Callable[[], float] = time.time,
-                 name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        tz: tzinfo | None = None,
+        clock: Callable[[], float] = time.time,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.timeline = Timeline()
         self.tz = tz
@@ -149,7 +156,8 @@ class MessageView(ScrollView, can_focus=True):
         self._starts: list[int] = [0]
         self._cache: OrderedDict[tuple, list[Strip]] = OrderedDict()
         self._known_nicks = 0
-        #: follow new content: true until the user scrolls up, true again once they are back at the end
+        #: follow new content: true until the user scrolls up, true again once they are back at the end; changed
+        #: only by :meth:`_follow`
         self._stuck = True
         #: (item, line offset) at the top of the viewport, taken while items and line index agree
         self._anchor = None
@@ -176,8 +184,14 @@ class MessageView(ScrollView, can_focus=True):
         """A participant's nick as painted (markers, "repaired by"): a peer's text, cleaned."""
         return clean_text(self.timeline.nick(pid))
 
-    def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = (), *,
-             more_above: bool = False, upper: tuple | None = None) -> None:
+    def load(
+        self,
+        messages: Iterable[ev.ChatMessage],
+        gaps: Iterable[ev.GapOpened] = (),
+        *,
+        more_above: bool = False,
+        upper: tuple | None = None,
+    ) -> None:
         """Show a history (``node.history()``, or its last page with ``more_above``) with its open gaps
         (``node.open_gaps()``); stick to its end. With ``upper`` (the last key loaded) it is a window that
         ends before the log does (around a search result): newer messages load as the person scrolls down."""
@@ -196,8 +210,8 @@ class MessageView(ScrollView, can_focus=True):
                 # and again (a full collection over 100,000 items is a 100+ ms stall mid-conversation)
                 gc.freeze()
                 gc.enable()
-        self._stuck = upper is None
-        self.new_below = 0
+        self._follow(upper is None)
+        self.new_below = 0  # (a window around a search result too: what was new below is not loaded any more)
         self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
         self._remember_anchor()
         self.refresh()
@@ -221,9 +235,12 @@ class MessageView(ScrollView, can_focus=True):
         anchor = self._anchor
         added = self.timeline.prepend(messages)
         self.timeline.take_changes()
-        if not added or self._layout is None or self._current_layout() is None:
+        if not added or self._layout is None:
             return added
-        self._reindex(0)
+        layout = self._current_layout()
+        if layout is None:
+            return added
+        self._reindex(layout, 0)
         if anchor is not None:
             self._restore_anchor(*anchor)
         self.refresh()
@@ -251,6 +268,20 @@ class MessageView(ScrollView, can_focus=True):
         """Following the end of the history (the user has not scrolled up)."""
         return self._stuck
 
+    def _follow(self, follow: bool, *, seen: bool = False) -> None:
+        """Follow the end of the history from now on, or stop (the person scrolled up, or the view shows where
+        they left off): the one place that decides it. Following, nothing is new below any more. ``seen``: the
+        person brought the view to the end themselves (scrolled there, Ctrl+End), so everything is seen: a
+        :class:`ReachedBottom` if it was not following already. (A line of your own, a notice or a history
+        loaded follow the end without saying so.)"""
+        was, self._stuck = self._stuck, follow
+        if not follow:
+            return
+        if self.new_below:
+            self.new_below = 0
+        if seen and not was:
+            self.post_message(self.ReachedBottom(self))
+
     @property
     def line_count(self) -> int:
         return self._starts[-1]
@@ -272,7 +303,8 @@ class MessageView(ScrollView, can_focus=True):
             if first_moved is not None:
                 self._parked_lo = first_moved if self._parked_lo is None else min(self._parked_lo, first_moved)
             self._parked.extend(updated)
-            self._stuck = self._stuck or to_bottom
+            if to_bottom:
+                self._follow(True)
             if new_messages and not self._stuck:
                 self.new_below += new_messages
             return
@@ -282,11 +314,10 @@ class MessageView(ScrollView, can_focus=True):
         bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
         self._thumb_before = _thumb(bar) if bar is not None else None
         try:
-            lo = self._reflow(first_moved, updated)
+            lo = self._reflow(layout, first_moved, updated)
             if stick:
-                self._stuck = True
+                self._follow(True)
                 self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
-                self.new_below = 0
             else:
                 if anchor is not None:
                     self._restore_anchor(*anchor)
@@ -311,7 +342,7 @@ class MessageView(ScrollView, can_focus=True):
             return line is not None
         y = max(0, self.line_of(line) - 1)
         if y < self.max_scroll_y:
-            self._stuck = False
+            self._follow(False)
             self.scroll_to(y=y, animate=False, force=True)
             self._remember_anchor()
         return True
@@ -322,11 +353,8 @@ class MessageView(ScrollView, can_focus=True):
             self.commit()
 
     def scroll_to_latest(self) -> None:
-        if not self._stuck:
-            self.post_message(self.ReachedBottom(self))
-        self._stuck = True
+        self._follow(True, seen=True)
         self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
-        self.new_below = 0
 
     def item_at_line(self, y: int):
         """The item drawn at content line ``y`` (and the line within it)."""
@@ -457,8 +485,11 @@ class MessageView(ScrollView, can_focus=True):
     def all_text(self) -> list[str]:
         """Every line of the history as text (slow for huge histories: tests only)."""
         out: list[str] = []
+        layout = self._layout
+        if layout is None:  # never shown: nothing laid out
+            return out
         for i, item in enumerate(self.timeline.items):
-            out.extend(s.text.rstrip() for s in self._strips(i, item))
+            out.extend(s.text.rstrip() for s in self._strips(layout, i, item))
         return out
 
     # ------------------------------------------------------------- layout
@@ -480,25 +511,25 @@ class MessageView(ScrollView, can_focus=True):
                 self._restore_anchor(*anchor)
             self._remember_anchor()
         elif self._parked_lo is not None or self._parked:
-            self._unpark()
+            self._unpark(self._layout)
         return self._layout
 
-    def _reflow(self, lo: int | None, updated) -> int | None:
+    def _reflow(self, layout: Layout, lo: int | None, updated) -> int | None:
         """Re-measure ``updated`` items and re-index from the first that moved; returns that index."""
-        width = self._layout.width
+        width = layout.width
         for item in updated:
             if item.layout_width != width and self._measure(item) != item.height:
                 i = self.timeline.index_of(item)
                 lo = i if lo is None else min(lo, i)
         if lo is not None:
-            self._reindex(lo)
+            self._reindex(layout, lo)
         return lo
 
-    def _unpark(self) -> None:
+    def _unpark(self, layout: Layout) -> None:
         """Lay out what changed while the view had no width (only what changed: a switch stays cheap)."""
         lo, updated = self._parked_lo, self._parked
         self._parked_lo, self._parked = None, []
-        self._reflow(lo, updated)
+        self._reflow(layout, lo, updated)
         if self._stuck:
             self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
         self._cache.clear()
@@ -508,8 +539,9 @@ class MessageView(ScrollView, can_focus=True):
     def _prev_msg(self, index: int) -> MsgItem | None:
         items = self.timeline.items
         for j in range(index - 1, -1, -1):
-            if type(items[j]) is MsgItem:
-                return items[j]
+            item = items[j]
+            if type(item) is MsgItem:
+                return item
         return None
 
     def _measure(self, item) -> int:
@@ -542,9 +574,8 @@ class MessageView(ScrollView, can_focus=True):
         self._starts = list(accumulate((it.height for it in items), initial=0))
         self.virtual_size = Size(width, self._starts[-1])
 
-    def _reindex(self, lo: int) -> None:
+    def _reindex(self, layout: Layout, lo: int) -> None:
         """Heights and line starts from item ``lo`` on (items before it did not change)."""
-        layout = self._layout
         items = self.timeline.items
         lo = max(0, min(lo, len(items), len(self._starts) - 1))
         width = layout.width
@@ -619,8 +650,7 @@ class MessageView(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------- paint
 
-    def _strips(self, index: int, item) -> list[Strip]:
-        layout = self._layout
+    def _strips(self, layout: Layout, index: int, item) -> list[Strip]:
         key = (item.uid, item.version, layout.width)
         strips = self._cache.get(key)
         if strips is not None:
@@ -644,7 +674,7 @@ class MessageView(ScrollView, can_focus=True):
             return Strip.blank(width)
         i = bisect.bisect_right(self._starts, index) - 1
         item = self.timeline.items[i]
-        strips = self._strips(i, item)
+        strips = self._strips(layout, i, item)
         if item is self._marker and index - self._starts[i] == item.height - 1:  # its line, not a day separator
             return strips[-1].apply_style(S.cursor_bg)
         return strips[index - self._starts[i]]
@@ -662,15 +692,10 @@ class MessageView(ScrollView, can_focus=True):
             self._move_thumb(position=new_value)
         if round(old_value) != round(new_value):
             self.refresh(self.size.region)
-        was = self._stuck
         near_end = new_value >= self.max_scroll_y - 0.5
-        self._stuck = near_end and not self.more_below
-        if self._stuck and not was:
-            self.post_message(self.ReachedBottom(self))
+        self._follow(near_end and not self.more_below, seen=True)
         self._remember_anchor()
         self.want_pages(new_value)
-        if self.new_below and self._stuck:
-            self.new_below = 0
 
     def watch_new_below(self, count: int) -> None:
         self.post_message(self.NewBelow(self, count))

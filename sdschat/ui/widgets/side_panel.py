@@ -21,8 +21,13 @@ from .text_lines import TextLines
 
 __all__ = ["SidePanel", "PanelState", "ago", "lamport_text"]
 
-_CONN_STYLE = {"connected": "green", "connecting": "yellow", "restoring": "yellow", "disconnected": "red",
-               "stopped": "grey50"}
+_CONN_STYLE = {
+    "connected": "green",
+    "connecting": "yellow",
+    "restoring": "yellow",
+    "disconnected": "red",
+    "stopped": "grey50",
+}
 
 
 #: where a counter's cases can be looked at, shown beside it once it counts something
@@ -159,13 +164,19 @@ class SidePanel(TextLines):
         parts.append(connection_text(st))
         if st.broker_url:  # folded over as many lines as it takes
             url = st.broker_url
-            parts.extend(Text(url[i:i + width], "grey50") for i in range(0, len(url), max(1, width)))
+            parts.extend(Text(url[i : i + width], "grey50") for i in range(0, len(url), max(1, width)))
         if st.connection_detail and st.connection != "connected":
             parts.extend(Text(clean_text(st.connection_detail[:80]), "grey50").wrap(self.app.console, width))
         head(f"Participants ({len(st.participants) + 1})")
-        t = [(Text.assemble((clean_text(st.nick) or "you",
-                             nick_style(st.participant_id) if st.participant_id else ""), ("  · you", "grey50")),
-              Text(""))]
+        t = [
+            (
+                Text.assemble(
+                    (clean_text(st.nick) or "you", nick_style(st.participant_id) if st.participant_id else ""),
+                    ("  · you", "grey50"),
+                ),
+                Text(""),
+            )
+        ]
         for p in st.participants[:30]:
             nick = clean_text(p.nick or "") or p.participant_id[:8]
             t.append((Text(nick, nick_style(p.participant_id)), Text(ago(st.now_ms, p.last_seen_ms), "grey50")))
@@ -194,8 +205,11 @@ class SidePanel(TextLines):
         row("rejected", h.get("rejected", 0), "red" if h.get("rejected") else "")
         parts.extend(_table(t, width))
         head("Link (F2)")
-        parts.extend(Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "")
-                     .wrap(self.app.console, width))
+        parts.extend(
+            Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "").wrap(
+                self.app.console, width
+            )
+        )
         return parts
 
     # -------------------------------------------------------- compact
@@ -208,11 +222,20 @@ class SidePanel(TextLines):
             return f"  {label} {value}", style if value else "grey70"
 
         line1 = connection_text(st)
-        line1.append_text(Text.assemble(n("unacked", "unacknowledged", "yellow"),
-                                        n("possibly", "possibly_acknowledged", "cyan"),
-                                        n("missing", "missing", "yellow")))
-        line2 = Text.assemble((f"resends {h.get('resends', 0)}  repairs {h.get('repairs_requested', 0)}/"
-                               f"{h.get('repairs_served', 0)}", "grey70"), n("lost", "lost", "red"))
+        line1.append_text(
+            Text.assemble(
+                n("unacked", "unacknowledged", "yellow"),
+                n("possibly", "possibly_acknowledged", "cyan"),
+                n("missing", "missing", "yellow"),
+            )
+        )
+        line2 = Text.assemble(
+            (
+                f"resends {h.get('resends', 0)}  repairs {h.get('repairs_requested', 0)}/{h.get('repairs_served', 0)}",
+                "grey70",
+            ),
+            n("lost", "lost", "red"),
+        )
         refused = h.get("rejected", 0) + h.get("undecryptable", 0)
         if refused:  # frames refused before the engine (forgeries, junk: F5 says which)
             line2.append(f"  refused {refused}", "red")

@@ -26,5 +26,6 @@ class TooSmall(Static):
 
     def render(self) -> Text:
         width, height = self.app.size
-        return Text.assemble(("window too small", "bold"), "\n",
-                             f"{width}x{height}: sdschat needs {MIN_WIDTH}x{MIN_HEIGHT}")
+        return Text.assemble(
+            ("window too small", "bold"), "\n", f"{width}x{height}: sdschat needs {MIN_WIDTH}x{MIN_HEIGHT}"
+        )

@@ -1,12 +1,12 @@
 """Crash consistency: kill -9 one `sdschat bot` again and again, at random points of its work.
 
-A group of three bots over mosquitto (every link --loss each way). Two of them chat
-all along; the third, the victim, is started and killed with SIGKILL --runs times on
+A group of three bots over mosquitto (every link ``loss`` each way). Two of them chat
+all along; the third, the victim, is started and killed with SIGKILL ``runs`` times on
 the same database, each run in one phase, cycling through:
 
   startup  killed 0.05-0.6 s after it was spawned (store open, migrations, identity, connect)
   send     sending every 50 ms; killed 0-1 s after its first accepted message of the run
-  persist  sending back to back (--interval 0: a commit always in flight); killed 0-0.3 s in
+  persist  sending back to back (`--interval 0`: a commit always in flight); killed 0-0.3 s in
   receive  not sending, receiving the others' messages; killed 0-1.5 s after one arrived
   repair   not sending, 60% loss in: killed 0-0.3 s after it had a repair request pending
 
@@ -18,24 +18,19 @@ After each kill, on the database as the crash left it:
 At the end the others stop, all three restart with nothing to send, the group
 settles, and every message ever accepted by anyone is in every log, in the same order.
 
-    python bench/crash_loop.py [--runs 50] [--loss 0.2] [--seed 1]
-
-Exit status 0 when every check held.
+``run`` returns the figures, every failed check and ``passed``. The long run (50 kills) is
+tests/harness/test_crash_loop.py (``pytest -m slow``), one round of the phases tests/reliability/test_rel_crash.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import sqlite3
-import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import chaos_harness as H  # noqa: E402
+import kit as H
 
 PHASES = ("startup", "send", "persist", "receive", "repair")
 
@@ -120,8 +115,10 @@ def run(workdir: Path, *, runs: int = 50, loss: float = 0.2, seed: int = 1, phas
             if problems:
                 failures.append(f"{where}: invariants: {problems[:3]}")
             accepted_ever |= after
-            log(f"  {where:<16} accepted {len(after):4d} (+{len(after - before)}), log {logged:5d}, "
-                f"integrity {check}, invariants {'ok' if not problems else problems[:1]}")
+            log(
+                f"  {where:<16} accepted {len(after):4d} (+{len(after - before)}), log {logged:5d}, "
+                f"integrity {check}, invariants {'ok' if not problems else problems[:1]}"
+            )
         # settle: the chatting bots stop (SIGTERM: a clean exit), then all three come back with nothing to send
         for b in others:
             b.terminate()
@@ -155,43 +152,19 @@ def run(workdir: Path, *, runs: int = 50, loss: float = 0.2, seed: int = 1, phas
         if check != "ok" or problems:
             failures.append(f"{db.name} after settling: {check} {problems[:3]}")
     figures = H.group_figures(dbs)
-    return {"runs": runs, "checked": checked, "phases": dict(phase_counts), "victim_accepted": len(accepted_ever),
-            "group_accepted": state["accepted"], "lost": figures["lost"] + sum(lost_victim.values()),
-            "same_order": state["same_order"], "settle_s": round(settle_s, 1), "wall_s": round(time.monotonic() - t0, 1),
-            "resent": figures["resent"], "repaired": figures["repaired"], "failures": failures,
-            "passed": not failures, "workdir": str(workdir)}
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--loss", type=float, default=0.2)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workdir", type=Path)
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.runs = 2
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-crash-"))
-    r = run(work, runs=args.runs, loss=args.loss, seed=args.seed)
-    print(f"{r['runs']} kill -9 runs of one bot in a group of 3 over mosquitto ({args.loss:.0%} loss each way): "
-          f"phases {r['phases']}")
-    H.print_table([
-        ("databases passing integrity_check + check_invariants after a kill",
-         f"{r['checked'] - sum(1 for f in r['failures'] if 'integrity' in f or 'invariants' in f)} of {r['checked']}"
-         f" (the other {r['runs'] - r['checked']} kills came before the file existed)"),
-        ("messages accepted by the victim over all runs", r["victim_accepted"]),
-        ("messages accepted by the group", r["group_accepted"]),
-        ("accepted messages lost after settling", r["lost"]),
-        ("logs identical, same order", r["same_order"]),
-        ("time to settle after the last kill", f"{r['settle_s']} s"),
-        ("wall time", f"{r['wall_s']} s"),
-    ])
-    for f in r["failures"]:
-        print("FAIL:", f)
-    print("PASS" if r["passed"] else "FAIL", f"(work dir {r['workdir']})")
-    return 0 if r["passed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {
+        "runs": runs,
+        "checked": checked,
+        "phases": dict(phase_counts),
+        "victim_accepted": len(accepted_ever),
+        "group_accepted": state["accepted"],
+        "lost": figures["lost"] + sum(lost_victim.values()),
+        "same_order": state["same_order"],
+        "settle_s": round(settle_s, 1),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "resent": figures["resent"],
+        "repaired": figures["repaired"],
+        "failures": failures,
+        "passed": not failures,
+        "workdir": str(workdir),
+    }

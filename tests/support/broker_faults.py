@@ -1,34 +1,31 @@
 """Broker faults: mosquitto killed and restarted, unreachable at start, dropping frames for a slow subscriber.
 
 1. restart   Three running nodes (in-process, real mosquitto). The broker is killed -9 while they
-             chat, stays down --down seconds (each value in turn) while they keep sending (publishes
+             chat, stays down ``down`` seconds (each value in turn) while they keep sending (publishes
              fail: SDS keeps the messages in its outgoing buffer), then restarts on the same port.
              Measured: time from the broker listening again to every node reconnected (paho
              reconnects with backoff 0.5 s doubling to 30 s), and until every log holds every message.
 2. unreachable  `sdschat bot --broker mqtt://127.0.0.1:PORT` with nothing listening there: exit status,
              stderr, time to fail. Then the broker starts and the same command (same database) runs.
-3. slow      mosquitto with max_queued_messages --max-queued (10): one bot is frozen (SIGSTOP) while
+3. slow      mosquitto with max_queued_messages ``max_queued`` (10): one bot is frozen (SIGSTOP) while
              others send a burst, so mosquitto drops QoS 0 frames for it ($SYS dropped counter); then
              SIGCONT: the frozen bot carries on and SDS must recover every message. Run with one peer
              bursting, then with two peers bursting at once (concurrent bursts can push a message out of
              every causal-history window: see tests/reliability/test_rel_chaos.py).
 
-    python bench/broker_faults.py [--down 1 5 20] [--burst 150] [--max-queued 10] [--slow-runs 5]
+The long runs are tests/harness/test_broker_faults.py (``pytest -m slow``), short ones
+tests/reliability/test_rel_broker_faults.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import chaos_harness as H  # noqa: E402
+import kit as H
 
 # ------------------------------------------------------------------ 1. restart
 
@@ -45,12 +42,20 @@ async def _restart_async(workdir: Path, down_s: float, nodes: int, per_phase: in
     reconnected: dict[str, float] = {}
     try:
         for i in range(nodes):
-            cfg = NodeConfig(f"r{i}", key, workdir / f"restart-{down_s:g}-r{i}.db", broker.url,
-                             channel_config=node_channel_config(**H.FAST_CONFIG), seed=i)
+            cfg = NodeConfig(
+                f"r{i}",
+                key,
+                workdir / f"restart-{down_s:g}-r{i}.db",
+                broker.url,
+                channel_config=node_channel_config(**H.FAST_CONFIG),
+                seed=i,
+            )
             n = await Node.start(cfg)
             n.transport.inner.add_state_listener(
-                lambda ch, name=n.nick: reconnected.__setitem__(name, time.monotonic())
-                if ch.state == ConnectionState.CONNECTED else None)
+                lambda ch, name=n.nick: (
+                    reconnected.__setitem__(name, time.monotonic()) if ch.state == ConnectionState.CONNECTED else None
+                )
+            )
             group.append(n)
         sent = 0
         for i in range(per_phase):
@@ -80,14 +85,19 @@ async def _restart_async(workdir: Path, down_s: float, nodes: int, per_phase: in
             sent += 1
         settle_s = await _settle(group, sent, 90)
         logs = [list(n.channel.log) for n in group]
-        return {"down_s": down_s, "messages": sent,
-                "publish_failed_while_down": sum(n.counters["publish_failed"] for n in group) - failed_before,
-                "reconnect_after_up_s": round(max(reconnected.values(), default=float("nan")) - up_at, 2)
-                if len(reconnected) == nodes else None,
-                "all_reconnected_s": round(all_reconnected - up_at, 2),
-                "recovered_s": round(time.monotonic() - up_at, 2), "settle_s": settle_s,
-                "connects": [n.transport.inner.stats.connects for n in group],
-                "converged": all(log == logs[0] for log in logs) and len(logs[0]) == sent}
+        return {
+            "down_s": down_s,
+            "messages": sent,
+            "publish_failed_while_down": sum(n.counters["publish_failed"] for n in group) - failed_before,
+            "reconnect_after_up_s": round(max(reconnected.values(), default=float("nan")) - up_at, 2)
+            if len(reconnected) == nodes
+            else None,
+            "all_reconnected_s": round(all_reconnected - up_at, 2),
+            "recovered_s": round(time.monotonic() - up_at, 2),
+            "settle_s": settle_s,
+            "connects": [n.transport.inner.stats.connects for n in group],
+            "converged": all(log == logs[0] for log in logs) and len(logs[0]) == sent,
+        }
     finally:
         for n in group:
             await n.stop()
@@ -115,9 +125,28 @@ def unreachable(workdir: Path) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     H.keygen(workdir)
     port = H.free_port()
-    cmd = [*H.SDSCHAT, "bot", "--name", "early", "--key-file", str(workdir / "k.key"),
-           "--broker", f"mqtt://127.0.0.1:{port}", "--db", str(workdir / "early.db"), "--count", "2",
-           "--interval", "0.1", "--linger", "1", "--quiet", "--max-runtime", "20", *H.FAST]
+    cmd = [
+        *H.SDSCHAT,
+        "bot",
+        "--name",
+        "early",
+        "--key-file",
+        str(workdir / "k.key"),
+        "--broker",
+        f"mqtt://127.0.0.1:{port}",
+        "--db",
+        str(workdir / "early.db"),
+        "--count",
+        "2",
+        "--interval",
+        "0.1",
+        "--linger",
+        "1",
+        "--quiet",
+        "--max-runtime",
+        "20",
+        *H.FAST,
+    ]
     t0 = time.monotonic()
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     fail_s = time.monotonic() - t0
@@ -132,11 +161,19 @@ def unreachable(workdir: Path) -> dict:
     finally:
         broker.close()
     ok, state = H.converged([workdir / "early.db", workdir / "peer.db"])
-    return {"exit_code": first.returncode, "stderr": first.stderr.strip(), "fail_s": round(fail_s, 2),
-            "stderr_lines": len([x for x in first.stderr.splitlines() if x.strip()]),
-            "db_created": pid_before is not None, "same_identity_after": pid_before == H.participant_of(
-                workdir / "early.db"), "second_exit_code": second.returncode, "second_stderr": second.stderr.strip(),
-            "peer_exit_code": peer_code, "converged_after": ok, "state": state}
+    return {
+        "exit_code": first.returncode,
+        "stderr": first.stderr.strip(),
+        "fail_s": round(fail_s, 2),
+        "stderr_lines": len([x for x in first.stderr.splitlines() if x.strip()]),
+        "db_created": pid_before is not None,
+        "same_identity_after": pid_before == H.participant_of(workdir / "early.db"),
+        "second_exit_code": second.returncode,
+        "second_stderr": second.stderr.strip(),
+        "peer_exit_code": peer_code,
+        "converged_after": ok,
+        "state": state,
+    }
 
 
 # ------------------------------------------------------------ 3. slow subscriber
@@ -166,9 +203,18 @@ class SysWatch:
         self.client.disconnect()
 
 
-def slow_subscriber(workdir: Path, *, max_queued: int = 10, burst: int = 150, freeze_s: float = 4.0,
-                    seed: int = 0, chatters: int = 2, slow_count: int = 16, bursters: int = 2,
-                    burst_chars: int = 12_000) -> dict:
+def slow_subscriber(
+    workdir: Path,
+    *,
+    max_queued: int = 10,
+    burst: int = 150,
+    freeze_s: float = 4.0,
+    seed: int = 0,
+    chatters: int = 2,
+    slow_count: int = 16,
+    bursters: int = 2,
+    burst_chars: int = 12_000,
+) -> dict:
     """(``burst_chars``: each burst line this long, so a burst outgrows the frozen subscriber's socket buffers,
     which hold a few hundred KB: 200 chat lines of ~2 KB frames would fit)"""
     workdir = Path(workdir)
@@ -184,34 +230,72 @@ def slow_subscriber(workdir: Path, *, max_queued: int = 10, burst: int = 150, fr
     burst_bots = [H.Bot(workdir, f"burst{i}", broker.url, ["--quiet", *H.FAST]) for i in range(bursters)]
     t0 = time.monotonic()
     try:
-        slow.start("--count", str(slow_count), "--interval", "0.5", "--start-after", "1.5", "--linger", "3", "--seed", str(seed),
-                   max_runtime=120)
+        slow.start(
+            "--count",
+            str(slow_count),
+            "--interval",
+            "0.5",
+            "--start-after",
+            "1.5",
+            "--linger",
+            "3",
+            "--seed",
+            str(seed),
+            max_runtime=120,
+        )
         for i, b in enumerate(fast):
-            b.start("--count", "8", "--interval", "0.2", "--start-after", "1.5", "--linger", str(freeze_s + 2),
-                    "--seed", str(seed + i + 1), max_runtime=120)
+            b.start(
+                "--count",
+                "8",
+                "--interval",
+                "0.2",
+                "--start-after",
+                "1.5",
+                "--linger",
+                str(freeze_s + 2),
+                "--seed",
+                str(seed + i + 1),
+                max_runtime=120,
+            )
         for i, b in enumerate(burst_bots):  # they burst once the slow one is frozen
-            b.start("--count", str(burst), "--interval", "0", "--start-after", "3", "--linger", str(freeze_s + 2),
-                    "--seed", str(seed + 10 + i), "--text", "{name} #{i} " + "x" * burst_chars, max_runtime=120)
+            b.start(
+                "--count",
+                str(burst),
+                "--interval",
+                "0",
+                "--start-after",
+                "3",
+                "--linger",
+                str(freeze_s + 2),
+                "--seed",
+                str(seed + 10 + i),
+                "--text",
+                "{name} #{i} " + "x" * burst_chars,
+                max_runtime=120,
+            )
         # frozen once subscribed (the bursts start 3 s after each burster connected, however loaded the
         # machine), and kept frozen at least freeze_s and until mosquitto has counted a dropped frame (its $SYS
         # counter is published every second) or, 2.5 s after every burst is out, has not (a short burst may fit
         # in the socket's buffers), at most 30 s
         slow.wait_connected(30)
-        slow.proc.send_signal(signal.SIGSTOP)
+        slow.started.send_signal(signal.SIGSTOP)
         unfreeze_by = time.monotonic() + 30
         time.sleep(freeze_s)
-        H.wait_until(lambda: watch.dropped > 0 or all(len(H.own_accepted(b.db)) >= burst for b in burst_bots),
-                     unfreeze_by - time.monotonic(), 0.1)
+        H.wait_until(
+            lambda: watch.dropped > 0 or all(len(H.own_accepted(b.db)) >= burst for b in burst_bots),
+            unfreeze_by - time.monotonic(),
+            0.1,
+        )
         H.wait_until(lambda: watch.dropped > 0, min(2.5, unfreeze_by - time.monotonic()), 0.1)
         dropped_frozen = watch.dropped
-        slow.proc.send_signal(signal.SIGCONT)
+        slow.started.send_signal(signal.SIGCONT)
         codes = H.wait_all([slow, *fast, *burst_bots], 200)
         time.sleep(1.2)
         dropped = watch.dropped
     finally:
         for b in [slow, *fast, *burst_bots]:
             if b.running():
-                b.proc.send_signal(signal.SIGCONT)
+                b.started.send_signal(signal.SIGCONT)
             b.kill9()
         watch.close()
         broker.close()
@@ -219,58 +303,16 @@ def slow_subscriber(workdir: Path, *, max_queued: int = 10, burst: int = 150, fr
     dbs = [b.db for b in bots]
     ok, state = H.converged(dbs)
     figures = H.group_figures(dbs)
-    return {"max_queued": max_queued, "burst": bursters * burst, "dropped_by_broker": dropped,
-            "dropped_while_frozen": dropped_frozen, "exit_codes": codes, "converged": ok, "state": state,
-            "wall_s": round(time.monotonic() - t0, 1), "slow_repaired": H.repaired_count(slow.db), **figures,
-            "workdir": str(workdir)}
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--down", type=float, nargs="+", default=[1, 5, 20], help="broker outage lengths (s)")
-    ap.add_argument("--burst", type=int, default=150, help="messages per burst bot (2 of them)")
-    ap.add_argument("--max-queued", type=int, default=10)
-    ap.add_argument("--slow-runs", type=int, default=5)
-    ap.add_argument("--workdir", type=Path)
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.down, args.burst, args.slow_runs = [0.5], 40, 1
-    freeze = dict(freeze_s=1.0, chatters=0, slow_count=3) if args.smoke else {}
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-broker-"))
-    ok = True
-    print("1. broker killed -9 and restarted (3 in-process nodes, FAST timers):")
-    for d in args.down:
-        r = restart(work / "restart", down_s=d)
-        ok &= r["converged"]
-        print(f"  down {d:5.1f} s: {r['messages']} messages, {r['publish_failed_while_down']} publishes failed while "
-              f"down; all reconnected {r['all_reconnected_s']} s after the broker was back, every log complete "
-              f"{r['recovered_s']} s after; converged {r['converged']}; connects {r['connects']}")
-    print("2. broker unreachable at start:")
-    u = unreachable(work / "unreachable")
-    print(f"  exit {u['exit_code']} after {u['fail_s']} s, {u['stderr_lines']} line on stderr: {u['stderr']!r}")
-    print(f"  database created anyway: {u['db_created']}; once the broker is up the same command exits "
-          f"{u['second_exit_code']} (same identity: {u['same_identity_after']}), converged with a peer: "
-          f"{u['converged_after']}")
-    ok &= u["exit_code"] != 0 and u["stderr_lines"] == 1 and u["second_exit_code"] == 0 and u["converged_after"]
-    phases = (("one peer bursting", 1, 2 * args.burst), ("two peers bursting concurrently", 2, args.burst))
-    for label, bursters, burst in phases[:1] if args.smoke else phases:
-        print(f"3. slow subscriber: mosquitto max_queued_messages {args.max_queued}, one bot frozen (SIGSTOP) at least {freeze.get('freeze_s', 4.0):g} s "
-              f"while {label} ({bursters * burst} messages in all):")
-        passed = 0
-        for k in range(args.slow_runs):
-            s = slow_subscriber(work / f"slow{bursters}-{k}", max_queued=args.max_queued, burst=burst,
-                                bursters=bursters, seed=k * 100, **freeze)
-            passed += s["converged"]
-            print(f"  run {k}: mosquitto's $SYS dropped counter {s['dropped_by_broker']}; {s['sent']} messages; "
-                  f"converged {s['converged']} (missing per bot {s['state']['missing']}); slow bot repaired "
-                  f"{s['slow_repaired']}; resends {s['resent']}; exit codes {set(s['exit_codes'].values())}; "
-                  f"{s['wall_s']} s")
-        print(f"  {passed} of {args.slow_runs} runs recovered every message")
-        ok &= passed == args.slow_runs
-    print("PASS" if ok else "FAIL", f"(work dir {work})")
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {
+        "max_queued": max_queued,
+        "burst": bursters * burst,
+        "dropped_by_broker": dropped,
+        "dropped_while_frozen": dropped_frozen,
+        "exit_codes": codes,
+        "converged": ok,
+        "state": state,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "slow_repaired": H.repaired_count(slow.db),
+        **figures,
+        "workdir": str(workdir),
+    }

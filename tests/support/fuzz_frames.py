@@ -20,17 +20,17 @@ exception not documented for that layer is a BUG, printed with a sample):
 
 Inputs come from a seeded random mutator over a corpus of real frames (message, sync, resend,
 repair answer, ephemeral; byte-level and protobuf-aware mutations), and from hypothesis
-strategies (--hypothesis N examples per target).
+strategies (``hyp`` examples per target).
 
-    python bench/fuzz_frames.py [--frames 100000] [--rows 2000] [--hypothesis 2000] [--seed 1]
-    python bench/fuzz_frames.py --atheris 200000    # coverage-guided (needs `pip install atheris`)
+This is a test, not a measurement, so it lives with the tests: tests/reliability/test_rel_fuzz.py runs a few
+thousand inputs in the default run, tests/fuzz/test_fuzz_frames.py the long run (``pytest -m slow -s tests/fuzz``).
+Coverage-guided fuzzing with atheris (``pip install atheris``) is ``atheris_main``:
 
-Exit status 0 when no input raised (BUG count 0).
+    PYTHONPATH=tests/support:bench .venv/bin/python -c "import fuzz_frames; fuzz_frames.atheris_main(200_000, 1)"
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -44,19 +44,23 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sdschat.crypto import ChannelKey, EnvelopeError, Identity
+from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config, signer
+from sdschat.node import events as nev
+from sdschat.node.frame import FrameError, pack, unpack
+from sdschat.sds import MessageChannel, Rejected, WireError, sds_pb2, wire
+from sdschat.store import Store, StoreError
+from sdschat.transport import TransportError
 
-from sdschat.crypto import ChannelKey, EnvelopeError, Identity  # noqa: E402
-from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config, signer  # noqa: E402
-from sdschat.node import events as nev  # noqa: E402
-from sdschat.node.frame import FrameError, pack, unpack  # noqa: E402
-from sdschat.sds import MessageChannel, Rejected, WireError, sds_pb2, wire  # noqa: E402
-from sdschat.store import Store, StoreError  # noqa: E402
-from sdschat.transport import TransportError  # noqa: E402
-
-FAST = dict(repair_t_min_ms=300, repair_t_max_ms=1500, resend_unacknowledged_ms=400,
-            resend_possibly_acknowledged_ms=1200, resend_max_interval_ms=3000, sync_interval_ms=2000,
-            sync_jitter_ms=500)
+FAST = dict(
+    repair_t_min_ms=300,
+    repair_t_max_ms=1500,
+    resend_unacknowledged_ms=400,
+    resend_possibly_acknowledged_ms=1200,
+    resend_max_interval_ms=3000,
+    sync_interval_ms=2000,
+    sync_jitter_ms=500,
+)
 CONFIG = node_channel_config(**FAST)
 T0 = 1_763_769_600_000  # a fixed "now" for the engine-level targets
 
@@ -81,16 +85,28 @@ class Tally:
         self.bug_count += 1
         if isinstance(exc, BaseException):
             tb = traceback.extract_tb(exc.__traceback__)
-            where = next((f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(tb)
-                          if "sdschat" in f.filename), tb[-1].name if tb else "?")
+            where = next(
+                (f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(tb) if "sdschat" in f.filename),
+                tb[-1].name if tb else "?",
+            )
             kind = type(exc).__name__
             text = str(exc).splitlines()[0][:160] if str(exc) else ""
         else:
             where, kind, text = note or "-", "check", str(exc)[:300]
         key = (target, kind, where)
         self.counts[(target, f"BUG {kind}")] += 1
-        entry = self.bugs.setdefault(key, {"target": target, "type": kind, "where": where, "message": text,
-                                           "count": 0, "sample": _sample(sample), "note": note})
+        entry = self.bugs.setdefault(
+            key,
+            {
+                "target": target,
+                "type": kind,
+                "where": where,
+                "message": text,
+                "count": 0,
+                "sample": _sample(sample),
+                "note": note,
+            },
+        )
         entry["count"] += 1
 
     def total(self, target: str | None = None) -> int:
@@ -113,8 +129,10 @@ class Tally:
                 print(f"    {line[:200]}")
         print(f"  BUGS: {self.bug_count} inputs raised, {len(self.bugs)} distinct")
         for b in self.bugs.values():
-            print(f"    [{b['target']}] {b['type']} at {b['where']} x{b['count']}: {b['message']}"
-                  + (f" ({b['note']})" if b["note"] else ""))
+            print(
+                f"    [{b['target']}] {b['type']} at {b['where']} x{b['count']}: {b['message']}"
+                + (f" ({b['note']})" if b["note"] else "")
+            )
             print(f"        sample: {b['sample']}")
 
 
@@ -159,7 +177,9 @@ class Corpus:
                 self.sds.append(("repair", self.members[0].participant_id, e.data))  # a third party's answer
             typing = AppPayload.new("typing", "t", "", now).encode()
             m = next(x for x in self.members if x.participant_id == pid)
-            self.sds.append(("ephemeral", pid, ch.send_ephemeral(typing, now, sign=signer(m, key.channel_binding)).data))
+            self.sds.append(
+                ("ephemeral", pid, ch.send_ephemeral(typing, now, sign=signer(m, key.channel_binding)).data)
+            )
         self.now = now
         self.identities = {m.participant_id: m for m in self.members}
         DECODE_BINDING[0] = key.channel_binding
@@ -180,8 +200,20 @@ class Corpus:
 # ---------------------------------------------------------------- mutators
 
 _INTERESTING_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**53, 2**63 - 1, 2**63, 2**64 - 1, T0, T0 * 1000]
-_INTERESTING_STR = ["", "a", "x" * 257, "x" * 4096, "\x00", "é", "\u202e", "sync-", "../", "'; DROP TABLE x; --",
-                    "0" * 64, "💥" * 10]
+_INTERESTING_STR = [
+    "",
+    "a",
+    "x" * 257,
+    "x" * 4096,
+    "\x00",
+    "é",
+    "\u202e",
+    "sync-",
+    "../",
+    "'; DROP TABLE x; --",
+    "0" * 64,
+    "💥" * 10,
+]
 
 
 def mutate_bytes(data: bytes, rng: random.Random, corpus_items: list[bytes]) -> bytes:
@@ -200,12 +232,12 @@ def mutate_bytes(data: bytes, rng: random.Random, corpus_items: list[bytes]) -> 
             b[i:i] = rng.randbytes(rng.choice((1, 2, 4, 16, 200)))
         elif op == 3 and n:  # delete a range
             i = rng.randrange(n)
-            del b[i:i + rng.choice((1, 2, 8, 100, 5000))]
+            del b[i : i + rng.choice((1, 2, 8, 100, 5000))]
         elif op == 4 and n:  # truncate
-            del b[rng.randrange(n):]
+            del b[rng.randrange(n) :]
         elif op == 5 and n:  # duplicate a range
             i = rng.randrange(n)
-            b[i:i] = b[i:i + rng.choice((1, 10, 100))]
+            b[i:i] = b[i : i + rng.choice((1, 10, 100))]
         elif op == 6:  # splice with another item
             other = rng.choice(corpus_items)
             i = rng.randrange(n + 1)
@@ -216,7 +248,7 @@ def mutate_bytes(data: bytes, rng: random.Random, corpus_items: list[bytes]) -> 
             b[i:i] = rng.choice((b"\xff" * 10, b"\x80" * 11, b"\x0a\xff\xff\xff\xff\x0f", b"\x52\xff\xff\x03"))
         elif n:  # overwrite a run
             i = rng.randrange(n)
-            b[i:i + 4] = rng.randbytes(4)
+            b[i : i + 4] = rng.randbytes(4)
     return bytes(b)
 
 
@@ -226,8 +258,10 @@ def _rand_str(rng: random.Random) -> str:
         return rng.choice(_INTERESTING_STR)
     if r < 0.7:
         return rng.randbytes(rng.randrange(1, 40)).hex()
-    return "".join(chr(rng.choice((rng.randrange(32, 127), rng.randrange(0x80, 0x2FFF), rng.randrange(0xE000, 0x10FFFF))))
-                   for _ in range(rng.randrange(0, 20)))
+    return "".join(
+        chr(rng.choice((rng.randrange(32, 127), rng.randrange(0x80, 0x2FFF), rng.randrange(0xE000, 0x10FFFF))))
+        for _ in range(rng.randrange(0, 20))
+    )
 
 
 def _rand_entry(pb_entry, rng: random.Random, known: list[str]) -> None:
@@ -257,7 +291,7 @@ def mutate_pb(data: bytes, rng: random.Random, known_ids: list[str], channel_id:
             if rng.random() < 0.2:
                 pb.ClearField("lamport_timestamp")
             else:
-                v = rng.choice(_INTERESTING_INTS + [T0 + rng.randrange(-10**6, 10**6)])
+                v = rng.choice(_INTERESTING_INTS + [T0 + rng.randrange(-(10**6), 10**6)])
                 pb.lamport_timestamp = v % 2**64
         elif op == 4:
             del pb.causal_history[:]
@@ -279,8 +313,9 @@ def mutate_pb(data: bytes, rng: random.Random, known_ids: list[str], channel_id:
             if rng.random() < 0.3:
                 pb.ClearField("content")
             else:
-                pb.content = rng.choice((b"", rng.randbytes(rng.randrange(1, 300)),
-                                         mutate_bytes(pb.content, rng, [pb.content or b"x"])))
+                pb.content = rng.choice(
+                    (b"", rng.randbytes(rng.randrange(1, 300)), mutate_bytes(pb.content, rng, [pb.content or b"x"]))
+                )
         elif op == 9:  # swap in a real id for the message id (duplicate / collision)
             if known_ids:
                 pb.message_id = rng.choice(known_ids)
@@ -305,16 +340,22 @@ def membership_data(rng: random.Random) -> tuple[str, object]:
     if kind == "admin":
         return kind, {"add": rng.choice(([pid()], [], ["x"], None, [pid()] * 200, [1, 2]))}
     keys = {pid(): rng.randbytes(48).hex() for _ in range(rng.randrange(0, 4))}
-    data = {"epoch": rng.choice((1, 2, 0, -1, 2**63, True, "1")), "why": rng.choice(("kick", "rekey", "grant", "x")),
-            "removed": rng.choice(([], [pid()], ["nope"], None)), "out": rng.choice(([], [pid()], "x")),
-            "e": rng.choice((rng.randbytes(32).hex(), "", "00" * 32, None)), "keys": keys}
+    data = {
+        "epoch": rng.choice((1, 2, 0, -1, 2**63, True, "1")),
+        "why": rng.choice(("kick", "rekey", "grant", "x")),
+        "removed": rng.choice(([], [pid()], ["nope"], None)),
+        "out": rng.choice(([], [pid()], "x")),
+        "e": rng.choice((rng.randbytes(32).hex(), "", "00" * 32, None)),
+        "keys": keys,
+    }
     target = TARGET.get("identity")
     if target is not None and rng.random() < 0.3:  # a box that opens for the node: a real key change
         from sdschat.crypto.epochs import exchange_public, seal_to_members
 
         n = rng.choice((1, 2, 3))
-        eph, boxes = seal_to_members(rng.randbytes(32), n, TARGET["binding"],
-                                     {target.participant_id: exchange_public(target)})
+        eph, boxes = seal_to_members(
+            rng.randbytes(32), n, TARGET["binding"], {target.participant_id: exchange_public(target)}
+        )
         data.update(epoch=n, e=eph.hex(), keys={p: b.hex() for p, b in boxes.items()}, why="rekey")
     if rng.random() < 0.3:
         data.pop(rng.choice(list(data)))
@@ -470,14 +511,23 @@ class NodeTarget:
 
     async def start(self) -> None:
         self.generation += 1
-        cfg = NodeConfig("fuzz", self.corpus.key, self.workdir / f"fuzz-node-{self.generation}.db", self.url,
-                         channel_config=CONFIG, membership=True, admins=(self.corpus.members[0].participant_id,))
+        cfg = NodeConfig(
+            "fuzz",
+            self.corpus.key,
+            self.workdir / f"fuzz-node-{self.generation}.db",
+            self.url,
+            channel_config=CONFIG,
+            membership=True,
+            admins=(self.corpus.members[0].participant_id,),
+        )
         self.node = await Node.start(cfg)
         TARGET.update(identity=self.node.identity, binding=self.corpus.key.channel_binding)
 
         def listen(e):
             if isinstance(e, nev.FrameRejected):
                 self.rejections[e.reason] += 1
+            elif isinstance(e, nev.NodeProblem):  # the node's own trouble (a task failed, its storage)
+                self.rejections[e.what] += 1
 
         self.node.add_listener(listen)
 
@@ -501,20 +551,24 @@ class NodeTarget:
             return
         try:
             await asyncio.wait_for(node.writer.flush(), 30)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             self.tally.bug("node", "store writer flush did not return in 30 s", label or plain, "hang")
             await self._replace()
             return
         except Exception:  # noqa: BLE001 - reported through node.failure below
             pass
         if node.failure:
-            self.tally.bug("node", f"node failed after this frame: {node.failure}", label or plain,
-                           "persistence broken: `sdschat bot` exits, the chat stops saving")
+            self.tally.bug(
+                "node",
+                f"node failed after this frame: {node.failure}",
+                label or plain,
+                "persistence broken: `sdschat bot` exits, the chat stops saving",
+            )
             await self._replace()
             return
         diff = self.rejections - before
         if diff.get("internal"):  # a node task failed (a membership change it started, say)
-            self.tally.bug("node", "a node task failed after this frame", label or plain, "FrameRejected internal")
+            self.tally.bug("node", "a node task failed after this frame", label or plain, "NodeProblem internal")
             return
         self.tally.ok("node", f"rejected:{next(iter(diff))}" if diff else "accepted")
 
@@ -560,8 +614,17 @@ async def make_template(workdir: Path, url: str) -> tuple[Path, ChannelKey]:
     """A real participant database with something in every engine table: two nodes, one very lossy."""
     key = ChannelKey.generate("fuzz-rows")
     a = await Node.start(NodeConfig("ann", key, workdir / "tmpl-ann.db", url, channel_config=CONFIG))
-    b = await Node.start(NodeConfig("bob", key, workdir / "tmpl-bob.db", url, channel_config=CONFIG,
-                                    impairment={"loss_in": 0.5, "loss_out": 0.5}, seed=5))
+    b = await Node.start(
+        NodeConfig(
+            "bob",
+            key,
+            workdir / "tmpl-bob.db",
+            url,
+            channel_config=CONFIG,
+            impairment={"loss_in": 0.5, "loss_out": 0.5},
+            seed=5,
+        )
+    )
     try:
         for i in range(12):
             await a.send_text(f"ann {i} ✓")
@@ -576,11 +639,29 @@ async def make_template(workdir: Path, url: str) -> tuple[Path, ChannelKey]:
     return workdir / "tmpl-bob.db", key
 
 
-_ROW_TABLES = ("channels", "sds_log", "sds_outgoing", "sds_incoming", "sds_missing", "sds_lost",
-               "sds_repair_requests", "sds_repair_responses", "sds_cache", "sds_bloom_ids", "sds_recent_syncs",
-               "messages", "participants", "identity", "kv")
-_PK = {"channels": ["channel_id"], "sds_log": ["channel_id", "message_id"], "participants": ["participant_id"],
-       "kv": ["key"]}
+_ROW_TABLES = (
+    "channels",
+    "sds_log",
+    "sds_outgoing",
+    "sds_incoming",
+    "sds_missing",
+    "sds_lost",
+    "sds_repair_requests",
+    "sds_repair_responses",
+    "sds_cache",
+    "sds_bloom_ids",
+    "sds_recent_syncs",
+    "messages",
+    "participants",
+    "identity",
+    "kv",
+)
+_PK = {
+    "channels": ["channel_id"],
+    "sds_log": ["channel_id", "message_id"],
+    "participants": ["participant_id"],
+    "kv": ["key"],
+}
 
 
 def _rand_value(rng: random.Random, old):
@@ -592,8 +673,26 @@ def _rand_value(rng: random.Random, old):
     if r == 2:
         return rng.choice((1.5, -0.0, float("inf"), 1e300))
     if r == 3:
-        return rng.choice(("", "x", "not json", "[", "{}", "[1,2]", "[[1]]", '[["a",null,"zz"]]', '[["a"]]',
-                           '[["a",null,null,4]]', "null", '"str"', "[null]", "[1]", '{"a":1}', "[" * 2000))
+        return rng.choice(
+            (
+                "",
+                "x",
+                "not json",
+                "[",
+                "{}",
+                "[1,2]",
+                "[[1]]",
+                '[["a",null,"zz"]]',
+                '[["a"]]',
+                '[["a",null,null,4]]',
+                "null",
+                '"str"',
+                "[null]",
+                "[1]",
+                '{"a":1}',
+                "[" * 2000,
+            )
+        )
     if r == 4:
         return rng.randbytes(rng.choice((0, 1, 16, 64)))
     if r == 5:
@@ -631,7 +730,7 @@ def mutate_db(db: Path, rng: random.Random) -> str | None:
         row = rng.choice(rows)
         where = " AND ".join(f"{c} IS ?" for c in keycols)
         keyvals = row[: len(keycols)]
-        values = dict(zip(cols, row[len(keycols):]))
+        values = dict(zip(cols, row[len(keycols) :]))
         if rng.random() < 0.1:
             con.execute(f"DELETE FROM {table} WHERE {where}", keyvals)
             return f"{table}: deleted row {keyvals}"
@@ -639,8 +738,10 @@ def mutate_db(db: Path, rng: random.Random) -> str | None:
             # a duplicate row with a fresh seq (UNIQUE constraints usually refuse it)
             others = [c for c in cols if c != "seq"]
             try:
-                con.execute(f"INSERT INTO {table} ({', '.join(others)}) SELECT {', '.join(others)} FROM {table} "
-                            f"WHERE {where}", keyvals)
+                con.execute(
+                    f"INSERT INTO {table} ({', '.join(others)}) SELECT {', '.join(others)} FROM {table} WHERE {where}",
+                    keyvals,
+                )
                 return f"{table}: duplicated row {keyvals}"
             except sqlite3.Error:
                 pass
@@ -673,8 +774,16 @@ async def _restore_check(db: Path, cid: str) -> str:
         await store.close()
 
 
-async def fuzz_rows(template: Path, n: int, rng: random.Random, tally: Tally, workdir: Path,
-                    node_url: str | None = None, node_every: int = 10, key: ChannelKey | None = None) -> None:
+async def fuzz_rows(
+    template: Path,
+    n: int,
+    rng: random.Random,
+    tally: Tally,
+    workdir: Path,
+    node_url: str | None = None,
+    node_every: int = 10,
+    key: ChannelKey | None = None,
+) -> None:
     con = sqlite3.connect(template)
     cid = con.execute("SELECT channel_id FROM channels").fetchone()[0]
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -706,8 +815,9 @@ async def fuzz_rows(template: Path, n: int, rng: random.Random, tally: Tally, wo
             tally.bug("rows", exc, what, "Store.load_state / MessageChannel.restore raised")
         else:
             # restored without complaint but the engine is inconsistent: counted apart (a finding, not a crash)
-            tally.ok("rows", "INCONSISTENT " + outcome.split(":", 1)[1] if outcome.startswith("restored_inc")
-                     else outcome)
+            tally.ok(
+                "rows", "INCONSISTENT " + outcome.split(":", 1)[1] if outcome.startswith("restored_inc") else outcome
+            )
             if outcome.startswith("restored_inc"):
                 tally.inconsistent.append(f"{what} -> {outcome}")
         if node_url and key is not None and (raised or done % node_every == 0):
@@ -739,13 +849,18 @@ def hypothesis_phase(corpus: Corpus, receive: ReceiveTarget, tally: Tally, examp
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    cfg = settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-                   suppress_health_check=list(HealthCheck))
+    cfg = settings(
+        max_examples=examples, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     key = corpus.key
     ids = [wire.decode(d).message_id for _, _, d in corpus.sds]
     text = st.text(max_size=40)
-    entry = st.builds(wire.HistoryEntry, st.one_of(st.sampled_from(ids), text.filter(bool)),
-                      st.one_of(st.none(), st.binary(max_size=40)), st.one_of(st.none(), text))
+    entry = st.builds(
+        wire.HistoryEntry,
+        st.one_of(st.sampled_from(ids), text.filter(bool)),
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.one_of(st.none(), text),
+    )
     frames = st.builds(
         wire.Message,
         sender_id=st.one_of(st.sampled_from([m.participant_id for m in corpus.members]), text),
@@ -770,9 +885,16 @@ def hypothesis_phase(corpus: Corpus, receive: ReceiveTarget, tally: Tally, examp
         receive(data)
 
     @cfg
-    @given(st.one_of(st.binary(max_size=300), st.sampled_from(corpus.envelopes).flatmap(
-        lambda env: st.tuples(st.integers(0, len(env) - 1), st.integers(1, 255)).map(
-            lambda t: env[:t[0]] + bytes([env[t[0]] ^ t[1]]) + env[t[0] + 1:]))))
+    @given(
+        st.one_of(
+            st.binary(max_size=300),
+            st.sampled_from(corpus.envelopes).flatmap(
+                lambda env: st.tuples(st.integers(0, len(env) - 1), st.integers(1, 255)).map(
+                    lambda t: env[: t[0]] + bytes([env[t[0]] ^ t[1]]) + env[t[0] + 1 :]
+                )
+            ),
+        )
+    )
     def envelopes(data):
         target_open(key, data, tally)
 
@@ -790,8 +912,9 @@ def hypothesis_phase(corpus: Corpus, receive: ReceiveTarget, tally: Tally, examp
 # -------------------------------------------------------------------- main
 
 
-async def run_async(frames: int, rows: int, hyp: int, seed: int, workdir: Path, url: str | None,
-                    node_share: float = 0.15) -> Tally:
+async def run_async(
+    frames: int, rows: int, hyp: int, seed: int, workdir: Path, url: str | None, node_share: float = 0.15
+) -> Tally:
     rng = random.Random(seed)
     tally = Tally()
     key = ChannelKey(bytes(range(32)), "fuzz")
@@ -808,7 +931,7 @@ async def run_async(frames: int, rows: int, hyp: int, seed: int, workdir: Path, 
     items = corpus.node_frames
     for _ in range(n_decode):
         target_decode(mutate_bytes(rng.choice(items), rng, items), tally)
-    for i in range(n_receive):
+    for _ in range(n_receive):
         reason, pub, data = rng.choice(corpus.sds)
         r = rng.random()
         if r < 0.5:
@@ -827,51 +950,18 @@ async def run_async(frames: int, rows: int, hyp: int, seed: int, workdir: Path, 
     return tally
 
 
-def run(frames: int = 100_000, rows: int = 2_000, hyp: int = 2_000, seed: int = 1, workdir: Path | None = None,
-        url: str | None = None, node_share: float = 0.15) -> Tally:
+def run(
+    frames: int = 100_000,
+    rows: int = 2_000,
+    hyp: int = 2_000,
+    seed: int = 1,
+    workdir: Path | None = None,
+    url: str | None = None,
+    node_share: float = 0.15,
+) -> Tally:
     """Fuzz everything; returns the tally. ``url``: a broker for the node and rows targets (None: skip them)."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="sdschat-fuzz-"))
     return asyncio.run(run_async(frames, rows, hyp, seed, workdir, url, node_share))
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--frames", type=int, default=100_000, help="frames through open/decode/receive/node")
-    ap.add_argument("--rows", type=int, default=2_000, help="mutated databases through load_state + restore")
-    ap.add_argument("--hypothesis", type=int, default=2_000, help="hypothesis examples per strategy")
-    ap.add_argument("--node-share", type=float, default=0.15, help="share of --frames fed to a running node")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workdir", type=Path)
-    ap.add_argument("--atheris", type=int, default=0, metavar="RUNS",
-                    help="instead: coverage-guided fuzzing of open/decode/receive with atheris for RUNS inputs")
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny sizes, a few seconds: the bench still runs end to end (the test suite runs this)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.frames, args.rows, args.hypothesis = 600, 10, 20
-    if args.atheris:
-        return atheris_main(args.atheris, args.seed)
-    import logging
-
-    import chaos_harness as H
-
-    # the node and store log each failure they survive (Python's last-resort handler would print them all)
-    quiet = logging.getLogger("sdschat")
-    quiet.addHandler(logging.NullHandler())
-    quiet.propagate = False
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="sdschat-fuzz-"))
-    broker = H.Broker(work)
-    broker.start()
-    t0 = time.monotonic()
-    try:
-        tally = run(args.frames, args.rows, args.hypothesis, args.seed, work, broker.url, args.node_share)
-    finally:
-        broker.close()
-    wall = time.monotonic() - t0
-    print(f"fuzzed {tally.total():,} inputs in {wall:.0f} s (seed {args.seed}; frames {args.frames:,}, "
-          f"mutated databases {args.rows:,}, hypothesis {args.hypothesis:,} per strategy)")
-    tally.print()
-    return 1 if tally.bug_count else 0
 
 
 def atheris_main(runs: int, seed: int) -> int:
@@ -913,7 +1003,3 @@ def atheris_main(runs: int, seed: int) -> int:
     atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", "-max_len=40000", str(corpus_dir)], one)
     atheris.Fuzz()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

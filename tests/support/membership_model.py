@@ -64,14 +64,30 @@ __all__ = ["FEATURES", "INVARIANTS", "Schedule", "ScheduleResult", "Step", "make
 
 INVARIANTS = ("epoch_confidentiality", "convergence", "non_member_refused", "resends_stop")
 #: what a schedule exercised (ScheduleResult.features), to choose seeds that cover them
-FEATURES = ("kick_with_member_offline", "kick_with_member_stopped", "restart", "removed_member_invite_used",
-            "stale_invite_used", "legit_late_joiner", "store_on_off", "admin_named_acted", "rekey",
-            "removed_member_wrote")
+FEATURES = (
+    "kick_with_member_offline",
+    "kick_with_member_stopped",
+    "restart",
+    "removed_member_invite_used",
+    "stale_invite_used",
+    "legit_late_joiner",
+    "store_on_off",
+    "admin_named_acted",
+    "rekey",
+    "removed_member_wrote",
+)
 
 #: protocol timers scaled down (tests/support/node_helpers.FAST, resends capped at 3 s: a message resent
 #: forever shows in a watch window of a few seconds)
-TUNE = {"resend_unacknowledged_ms": 500, "resend_possibly_acknowledged_ms": 1500, "resend_max_interval_ms": 3_000,
-        "sync_interval_ms": 2_000, "sync_jitter_ms": 500, "repair_t_min_ms": 300, "repair_t_max_ms": 1500}
+TUNE = {
+    "resend_unacknowledged_ms": 500,
+    "resend_possibly_acknowledged_ms": 1500,
+    "resend_max_interval_ms": 3_000,
+    "sync_interval_ms": 2_000,
+    "sync_jitter_ms": 500,
+    "repair_t_min_ms": 300,
+    "repair_t_max_ms": 1500,
+}
 
 log = logging.getLogger("sdschat.tests.membership_model")
 
@@ -101,8 +117,9 @@ class Schedule:
     steps: tuple[Step, ...]
 
     def __str__(self) -> str:
-        return (f"seed {self.seed}: {self.members} members, store {'on' if self.store else 'off'}: "
-                + "; ".join(map(str, self.steps)))
+        return f"seed {self.seed}: {self.members} members, store {'on' if self.store else 'off'}: " + "; ".join(
+            map(str, self.steps)
+        )
 
 
 def make_schedule(seed: int, *, min_steps: int = 10, max_steps: int = 25) -> Schedule:
@@ -325,8 +342,18 @@ class Runner:
         self.log: list[str] = []
         self.errors: list[str] = []
         self.features: set[str] = set()
-        self.info: dict = {"lines": 0, "forced_lines": 0, "skipped": 0, "kicks": 0, "rekeys": 0, "admins": 0,
-                           "joins_admitted": 0, "joins_refused": 0, "restarts": 0, "store_toggles": 0}
+        self.info: dict = {
+            "lines": 0,
+            "forced_lines": 0,
+            "skipped": 0,
+            "kicks": 0,
+            "rekeys": 0,
+            "admins": 0,
+            "joins_admitted": 0,
+            "joins_refused": 0,
+            "restarts": 0,
+            "store_toggles": 0,
+        }
         self.t0 = time.monotonic()
         self._counter = 0
 
@@ -339,9 +366,19 @@ class Runner:
     # ------------------------------------------------------------ nodes
 
     def _config(self, p: Peer, *, first: bool) -> NodeConfig:
-        return NodeConfig(p.name, self.key, p.db, self.url, channel_config=node_channel_config(**TUNE),
-                          seed=self.schedule.seed, identity=p.identity, membership=True, admins=p.admins,
-                          epoch=p.epoch if first else None, removed=p.removed_at_join)
+        return NodeConfig(
+            p.name,
+            self.key,
+            p.db,
+            self.url,
+            channel_config=node_channel_config(**TUNE),
+            seed=self.schedule.seed,
+            identity=p.identity,
+            membership=True,
+            admins=p.admins,
+            epoch=p.epoch if first else None,
+            removed=p.removed_at_join,
+        )
 
     async def _start(self, p: Peer, *, first: bool = False) -> None:
         p.node = await Node.start(self._config(p, first=first))
@@ -359,8 +396,9 @@ class Runner:
         """When every honest member's state (a stopped one's: its last) holds each removed member as removed."""
         honest = self.honest()
         for k in self.kicks:
-            if k.all_knew_at is None and all(p.node is not None and self.peers[k.target].pid in
-                                             p.node.membership.removed for p in honest):
+            if k.all_knew_at is None and all(
+                p.node is not None and self.peers[k.target].pid in p.node.membership.removed for p in honest
+            ):
                 k.all_knew_at = self.now()
                 self.peers[k.target].all_knew_at = k.all_knew_at
                 self.note(f"every honest member knows {k.target} was removed")
@@ -387,8 +425,9 @@ class Runner:
         self.invites.append(first)
         for i in range(sched.members):
             name = f"m{i}"
-            self.peers[name] = Peer(name, creator if i == 0 else Identity.generate(), self.workdir / f"{name}.db",
-                                    first.admins, None, ())
+            self.peers[name] = Peer(
+                name, creator if i == 0 else Identity.generate(), self.workdir / f"{name}.db", first.admins, None, ()
+            )
         watcher = asyncio.ensure_future(self._watcher())
         try:
             if sched.store:
@@ -396,8 +435,9 @@ class Runner:
             for p in self.peers.values():
                 await self._start(p, first=True)
             everyone = list(self.peers.values())
-            ok = await self._until(lambda: all(q.pid in p.node.membership.members for p in everyone for q in everyone),
-                                   20.0)
+            ok = await self._until(
+                lambda: all(q.pid in p.node.membership.members for p in everyone for q in everyone), 20.0
+            )
             self.note(f"{len(everyone)} members up, joins {'seen by all' if ok else 'NOT all seen after 20 s'}")
             for step in sched.steps:
                 try:
@@ -499,16 +539,25 @@ class Runner:
                 return self.skip(Step("say", p.name), str(exc))
         self.lines.append(Line(mid, p.name, epoch, self.now(), p.honest, forced))
         self.info["lines"] += 1
-        self.note(f"{p.name} says line {number} under epoch {epoch}{' (removed, forced)' if forced else ''}"
-                  f"{'' if p.online else ' while offline'}")
+        self.note(
+            f"{p.name} says line {number} under epoch {epoch}{' (removed, forced)' if forced else ''}"
+            f"{'' if p.online else ' while offline'}"
+        )
 
     def _able_admins(self) -> list[Peer]:
         """Admins whose node can act now: running, online, an admin in its own state, on the newest key."""
         out = []
         for p in self.peers.values():
             m = p.node.membership if p.node is not None else None
-            if (p.honest and p.running and p.online and m is not None and m.is_admin and not p.node.removed_me
-                    and m.current.number == self.issued):
+            if (
+                p.honest
+                and p.running
+                and p.online
+                and m is not None
+                and m.is_admin
+                and not p.node.removed_me
+                and m.current.number == self.issued
+            ):
                 out.append(p)
         return out
 
@@ -544,6 +593,7 @@ class Runner:
         honest_after = [p for p in self.honest() if p is not target]
         if len(honest_after) < 2:
             return self.skip(step, "would leave fewer than two honest members")
+
         # a kick by an admin that has not seen a newcomer's join yet would leave that newcomer out of the new key,
         # and its join then arrives under a key from before the kick: indistinguishable from a stale invite's. The
         # model's kicks wait (bounded) for an admin that knows every honest member.
@@ -569,15 +619,20 @@ class Runner:
         self.info["kicks"] += 1
         if actor.name != "m0":
             self.features.add("admin_named_acted")
-        others = [p for p in self.peers.values() if p is not actor and p.refused is None
-                  and (p.removed_epoch is None or p is target)]
+        others = [
+            p
+            for p in self.peers.values()
+            if p is not actor and p.refused is None and (p.removed_epoch is None or p is target)
+        ]
         away = [p.name for p in others if not p.running or not p.online]
         if any(not p.online and p.running for p in others):
             self.features.add("kick_with_member_offline")
         if any(not p.running for p in others):
             self.features.add("kick_with_member_stopped")
-        self.note(f"{actor.name} kicks {target.name}: epoch {n} for {count}"
-                  f"{' (away: ' + ', '.join(away) + ')' if away else ''}")
+        self.note(
+            f"{actor.name} kicks {target.name}: epoch {n} for {count}"
+            f"{' (away: ' + ', '.join(away) + ')' if away else ''}"
+        )
 
     def make_invite(self, p: Peer) -> None:
         """An invite from ``p``'s state: a running node's as the window makes it, a stopped one's database as
@@ -598,22 +653,31 @@ class Runner:
                 epoch = None
         inv = Invite(p.name, self.now(), admins or p.admins, epoch, removed, p.removed_epoch is not None)
         self.invites.append(inv)
-        self.note(f"{p.name} makes invite {len(self.invites) - 1} {how}: epoch {inv.number}"
-                  f"{' (removed member)' if inv.maker_removed else ''}")
+        self.note(
+            f"{p.name} makes invite {len(self.invites) - 1} {how}: epoch {inv.number}"
+            f"{' (removed member)' if inv.maker_removed else ''}"
+        )
 
     async def join(self, name: str, index: int) -> None:
         if index >= len(self.invites):
             return self.skip(Step("join", name, str(index)), "no such invite")
         inv = self.invites[index]
         stale = [k for k in self.kicks if k.epoch > inv.number]
-        peer = Peer(name, Identity.generate(), self.workdir / f"{name}.db", inv.admins, inv.epoch, inv.removed,
-                    invite=inv)
+        peer = Peer(
+            name, Identity.generate(), self.workdir / f"{name}.db", inv.admins, inv.epoch, inv.removed, invite=inv
+        )
         if stale:
             cut = max(stale, key=lambda k: k.epoch)
             peer.refused = (inv.number, cut.epoch)
             # (the kick first reaches the members online: a join racing it is a removal members have not learnt)
-            await self._until(lambda: all(self.peers[cut.target].pid in p.node.membership.removed
-                                          for p in self.honest() if p.running and p.online), 10.0)
+            await self._until(
+                lambda: all(
+                    self.peers[cut.target].pid in p.node.membership.removed
+                    for p in self.honest()
+                    if p.running and p.online
+                ),
+                10.0,
+            )
             self.info["joins_refused"] += 1
             self.features.add("removed_member_invite_used" if inv.maker_removed else "stale_invite_used")
         else:
@@ -623,9 +687,14 @@ class Runner:
         peer.joined_at, peer.join_epoch = self.now(), self.issued
         self.peers[name] = peer
         await self._start(peer, first=True)
-        self.note(f"{name} joins with invite {index} (by {inv.maker}, epoch {inv.number}): "
-                  + (f"must be refused (key before the kick of epoch {peer.refused[1]})" if peer.refused
-                     else "must be admitted"))
+        self.note(
+            f"{name} joins with invite {index} (by {inv.maker}, epoch {inv.number}): "
+            + (
+                f"must be refused (key before the kick of epoch {peer.refused[1]})"
+                if peer.refused
+                else "must be admitted"
+            )
+        )
 
     async def toggle_store(self, on: bool) -> None:
         self.info["store_toggles"] += 1
@@ -645,16 +714,27 @@ class Runner:
         (written offline, say) arrives published by a removed member, which nobody can tell from a line written
         after the removal and back-dated (a removed member holds the older keys): refusing it is right."""
         held = self._held_pre_removal
-        return [ln for ln in self.lines if ln.honest and ln.epoch >= p.join_epoch
-                and (self.peers[ln.author].removed_epoch is None or ln.mid in held)]
+        return [
+            ln
+            for ln in self.lines
+            if ln.honest
+            and ln.epoch >= p.join_epoch
+            and (self.peers[ln.author].removed_epoch is None or ln.mid in held)
+        ]
 
     @property
     def _held_pre_removal(self) -> set[str]:
         out = set()
         for ln in self.lines:
-            if ln.honest and self.peers[ln.author].removed_epoch is not None and any(
+            if (
+                ln.honest
+                and self.peers[ln.author].removed_epoch is not None
+                and any(
                     q.node is not None and q.node.channel is not None and ln.mid in q.node.channel
-                    for q in self.honest() if q.name != ln.author):
+                    for q in self.honest()
+                    if q.name != ln.author
+                )
+            ):
                 out.add(ln.mid)
         return out
 
@@ -685,8 +765,15 @@ class Runner:
         before = {p.name: (p.node.channel.stats["resends"], list(p.node.channel.outgoing_ids)) for p in self.honest()}
         await asyncio.sleep(self.watch_s)
         self.watch()
-        self.resends = {p.name: (before[p.name][0], p.node.channel.stats["resends"], before[p.name][1],
-                                 list(p.node.channel.outgoing_ids)) for p in self.honest()}
+        self.resends = {
+            p.name: (
+                before[p.name][0],
+                p.node.channel.stats["resends"],
+                before[p.name][1],
+                list(p.node.channel.outgoing_ids),
+            )
+            for p in self.honest()
+        }
 
     def check(self) -> ScheduleResult:
         dbs = {name: _messages(p.db) for name, p in self.peers.items()}
@@ -706,10 +793,21 @@ class Runner:
                 if ln is not None and not ln.honest and ln.author != p.name and not _after_all_knew(self, ln):
                     window += 1
         self.info["window_lines_accepted"] = window
-        self.info["members"] = {n: ("honest" if p.honest else "removed" if p.removed_epoch is not None
-                                    else "refused") for n, p in self.peers.items()}
-        return ScheduleResult(self.schedule.seed, self.schedule, violations, checked, self.log, self.info,
-                              self.features, self.now(), self.errors)
+        self.info["members"] = {
+            n: ("honest" if p.honest else "removed" if p.removed_epoch is not None else "refused")
+            for n, p in self.peers.items()
+        }
+        return ScheduleResult(
+            self.schedule.seed,
+            self.schedule,
+            violations,
+            checked,
+            self.log,
+            self.info,
+            self.features,
+            self.now(),
+            self.errors,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ invariants
@@ -728,8 +826,11 @@ def _state(db: Path) -> dict:
     if row is None:
         return {"epoch": (0, ""), "removed": set()}
     _, epoch, removed = Membership.read_keys(row[0])
-    return {"epoch": (epoch[0], epoch[1].hex()) if epoch else (0, ""), "removed": set(removed),
-            "raw": json.loads(row[0])}
+    return {
+        "epoch": (epoch[0], epoch[1].hex()) if epoch else (0, ""),
+        "removed": set(removed),
+        "raw": json.loads(row[0]),
+    }
 
 
 def inv1_no_line_outside_ones_epochs(run: Runner, dbs, violations, checked) -> None:
@@ -749,7 +850,8 @@ def inv1_no_line_outside_ones_epochs(run: Runner, dbs, violations, checked) -> N
             if ln.epoch >= limit and ln.mid in dbs[p.name]:
                 violations["epoch_confidentiality"].append(
                     f"{who} holds {ln.author}'s line written under epoch {ln.epoch} at {ln.at:.1f} s "
-                    f"({dbs[p.name][ln.mid]})")
+                    f"({dbs[p.name][ln.mid]})"
+                )
 
 
 def inv2_honest_members_converge(run: Runner, dbs, states, violations, checked) -> None:
@@ -758,20 +860,23 @@ def inv2_honest_members_converge(run: Runner, dbs, states, violations, checked) 
     honest = run.honest()
     newest = max((states[p.name]["epoch"] for p in honest), default=(0, ""))
     if newest[0] < run.issued:
-        violations["convergence"].append(f"no honest member is on epoch {run.issued}, the newest issued "
-                                         f"(newest held: {newest[0]})")
+        violations["convergence"].append(
+            f"no honest member is on epoch {run.issued}, the newest issued (newest held: {newest[0]})"
+        )
     for p in honest:
         checked["convergence"] += 1
         if states[p.name]["epoch"] != newest:
-            violations["convergence"].append(f"{p.name} ends on epoch {states[p.name]['epoch'][0]}, not on the "
-                                             f"newest ({newest[0]})")
+            violations["convergence"].append(
+                f"{p.name} ends on epoch {states[p.name]['epoch'][0]}, not on the newest ({newest[0]})"
+            )
         for ln in run._required(p):
             checked["convergence"] += 1
             state = dbs[p.name].get(ln.mid)
             if state is None or state == "waiting":
                 violations["convergence"].append(
                     f"{p.name} (joined at epoch {p.join_epoch}) lacks {ln.author}'s line under epoch {ln.epoch} "
-                    f"written at {ln.at:.1f} s ({state or 'absent'})")
+                    f"written at {ln.at:.1f} s ({state or 'absent'})"
+                )
 
 
 def _after_all_knew(run: Runner, ln: Line) -> bool:
@@ -799,19 +904,21 @@ def inv3_nothing_from_non_members(run: Runner, dbs, violations, checked) -> None
                 what = "removed" if author.removed_epoch is not None else "refused newcomer"
                 violations["non_member_refused"].append(
                     f"{p.name} holds a line of {ln.author} ({what}) written at {ln.at:.1f} s under epoch "
-                    f"{ln.epoch}{' (forced)' if ln.forced else ''} ({dbs[p.name][ln.mid]})")
+                    f"{ln.epoch}{' (forced)' if ln.forced else ''} ({dbs[p.name][ln.mid]})"
+                )
 
 
 def inv4_resends_stop(run: Runner, violations, checked) -> None:
     """4. After convergence no honest member keeps resending: its outgoing buffer is empty, or its resend counter
     did not grow over the watch window."""
-    for name, (before, after, ids_before, ids_after) in run.resends.items():
+    for name, (before, after, _ids_before, ids_after) in run.resends.items():
         checked["resends_stop"] += 1
         if ids_after and after > before:
             kinds = _kinds(run, ids_after)
             violations["resends_stop"].append(
                 f"{name} resent {after - before} times in {run.watch_s:.0f} s after convergence; "
-                f"{len(ids_after)} in its outgoing buffer ({kinds})")
+                f"{len(ids_after)} in its outgoing buffer ({kinds})"
+            )
 
 
 def _kinds(run: Runner, mids) -> str:
@@ -826,8 +933,15 @@ def _kinds(run: Runner, mids) -> str:
 # ------------------------------------------------------------------------------------------------ entry points
 
 
-async def run_schedule(seed: int, url: str, workdir: Path, *, converge_s: float = 25.0, watch_s: float = 4.0,
-                       schedule: Schedule | None = None) -> ScheduleResult:
+async def run_schedule(
+    seed: int,
+    url: str,
+    workdir: Path,
+    *,
+    converge_s: float = 25.0,
+    watch_s: float = 4.0,
+    schedule: Schedule | None = None,
+) -> ScheduleResult:
     """Play the schedule of ``seed`` (or ``schedule``) on the broker at ``url``, nodes' files in ``workdir``."""
     sched = schedule or make_schedule(seed)
     return await Runner(sched, url, workdir, converge_s=converge_s, watch_s=watch_s).run()
