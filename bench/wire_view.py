@@ -52,8 +52,8 @@ async def frames_of(sender: Node, n: int) -> list[bytes]:
     for i in range(n):
         await sender.send_text(f"frame {i}: about eighty characters of chat to make it realistic enough, ok")
         while not sender.outbox.empty():
-            data, reason, _ = sender.outbox.get_nowait()
-            out.append(sender.key.seal(pack(sender.identity, sender.key.channel_binding, data, reason)))
+            item = sender.outbox.get_nowait()
+            out.append(sender.key.seal(pack(sender.identity, sender.key.channel_binding, item.data, item.reason)))
         if i % 10 == 0:  # a sync frame too, with its bloom filter
             for e in sender.channel.tick(sender.now() + 60_000):
                 if getattr(e, "reason", "") == "sync":

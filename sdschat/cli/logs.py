@@ -130,12 +130,16 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def _open_log(path: str | Path) -> int:
+    """A descriptor appending to the log file ``path``, created 0600 (the records are the user's business)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
 class _PrivateFileHandler(logging.FileHandler):
-    """A log file created 0600 (the records are the user's business), appended to."""
+    """A log file created 0600, appended to."""
 
     def _open(self) -> TextIOWrapper:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        return open(fd, "a", encoding=self.encoding or "utf-8", errors=self.errors)
+        return open(_open_log(self.baseFilename), "a", encoding=self.encoding or "utf-8", errors=self.errors)
 
 
 def private_log_dir(path: Path) -> Path:
@@ -227,7 +231,7 @@ def report_internal_error(exc: BaseException, args: argparse.Namespace | None) -
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         text = "".join(traceback.format_exception(exc)).rstrip()
         entry = redact(f"{stamp} {os.getpid()} CRITICAL sdschat.cli: internal error: {type(exc).__name__}\n{text}\n")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = _open_log(path)
         try:
             os.write(fd, entry.encode("utf-8", "replace"))
         finally:

@@ -6,7 +6,7 @@ task seals each under the channel's keys and publishes it, in the order queued.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..crypto import ChannelKey
@@ -29,8 +29,3 @@ class Outbound:
     reason: str
     message_id: str | None = None
     keys: Sequence[ChannelKey] | None = None
-
-    def __iter__(self) -> Iterator[bytes | str | None]:
-        """``data, reason, message_id = item``: how code written when the outbox held tuples reads an item (a bench
-        that captures a node's frames does); new code reads the fields."""
-        return iter((self.data, self.reason, self.message_id))
