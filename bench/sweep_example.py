@@ -12,6 +12,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -46,6 +47,8 @@ def main() -> int:
         help="a two-scenario grid, a few seconds of Spark: the bench still runs (the test suite runs this)",
     )
     args = ap.parse_args()
+    if not args.quiet:  # the sweep says a line per scenario through its logger
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = Path(tempfile.mkdtemp(prefix="sdschat-sweep-bench-"))
     if args.smoke:
         args.grid = out / "smoke.toml"
@@ -54,7 +57,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     try:
         t0 = time.perf_counter()
-        written = run_sweep(grid, out, quiet=args.quiet)
+        written = run_sweep(grid, out)
         wall = time.perf_counter() - t0
         import pyarrow.parquet as pq
 

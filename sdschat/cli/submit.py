@@ -40,12 +40,10 @@ def _run(args: argparse.Namespace, spark: object) -> Path:
     if args.command == "report":
         from sdschat.pipeline.report import run_report
 
-        return run_report(args.inputs, args.out, quiet=args.quiet, spark=spark, compare=args.compare).markdown
+        return run_report(args.inputs, args.out, spark=spark, compare=args.compare).markdown
     from sdschat.pipeline.sweep import load_grid, run_sweep
 
-    written: Path = run_sweep(
-        load_grid(args.grid), args.out, keep_events=not args.no_events, quiet=args.quiet, spark=spark
-    )["report"]
+    written: Path = run_sweep(load_grid(args.grid), args.out, keep_events=not args.no_events, spark=spark)["report"]
     return written
 
 

@@ -328,7 +328,6 @@ def run_report(
     spark_conf: dict[str, str] | None = None,
     spark: Any = None,
     compare: bool = False,
-    quiet: bool = False,
 ) -> ReportResult:
     """Make the report: reduce with Spark (:func:`reduce_inputs`), compute the metrics, write the files.
     ``spark``: use this session instead of starting one. On a cluster, the shuffle partitions follow the events
@@ -339,9 +338,8 @@ def run_report(
 
     The report is written while the session it started stops: the result's
     :meth:`~ReportResult.wait_for_spark` waits for that stop. Progress goes to the ``sdschat.pipeline.report``
-    logger; ``quiet`` is kept for callers that pass it and changes nothing (the logger's level decides).
+    logger (its level decides what is said).
     """
-    del quiet
     t0 = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

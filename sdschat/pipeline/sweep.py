@@ -341,7 +341,6 @@ def run_sweep(
     driver_memory: str | None = None,
     spark_conf: dict[str, str] | None = None,
     keep_events: bool = True,
-    quiet: bool = False,
     spark=None,
 ) -> dict:
     """Run every scenario of ``grid`` as a Spark task; write results under ``out``. ``spark``: use this session."""
@@ -360,7 +359,6 @@ def run_sweep(
         if stale.exists():
             stale.unlink()
 
-    del quiet  # (kept for its callers: the logger's level decides what is said)
     t0 = time.perf_counter()
     log.info("sweep %s: %d scenarios", grid.name, len(tasks))
     try:
