@@ -5,6 +5,11 @@ Default: 50 msg/s aggregate for 60 s. Prints p50/p99 send-to-delivered latency
 receiver's "delivered" event; same machine, same clock), CPU per node, and
 database growth per 1,000 messages.
 
+CPU is given twice: over the whole process (start-up, the 2 s before sending,
+the linger after it: what `time` would say) and while the messages flow (from
+the first message sent to the last, read from /proc every 0.2 s: what a chat at
+this rate costs once it runs).
+
     python bench/node_latency.py [--seconds 60] [--rate 50] [--nodes 3]
 """
 
@@ -18,10 +23,34 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from kit import Broker, percentile
+
+
+def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float]]]) -> None:
+    """Every 0.2 s until the nodes end: each node's CPU time so far (user + system, from /proc), with the time."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    while any(p.poll() is None for p in procs.values()):
+        for name, p in procs.items():
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            samples[name].append((time.time(), (int(fields[11]) + int(fields[12])) / tick))
+        time.sleep(0.2)
+
+
+def _cpu_share(points: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """The share of one core used between ``start`` and ``end`` (wall times), from the samples nearest inside."""
+    inside = [(t, c) for t, c in points if start <= t <= end]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
+        return None
+    (t0, c0), (t1, c1) = inside[0], inside[-1]
+    return (c1 - c0) / (t1 - t0)
 
 
 def main() -> int:
@@ -77,12 +106,16 @@ def main() -> int:
             stderr=subprocess.PIPE,
             text=True,
         )
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (wall time, CPU s)
+    sampler = threading.Thread(target=_sample_cpu, args=(procs, samples), daemon=True)
+    sampler.start()
     cpu = {}  # (includes ~2 s start-up and linger at low load)
     for name, p in procs.items():
         _, status, usage = os.wait4(p.pid, 0)
         cpu[name] = usage.ru_utime + usage.ru_stime
         p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
+    sampler.join()
     broker.close()
 
     sent: dict[str, float] = {}
@@ -114,6 +147,7 @@ def main() -> int:
                 shown.append(ts - sent[mid])
         con.close()
     total = len(sent)
+    flowing = (min(sent.values()) / 1000, max(sent.values()) / 1000) if sent else (0.0, 0.0)
     converged = len({json.dumps(v) for v in logs.values()}) == 1
     print(f"{args.nodes} nodes over mosquitto (loopback, QoS 0), target {args.rate:g} msg/s for {args.seconds:g} s")
     print(
@@ -128,13 +162,22 @@ def main() -> int:
         f"send-to-shown latency (first arrival, even before dependencies): p50 {percentile(shown, 0.5):.1f} ms, "
         f"p99 {percentile(shown, 0.99):.1f} ms"
     )
+    steady = {name: _cpu_share(samples[name], *flowing) for name in names}
     for name in names:
+        while_flowing = f"{100 * steady[name]:.1f}%" if steady[name] is not None else "n/a (no /proc)"
         print(
-            f"  {name}: CPU {cpu[name]:.1f} s ({100 * cpu[name] / wall:.1f}% of one core), "
+            f"  {name}: CPU {cpu[name]:.1f} s ({100 * cpu[name] / wall:.1f}% of one core over the whole process, "
+            f"{while_flowing} while messages flow), "
             f"database {sizes[name] / 1e6:.2f} MB = {sizes[name] / max(1, len(logs[name])) * 1000 / 1e6:.2f} MB "
             f"per 1,000 messages"
         )
     print(f"mean CPU per node {statistics.mean(cpu.values()):.1f} s; work dir {work}")
+    shares = [v for v in steady.values() if v is not None]
+    if shares:
+        print(
+            f"CPU per node while messages flow ({flowing[1] - flowing[0]:.1f} s): "
+            f"median {100 * statistics.median(shares):.1f}% of one core"
+        )
     return 0 if converged and all(p.returncode == 0 for p in procs.values()) else 1
 
 

@@ -33,13 +33,11 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from sdschat.pipeline.report import run_report  # noqa: E402
-from sdschat.pipeline.spark import DRIVER_MEMORY  # noqa: E402
-from sdschat.sim import SimParams, simulate  # noqa: E402
-from sdschat.sim.output import FORMAT  # noqa: E402
+from sdschat.pipeline.report import run_report
+from sdschat.pipeline.spark import DRIVER_MEMORY
+from sdschat.profile.settings import spark_class_archive
+from sdschat.sim import SimParams, simulate
+from sdschat.sim.output import FORMAT
 
 
 class PeakRss:
@@ -151,6 +149,7 @@ def main() -> int:
                 master=args.master,
                 driver_memory=args.driver_memory,
                 spark_conf=dict(c.split("=", 1) for c in args.conf) or None,
+                class_archive=spark_class_archive(),  # SDSCHAT_SPARK_CLASS_ARCHIVE, as `sdschat report` reads it
             )
             wall = time.perf_counter() - t0  # the report is written: what a user waits for
             result.wait_for_spark()

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from sdschat.pipeline.sweep import load_grid, run_sweep
+from sdschat.profile.settings import spark_class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "sdschat" / "pipeline" / "grids" / "example.toml"
@@ -57,7 +58,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     try:
         t0 = time.perf_counter()
-        written = run_sweep(grid, out)
+        written = run_sweep(grid, out, class_archive=spark_class_archive())  # as `sdschat sweep` reads it
         wall = time.perf_counter() - t0
         import pyarrow.parquet as pq
 

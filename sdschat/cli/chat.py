@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import sys
 import tempfile
 from pathlib import Path
@@ -25,13 +24,12 @@ def chat_configure(p: argparse.ArgumentParser) -> None:
 
 async def chat_run(args: argparse.Namespace) -> int:
     from sdschat.ui.app import ChatApp
+    from sdschat.ui.collector import long_lived_from_here
 
     if not sys.stdout.isatty():
         raise CliError("chat needs a terminal (stdout is not a tty); for scripts use `sdschat bot`")
     node = await start_node(args)
-    # the channel's log lives as long as the app: keep the cyclic collector from walking it again and again (a
-    # full collection over a million-message log stalls the screen for ~0.5 s); the window does the same
-    gc.freeze()
+    long_lived_from_here()  # (the channel's log lives as long as the app)
     app = ChatApp(node)
     try:
         await app.run_async()

@@ -127,7 +127,7 @@ async def admin_run(args: argparse.Namespace) -> int:
 
 def _last_own(node) -> str:
     own = [m for m in node.book.messages.values() if m.own]
-    return max(own, key=lambda m: (m.lamport_timestamp, m.message_id)).message_id
+    return max(own, key=lambda m: m.log_key).message_id
 
 
 def part_configure(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,10 @@ functions (and ``simulate``'s options, which come from the simulator's
 parameters, are added when that command is parsed); bad input is one
 :class:`CliError` line, never a JVM stack trace. Progress goes to the loggers
 under ``sdschat.pipeline`` (on stderr, a spinner or a progress bar where a
-terminal waits); what a command wrote is its output, on stdout.
+terminal waits); what a command wrote is its output, on stdout. Whether Spark's JVM starts from this
+machine's class archive is read here (``SDSCHAT_SPARK_CLASS_ARCHIVE``, by
+:func:`sdschat.profile.settings.spark_class_archive`) and passed to the job:
+the pipeline reads no environment switch itself.
 """
 
 from __future__ import annotations
@@ -65,6 +68,14 @@ def _say_written(report: Path, data: tuple[str, Path], plots: list[Path], quiet:
         print(f"  {data[0] + ':':<8} {data[1]}")
         print(f"  {'plots:':<8} {', '.join(str(p) for p in plots)}")
     sys.stdout.flush()
+
+
+def _class_archive() -> bool:
+    """Whether the Spark session a command starts uses this machine's class archive (``SDSCHAT_SPARK_CLASS_ARCHIVE``,
+    default yes; a value that is neither yes nor no was refused before the command ran)."""
+    from sdschat.profile.settings import spark_class_archive
+
+    return spark_class_archive()
 
 
 def _show_progress(quiet: bool) -> bool:
@@ -273,14 +284,13 @@ def simulate_run(args: argparse.Namespace) -> int:
             f"simulated {params.participants} participants, {m['messages_sent']} messages in "
             f"{m['wall_time_s']:.1f} s ({m['virtual_end_ms'] / 1000:.1f} s virtual, {m['stop_reason']}, "
             f"{m['workers']} worker{'s' if m['workers'] != 1 else ''}, peak {m['peak_rss_mb']:.0f} MB per process); "
-            f"delivery {ratio_text}, {conv}",
-            file=sys.stderr,
+            f"delivery {ratio_text}, {conv}"
         )
         print(
             f"wrote {m['events']} events in {len(m['event_shards'])} shard(s), frames.parquet, logs.parquet, "
-            f"meta.json to {out}",
-            file=sys.stderr,
+            f"meta.json to {out}"
         )
+        sys.stdout.flush()
     return 0
 
 
@@ -307,7 +317,9 @@ def _simulate_on_cluster(args: argparse.Namespace, params, out: Path, workers: i
 
     log.info("running %d shard%s as a barrier stage on %s", workers, "s" if workers != 1 else "", args.master)
     try:
-        with spark_session("sdschat-simulate", master=args.master, conf={**BARRIER_CONF, **conf}) as spark:
+        with spark_session(
+            "sdschat-simulate", master=args.master, conf={**BARRIER_CONF, **conf}, class_archive=_class_archive()
+        ) as spark:
             return simulate(params, out, workers=workers, shard_rows=args.shard_rows, runner=spark_runner(spark))
     except SparkJobError as exc:
         raise CliError(str(exc)) from None
@@ -407,6 +419,7 @@ def report_run(args: argparse.Namespace) -> int:
                 driver_memory=args.driver_memory,
                 spark_conf=spark_conf(args),
                 compare=args.compare,
+                class_archive=_class_archive(),
             )
         except ReportError as exc:
             raise CliError(str(exc)) from None
@@ -451,6 +464,7 @@ def sweep_run(args: argparse.Namespace) -> int:
                 driver_memory=args.driver_memory,
                 spark_conf=spark_conf(args),
                 keep_events=not args.no_events,
+                class_archive=_class_archive(),
             )
     except GridError as exc:
         raise CliError(str(exc)) from None

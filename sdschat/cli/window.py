@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import os
 import sys
 import time
@@ -102,6 +101,8 @@ class ProfileClient:
     async def start_others(self, started: Callable[[object], None], failed: Callable[[str, str], None]) -> None:
         """Start the channels :meth:`start` left for later, one at a time (a long history takes its engine a
         while to restore), calling ``started(node)`` for each, or ``failed(channel, reason)``."""
+        from sdschat.ui.collector import long_lived_from_here
+
         for node in list(self.nodes):  # one engine restoring at a time: the first channel's, then the others
             with contextlib.suppress(Exception):
                 await node.wait_ready()
@@ -120,9 +121,7 @@ class ProfileClient:
             self.nodes.sort(key=lambda n: order.get(n.key.channel_name, len(order)))
             started(node)
         self.shared.settled()  # (what a kept session brought for a channel no longer ours is dropped)
-        # the channels' logs live as long as the window: keep the cyclic collector from walking them again and
-        # again (a full collection over ten 100,000-message logs is a ~150 ms stall mid-conversation)
-        gc.freeze()
+        long_lived_from_here()  # (the channels' logs live as long as the window)
 
     async def _start(self, entry, *, background: bool = False):
         from sdschat.node import Node

@@ -92,6 +92,11 @@ class ChatMessage:
     #: the message this one answers (a reply), or None
     reply_to: str | None = None
 
+    @property
+    def log_key(self) -> tuple[int, str]:
+        """Where the message sits in the local log: ``(lamport_timestamp, message_id)`` order."""
+        return (self.lamport_timestamp, self.message_id)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeEvent:

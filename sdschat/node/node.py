@@ -254,7 +254,7 @@ class Node:
         cid = self.key.channel_id
         rows = await store.page_messages(cid, None, self.config.memory_messages)
         rows += await store.messages_not_in(cid, sorted(FINAL_STATES))
-        rows.sort(key=lambda r: (r.lamport_timestamp, r.message_id))
+        rows.sort(key=lambda r: r.log_key)
         try:
             for row in rows:
                 self.book.show(self.book.chat_of_row(row))
@@ -394,7 +394,7 @@ class Node:
     def messages(self) -> list[ev.ChatMessage]:
         """The messages held in memory, in local-log order (waiting ones by their Lamport place): the newest
         ``memory_messages`` and every one whose state can still change. :meth:`history` has them all."""
-        return sorted(self.book.messages.values(), key=lambda m: (m.lamport_timestamp, m.message_id))
+        return sorted(self.book.messages.values(), key=lambda m: m.log_key)
 
     def open_gaps(self) -> list[ev.GapOpened]:
         """The gaps still open, as the :class:`~sdschat.node.events.GapOpened` events that reported them.
@@ -454,22 +454,16 @@ class Node:
             # shown but not (yet) in the database: within the page's range
             full = len(rows) >= limit
             if after is not None:
-                high = (rows[-1].lamport_timestamp, rows[-1].message_id) if full else None
-                out.extend(
-                    m
-                    for m in known.values()
-                    if (m.lamport_timestamp, m.message_id) > after
-                    and (high is None or (m.lamport_timestamp, m.message_id) < high)
-                )
+                high = rows[-1].log_key if full else None
+                out.extend(m for m in known.values() if m.log_key > after and (high is None or m.log_key < high))
             else:
-                low = (rows[0].lamport_timestamp, rows[0].message_id) if full else None
+                low = rows[0].log_key if full else None
                 out.extend(
                     m
                     for m in known.values()
-                    if (before is None or (m.lamport_timestamp, m.message_id) < before)
-                    and (low is None or (m.lamport_timestamp, m.message_id) > low)
+                    if (before is None or m.log_key < before) and (low is None or m.log_key > low)
                 )
-        out.sort(key=lambda m: (m.lamport_timestamp, m.message_id))
+        out.sort(key=lambda m: m.log_key)
         return out
 
     async def message(self, message_id: str) -> ev.ChatMessage | None:

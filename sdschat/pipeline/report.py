@@ -229,12 +229,14 @@ def reduce_inputs(
     spark_conf: dict[str, str] | None = None,
     spark: Any = None,
     compare: bool = False,
+    class_archive: bool = True,
 ) -> Reduction:
     """Stage the inputs and reduce them with Spark (the report's first two steps); see :func:`run_report`.
 
     The session this starts (none when ``spark`` is given) begins stopping as soon as the reduction is collected:
     the rest of the report needs no Spark, and a JVM's stop takes from under a second to half a minute (the
-    first session on a machine writes its class archive then).
+    first session on a machine writes its class archive then). ``class_archive``: whether that session's JVM
+    uses this machine's class archive (:class:`~sdschat.pipeline.spark.ClassArchive`).
     """
     from .queries import reduce_with_spark
 
@@ -282,6 +284,7 @@ def reduce_inputs(
                     conf=spark_conf,
                     log_dir=out,
                     quick_jit=quick_jit,
+                    class_archive=class_archive,
                 )
             )
             timings["spark_start_s"] = round(time.perf_counter() - t1, 2)
@@ -328,10 +331,12 @@ def run_report(
     spark_conf: dict[str, str] | None = None,
     spark: Any = None,
     compare: bool = False,
+    class_archive: bool = True,
 ) -> ReportResult:
     """Make the report: reduce with Spark (:func:`reduce_inputs`), compute the metrics, write the files.
-    ``spark``: use this session instead of starting one. On a cluster, the shuffle partitions follow the events
-    (:func:`cluster_partitions`) unless ``spark_conf`` sets them.
+    ``spark``: use this session instead of starting one; ``class_archive``: whether the one it starts uses this
+    machine's class archive (:class:`~sdschat.pipeline.spark.ClassArchive`). On a cluster, the shuffle partitions
+    follow the events (:func:`cluster_partitions`) unless ``spark_conf`` sets them.
 
     ``compare``: the inputs are two sources (two runs, or a run and one channel's databases); the report
     adds every summary metric of the second against the first (``tables/comparison.parquet``).
@@ -344,7 +349,14 @@ def run_report(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     red = reduce_inputs(
-        inputs, out, master=master, driver_memory=driver_memory, spark_conf=spark_conf, spark=spark, compare=compare
+        inputs,
+        out,
+        master=master,
+        driver_memory=driver_memory,
+        spark_conf=spark_conf,
+        spark=spark,
+        compare=compare,
+        class_archive=class_archive,
     )
     try:
         timings = red.timings

@@ -19,7 +19,13 @@
   (0600, folder 0700) as its JVM exits; later sessions map it instead of
   loading and verifying those classes again (the report's 2 million events:
   Spark start 4.2 s -> 2.3 s, and its first queries faster).
-  ``SDSCHAT_SPARK_CLASS_ARCHIVE=off`` turns it off.
+  ``launch(class_archive=False)`` starts without it: the command line reads
+  ``SDSCHAT_SPARK_CLASS_ARCHIVE`` (yes/no, by the project's one reader of such
+  switches) and passes its answer in; this package reads no environment switch.
+* A session's scratch (its log settings and ``spark.local.dir``, where
+  Spark keeps its ``spark-*``, ``blockmgr-*`` and ``pyspark-*`` folders) is a
+  ``sdschat-spark-*`` folder in the temporary directory that its stop removes
+  (:meth:`RunningSpark.stop`), whichever thread stops it.
 * Spark failures become :class:`SparkJobError` with one line; the JVM log
   file holds the detail.
 """
@@ -30,6 +36,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -49,6 +56,7 @@ __all__ = [
     "one_line",
     "DRIVER_MEMORY",
     "ClassArchive",
+    "ARCHIVE_WAIT_S",
     "QUICK_JIT_EVENTS",
     "embedded",
 ]
@@ -66,6 +74,13 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 """
+
+
+#: the longest a session's stop waits for its JVM to write the class archive as it exits: the dump takes a few
+#: seconds, once per machine (~10 s for the report's JVM on a loaded two-core machine, where the whole first stop
+#: took tens of seconds), so this leaves ten times that, while a JVM that hangs at exit cannot hold the command for
+#: ever. A JVM still running then is ended and its half-written archive removed (:func:`_end_jvm`).
+ARCHIVE_WAIT_S = 120.0
 
 
 class SparkJobError(Exception):
@@ -99,11 +114,12 @@ class ClassArchive:
 
     The session that makes it passes ``-XX:ArchiveClassesAtExit`` with a
     temporary name, waits for its JVM to exit (the dump takes a few seconds,
-    once) and renames the file into place (:meth:`adopt`).
-    """
+    once) and renames the file into place (:meth:`adopt`), or removes it when
+    the JVM did not exit in time (:meth:`discard`).
 
-    #: the environment variable that turns it off (``off``, ``0``, ``no``)
-    ENV = "SDSCHAT_SPARK_CLASS_ARCHIVE"
+    Whether a session uses one is its caller's choice (``launch(class_archive=...)``): the command line decides
+    it from ``SDSCHAT_SPARK_CLASS_ARCHIVE``.
+    """
 
     def __init__(self, folder: Path, key: str, jars: Path) -> None:
         self.folder = folder
@@ -115,9 +131,7 @@ class ClassArchive:
 
     @classmethod
     def for_this_machine(cls, folder: Path | None = None) -> ClassArchive | None:
-        """The archive for this pyspark and JDK, or None when turned off or the JDK cannot be told."""
-        if os.environ.get(cls.ENV, "").strip().lower() in ("off", "0", "no", "false"):
-            return None
+        """The archive for this pyspark and JDK, or None when the JDK cannot be told."""
         found = _runtime_key()
         if found is None:
             return None
@@ -173,9 +187,13 @@ class ClassArchive:
                 return True
         except OSError:
             pass
+        self.discard()
+        return False
+
+    def discard(self) -> None:
+        """Remove the archive this session's JVM was writing (whole, half-written, or never begun)."""
         with contextlib.suppress(OSError):
             self._making.unlink()
-        return False
 
     def _note(self, where: str) -> Path:
         """The file that names the pyspark jars of install ``where``'s archives."""
@@ -322,19 +340,30 @@ def session_settings(
 
 class RunningSpark:
     """A session this process launched, and what its end needs: the gateway JVM, the class archive it may be
-    making and the log file. :meth:`stop` ends it once, from whichever thread calls it first (a job may stop
-    Spark in a thread of its own while it goes on with work that needs no Spark)."""
+    making, the log file and the session's scratch folder. :meth:`stop` ends it once, from whichever thread
+    calls it first (a job may stop Spark in a thread of its own while it goes on with work that needs no Spark)."""
 
-    def __init__(self, session: Any, gateway: Any, archive: ClassArchive | None, log: IO[bytes]) -> None:
+    def __init__(
+        self,
+        session: Any,
+        gateway: Any,
+        archive: ClassArchive | None,
+        log: IO[bytes],
+        scratch: Path | None = None,
+        keep: Path | None = None,
+    ) -> None:
         self.session = session
         self._gateway = gateway
         self._archive = archive
         self._log = log
+        self._scratch = scratch
+        self._keep = keep
         self._lock = threading.Lock()
         self._stopped = False
 
     def stop(self) -> None:
-        """Stop the session and let its JVM exit (waiting for it only while it writes the class archive)."""
+        """Stop the session and let its JVM exit (waiting for it only while it writes the class archive), then
+        remove its scratch folder (but ``keep``, the log a failed start names)."""
         with self._lock:
             if self._stopped:
                 return
@@ -352,6 +381,24 @@ class RunningSpark:
                 _end_jvm(self._gateway, self._archive)
             finally:
                 self._log.close()
+                if self._scratch is not None:
+                    _remove_scratch(self._scratch, self._keep)
+
+
+def _remove_scratch(folder: Path, keep: Path | None) -> None:
+    """Remove a session's scratch folder: its log settings and ``spark.local.dir`` (the JVM removes its own
+    ``spark-*`` and ``blockmgr-*`` folders as it exits, not always before this process does: what it left, or had
+    not removed yet, goes here), and the JVM log when it is there, unless it is ``keep``."""
+    if keep is None or keep.parent != folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        if entry != keep:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
 
 
 def launch(
@@ -402,11 +449,17 @@ def launch(
     gateway = None
     try:
         gateway = launch_gateway(sconf, popen_kwargs={"stdout": logf, "stderr": logf})
+        on_interrupt = signal.getsignal(signal.SIGINT)
         sc = SparkContext(gateway=gateway, conf=sconf)
+        if threading.current_thread() is threading.main_thread():
+            # SparkContext puts in a Ctrl+C handler of its own and leaves it after the session stops, when it
+            # fails on the stopped context (an AttributeError in place of the KeyboardInterrupt): the process's
+            # own handler stays. A Ctrl+C still ends the command, and the JVM with it
+            signal.signal(signal.SIGINT, on_interrupt)
         sc.setLogLevel("ERROR")
-        return RunningSpark(SparkSession(sc), gateway, archive, logf)
+        return RunningSpark(SparkSession(sc), gateway, archive, logf, tmp)
     except BaseException as exc:
-        RunningSpark(None, gateway, archive, logf).stop()
+        RunningSpark(None, gateway, archive, logf, tmp, keep=log_path).stop()  # (the error names the log)
         if isinstance(exc, Exception):
             raise SparkJobError(f"could not start Spark ({one_line(exc)}); see {log_path}") from None
         raise
@@ -441,9 +494,10 @@ def spark_session(
         running.stop()
 
 
-def _end_jvm(gateway: Any, archive: ClassArchive | None) -> None:
+def _end_jvm(gateway: Any, archive: ClassArchive | None, wait_s: float = ARCHIVE_WAIT_S) -> None:
     """Let the gateway JVM exit (it does at the end of its stdin); when it is making the class archive, wait for
-    it to write it, then put it in place."""
+    it to write it (``wait_s`` at most), then put it in place. A JVM that did not exit by then is ended, and the
+    archive it was writing removed: no half-written file is left in the cache folder."""
     proc = getattr(gateway, "proc", None)
     if proc is None:
         return
@@ -454,7 +508,12 @@ def _end_jvm(gateway: Any, archive: ClassArchive | None) -> None:
             proc.stdin.close()
     if archive is not None and archive.making:
         try:
-            proc.wait(timeout=120)
+            proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                proc.kill()  # (else it could go on writing, or begin, the file removed below)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            archive.discard()
             return
         archive.adopt()

@@ -342,8 +342,11 @@ def run_sweep(
     spark_conf: dict[str, str] | None = None,
     keep_events: bool = True,
     spark=None,
+    class_archive: bool = True,
 ) -> dict:
-    """Run every scenario of ``grid`` as a Spark task; write results under ``out``. ``spark``: use this session."""
+    """Run every scenario of ``grid`` as a Spark task; write results under ``out``. ``spark``: use this session;
+    ``class_archive``: whether the one it starts otherwise uses this machine's class archive
+    (:class:`~sdschat.pipeline.spark.ClassArchive`)."""
     import contextlib
 
     from .spark import SparkJobError, one_line, spark_session
@@ -366,7 +369,12 @@ def run_sweep(
             contextlib.nullcontext(spark)
             if spark is not None
             else spark_session(
-                "sdschat-sweep", master=master, driver_memory=driver_memory, conf=spark_conf, log_dir=out
+                "sdschat-sweep",
+                master=master,
+                driver_memory=driver_memory,
+                conf=spark_conf,
+                log_dir=out,
+                class_archive=class_archive,
             )
         )
         with session_cm as spark:

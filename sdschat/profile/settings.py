@@ -34,12 +34,14 @@ __all__ = [
     "FLAG_VARIABLES",
     "HOME_ENV",
     "NO_WORDS",
+    "SPARK_CLASS_ARCHIVE_ENV",
     "SettingError",
     "YES_WORDS",
     "check_flags",
     "env_flag",
     "env_home",
     "parse_flag",
+    "spark_class_archive",
 ]
 
 #: the variable that puts the whole profile (config and data) in one folder
@@ -49,8 +51,12 @@ YES_WORDS = frozenset({"1", "true", "yes", "on"})
 NO_WORDS = frozenset({"0", "false", "no", "off"})
 #: the engine's yes/no variables (read by ``sdschat.sds.native`` with the same words)
 ENGINE_FLAGS = ("SDSCHAT_PURE_ENGINE", "SDSCHAT_HUGE_PAGES")
+#: the pipeline's switch for the class-data archive its Spark JVM starts from (default yes); the pipeline cannot
+#: import this module (it reads no profile): the command line reads it (:func:`spark_class_archive`) and passes
+#: the answer to the job it starts
+SPARK_CLASS_ARCHIVE_ENV = "SDSCHAT_SPARK_CLASS_ARCHIVE"
 #: every yes/no variable of the project: the engine's, and the pipeline's switch for its class archive
-FLAG_VARIABLES = (*ENGINE_FLAGS, "SDSCHAT_SPARK_CLASS_ARCHIVE")
+FLAG_VARIABLES = (*ENGINE_FLAGS, SPARK_CLASS_ARCHIVE_ENV)
 
 
 class SettingError(ProfileError):
@@ -82,6 +88,12 @@ def check_flags(environ: Mapping[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     for name in FLAG_VARIABLES:
         parse_flag(name, env.get(name))
+
+
+def spark_class_archive(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a Spark session the command line starts uses this machine's class-data archive:
+    :data:`SPARK_CLASS_ARCHIVE_ENV`, default yes (:class:`SettingError` for a value that is neither)."""
+    return env_flag(SPARK_CLASS_ARCHIVE_ENV, True, environ)
 
 
 def env_home(environ: Mapping[str, str] | None = None) -> Path | None:

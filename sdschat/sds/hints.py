@@ -124,6 +124,6 @@ class GapHints:
             if mid not in named:
                 extra.append(row)
         if extra:
-            history = sorted(history + extra, key=lambda r: (r.lamport_timestamp, r.message_id))
+            history = sorted(history + extra, key=lambda r: r.log_key)
         self.due_at = None if not pending else now_ms + (self.config.ack_delay_ms or 0)
         return history

@@ -74,7 +74,7 @@ class LocalLog:
 
     def insert(self, row: LogRow, key: tuple[Any, ...] | None = None) -> None:
         if key is None:
-            key = (row.lamport_timestamp, row.message_id)
+            key = row.log_key
         keys = self.keys
         if not keys or keys[-1] < key:
             keys.append(key)
@@ -140,7 +140,7 @@ class LocalLog:
             return []
         rows = self.rows
         found = [rows[mid] for mid in self.recent if mid in rows]
-        found.sort(key=lambda r: (r.lamport_timestamp, r.message_id))
+        found.sort(key=lambda r: r.log_key)
         return found
 
     def set_retrieval_hint(self, message_id: str, hint: bytes | None) -> None:
@@ -156,8 +156,8 @@ class LocalLog:
     ) -> None:
         """Restore from snapshot rows (``recent`` empty: the last K of the log) and the archive of the older ids
         (a store reads only the window's rows for a windowed log)."""
-        for row in sorted(rows, key=lambda r: (r.lamport_timestamp, r.message_id)):
-            self.keys.append((row.lamport_timestamp, row.message_id))
+        for row in sorted(rows, key=lambda r: r.log_key):
+            self.keys.append(row.log_key)
             self.rows[row.message_id] = row
         if archive is not None:
             self.archive.absorb(archive)  # (the same object: the receive path holds a reference to it)

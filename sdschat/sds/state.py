@@ -80,6 +80,11 @@ class LogRow:
         else:
             init(self, message_id, lamport_timestamp, sender_id, retrieval_hint)
 
+    @property
+    def log_key(self) -> tuple[int, str]:
+        """Where the row sits in the local log: ``(lamport_timestamp, message_id)`` order."""
+        return (self.lamport_timestamp, self.message_id)
+
 
 @dataclass(frozen=True, slots=True)
 class OutRow:

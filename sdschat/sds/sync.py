@@ -217,9 +217,7 @@ class Syncer:
             unpaid = self._unpaid({r.message_id for r in history})
             cap = self.config.ack_names
             if unpaid[:cap]:
-                history = sorted(
-                    history + [row for _, _, row in unpaid[:cap]], key=lambda r: (r.lamport_timestamp, r.message_id)
-                )
+                history = sorted(history + [row for _, _, row in unpaid[:cap]], key=lambda r: r.log_key)
             self._keep_owed(unpaid[cap:])
         self.counter += 1
         if not history and not repair:  # an empty log (or no causal history at all): nothing to send

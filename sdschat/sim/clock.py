@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .params import SimParams, channel_config
 from .plan import Plan
 
-__all__ = ["CHECK_INTERVAL_MS", "FLUSH_GRID_MS", "Clock", "no_gc", "quiet_period_ms"]
+__all__ = ["CHECK_INTERVAL_MS", "FLUSH_GRID_MS", "Clock", "collection_paused", "no_gc", "quiet_period_ms"]
 
 #: how often (virtual ms, from the last send on) the settle phase checks for quiescence
 CHECK_INTERVAL_MS = 5_000
@@ -24,23 +26,32 @@ CHECK_INTERVAL_MS = 5_000
 FLUSH_GRID_MS = 10_000
 
 
-def no_gc(fn):
-    """Run ``fn`` with the cyclic garbage collector off (restored after).
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The simulator's garbage-collector policy: the cyclic collector off for a run (back on after, if it was on).
 
     The engine makes no reference cycles, and with ~10,000 engines the heap
     holds tens of millions of objects: every full collection would walk them
-    all (seconds each), triggered by allocations anywhere in the loop.
+    all (seconds each), triggered by allocations anywhere in the loop; in a
+    shard's event loop collections over millions of objects cost ~15%.
+    (The app's policy is :mod:`sdschat.ui.collector`, which the simulator may not import.)
     """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def no_gc(fn):
+    """Run ``fn`` with the cyclic garbage collector off (restored after): :func:`collection_paused`."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        was = gc.isenabled()
-        gc.disable()
-        try:
+        with collection_paused():
             return fn(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
 
     return wrapper
 

@@ -21,7 +21,6 @@ of workers.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import resource
 import time
@@ -34,7 +33,7 @@ import numpy as np
 from sdschat.sds import BloomFilter, MessageChannel
 
 from . import output
-from .clock import no_gc
+from .clock import collection_paused, no_gc
 from .delivery import Delivery
 from .network import Network
 from .params import SimParams, channel_config
@@ -254,43 +253,40 @@ class Shard(Network, Delivery, EventRows, StoreClients):
         limit = sink.limit
         steps = 0
         started = time.perf_counter()
-        gc_was = gc.isenabled()
-        gc.disable()  # the engine makes no reference cycles; collections over millions of objects cost ~15%
         try:
-            while heap and heap[0][0] < t_end:
-                t, kind, a, b, obj = pop(heap)
-                if kind == ARRIVALS:
-                    self._arrivals(cast(Cursor, obj), t_end)  # (the kind says what obj is: see schedule)
-                elif kind == TICK:
-                    if dl[a] != t:
-                        continue  # stale
-                    ch = chans[a]
-                    evs = ch.tick(t)
-                    if evs:
-                        self._handle(a, evs, t, None)
-                    d = ch.next_deadline()
-                    if d <= t:
-                        d = t + 1
-                    dl[a] = d
-                    heapq.heappush(heap, (d, TICK, a, 0, None))
-                    self.counts["ticks"] += 1
-                elif kind == SEND:
-                    self._send(a, t)
-                elif kind == CHURN:
-                    self._churn(a, b, t)
-                elif kind == STORE:
-                    self._store_event(a, cast(StoreOp, obj), t)
-                elif kind == SETTLE:
-                    self._settle(t)
-                if len(rows) >= limit:
-                    sink.flush()
-                steps += 1
-                if not steps & 4095 and self.on_progress is not None:
-                    self.last_t = t
-                    self.on_progress(t)
+            with collection_paused():  # (the engine makes no reference cycles: see there)
+                while heap and heap[0][0] < t_end:
+                    t, kind, a, b, obj = pop(heap)
+                    if kind == ARRIVALS:
+                        self._arrivals(cast(Cursor, obj), t_end)  # (the kind says what obj is: see schedule)
+                    elif kind == TICK:
+                        if dl[a] != t:
+                            continue  # stale
+                        ch = chans[a]
+                        evs = ch.tick(t)
+                        if evs:
+                            self._handle(a, evs, t, None)
+                        d = ch.next_deadline()
+                        if d <= t:
+                            d = t + 1
+                        dl[a] = d
+                        heapq.heappush(heap, (d, TICK, a, 0, None))
+                        self.counts["ticks"] += 1
+                    elif kind == SEND:
+                        self._send(a, t)
+                    elif kind == CHURN:
+                        self._churn(a, b, t)
+                    elif kind == STORE:
+                        self._store_event(a, cast(StoreOp, obj), t)
+                    elif kind == SETTLE:
+                        self._settle(t)
+                    if len(rows) >= limit:
+                        sink.flush()
+                    steps += 1
+                    if not steps & 4095 and self.on_progress is not None:
+                        self.last_t = t
+                        self.on_progress(t)
         finally:
-            if gc_was:
-                gc.enable()
             self.busy_s += time.perf_counter() - started
 
     def quiescent(self) -> bool:

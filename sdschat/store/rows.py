@@ -75,6 +75,11 @@ class MessageRow:
     after_lost: tuple[str, ...] = ()
     received_at_ms: int | None = None
 
+    @property
+    def log_key(self) -> tuple[int, str]:
+        """Where the message sits in the local log: ``(lamport_timestamp, message_id)`` order."""
+        return (self.lamport_timestamp, self.message_id)
+
 
 @dataclass(frozen=True, slots=True)
 class MessageUpdate:

@@ -267,9 +267,7 @@ class BaseChatApp(App):
 
     def show_hit(self, pane: ChatPane, hit) -> None:
         m = hit.message
-        self.run_worker(
-            pane.jump_to(m.message_id, (m.lamport_timestamp, m.message_id)), group="load", exit_on_error=False
-        )
+        self.run_worker(pane.jump_to(m.message_id, m.log_key), group="load", exit_on_error=False)
 
     def prefill_command(self, name: str) -> None:
         pane = self.active_pane()

@@ -91,7 +91,7 @@ class MsgItem(_Base):
     )
 
     def __init__(self, msg: ev.ChatMessage, mention: bool = False, catch_up: bool = False) -> None:
-        super().__init__((msg.lamport_timestamp, msg.message_id, 1))
+        super().__init__((*msg.log_key, 1))
         self.msg = msg
         #: someone else's message that names you (or a highlight word)
         self.mention = mention
@@ -339,7 +339,7 @@ class Timeline:
             old.msg = msg
             self._update(old)
             return old
-        if self.upper is not None and (msg.lamport_timestamp, msg.message_id) > self.upper:
+        if self.upper is not None and msg.log_key > self.upper:
             return None
         self.last_lamport = max(self.last_lamport, msg.lamport_timestamp)
         if not msg.own:

@@ -142,7 +142,7 @@ class ChannelWindow(BaseChatApp):
     def show_hit(self, pane: ChatPane, hit) -> None:
         """A search result: its channel on screen, the message under the cursor with its neighbours."""
         m = hit.message
-        self.select(self.panes.index(pane), jump=(m.message_id, (m.lamport_timestamp, m.message_id)))
+        self.select(self.panes.index(pane), jump=(m.message_id, m.log_key))
 
     def select(self, index: int, *, jump: tuple | None = None) -> None:
         panes = self.panes
@@ -276,6 +276,7 @@ class ChannelWindow(BaseChatApp):
         except Exception as exc:
             self.post_message(UiError(f"/part: {exc}", "part"))
             return
+        pane.display = False  # off the screen's map before its widgets are pruned
         await pane.remove()
         self._panes = None
         self.channel_list.remove_row(index)

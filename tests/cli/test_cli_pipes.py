@@ -247,12 +247,12 @@ WRITERS = [
             "{scratch}",
         ],
     ),
+    ("simulate", ["simulate", "--participants", "5", "--messages", "5", "--seed", "1", "--out", "{root}/sim"]),
     ("broker", ["broker", "--port", "{port}"]),
     ("store", ["store", "--broker", "{url}", "--db", "{root}/store.db"]),
 ]
 #: commands that write only on stderr: run with both streams on the closed pipe (``2>&1 | head``)
 ERROR_WRITERS = [
-    ("simulate", ["simulate", "--participants", "5", "--messages", "5", "--seed", "1", "--out", "{root}/sim"]),
     ("search, no match", ["search", "nothing-like-it", "--home", "{home}"]),
     ("search, a bad query", ["search", '"unclosed', "--home", "{home}"]),
     ("export, several channels", ["export", "--home", "{root}/two-channels"]),

@@ -36,7 +36,8 @@ FAST = ["--loss", "0.3"] + [
 LINGER = "8"
 
 
-def run(*args, timeout=60, env=None, check=False):
+def cli(*args, timeout=60, env=None, check=False):
+    """``python -m sdschat ARGS`` to completion, its output captured; ``check``: fail the test on a non-zero exit."""
     p = subprocess.run([*SDSCHAT, *args], capture_output=True, text=True, timeout=timeout, env=env)
     if check:
         assert p.returncode == 0, p.stderr
@@ -68,7 +69,7 @@ def bot(folder: Path, name: str, url: str, *extra: str) -> subprocess.Popen:
 
 
 def export(db: Path) -> list[dict]:
-    p = run("export", "--db", str(db), check=True)
+    p = cli("export", "--db", str(db), check=True)
     return [json.loads(line) for line in p.stdout.splitlines()]
 
 
@@ -86,7 +87,7 @@ def own_accepted(db: Path) -> set[str]:
 
 
 def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
-    run("keygen", str(tmp_path / "k.key"), check=True)
+    cli("keygen", str(tmp_path / "k.key"), check=True)
     procs = [
         bot(tmp_path, n, node_mosquitto.url, "--count", "12", "--interval", "0.05", "--linger", LINGER, *FAST)
         for n in ("ann", "bob", "cyd")
@@ -107,11 +108,11 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
         assert [(r["lamport_timestamp"], r["message_id"]) for r in log] == sorted(
             (r["lamport_timestamp"], r["message_id"]) for r in log
         )
-    events = run("export", "--db", str(tmp_path / "ann.db"), "--events", check=True).stdout.splitlines()
+    events = cli("export", "--db", str(tmp_path / "ann.db"), "--events", check=True).stdout.splitlines()
     kinds = {json.loads(e)["kind"] for e in events}
     assert {"sent", "received", "delivered", "acked"} <= kinds
     out = tmp_path / "ann.parquet"
-    run("export", "--db", str(tmp_path / "ann.db"), "--format", "parquet", "--out", str(out), check=True)
+    cli("export", "--db", str(tmp_path / "ann.db"), "--format", "parquet", "--out", str(out), check=True)
     import pyarrow.parquet as pq
 
     table = pq.read_table(out)
@@ -119,7 +120,7 @@ def test_three_bots_with_loss_converge_and_export(tmp_path, node_mosquitto):
 
 
 def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
-    run("keygen", str(tmp_path / "k.key"), check=True)
+    cli("keygen", str(tmp_path / "k.key"), check=True)
     others = [
         bot(tmp_path, n, node_mosquitto.url, "--count", "10", "--interval", "0.2", "--linger", LINGER, *FAST)
         for n in ("bob", "cyd")
@@ -209,7 +210,7 @@ def test_kill_9_mid_run_loses_nothing_accepted(tmp_path, node_mosquitto):
     ],
 )
 def test_bad_cli_input_gets_one_line(tmp_path, args, expect):
-    run("keygen", str(tmp_path / "k.key"), check=True)
+    cli("keygen", str(tmp_path / "k.key"), check=True)
     (tmp_path / "bad.key").write_text("sdschat-key v1\nnot base64!!\n")
     (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
     con = sqlite3.connect(tmp_path / "newer.db")
@@ -224,7 +225,7 @@ def test_bad_cli_input_gets_one_line(tmp_path, args, expect):
         closed = s.getsockname()[1]
     argv = [a.format(tmp=tmp_path, closed=closed) for a in args]
     env = {**os.environ, "SDSCHAT_PASSPHRASE": ""}
-    p = run(*argv, env=env, timeout=30)
+    p = cli(*argv, env=env, timeout=30)
     assert p.returncode != 0
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, p.stderr
@@ -269,11 +270,11 @@ def test_passphrase_from_environment_and_db_mode(tmp_path, node_mosquitto):
 def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_mosquitto):
     """alice creates #team and invites bob (a profile) and carol (a bot with no profile): one paste each."""
     alice, bob, nobody = tmp_path / "alice", tmp_path / "bob", tmp_path / "nobody"
-    run("init", "--name", "alice", "--broker", node_mosquitto.url, "--home", alice, check=True)
-    run("new", "team", "--home", alice, check=True)
-    token = run("invite", "team", "--home", alice, check=True).stdout.strip()
-    run("init", "--name", "bob", "--home", bob, check=True)  # no broker: the invite brings it
-    assert run("join", token, "--home", bob, check=True).stdout == "team\n"
+    cli("init", "--name", "alice", "--broker", node_mosquitto.url, "--home", alice, check=True)
+    cli("new", "team", "--home", alice, check=True)
+    token = cli("invite", "team", "--home", alice, check=True).stdout.strip()
+    cli("init", "--name", "bob", "--home", bob, check=True)  # no broker: the invite brings it
+    assert cli("join", token, "--home", bob, check=True).stdout == "team\n"
 
     def profile_bot(home: Path) -> subprocess.Popen:
         return subprocess.Popen(
@@ -336,7 +337,7 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
     logs = [
         [
             json.loads(line)
-            for line in run("export", "--channel", "team", "--home", home, check=True).stdout.splitlines()
+            for line in cli("export", "--channel", "team", "--home", home, check=True).stdout.splitlines()
         ]
         for home in (alice, bob)
     ]
@@ -351,10 +352,10 @@ def test_two_profiles_invite_join_and_chat_both_ways_under_loss(tmp_path, node_m
     # `channels` counts from each profile's database: all three members seen, everyone else's 20 unread
     # (neither profile has had #team on screen), 30 messages; the table says the same for people
     for home, mine in ((alice, "alice"), (bob, "bob")):
-        row = json.loads(run("channels", "--json", "--home", home, check=True).stdout)
+        row = json.loads(cli("channels", "--json", "--home", home, check=True).stdout)
         # the log's 30 lines and three joins (not counted as unread)
         assert row == {"channel": "team", "members": 3, "unread": 20, "messages": 33}, (mine, row)
-    table = run("channels", "--home", alice, check=True).stdout.splitlines()
+    table = cli("channels", "--home", alice, check=True).stdout.splitlines()
     assert table[0].split() == ["CHANNEL", "MEMBERS", "UNREAD", "MESSAGES"]
     assert table[1].split() == ["#team", "3", "20", "33"]
     # the profile's one identity is every channel's: alice's messages carry it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -120,7 +121,9 @@ def spark_run(tmp_path_factory):
     result: dict = {"sim_dir": sim_dir, "dbs": (db_a, db_b), "log": log, "base": base}
     # a JVM option of the caller's is added to the session's own (the log settings, the parallel collector)
     conf = {"spark.driver.extraJavaOptions": "-Dsdschat.test.option=added"}
+    interrupt_before = signal.getsignal(signal.SIGINT)
     with spark_mod.spark_session("sdschat-tests", log_dir=base, conf=conf) as session:
+        result["interrupt_handlers"] = (interrupt_before, signal.getsignal(signal.SIGINT))
         asked = result["sessions_asked"] = []  # what the CLI asked spark_session for, each time
 
         @contextlib.contextmanager
@@ -129,6 +132,7 @@ def spark_run(tmp_path_factory):
             yield session
 
         with pytest.MonkeyPatch.context() as mp:
+            mp.delenv("SDSCHAT_SPARK_CLASS_ARCHIVE", raising=False)  # unset: the CLI asks for the class archive
             mp.setattr(report_mod, "spark_session", reuse)
             mp.setattr(spark_mod, "spark_session", reuse)
             err, out = io.StringIO(), io.StringIO()
@@ -349,12 +353,22 @@ def write_all_kinds_db(path: Path, version: int) -> Path:
 SHARED_FIXTURES = ("spark_run", "two_workers")
 
 
+#: seconds added to the time limit of a test that asks for one of :data:`SHARED_FIXTURES`: pytest-timeout counts a
+#: fixture's making in the time of the test that asks for it first (whichever that is), and making ``spark_run`` (a
+#: simulation, two reports and a sweep) has taken 280 s on a loaded two-core CI machine
+SHARED_SETUP_S = 600
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``--dist loadgroup``, as .ci/run runs the suite) the tests that share one of
-    :data:`SHARED_FIXTURES` run on one worker, so it is made once, not once per worker that gets one of them."""
+    :data:`SHARED_FIXTURES` run on one worker, so it is made once, not once per worker that gets one of them; and
+    each of them may take :data:`SHARED_SETUP_S` longer than its own limit, for the making."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         for name in SHARED_FIXTURES:
             if name in names:
                 item.add_marker(pytest.mark.xdist_group(name))
+                limit = item.get_closest_marker("timeout")
+                own = limit.args[0] if limit is not None and limit.args else config.getini("timeout")
+                item.add_marker(pytest.mark.timeout(float(own) + SHARED_SETUP_S), append=False)
                 break

@@ -246,6 +246,12 @@ def test_the_reports_of_a_few_events_ask_for_a_jvm_compiling_with_c1_alone(spark
     assert len(spark_run["sessions_asked"]) == 3  # and the sweep's
 
 
+def test_the_cli_asks_for_the_class_archive_when_its_switch_is_unset(spark_run):
+    # the reports' sessions and the sweep's: the command line read SDSCHAT_SPARK_CLASS_ARCHIVE (unset) as yes
+    asked = spark_run["sessions_asked"]
+    assert len(asked) == 3 and all(k.get("class_archive") is True for k in asked), asked
+
+
 def test_the_embedded_spark_uses_the_parallel_collector_and_adds_a_callers_jvm_options(spark_run):
     # G1's concurrent threads compete with the tasks for two cores; the throughput collector's pauses do not
     assert spark_run["jvm_collectors"] == ["PS MarkSweep", "PS Scavenge"], spark_run["jvm_collectors"]
@@ -257,3 +263,10 @@ def test_the_embedded_spark_uses_the_parallel_collector_and_adds_a_callers_jvm_o
     # the session was started with a JVM option of its caller's: added to the session's own, not in their place
     props = spark_run["jvm_properties"]
     assert props["sdschat.test.option"] == "added" and props["log4j2.configurationFile"].startswith("file:"), props
+
+
+def test_a_spark_session_leaves_the_processs_ctrl_c_handler_in_place(spark_run):
+    """SparkContext puts in a Ctrl+C handler of its own, which outlives the session and then fails on the stopped
+    context (an AttributeError where a KeyboardInterrupt belongs): the session puts the process's own back."""
+    before, during = spark_run["interrupt_handlers"]
+    assert during is before, (before, during)

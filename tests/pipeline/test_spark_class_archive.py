@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import time
 
 import pytest
 
-from sdschat.pipeline.spark import ClassArchive, spark_session
+from sdschat.pipeline.spark import ClassArchive, _end_jvm, spark_session
+from sdschat.profile.settings import SPARK_CLASS_ARCHIVE_ENV, SettingError, spark_class_archive
 
 
 def _archive(folder) -> ClassArchive:
@@ -110,7 +113,80 @@ def test_making_one_keeps_the_archives_of_other_live_installs_and_removes_the_re
     assert other.where != archive.where != gone.where
 
 
-@pytest.mark.parametrize("value", ["off", "0", "no"])
-def test_the_archive_can_be_turned_off(tmp_path, monkeypatch, value):
-    monkeypatch.setenv(ClassArchive.ENV, value)
-    assert ClassArchive.for_this_machine(tmp_path) is None
+@pytest.mark.parametrize(
+    "value,wanted", [("off", False), ("0", False), ("No", False), ("on", True), ("1", True), (" yes ", True)]
+)
+def test_the_command_line_reads_the_archive_switch_with_the_projects_yes_no_words(value, wanted):
+    assert spark_class_archive({SPARK_CLASS_ARCHIVE_ENV: value}) is wanted
+
+
+@pytest.mark.parametrize("environ", [{}, {SPARK_CLASS_ARCHIVE_ENV: ""}])
+def test_the_archive_is_on_when_the_switch_is_unset(environ):
+    assert spark_class_archive(environ) is True
+
+
+def test_a_switch_that_is_neither_yes_nor_no_is_refused_in_one_line():
+    with pytest.raises(SettingError) as refused:
+        spark_class_archive({SPARK_CLASS_ARCHIVE_ENV: "maybe"})
+    assert str(refused.value) == (
+        "SDSCHAT_SPARK_CLASS_ARCHIVE='maybe' is not yes or no: use 1/0, true/false, yes/no or on/off"
+    )
+
+
+class _Launched:
+    """What :func:`_end_jvm` uses of the gateway py4j launched: its process (here a Python one that writes the
+    archive as the JVM does at exit) and a shutdown that has nothing to do."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+
+    def shutdown(self) -> None:
+        pass
+
+
+#: a stand-in for the JVM making the archive: writes part of it, says so, and then either finishes it and exits
+#: at the end of its stdin (as the JVM does) or hangs
+_DUMPER = """
+import sys, time
+path, hang = sys.argv[1], sys.argv[2] == "hang"
+with open(path, "wb") as f:
+    f.write(b"half of an archive")
+    f.flush()
+    print("writing", flush=True)
+    if hang:
+        time.sleep(600)
+    sys.stdin.read()
+    f.write(b" and the rest")
+"""
+
+
+def _dumping(archive: ClassArchive, hang: bool) -> subprocess.Popen:
+    assert "-XX:ArchiveClassesAtExit=" in archive.jvm_options() and archive.making
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DUMPER, str(archive._making), "hang" if hang else "exit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"writing\n"
+    assert archive._making.is_file()
+    return proc
+
+
+def test_a_jvm_that_writes_its_archive_in_time_has_it_put_in_place(tmp_path):
+    archive = _archive(tmp_path)
+    proc = _dumping(archive, hang=False)
+    _end_jvm(_Launched(proc), archive, wait_s=30)
+    assert proc.returncode == 0
+    assert archive.path.read_bytes() == b"half of an archive and the rest"
+    assert not archive._making.exists()
+
+
+def test_a_jvm_that_outlives_the_wait_is_ended_and_its_half_written_archive_removed(tmp_path):
+    archive = _archive(tmp_path)
+    proc = _dumping(archive, hang=True)
+    t0 = time.monotonic()
+    _end_jvm(_Launched(proc), archive, wait_s=1)
+    assert time.monotonic() - t0 < 15
+    assert proc.poll() is not None  # ended: it cannot go on writing the file
+    assert not archive.path.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []  # no half-written archive left in the cache folder

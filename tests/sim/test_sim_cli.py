@@ -33,8 +33,10 @@ def test_simulate_writes_outputs_and_summary(tmp_path, capsys):
         ]
     )
     assert code == 0
-    err = capsys.readouterr().err
-    assert "simulated 8 participants, 6 messages" in err and f"to {out}" in err
+    # the summary is the command's output (stdout); progress would be on stderr, and only on a terminal
+    written = capsys.readouterr()
+    assert written.out.startswith("simulated 8 participants, 6 messages") and f"to {out}\n" in written.out
+    assert written.out.count("\n") == 2 and written.err == ""
     assert (out / "events-00000.parquet").is_file()
     assert (out / "frames.parquet").is_file() and (out / "logs.parquet").is_file()
     meta = json.loads((out / "meta.json").read_text())
@@ -43,7 +45,7 @@ def test_simulate_writes_outputs_and_summary(tmp_path, capsys):
     assert meta["engine_config"]["causal_history_size"] == 10
     # rerunning into the same directory replaces the output
     assert main(["simulate", "--participants", "4", "--messages", "2", "--quiet", "--out", str(out)]) == 0
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr() == ("", "")
     assert json.loads((out / "meta.json").read_text())["participants"] == 4
 
 

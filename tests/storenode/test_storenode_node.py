@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from node_helpers import log_of, run, settle, start
+from node_helpers import log_of, run, settle, start, until
 
 from sdschat.crypto import ChannelKey
 from sdschat.node import events as ev
@@ -21,14 +21,6 @@ SLOW = dict(
     resend_unacknowledged_ms=60_000,
     resend_possibly_acknowledged_ms=60_000,
 )
-
-
-async def wait_for(cond, timeout=10.0):
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def test_offline_participant_catches_up_200_messages_from_the_store(store_mosquitto, tmp_path):
@@ -46,11 +38,11 @@ def test_offline_participant_catches_up_200_messages_from_the_store(store_mosqui
             b.set_impairment(offline=True)
             for i in range(200):
                 await a.send_text(f"plaintext-marker-{i:04d}")
-            await wait_for(lambda: store.counters["stored"] >= 201)
+            await until(lambda: store.counters["stored"] >= 201, 10, "the store holding all 201")
             assert len(log_of(b)) == 1
             t0 = time.monotonic()
             b.set_impairment(offline=False)
-            await wait_for(lambda: len(log_of(b)) == 201, 10)
+            await until(lambda: len(log_of(b)) == 201, 10, "bob caught up to 201")
             caught_up = time.monotonic() - t0
             await settle([a, b], 201, timeout=20)
             assert log_of(b) == log_of(a)  # in order
@@ -98,7 +90,7 @@ async def a_lost_message(url, tmp_path, channel: str):
     await settle([a, b], 1)
     b.set_impairment(loss_in=1.0)
     lost = await a.send_text("lost on the way")
-    await wait_for(lambda: store.counters["stored"] >= 2)
+    await until(lambda: store.counters["stored"] >= 2, 10, "the store holding 2")
     return store, a, b, lost, seen
 
 
@@ -175,7 +167,7 @@ def test_node_started_after_a_gap_catches_up_from_the_store(store_mosquitto, tmp
             await b.stop()
             for i in range(20):
                 await a.send_text(f"while b was away {i}")
-            await wait_for(lambda: store.counters["stored"] >= 21)
+            await until(lambda: store.counters["stored"] >= 21, 10, "the store holding 21")
             b = await start("b", key, tmp_path, store_mosquitto.url, **SLOW)
             await settle([a, b], 21, timeout=20)
             assert log_of(a) == log_of(b)
@@ -209,7 +201,7 @@ def test_without_a_store_sds_r_still_repairs_and_store_requests_time_out_quietly
             assert log_of(a) == log_of(b)
             assert [(e.message_id, e.via) for e in repaired] == [(lost, "sds-r")]
             assert b.channel.stats["repairs_requested"] >= 1 and a.channel.stats["repairs_served"] >= 1
-            await wait_for(lambda: b.store_counters["timeouts"] >= 1, 3)
+            await until(lambda: b.store_counters["timeouts"] >= 1, 3, "a store query timing out")
             assert b.store_counters["answers"] == 0 and b.failure is None
         finally:
             await a.stop()
@@ -231,7 +223,7 @@ def test_the_inspector_tells_a_gap_filled_from_the_store(store_mosquitto, tmp_pa
             await settle([a, b], 1)
             b.set_impairment(loss_in=1.0)
             lost = await a.send_text("lost on the way")
-            await wait_for(lambda: store.counters["stored"] >= 2)
+            await until(lambda: store.counters["stored"] >= 2, 10, "the store holding 2")
             await asyncio.sleep(0.1)
             b.set_impairment(loss_in=0.0)
             await a.send_text("after the gap")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 
 import pytest
-from node_helpers import run
+from run_until import run, until
 
 from sdschat.storenode import StoreNode
 from sdschat.storenode import protocol as P
@@ -16,14 +15,6 @@ from sdschat.transport import MqttTransport
 pytestmark = pytest.mark.timeout(60)
 
 TOPIC = "sdschat/" + "ab" * 16
-
-
-async def wait_for(cond, timeout=5.0):
-    t0 = asyncio.get_running_loop().time()
-    while not cond():
-        if asyncio.get_running_loop().time() - t0 > timeout:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def test_stores_by_hash_and_time_and_answers_bad_requests_bounded(store_mosquitto, raw_client, tmp_path):
@@ -36,7 +27,7 @@ def test_stores_by_hash_and_time_and_answers_bad_requests_bounded(store_mosquitt
             for e in envs:
                 await pub.publish(TOPIC, e)
             await pub.publish("sdschat/not-a-channel", b"x")  # not a channel topic: ignored
-            await wait_for(lambda: store.db.count == 30)
+            await until(lambda: store.db.count == 30, 5, "the store holding 30")
             async with raw_client(store_mosquitto.url) as c:
                 base = {"v": 1, "id": "r1", "reply_to": c.reply_to, "topic": TOPIC}
                 r = await c.send({**base, "hashes": [hashlib.sha256(envs[3]).hexdigest(), "0" * 64]})
@@ -87,7 +78,7 @@ def test_restart_loses_nothing_committed_and_size_cap_applies(store_mosquitto, r
             envs = [os.urandom(1000) for _ in range(30)]
             for e in envs:
                 await pub.publish(TOPIC, e)
-            await wait_for(lambda: store.counters["stored"] == 30 and store.db.count == 20)
+            await until(lambda: store.counters["stored"] == 30 and store.db.count == 20, 5, "30 stored, 20 kept")
             assert store.db.count == 20 and store.db.total_bytes <= 20_000  # oldest deleted
             await store.stop()
             store = await StoreNode.start(store_mosquitto.url, db, max_bytes=20 * 1000)
@@ -112,10 +103,10 @@ def test_retention_deletes_old_envelopes(store_mosquitto, tmp_path):
         await pub.start()
         try:
             await pub.publish(TOPIC, b"old")
-            await wait_for(lambda: store.db.count == 1)
+            await until(lambda: store.db.count == 1, 5, "the store holding 1")
             now[0] += 86_400 + 1  # a day and a second later
             await pub.publish(TOPIC, b"new")
-            await wait_for(lambda: store.counters["pruned"] == 1 and store.db.count == 1)
+            await until(lambda: store.counters["pruned"] == 1 and store.db.count == 1, 5, "1 pruned, 1 kept")
             page, _ = await store.db.since(TOPIC, 0, 0, 10, 10**6)
             assert page == [b"new"]
         finally:

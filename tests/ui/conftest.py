@@ -1,30 +1,22 @@
-"""Fixtures of the UI tests (helpers live in ui_helpers.py, importable from the tests)."""
+"""Fixtures of the UI tests. Their helper modules (ui_helpers.py: clusters, fake nodes, Pilot waits; terminal.py: a
+pseudo-terminal and a tmux pane) are in tests/support, on pyproject's pythonpath."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
+import functools
 
 import pytest
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-
-from ui_helpers import FakeNode  # noqa: E402
+import ui_helpers
+from run_until import run as run_with_deadline
 
 
 @pytest.fixture
-def fake_node() -> FakeNode:
-    return FakeNode()
+def fake_node() -> ui_helpers.FakeNode:
+    return ui_helpers.FakeNode()
 
 
 @pytest.fixture
 def run():
-    """Run a coroutine to completion (the suite has no asyncio plugin)."""
-
-    def _run(coro, timeout: float = 40.0):
-        return asyncio.run(asyncio.wait_for(coro, timeout))
-
-    return _run
+    """The shared ``run_until.run`` (the suite has no asyncio plugin), with the UI tests' 40 s deadline unless a test
+    passes its own ``timeout=``."""
+    return functools.partial(run_with_deadline, timeout=40.0)

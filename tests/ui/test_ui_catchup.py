@@ -279,7 +279,12 @@ def test_a_newcomer_sees_its_join_with_history_loading_above_it(tmp_path, run) -
                             and line_with(lines, "carol joined") is not None
                         )
 
-                    await wait_until(pilot, whole, timeout=60, step=0.1, what="the history")
+                    def state() -> str:
+                        lines = lines_of(app)
+                        count = sum("history " in x for x in lines)
+                        return f"{count} history lines shown, catch-up lines {seen}, node: {carol.counters}"
+
+                    await wait_until(pilot, whole, timeout=60, step=0.1, what="the history", describe=state)
                     took = time.monotonic() - started
                     lines = lines_of(app)
                     history = [line for line in lines if "history " in line]

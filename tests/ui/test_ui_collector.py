@@ -1,5 +1,6 @@
-"""The UI's garbage-collector policy (sdschat.ui.collector): survivors frozen, no automatic full passes,
-frozen cyclic garbage reclaimed on schedule, everything put back at the end."""
+"""The garbage-collector policy (sdschat.ui.collector): the app's (survivors frozen, no automatic full passes,
+frozen cyclic garbage reclaimed on schedule, everything put back at the end), a bulk build (no collections
+while it is made, frozen after) and the commands' "long-lived from here"."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ import gc
 import weakref
 
 from sdschat.ui import collector as collector_module
-from sdschat.ui.collector import NO_FULL_PASSES, RECLAIM_EVERY_S, Collector
+from sdschat.ui.collector import NO_FULL_PASSES, RECLAIM_EVERY_S, Collector, bulk_build, long_lived_from_here
 
 
 class Cycle:
     def __init__(self) -> None:
         self.me = self
+
+
+def dead_cycle() -> weakref.ref:
+    """A weak reference to a cycle nobody holds: only the cyclic collector frees it."""
+    return weakref.ref(Cycle())
 
 
 def test_survivors_are_frozen_and_frozen_garbage_is_reclaimed_on_schedule() -> None:
@@ -62,3 +68,65 @@ def test_the_app_runs_the_policy_while_it_is_up(run, monkeypatch) -> None:
 
     run(scenario())
     assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+
+
+def test_a_bulk_build_runs_without_collections_and_freezes_what_it_built() -> None:
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    try:
+        with bulk_build():
+            assert not gc.isenabled()
+            built = [Cycle() for _ in range(3000)]  # past the young threshold: no collection comes
+            dead = dead_cycle()
+            for _ in range(3000):
+                Cycle()
+            assert dead() is not None
+            ref = weakref.ref(built[0])
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        del built
+        gc.collect()  # what was built is frozen: not collected, even once dead
+        assert ref() is not None
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_bulk_build_leaves_a_paused_collector_paused_and_freezes_nothing() -> None:
+    gc.disable()
+    try:
+        with bulk_build():
+            assert not gc.isenabled()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+        try:
+            with bulk_build():
+                raise KeyError("the build failed")
+        except KeyError:
+            pass
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+    try:
+        with bulk_build():
+            raise KeyError("the build failed")
+    except KeyError:
+        pass
+    try:
+        assert gc.isenabled() and gc.get_freeze_count() > 0  # a failed build is frozen too (and collecting again)
+    finally:
+        gc.unfreeze()
+
+
+def test_long_lived_from_here_moves_what_exists_out_of_the_collectors_way() -> None:
+    dead = Cycle()
+    ref = weakref.ref(dead)
+    del dead
+    try:
+        long_lived_from_here()
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+        gc.collect()
+        assert ref() is not None  # frozen: the full collection did not walk it
+    finally:
+        gc.unfreeze()
+    gc.collect()
+    assert ref() is None

@@ -269,7 +269,7 @@ class ChatPane(Vertical):
         oldest = next((it for it in view.timeline.items if isinstance(it, MsgItem)), None)
         if oldest is None:
             return
-        page = await self.node.history(limit=HISTORY_PAGE, before=(oldest.msg.lamport_timestamp, oldest.msg.message_id))
+        page = await self.node.history(limit=HISTORY_PAGE, before=oldest.msg.log_key)
         view.prepend(page, more_above=len(page) >= HISTORY_PAGE)
 
     def on_message_view_need_newer(self, message: MessageView.NeedNewer) -> None:
@@ -281,7 +281,7 @@ class ChatPane(Vertical):
         newest = next((it for it in reversed(view.timeline.items) if isinstance(it, MsgItem)), None)
         if newest is None or not view.more_below:
             return
-        page = await self.node.history(limit=HISTORY_PAGE, after=(newest.msg.lamport_timestamp, newest.msg.message_id))
+        page = await self.node.history(limit=HISTORY_PAGE, after=newest.msg.log_key)
         view.append(page, more_below=len(page) >= HISTORY_PAGE)
         self.find_parents()
 
@@ -301,7 +301,7 @@ class ChatPane(Vertical):
         item = view.timeline.by_mid.get(message_id)
         if item is None:
             around, older, newer = await self.node.around(key, limit=HISTORY_PAGE // 2)
-            upper = (around[-1].lamport_timestamp, around[-1].message_id) if newer and around else None
+            upper = around[-1].log_key if newer and around else None
             view.load(around, self.node.open_gaps(), more_above=older, upper=upper)
             item = view.timeline.by_mid.get(message_id)
             self.find_parents()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static, TextArea
@@ -110,6 +111,19 @@ class ChatInput(TextArea):
         self._hint = text
         self._hint_width = -1  # cut again for the width at the next paint
         self.placeholder = text
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        try:
+            return super().render_lines(crop)
+        except KeyError as exc:
+            # Textual 8.2 can be asked to draw a text area whose component styles are not there: once its pane
+            # was parted (pruned, but still in the screen's map for a frame) or before the stylesheet reached it
+            # (Textual issue 6528); its theme then raises. There is nothing to draw yet, or any more
+            if "COMPONENT_CLASSES" not in str(exc):
+                raise
+            if self.is_attached:
+                self.call_after_refresh(self.refresh)
+            return [Strip.blank(crop.width) for _ in range(crop.height)]
 
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width

@@ -14,7 +14,6 @@ Changes are made on ``view.timeline`` and then published with
 from __future__ import annotations
 
 import bisect
-import gc
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -33,6 +32,7 @@ from textual.strip import Strip
 
 from sdschat.node import events as ev
 
+from ..collector import bulk_build
 from ..layout import Layout, clean_text
 from ..theme import S
 from ..timeline import MarkerItem, MsgItem, Timeline
@@ -196,20 +196,12 @@ class MessageView(ScrollView, can_focus=True):
         (``node.open_gaps()``); stick to its end. With ``upper`` (the last key loaded) it is a window that
         ends before the log does (around a search result): newer messages load as the person scrolls down."""
         self.more_above, self._asked_older, self._asked_newer = more_above, False, False
-        collecting = gc.isenabled()
-        gc.disable()  # 100,000 new objects would trigger full collections of the whole heap several times
-        try:
+        with bulk_build():  # (100,000 items: no collections while they are made, then out of the way)
             self.timeline.load(messages, gaps)
             self.timeline.upper = upper
             self.timeline.take_changes()
             self._cache.clear()
             self._relayout(full=True)
-        finally:
-            if collecting:
-                # the history lives as long as the view: keep the cyclic collector from walking it again
-                # and again (a full collection over 100,000 items is a 100+ ms stall mid-conversation)
-                gc.freeze()
-                gc.enable()
         self._follow(upper is None)
         self.new_below = 0  # (a window around a search result too: what was new below is not loaded any more)
         self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
@@ -224,7 +216,7 @@ class MessageView(ScrollView, can_focus=True):
     def append(self, messages: list[ev.ChatMessage], *, more_below: bool) -> int:
         """The next page below a window (:meth:`load` with ``upper``); the lines on screen stay put."""
         self._asked_newer = False
-        upper = (messages[-1].lamport_timestamp, messages[-1].message_id) if more_below and messages else None
+        upper = messages[-1].log_key if more_below and messages else None
         added = self.timeline.append(messages, upper)
         self.commit()
         return added

@@ -78,14 +78,19 @@ async def twin_of(node, folder: Path):
         await twin.stop()
 
 
-async def wait_until(pilot, predicate, timeout: float = 6.0, step: float = 0.05, what: str = "condition"):
+async def wait_until(
+    pilot, predicate, timeout: float = 6.0, step: float = 0.05, what: str = "condition", describe=None
+):
+    """Until ``predicate()`` holds; else an AssertionError naming ``what`` (and, given ``describe``, what it
+    returns then: the state a failure on a loaded CI machine is read from)."""
     deadline = time.monotonic() + timeout
     while True:
         await pilot.pause(step)
         if predicate():
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            state = f"; {describe()}" if describe is not None else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{state}")
 
 
 def lines_of(app, pane=None) -> list[str]:
