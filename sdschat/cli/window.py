@@ -235,13 +235,14 @@ class ProfileClient:
         self.profile.remove_channel(node.key.channel_name)
 
     def invite(self, node) -> str:
-        """A token for ``node``'s channel; ValueError (one line) if an invite of ours would admit nobody."""
-        from sdschat.node.membership import invite_refusal
+        """A token for ``node``'s channel; :class:`~sdschat.node.NotAllowed` (one line) if an invite of ours would
+        admit nobody."""
+        from sdschat.node import NotAllowed
         from sdschat.profile import encode_invite
 
-        refused = invite_refusal(node.membership.to_json())
+        refused = node.membership.invite_refusal()
         if refused is not None:
-            raise ValueError(f"no invite: {refused}")
+            raise NotAllowed(f"no invite: {refused}")
         current = node.membership.current
         return encode_invite(
             self.profile.invite(

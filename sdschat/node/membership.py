@@ -333,6 +333,11 @@ class Membership:
 
     # ------------------------------------------------------------ rules
 
+    def invite_refusal(self) -> str | None:
+        """Why this member cannot make an invite (None: it can): removed from the channel, or locked out of its
+        newest key. An invite of theirs would admit nobody (:meth:`refusal`)."""
+        return _invite_refusal(self.me, self.removed, self.locked_out)
+
     @property
     def is_admin(self) -> bool:
         return self.me in self.admins
@@ -578,19 +583,26 @@ class Membership:
 
 
 def invite_refusal(text: str) -> str | None:
-    """Why a member whose saved membership state is ``text`` cannot make an invite (None: it can): removed from the
-    channel, or locked out of its newest key. An invite of theirs would admit nobody (:meth:`Membership.refusal`)."""
+    """:meth:`Membership.invite_refusal` of the saved membership state ``text`` (what a channel's database holds,
+    read with no node running)."""
     obj = json.loads(text)
-    me, removed = obj.get("me"), obj.get("removed", {})
-    if isinstance(me, str) and isinstance(removed, dict) and me in removed:
+    me, removed, locked = obj.get("me"), obj.get("removed", {}), obj.get("locked", 0)
+    return _invite_refusal(
+        me if isinstance(me, str) else None,
+        removed if isinstance(removed, dict) else {},
+        locked if isinstance(locked, int) else 0,
+    )
+
+
+def _invite_refusal(me: str | None, removed: dict, locked: int) -> str | None:
+    if me is not None and me in removed:
         n = removed[me]
         return (
             "you were removed from this channel"
             + (f" (key epoch {n})" if n else "")
             + ": an invite from you would admit nobody; ask a member for one"
         )
-    locked = obj.get("locked", 0)
-    if isinstance(locked, int) and locked > 0:
+    if locked > 0:
         return (
             f"a newer key (epoch {locked}) was not given to you: an invite from you would admit nobody; ask an "
             "admin for a new invite"

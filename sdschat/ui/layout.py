@@ -25,6 +25,7 @@ from textual.strip import Strip
 
 from sdschat.node import events as ev
 
+from .links import find_links
 from .theme import STATE_STYLES, S, nick_style, state_glyph
 from .timeline import QUOTE_LOST, QUOTE_TEXT, CatchUpItem, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
@@ -158,6 +159,17 @@ def _sources(item: CatchUpItem, nick_of) -> str:
     return " · from " + ", ".join(parts) if parts else ""
 
 
+def _text_runs(runs: list[tuple[int, Style]], base: int, text: str, style: Style) -> None:
+    """The style runs of a message's ``text`` starting at offset ``base`` of the body: ``style``, and over each
+    URL in it ``style`` underlined with the URL as its terminal hyperlink (OSC 8; one :class:`Style` a URL, so
+    the pieces of a URL wrapped over lines are one link)."""
+    for start, end, url in find_links(text):
+        if start > 0:
+            runs.append((base + start, style))
+        runs.append((base + end, style + S.link + Style(link=url)))
+    runs.append((base + len(text), style))
+
+
 class Layout:
     """Heights and painted lines of items for one width (and one time zone)."""
 
@@ -197,14 +209,14 @@ class Layout:
         if m.kind in ev.ACTION_KINDS:
             body = nick + " "
             runs.append((len(body), nstyle))
+            _text_runs(runs, len(body), text, S.me)
             body += text
-            runs.append((len(body), S.me))
         else:
             if not self.wide:
                 body = nick + ": "
                 runs.append((len(body), nstyle))
+            _text_runs(runs, len(body), text, S.text)
             body += text
-            runs.append((len(body), S.text))
         tag = self._tag(item, nick_of)
         if tag:
             body += "  " + tag

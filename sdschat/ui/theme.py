@@ -97,3 +97,5 @@ class S:
     cursor_bg = Style(bgcolor="#264f78")
     quote = Style(color="grey62", italic=True)
     late_tag = Style(color="grey50", italic=True)
+    #: a URL in a message, over the text's own style (the terminal hyperlink itself is added per URL)
+    link = Style(color="#61afef", underline=True)

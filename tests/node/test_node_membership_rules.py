@@ -196,20 +196,22 @@ def test_a_member_without_a_box_in_a_newer_epoch_is_locked_out_until_it_gets_the
     out = newcomer.apply_epoch(ids[0].participant_id, "m1", parse_control("epoch", data), late, 1_000)
     assert not out.mine and not out.removed_me and newcomer.locked_out == 1
     assert "epoch 1" in invite_refusal(newcomer.to_json())
+    assert newcomer.invite_refusal() == invite_refusal(newcomer.to_json())  # the live state and the saved agree
     deliver(states, ids, 0, data, "m1")
     states[0].apply_join(late.participant_id, exchange_public(late), 0)
     assert states[0].needs_grant(late.participant_id)
     grant = parse_control("epoch", states[0].grant_data(ids[0], [late.participant_id]))
     newcomer.apply_epoch(ids[0].participant_id, "m2", grant, late, 2_000)
     assert newcomer.current.number == 1 and newcomer.locked_out == 0
-    assert invite_refusal(newcomer.to_json()) is None
+    assert invite_refusal(newcomer.to_json()) is None and newcomer.invite_refusal() is None
 
 
 def test_a_removed_member_cannot_make_an_invite_and_epoch_numbers_are_bounded() -> None:
     _, ids, states = group(3)
     deliver(states, ids, 0, states[0].new_epoch(ids[0], remove=[ids[2].participant_id]), "m1")
     assert "removed" in invite_refusal(states[2].to_json())
-    assert invite_refusal(states[1].to_json()) is None
+    assert states[2].invite_refusal() == invite_refusal(states[2].to_json())
+    assert invite_refusal(states[1].to_json()) is None and states[1].invite_refusal() is None
     data = states[0].new_epoch(ids[0])
     for bad in (0, MAX_EPOCH, 2**32 - 1):
         with pytest.raises(ControlError, match="epoch"):

@@ -23,7 +23,7 @@ KEYS = (
     ("Enter", "send"),
     ("Alt+Enter / Shift+Enter", "newline (Ctrl+J, or \\ then Enter, in any terminal)"),
     ("Up (empty input) / Alt+Up", "message cursor (↑↓: messages and gap markers; Esc: back)"),
-    ("  on the cursor", "r reply, c copy, i inspect (on a gap marker: that gap)"),
+    ("  on the cursor", "r reply, c copy, o open link, i inspect (gap marker: that gap)"),
     ("Ctrl+Up / Ctrl+Down", "lines you sent (also Up/Down on a draft's first / last line)"),
     ("Tab / Shift+Tab", "complete a /command or a name (b → bob: ); again: next one"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),

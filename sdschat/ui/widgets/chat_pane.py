@@ -30,6 +30,7 @@ from sdschat.node import events as ev
 from .. import slash
 from ..bridge import NodeBridge
 from ..layout import clean_text
+from ..links import OPENER_VARIABLE, find_links, opener_command, start_opener
 from ..mentions import mentions, names_pattern
 from ..messages import NodeEventsReady, UiError
 from ..notify import tell_mentions
@@ -367,6 +368,9 @@ class ChatPane(Vertical):
 
             self.app.push_screen(InspectorScreen(self.node, m.message_id, tz=self.tz))
             return
+        if message.action == "open":
+            self.open_link_in(m)
+            return
         self.replying = m
         bar = self.query_one("#reply-bar", Static)
         quote = Text(no_wrap=True, overflow="ellipsis")
@@ -377,6 +381,44 @@ class ChatPane(Vertical):
         bar.update(quote)
         bar.add_class("-shown")
         self.input.focus()
+
+    def open_link_in(self, m: ev.ChatMessage) -> None:
+        """``o``: open the link of a message (the links as painted: of its text as shown); several: ask which."""
+        urls = list(dict.fromkeys(url for _, _, url in find_links(clean_text(m.text))))
+        if not urls:
+            self.app.notify("no link in this message", timeout=3)
+        elif len(urls) == 1:
+            self.open_link(urls[0])
+        else:
+            from ..screens.links import LinksScreen
+
+            def chosen(url: str | None) -> None:
+                if url is not None:
+                    self.open_link(url)
+
+            self.app.push_screen(LinksScreen(urls), chosen)
+
+    def open_link(self, url: str) -> None:
+        """Hand ``url`` to the program that opens links here (:func:`~sdschat.ui.links.opener_command`); with
+        none, copy it (OSC 52) and say how to set one. Whatever happens is one line, never a traceback."""
+        try:
+            argv = opener_command()
+        except ValueError as exc:
+            self.app.notify(f"{OPENER_VARIABLE}: {exc}", severity="error", timeout=6, markup=False)
+            return
+        if argv is None:
+            self.app.copy_to_clipboard(url)
+            self.app.notify(
+                f"no program to open links here (set {OPENER_VARIABLE}); the link is copied", timeout=6, markup=False
+            )
+            return
+        try:
+            start_opener(argv, url)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            self.app.notify(f"could not start {argv[0]}: {why}", severity="error", timeout=6, markup=False)
+            return
+        self.app.notify(f"opening {url}", timeout=4, markup=False)
 
     def cancel_reply(self) -> bool:
         if self.replying is None:

@@ -60,8 +60,8 @@ class MessageView(ScrollView, can_focus=True):
 
     Focused, it is the message cursor: Up/Down (or Alt+Up/Alt+Down) move it over the messages and the gap
     markers ("N messages possibly missing", "N messages lost"), ``r`` asks to reply to the message under it,
-    ``c`` to copy its text, ``i`` to inspect it (on a marker: the gap list of the ids it counts); Escape, or
-    typing, goes back to the input.
+    ``c`` to copy its text, ``i`` to inspect it (on a marker: the gap list of the ids it counts), ``o`` to open a
+    link in it; Escape, or typing, goes back to the input.
     """
 
     BINDINGS = [
@@ -72,6 +72,7 @@ class MessageView(ScrollView, can_focus=True):
         Binding("r", "picked('reply')", "reply"),
         Binding("c", "picked('copy')", "copy"),
         Binding("i", "picked('inspect')", "inspect"),
+        Binding("o", "picked('open')", "open link"),
         Binding("escape", "leave", "back to the input"),
     ]
 
@@ -102,7 +103,8 @@ class MessageView(ScrollView, can_focus=True):
             self.view = view
 
     class Picked(Message):
-        """``r`` or ``c`` on the message under the cursor (``action``: ``reply`` or ``copy``)."""
+        """``r``, ``c``, ``i`` or ``o`` on the message under the cursor (``action``: ``reply``, ``copy``,
+        ``inspect`` or ``open``)."""
 
         def __init__(self, view: MessageView, action: str, message: ev.ChatMessage) -> None:
             super().__init__()
@@ -462,7 +464,7 @@ class MessageView(ScrollView, can_focus=True):
         self.post_message(self.Leave(self))
 
     def on_key(self, event: events.Key) -> None:
-        if event.is_printable and event.character and event.character not in "rcijk":
+        if event.is_printable and event.character and event.character not in "rcijko":
             event.stop()
             self.post_message(self.Leave(self, event.character))
 
