@@ -387,26 +387,31 @@ async def channels_run(args: argparse.Namespace) -> int:
     rows = [await _channel_summary(profile, entry) for entry in profile.channels.values()]
     if args.json:
         for row in rows:
-            print(json.dumps(row))
+            print(json.dumps({k: v for k, v in row.items() if k != "topic" or v}))  # "topic" once it has one
         return 0
     if not rows:
         print("sdschat: no channels yet: `sdschat new NAME` or `sdschat join TOKEN`", file=sys.stderr)
         return 0
     width = max(8, *(len(r["channel"]) + 1 for r in rows))
-    print(f"{'CHANNEL'.ljust(width)}  {'MEMBERS':>7}  {'UNREAD':>6}  {'MESSAGES':>8}")
+    topics = any(r["topic"] for r in rows)  # (the column only when a channel has a topic)
+    print(f"{'CHANNEL'.ljust(width)}  {'MEMBERS':>7}  {'UNREAD':>6}  {'MESSAGES':>8}" + ("  TOPIC" if topics else ""))
     for r in rows:
-        print(f"{('#' + r['channel']).ljust(width)}  {r['members']:>7}  {r['unread']:>6}  {r['messages']:>8}")
+        topic = f"  {r['topic']}" if topics else ""
+        print(f"{('#' + r['channel']).ljust(width)}  {r['members']:>7}  {r['unread']:>6}  {r['messages']:>8}{topic}")
     return 0
 
 
 async def _channel_summary(profile, entry) -> dict:
-    """Name, members seen (you included), unread (others' messages since you last had it on screen), messages."""
+    """Name, members seen (you included), unread (others' messages since you last had it on screen), messages,
+    topic ("" if none: the latest admitted topic message, as the node keeps it; ``--json`` and the table leave it
+    out then, as before topics)."""
     from sdschat.crypto import CryptoError, Identity
     from sdschat.node import CONTROL_PREFIXES, MEMBERSHIP_KEY
+    from sdschat.node.book import TOPIC_KEY
     from sdschat.node.membership import Membership
     from sdschat.store import Store, StoreError
 
-    row = {"channel": entry.name, "members": 1, "unread": 0, "messages": 0}
+    row: dict = {"channel": entry.name, "members": 1, "unread": 0, "messages": 0, "topic": ""}
     db = profile.db_path(entry)
     if not db.exists():  # joined, never opened
         return row
@@ -422,10 +427,22 @@ async def _channel_summary(profile, entry) -> dict:
                 members=len(seen - {""}),
                 unread=await store.unread_count(channel_id, entry.read_ms, me, CONTROL_PREFIXES),
                 messages=await store.message_count(channel_id),
+                topic=_topic_text(await store.kv_get(TOPIC_KEY)),
             )
     except (StoreError, CryptoError, ValueError) as exc:
         raise CliError(f"#{entry.name}: {exc}") from None
     return row
+
+
+def _topic_text(raw: str | None) -> str:
+    """The text of a topic as the node keeps it (a JSON object; "" if none or unreadable)."""
+    try:
+        obj = json.loads(raw) if raw else None
+    except ValueError:
+        return ""
+    from sdschat.node.book import clean_topic
+
+    return clean_topic(obj["text"]) if isinstance(obj, dict) and isinstance(obj.get("text"), str) else ""
 
 
 def new_identity_passphrase() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
@@ -10,9 +11,12 @@ from ..crypto import SignatureError, read_signed_content
 from ..store import CorruptRowError, MessageRow, MessageUpdate, ParticipantRow
 from . import events as ev
 from .membership import describe
-from .payload import CONTROL_KINDS, AppPayload, PayloadError
+from .payload import CONTROL_KINDS, MAX_TOPIC, AppPayload, PayloadError
 
-__all__ = ["MessageBook"]
+__all__ = ["MessageBook", "TOPIC_KEY", "clean_topic", "topic_line"]
+
+#: the kv row holding the channel's topic (:class:`~.events.Topic` as JSON): the latest admitted ``topic`` message
+TOPIC_KEY = "topic"
 
 #: message states that no later event changes (such messages may leave memory; see ``memory_messages``)
 FINAL_STATES = frozenset({ev.RECEIVED, ev.ACKNOWLEDGED})
@@ -23,8 +27,19 @@ FINGERPRINT_DIGITS = 4
 
 
 class MessageBook:
-    def __init__(self, participant_id: Callable[[], str], emit, cap: int, nick: Callable[[], str] = lambda: "") -> None:
+    def __init__(
+        self,
+        participant_id: Callable[[], str],
+        emit,
+        cap: int,
+        nick: Callable[[], str] = lambda: "",
+        may_set_topic: Callable[[str], bool] = lambda pid: False,
+    ) -> None:
         self._pid = participant_id
+        #: whether a participant may set the channel's topic (an admin of the channel, not removed)
+        self.may_set_topic = may_set_topic
+        #: the channel's topic (None: never set), :meth:`topic_seen`
+        self.topic: ev.Topic | None = None
         self._nick = nick
         #: nick -> participants (other than us) going by it; rebuilt when :attr:`participants` changed
         self._by_nick: dict[str, set[str]] = {}
@@ -42,6 +57,8 @@ class MessageBook:
     ) -> ev.ChatMessage:
         text = describe(app.kind, app.data, self.name_of) if app.kind in CONTROL_KINDS else app.text
         nick = self.display_name(sender, app.nick)
+        if app.kind == "topic":
+            text = topic_line(app.text, self.may_set_topic(sender))
         if app.kind == "nick" and isinstance(app.data, dict) and isinstance(app.data.get("from"), str):
             nick, text = app.data["from"][:64], f"is now {nick}"  # * bob is now alicia
         return ev.ChatMessage(
@@ -80,6 +97,27 @@ class MessageBook:
             row.resends,
             row.repaired,
         )
+
+    def topic_seen(self, mid: str, sender: str, app: AppPayload, lamport: int) -> dict[str, str | None]:
+        """A ``topic`` message entered the log: it becomes the channel's topic if its author may set it and it is
+        the latest such message in log order (a late repair of an older one changes nothing). Returns the kv row
+        to persist with it ({} if the topic did not change)."""
+        if app.kind != "topic" or not self.may_set_topic(sender):
+            return {}
+        topic = ev.Topic(clean_topic(app.text), mid, sender, app.nick, app.sent_at_ms, lamport)
+        if self.topic is not None and self.topic.log_key >= topic.log_key:
+            return {}
+        self.topic = topic
+        self._emit(ev.TopicChanged(topic))
+        return {TOPIC_KEY: json.dumps(dataclasses.asdict(topic), ensure_ascii=False)}
+
+    def load_topic(self, raw: str | None) -> None:
+        """The topic kept in the database (:data:`TOPIC_KEY`), at start."""
+        try:
+            obj = json.loads(raw) if raw else None
+            self.topic = ev.Topic(**obj) if isinstance(obj, dict) else None
+        except (ValueError, TypeError):
+            self.topic = None  # unreadable: as if never set (the next topic message sets it)
 
     def name_of(self, pid: str) -> str:
         """A participant's name (``you`` for us; the start of its id if never seen): :meth:`display_name`."""
@@ -189,6 +227,19 @@ class MessageBook:
                     break
         for mid in drop:
             del self.messages[mid]
+
+
+def clean_topic(text: str) -> str:
+    """A topic as kept and shown: one line, no control characters, at most :data:`~.payload.MAX_TOPIC`."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:MAX_TOPIC]
+
+
+def topic_line(text: str, admitted: bool) -> str:
+    """What a ``topic`` message says in the history (after its author's name)."""
+    topic = clean_topic(text)
+    if not admitted:
+        return "tried to set the topic (ignored: only an admin can)"
+    return f"set the topic: {topic}" if topic else "cleared the topic"
 
 
 def decode_app(body: bytes) -> AppPayload | None:

@@ -33,6 +33,10 @@ __all__ = [
     "NickClash",
     "ACTION_KINDS",
     "MEMBERSHIP_KINDS",
+    "KNOWN_KINDS",
+    "NEWER_MARK",
+    "Topic",
+    "TopicChanged",
 ]
 
 #: why the node itself refuses a frame or a message (``FrameRejected.reason``; the engine adds codes of its own,
@@ -61,7 +65,12 @@ ProblemKind = Literal["storage", "internal"]
 #: message kinds that change the channel's members or keys: shown, but not news (no unread count, no mention)
 MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch", "leave", "nick"})
 #: message kinds shown as an action line ("* alice ..."): /me, and membership changes
-ACTION_KINDS = frozenset({"me"}) | MEMBERSHIP_KINDS
+ACTION_KINDS = frozenset({"me", "topic"}) | MEMBERSHIP_KINDS
+#: the payload kinds this version understands (sdschat.node.payload ``KINDS``); a message of another well-formed kind
+#: comes from a newer sdschat: it is shown as its fallback ``text``, marked with :data:`NEWER_MARK`
+KNOWN_KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch", "leave", "nick", "topic")
+#: what follows the author's name in the line of a message of a kind this version does not know
+NEWER_MARK = "(newer sdschat):"
 
 # states of a message, as the UI shows them
 SENDING = "sending"  # own, durable, not yet published
@@ -93,14 +102,50 @@ class ChatMessage:
     reply_to: str | None = None
 
     @property
+    def newer(self) -> bool:
+        """Whether the message is of a kind from a newer sdschat (its ``text`` is the author's fallback line)."""
+        return self.kind not in KNOWN_KINDS
+
+    @property
+    def line(self) -> str:
+        """The message as one line of plain text: ``* alice waves``, ``<bob> hi``, or for a kind from a newer
+        sdschat ``* alice (newer sdschat): set the topic to "release Friday"``."""
+        if self.newer:
+            return f"* {self.nick} {NEWER_MARK} {self.text}"
+        return f"* {self.nick} {self.text}" if self.kind in ACTION_KINDS else f"<{self.nick}> {self.text}"
+
+    @property
     def log_key(self) -> tuple[int, str]:
         """Where the message sits in the local log: ``(lamport_timestamp, message_id)`` order."""
         return (self.lamport_timestamp, self.message_id)
 
 
 @dataclass(frozen=True, slots=True)
+class Topic:
+    """The channel's topic: the text of the admitted ``topic`` message latest in log order ("" once cleared)."""
+
+    text: str
+    message_id: str
+    sender_id: str
+    nick: str
+    set_at_ms: int
+    lamport_timestamp: int
+
+    @property
+    def log_key(self) -> tuple[int, str]:
+        return (self.lamport_timestamp, self.message_id)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeEvent:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChanged(NodeEvent):
+    """The channel's topic changed (``topic.text`` "": cleared)."""
+
+    topic: Topic
 
 
 @dataclass(frozen=True, slots=True)

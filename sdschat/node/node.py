@@ -69,7 +69,7 @@ from ..transport import (
 )
 from . import events as ev
 from .authored import signer
-from .book import FINAL_STATES, MessageBook
+from .book import FINAL_STATES, TOPIC_KEY, MessageBook, clean_topic
 from .config import NodeConfig, node_channel_config
 from .errors import NotAllowed, UserError
 from .frame import pack
@@ -134,7 +134,13 @@ class Node:
         self._listeners: list[Listener] = []
         #: the engine's ``sign`` hook, once the identity is known
         self.sign: Signer = _no_identity
-        self.book = MessageBook(lambda: self._me.participant_id, self.emit, config.memory_messages, lambda: self.nick)
+        self.book = MessageBook(
+            lambda: self._me.participant_id,
+            self.emit,
+            config.memory_messages,
+            lambda: self.nick,
+            self._may_set_topic,
+        )
         self.store_client = StoreClient(self)
         #: members, admins and key epochs (:mod:`.roster`; its state once the identity is known)
         self.roster = Roster(self, self.book)
@@ -203,6 +209,7 @@ class Node:
         await self.roster.load(identity, store)
         await store.kv_set("nick", self.nick)
         await store.kv_set("channel_name", self.key.channel_name)
+        self.book.load_topic(await store.kv_get(TOPIC_KEY))  # (the topic message latest in log order: book.py)
         # (before the messages: a membership line names members)
         self.book.load_participants(await store.participants())
         await self._load_messages(store)
@@ -621,6 +628,13 @@ class Node:
         return await self._send(kind, text, "", data)
 
     async def _send(self, kind: str, text: str, reply_to: str, data: dict | None) -> str:
+        await self._may_send(kind)
+        epoch = self.roster.membership.current.number
+        return await self.send_payload(AppPayload.new(kind, self.nick, text, self.now(), reply_to, data, epoch=epoch))
+
+    async def _may_send(self, kind: str) -> None:
+        """Wait until the node can send ``kind`` (ready, and joined unless it is the join itself); raises as
+        :meth:`send_text` does."""
         if self.channel is None:
             await self.wait_ready()
         if self.failure is not None:
@@ -630,8 +644,14 @@ class Node:
         members = self.roster.membership
         if kind != "join" and self.config.membership and not members.joined:
             await self.roster.join()
+
+    async def send_payload(self, app: AppPayload) -> str:
+        """Write a built application payload to the log as our message (the one path every message we send takes:
+        :meth:`send_text`, :meth:`send_control`); returns its message id once durable, publishing follows. Its
+        ``epoch`` should be the current key epoch's number."""
+        await self._may_send(app.kind)
+        kind, data = app.kind, app.data
         now = self.now()
-        app = AppPayload.new(kind, self.nick, text, now, reply_to, data, epoch=members.current.number)
         body = app.encode()
         out = self._engine.send(body, now, sign=self.sign)
         mid = out.message_id
@@ -642,6 +662,8 @@ class Node:
         self.emit(ev.MessageShown(chat))
         history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
         kv = self.roster.sent(kind, mid, app, now, out.data) if data is not None else None
+        if kind == "topic":
+            kv = {**(kv or {}), **self.book.topic_seen(mid, self.participant_id, app, lamport)}
         self.persist(
             now,
             messages=[
@@ -694,6 +716,23 @@ class Node:
         """The participant id of the member called ``name``; :class:`~.errors.MemberNotFound` (one line) if none or
         several."""
         return self.roster.member_of(name)
+
+    def _may_set_topic(self, pid: str) -> bool:
+        """Who may set the channel's topic: its admins (not removed)."""
+        m = self.roster.state
+        return m is not None and pid in m.admins and pid not in m.removed
+
+    @property
+    def topic(self) -> ev.Topic | None:
+        """The channel's topic: the admitted ``topic`` message latest in log order (None: never set; its text ""
+        once cleared). Kept in the database's kv table, so it survives a restart."""
+        return self.book.topic
+
+    async def set_topic(self, text: str) -> str:
+        """Set the channel's topic (``""``: clear it) with a ``topic`` message in the log; its message id.
+        :class:`~.errors.NotAllowed` unless we are an admin of the channel."""
+        self.check_admin()
+        return await self._send("topic", clean_topic(text), "", None)
 
     def check_admin(self) -> None:
         """NotAllowed (one line) unless we are an admin of the channel (and still a member)."""

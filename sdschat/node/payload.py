@@ -12,11 +12,17 @@ was not among that epoch's members (sdschat.node.membership ``Membership.refusal
 the message it answers, inside the sealed payload like everything else;
 peers that do not know ``re`` ignore it and show the text.
 
-``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``typing``
+``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``topic`` (``/topic``: the
+channel's topic is its ``text``, only an admin's counts: sdschat.node.book), ``typing``
 (ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is
 here), or a membership change -- ``join``, ``admin``, ``epoch``, ``leave``
 (``/part``), ``nick`` (a new nick, ``{"from": the old one}``) -- whose object
 ``d`` sdschat.node.membership reads (peers from before them refuse these kinds).
+A well-formed kind this version does not know (lowercase ASCII letters, at most
+:data:`MAX_KIND`: :func:`well_formed_kind`) comes from a newer sdschat: it is read
+(:attr:`AppPayload.known` False, its ``re`` and ``d`` dropped) and shown as its
+``text``, which every new kind fills with a line for peers without it; any other
+kind is refused.
 ``ts`` is the sender's wall clock in ms at send time (display only; ordering is
 SDS's Lamport order). ``n`` is a random nonce,
 so two people — or one person twice — typing the same text still produce
@@ -31,7 +37,7 @@ import os
 from dataclasses import dataclass
 
 from .errors import UserError
-from .events import MEMBERSHIP_KINDS
+from .events import KNOWN_KINDS, MEMBERSHIP_KINDS
 
 __all__ = [
     "AppPayload",
@@ -42,10 +48,17 @@ __all__ = [
     "VERSION",
     "MAX_TEXT",
     "MAX_EPOCH",
+    "MAX_KIND",
+    "MAX_TOPIC",
+    "well_formed_kind",
 ]
 
 VERSION = 1
-KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch", "leave", "nick")
+KINDS = KNOWN_KINDS
+#: the longest kind a payload may name (known or not)
+MAX_KIND = 16
+#: the longest topic (``topic``: its ``text``, cleaned; "" clears the topic)
+MAX_TOPIC = 200
 #: kinds that change the channel's membership and keys (``d`` holds their data)
 CONTROL_KINDS = MEMBERSHIP_KINDS
 #: how the encoding of a membership message begins (:meth:`AppPayload.encode`): the store matches stored payloads
@@ -75,6 +88,11 @@ class AppPayload:
     data: dict | None = None
     #: the key epoch the author sent under when it wrote this
     epoch: int = 0
+
+    @property
+    def known(self) -> bool:
+        """Whether this version understands the kind (else it comes from a newer sdschat: shown as its text)."""
+        return self.kind in KINDS
 
     @classmethod
     def new(
@@ -130,8 +148,8 @@ class AppPayload:
         if v > VERSION:
             raise PayloadError(f"payload version {v} is newer than this sdschat understands ({VERSION})")
         kind, nick, text, ts, nonce = obj.get("k"), obj.get("nick"), obj.get("text"), obj.get("ts"), obj.get("n", "")
-        if kind not in KINDS:
-            raise PayloadError(f"unknown payload kind {kind!r}"[:80])
+        if not isinstance(kind, str) or not well_formed_kind(kind):
+            raise PayloadError(f"malformed payload kind {kind!r}"[:80])
         if not isinstance(nick, str) or not isinstance(text, str) or not isinstance(nonce, str):
             raise PayloadError("payload fields have the wrong type")
         if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 2**63:
@@ -143,8 +161,8 @@ class AppPayload:
         except UnicodeEncodeError:
             raise PayloadError("payload has invalid characters") from None
         reply_to = obj.get("re", "")
-        if not isinstance(reply_to, str) or reply_to and not _is_message_id(reply_to):
-            reply_to = ""  # not something we can follow: show the text, as a peer without replies would
+        if not isinstance(reply_to, str) or reply_to and not _is_message_id(reply_to) or kind not in KINDS:
+            reply_to = ""  # not something we can follow (or a newer kind's): show the text, as a peer without replies
         d = obj.get("d")
         if kind in CONTROL_KINDS and not isinstance(d, dict):
             raise PayloadError(f"a {kind} payload carries no data")
@@ -152,6 +170,11 @@ class AppPayload:
         if not isinstance(epoch, int) or isinstance(epoch, bool) or not 0 <= epoch < MAX_EPOCH:
             raise PayloadError("payload key epoch is invalid")
         return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, d if kind in CONTROL_KINDS else None, epoch)
+
+
+def well_formed_kind(kind: str) -> bool:
+    """Whether ``kind`` may name a payload kind: 1 to :data:`MAX_KIND` lowercase ASCII letters."""
+    return 0 < len(kind) <= MAX_KIND and kind.isascii() and kind.isalpha() and kind.islower()
 
 
 def _is_message_id(text: str) -> bool:

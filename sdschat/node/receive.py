@@ -601,6 +601,8 @@ class Receiver:
                 self._control(e, app, body, t)
             host.emit(ev.GapClosed(e.message_id, tuple(e.after_lost)))
             t.updates.append(MessageUpdate(e.message_id, state=ev.RECEIVED, after_lost=tuple(e.after_lost)))
+        if app.kind == "topic":  # the channel's topic, if it is the latest admitted one in log order
+            t.kv.update(book.topic_seen(e.message_id, e.sender_id, app, e.lamport_timestamp))
         if via is not None:  # (set for a repaired message)
             host.emit(ev.MessageRepaired(e.message_id, via, by))
         detail = (

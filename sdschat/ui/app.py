@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerState
 from . import slash
 from .collector import FREEZE_EVERY_S, Collector
 from .files import write_private_text
-from .layout import clean_text
+from .layout import header_subtitle
 from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
@@ -293,8 +293,7 @@ class ChatApp(BaseChatApp):
     def __init__(self, node, **kwargs) -> None:
         super().__init__(**kwargs)
         self.node = node
-        channel = getattr(getattr(node, "key", None), "channel_name", "") or "chat"
-        self.sub_title = clean_text(f"#{channel} · {node.nick}")
+        self._subtitle(node.nick)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")
@@ -307,8 +306,15 @@ class ChatApp(BaseChatApp):
         return self.query_one(ChatPane)
 
     def on_chat_pane_nick_changed(self, message: ChatPane.NickChanged) -> None:
+        self._subtitle(message.nick)
+
+    def on_chat_pane_topic_changed(self, message: ChatPane.TopicChanged) -> None:
+        self._subtitle(self.node.nick)
+
+    def _subtitle(self, nick: str) -> None:
         channel = getattr(getattr(self.node, "key", None), "channel_name", "") or "chat"
-        self.sub_title = clean_text(f"#{channel} · {message.nick}")
+        topic = getattr(self.node, "topic", None)
+        self.sub_title = header_subtitle(channel, nick, topic.text if topic is not None else "")
 
 
 WORDS = (

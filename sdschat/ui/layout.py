@@ -29,7 +29,11 @@ from .links import find_links
 from .theme import STATE_STYLES, S, nick_style, state_glyph
 from .timeline import QUOTE_LOST, QUOTE_TEXT, CatchUpItem, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
-__all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells"]
+__all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells", "header_subtitle", "HEADER_TOPIC"]
+
+#: the most cells a channel's topic takes in the window's header (after "#channel · nick · "): with the title, it
+#: stays on one 80-column line
+HEADER_TOPIC = 32
 
 NICK_WIDTH = 10
 WIDE_MIN = 56  # below this width the nick goes inline
@@ -128,6 +132,14 @@ def _wrap_ascii(text: str, first: int, rest: int) -> list[tuple[int, int]]:
     return spans
 
 
+def header_subtitle(channel: str, nick: str, topic: str = "") -> str:
+    """The header's subtitle: ``#channel · nick``, and `` · topic`` (cut to :data:`HEADER_TOPIC` cells) once the
+    channel has one."""
+    head = clean_text(f"#{channel} · {nick}")
+    topic = " ".join(clean_text(topic).split())
+    return f"{head} · {fit_cells(topic, HEADER_TOPIC)}" if topic else head
+
+
 def fit_cells(text: str, width: int) -> str:
     """``text`` in at most ``width`` cells: cut with an ellipsis if longer."""
     if cell_len(text) <= width:
@@ -206,7 +218,13 @@ class Layout:
         runs: list[tuple[int, Style]] = []
         body = ""
         nstyle = nick_style(m.sender_id)
-        if m.kind in ev.ACTION_KINDS:
+        if m.newer:  # a kind from a newer sdschat: its fallback line, marked as such
+            body = f"{nick} {ev.NEWER_MARK} "
+            runs.append((len(nick), nstyle))
+            runs.append((len(body), S.me))
+            _text_runs(runs, len(body), text, S.text)
+            body += text
+        elif m.kind in ev.ACTION_KINDS:
             body = nick + " "
             runs.append((len(body), nstyle))
             _text_runs(runs, len(body), text, S.me)
@@ -364,7 +382,7 @@ class Layout:
                 segs.append(Segment(state_glyph(glyph_state, m.possible_acks), STATE_STYLES.get(glyph_state)))
                 segs.append(Segment(" "))
                 if self.wide:
-                    shown = "*" if m.kind in ev.ACTION_KINDS else fit_cells(nick, NICK_WIDTH)
+                    shown = "*" if m.kind in ev.ACTION_KINDS or m.newer else fit_cells(nick, NICK_WIDTH)
                     pad = NICK_WIDTH - cell_len(shown)
                     segs.append(Segment(" " * pad))
                     segs.append(Segment(shown, nick_style(m.sender_id)))

@@ -15,8 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sdschat.node.events import ACTION_KINDS
-
 from .files import open_private
 from .messages import UiError
 from .usage import UsageError, parse_ms, parse_probability
@@ -26,6 +24,7 @@ __all__ = [
     "window_command",
     "nick",
     "me",
+    "topic",
     "search",
     "kick",
     "admin",
@@ -80,6 +79,24 @@ def me(pane, arg: str) -> None:
     if not arg.strip():
         raise UsageError("usage: /me ACTION")
     pane.send(arg, kind="me")
+
+
+def topic(pane, arg: str) -> None:
+    """``/topic TEXT`` sets the channel's topic (admins only: a refusal is one line here); ``/topic`` alone shows
+    it, who set it and when; ``/topic ""`` clears it."""
+    text = arg.strip()
+    if not text:
+        current = pane.node.topic
+        if current is None or not current.text:
+            pane.notice(f"#{pane.channel_name} has no topic")
+        else:
+            at = datetime.fromtimestamp(current.set_at_ms / 1000, pane.tz).strftime("%Y-%m-%d %H:%M")
+            pane.notice(f"topic of #{pane.channel_name}: {current.text} (set by {current.nick}, {at})")
+        return
+    if text in ('""', "''"):
+        text = ""
+    pane.node.check_admin()  # NotAllowed: one line, before anything is sent
+    pane.membership(pane.node.set_topic(text), "topic")
 
 
 def search(pane, arg: str) -> None:
@@ -194,8 +211,7 @@ def export_log(pane, path: Path) -> None:
                     f.write(json.dumps(asdict(m), ensure_ascii=False) + "\n")
                 else:
                     at = datetime.fromtimestamp(m.sent_at_ms / 1000, tz).strftime("%Y-%m-%d %H:%M:%S")
-                    line = f"* {m.nick} {m.text}" if m.kind in ACTION_KINDS else f"<{m.nick}> {m.text}"
-                    f.write(f"{at} {line}\n")
+                    f.write(f"{at} {m.line}\n")
         return len(messages)
 
     async def run() -> None:

@@ -97,6 +97,7 @@ REGISTRY = SlashRegistry(
         ),
         SlashCommand("unmute", "", "mentions here ring and notify again", do.window_command("unmute")),
         SlashCommand("me", "ACTION", "send an action: * you ACTION", do.me),
+        SlashCommand("topic", "[TEXT]", 'show the topic, or set it (admins; /topic "" clears it)', do.topic),
         SlashCommand("kick", "NAME", "remove a member (admins): a new channel key for everyone else", do.kick),
         SlashCommand("rekey", "", "rotate the channel key without removing anyone (admins)", do.rekey),
         SlashCommand("admin", "NAME", "make a member an admin too (admins)", do.admin),

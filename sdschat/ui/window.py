@@ -26,7 +26,7 @@ from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer, Header
 
 from .app import BaseChatApp
-from .layout import clean_text
+from .layout import header_subtitle
 from .messages import UiError
 from .screens.invite import InviteScreen
 from .widgets import ChatPane
@@ -160,7 +160,7 @@ class ChannelWindow(BaseChatApp):
         since = pane.left_at_ms if pane.left_at_ms is not None else self.client.read_ms(pane.node)
         self.switcher.current = pane.id
         self.channel_list.set_active(index)
-        self.sub_title = clean_text(f"#{pane.channel_name} · {pane.node.nick}")
+        self.sub_title = _subtitle(pane, pane.node.nick)
         self.client.viewing(pane.node)
         pane.input.focus()
         if jump is not None:
@@ -212,7 +212,11 @@ class ChannelWindow(BaseChatApp):
         for pane in self.panes:
             if pane is not message.pane:
                 pane.nick_changed()
-        self.sub_title = clean_text(f"#{message.pane.channel_name} · {message.nick}")
+        self.sub_title = _subtitle(message.pane, message.nick)
+
+    def on_chat_pane_topic_changed(self, message: ChatPane.TopicChanged) -> None:
+        if message.pane is self.active_pane():
+            self.sub_title = _subtitle(message.pane, message.pane.node.nick)
 
     # ---------------------------------------------------------- /join /part /invite
 
@@ -281,3 +285,9 @@ class ChannelWindow(BaseChatApp):
         self._panes = None
         self.channel_list.remove_row(index)
         self.select(max(0, index - 1))
+
+
+def _subtitle(pane, nick: str) -> str:
+    """The header's subtitle for ``pane``'s channel: ``#channel · nick``, and its topic once it has one."""
+    topic = getattr(pane.node, "topic", None)
+    return header_subtitle(pane.channel_name, nick, topic.text if topic is not None else "")

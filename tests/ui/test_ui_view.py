@@ -51,13 +51,12 @@ def test_a_100k_history_opens_fast_and_one_ack_repaints_one_line(run) -> None:
         async with app.run_test(size=(120, 40)) as pilot:
             view = app.query_one(MessageView)
             await pilot.pause()
-            # CPU time of this process (robust to a busy CI machine; wall time is in bench/ui_history.py)
+            # what makes it fast, not how long it took (the times are bench/ui_history.py's): only what is on
+            # screen is painted
             t = time.process_time()
             view.load(msgs)
             await pilot.pause()
-            opened = time.process_time() - t
-            print(f"opened 100,000 messages in {opened:.2f}s of CPU")
-            assert opened < 1.0, f"opening 100,000 messages took {opened:.2f}s of CPU"
+            print(f"opened 100,000 messages in {time.process_time() - t:.2f}s of CPU")
             assert view.painted_lines <= 45  # only what is on screen
             assert view.visible_text()[-1] or view.visible_text()[-2]  # at the bottom, not blank
 
@@ -73,11 +72,11 @@ def test_a_100k_history_opens_fast_and_one_ack_repaints_one_line(run) -> None:
                 True,
                 ev.UNACKNOWLEDGED,
             )
-            t = time.process_time()
+            painted = view.painted_lines
             view.timeline.add_message(mine)
             view.commit(to_bottom=True)
             await pilot.pause()
-            assert time.process_time() - t < 0.05
+            assert view.painted_lines - painted <= 45  # a new line at the end: at most the screen, not the history
             assert "○" in view.visible_text()[-1]
 
             painted, regions = view.painted_lines, view.partial_refreshes

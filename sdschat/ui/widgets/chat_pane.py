@@ -88,6 +88,13 @@ class StatusLine(Static):
 class ChatPane(Vertical):
     BINDINGS = [Binding("alt+up", "message_cursor", "message cursor", show=False)]
 
+    class TopicChanged(Message):
+        """The channel's topic changed (``pane.node.topic``): for the header."""
+
+        def __init__(self, pane: ChatPane) -> None:
+            super().__init__()
+            self.pane = pane
+
     class NickChanged(Message):
         def __init__(self, pane: ChatPane, nick: str) -> None:
             super().__init__()
@@ -525,6 +532,8 @@ class ChatPane(Vertical):
                 panel = True
             elif type(e) is ev.MembershipChanged:
                 self._membership_changed(e)
+            elif type(e) is ev.TopicChanged:
+                self.post_message(self.TopicChanged(self))
             elif type(e) is ev.NickClash:
                 shown = self.node.names().get(e.participant_id) or e.nick
                 self.notice(
