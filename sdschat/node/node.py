@@ -628,9 +628,9 @@ class Node:
         return await self._send(kind, text, "", data)
 
     async def _send(self, kind: str, text: str, reply_to: str, data: dict | None) -> str:
-        await self._may_send(kind)
+        await self._may_send(kind)  # (first: a join it waits for may move the current key epoch)
         epoch = self.roster.membership.current.number
-        return await self.send_payload(AppPayload.new(kind, self.nick, text, self.now(), reply_to, data, epoch=epoch))
+        return await self._write_own(AppPayload.new(kind, self.nick, text, self.now(), reply_to, data, epoch=epoch))
 
     async def _may_send(self, kind: str) -> None:
         """Wait until the node can send ``kind`` (ready, and joined unless it is the join itself); raises as
@@ -646,10 +646,14 @@ class Node:
             await self.roster.join()
 
     async def send_payload(self, app: AppPayload) -> str:
-        """Write a built application payload to the log as our message (the one path every message we send takes:
-        :meth:`send_text`, :meth:`send_control`); returns its message id once durable, publishing follows. Its
-        ``epoch`` should be the current key epoch's number."""
+        """Write a built application payload to the log as our message, once the node can send it; returns its
+        message id once durable, publishing follows. Its ``epoch`` should be the current key epoch's number."""
         await self._may_send(app.kind)
+        return await self._write_own(app)
+
+    async def _write_own(self, app: AppPayload) -> str:
+        """The one path every message we send takes (:meth:`send_text`, :meth:`send_control`,
+        :meth:`send_payload`, after :meth:`_may_send`): into the engine and the book, durable, then queued."""
         kind, data = app.kind, app.data
         now = self.now()
         body = app.encode()

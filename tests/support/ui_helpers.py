@@ -38,23 +38,38 @@ def fast_config(**overrides):
 
 @contextlib.asynccontextmanager
 async def cluster(
-    tmp_path: Path, nicks=("alice", "bob"), configs: dict | None = None, channel: str = "general", key=None
+    tmp_path: Path,
+    nicks=("alice", "bob"),
+    configs: dict | None = None,
+    channel: str = "general",
+    key=None,
+    admin: str | None = None,
 ):
-    """Start an embedded broker and one real node per nick (shared in-memory key); stop everything after."""
-    from sdschat.crypto import ChannelKey
+    """Start an embedded broker and one real node per nick (shared in-memory key); stop everything after. With
+    ``admin`` (one of the nicks), the nodes keep the channel's membership and that nick is its admin."""
+    from sdschat.crypto import ChannelKey, Identity
     from sdschat.node import Node, NodeConfig
     from sdschat.transport import EmbeddedBroker
 
     configs = configs or {}
     broker = await EmbeddedBroker.start()
     key = key or ChannelKey.generate(channel)
+    identities = {nick: Identity.generate() for nick in nicks} if admin is not None else {}
+    members = {"membership": True, "admins": (identities[admin].participant_id,)} if admin is not None else {}
     nodes = []
     try:
         for nick in nicks:
             cfg = configs.get(nick) or fast_config()
-            nodes.append(
-                await Node.start(NodeConfig(nick, key, tmp_path / f"{nick}.db", broker.url, channel_config=cfg))
+            config = NodeConfig(
+                nick,
+                key,
+                tmp_path / f"{nick}.db",
+                broker.url,
+                channel_config=cfg,
+                identity=identities.get(nick),
+                **members,
             )
+            nodes.append(await Node.start(config))
         yield nodes
     finally:
         for node in nodes:

@@ -3,45 +3,17 @@ Real nodes over the embedded broker, the chat screen driven by the Pilot."""
 
 from __future__ import annotations
 
-import contextlib
+from ui_helpers import cluster, line_with, lines_of, wait_until
 
-from ui_helpers import fast_config, line_with, lines_of, wait_until
-
-from sdschat.crypto import ChannelKey, Identity
-from sdschat.node import Node, NodeConfig
 from sdschat.ui.app import ChatApp
 from sdschat.ui.layout import HEADER_TOPIC, header_subtitle
 
 SIZE = (120, 30)
 
 
-@contextlib.asynccontextmanager
-async def channel(tmp_path):
+def channel(tmp_path):
     """alice (the channel's admin) and bob, members of #general, on an embedded broker."""
-    from sdschat.transport import EmbeddedBroker
-
-    broker = await EmbeddedBroker.start()
-    key, admin = ChannelKey.generate("general"), Identity.generate()
-    nodes = []
-    try:
-        for nick in ("alice", "bob"):
-            config = NodeConfig(
-                nick,
-                key,
-                tmp_path / f"{nick}.db",
-                broker.url,
-                channel_config=fast_config(),
-                identity=admin if nick == "alice" else Identity.generate(),
-                membership=True,
-                admins=(admin.participant_id,),
-            )
-            nodes.append(await Node.start(config))
-        yield nodes
-    finally:
-        for node in nodes:
-            with contextlib.suppress(Exception):
-                await node.stop()
-        await broker.close()
+    return cluster(tmp_path, ("alice", "bob"), admin="alice")
 
 
 async def typed(pilot, text: str) -> None:
