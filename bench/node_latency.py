@@ -27,20 +27,16 @@ import threading
 import time
 from pathlib import Path
 
-from kit import Broker, percentile
+from kit import Broker, cpu_s, percentile
 
 
 def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float]]]) -> None:
     """Every 0.2 s until the nodes end: each node's CPU time so far (user + system, from /proc), with the time."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     while any(p.poll() is None for p in procs.values()):
         for name, p in procs.items():
-            try:
-                with open(f"/proc/{p.pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            samples[name].append((time.time(), (int(fields[11]) + int(fields[12])) / tick))
+            used = cpu_s(p.pid)
+            if used is not None:
+                samples[name].append((time.time(), used))
         time.sleep(0.2)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import sys
 import tempfile
@@ -27,17 +26,6 @@ import time
 from pathlib import Path
 
 import kit as H
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
 
 
 def message_count(db: Path) -> int | None:
@@ -118,7 +106,7 @@ def run(
                         continue
                     row["nodes"][b.name] = {
                         "rss_kb": H.rss_kb(b.pid),
-                        "cpu_s": cpu_s(b.pid),
+                        "cpu_s": H.cpu_s(b.pid),
                         "db_bytes": H.db_bytes(b.db),
                         "messages": message_count(b.db),
                     }

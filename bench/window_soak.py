@@ -51,8 +51,8 @@ import threading
 import time
 from pathlib import Path
 
-from kit import Broker, rss_kb
-from soak_nodes import cpu_s, linfit
+from kit import Broker, cpu_s, rss_kb
+from soak_nodes import linfit
 from window_channels import ESCAPES
 
 SIZE = (140, 40)

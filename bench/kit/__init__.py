@@ -28,7 +28,7 @@ from kit.dbread import (
     repaired_count,
     waiting_of,
 )
-from kit.figures import percentile, print_table, rss_kb, wait_until
+from kit.figures import cpu_s, percentile, print_table, rss_kb, wait_until
 from kit.ports import free_port, wait_listening
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "print_table",
     "repaired_count",
     "rss_kb",
+    "cpu_s",
     "wait_all",
     "wait_listening",
     "wait_until",

@@ -1,8 +1,11 @@
-"""Figures of a run: percentiles, a process's resident memory, a two-column table, and a polling wait."""
+"""Figures of a run: percentiles, a process's CPU time and resident memory, a two-column table, and a polling wait."""
 
 from __future__ import annotations
 
+import os
 import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def percentile(values, q: float) -> float:
@@ -25,6 +28,16 @@ def rss_kb(pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     return None
+
+
+def cpu_s(pid: int) -> float | None:
+    """CPU time of a process so far, user + system, in seconds (from /proc/PID/stat), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
