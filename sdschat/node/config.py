@@ -10,16 +10,73 @@ from typing import Any
 
 from ..crypto import ChannelKey, Identity
 from ..sds import ChannelConfig, RepairConfig
+from ..sds.config import response_groups_for
 from ..storenode import protocol as store_proto
 from ..transport import Transport
 
-__all__ = ["BLOOM_CAPACITY", "LOG_WINDOW", "NodeConfig", "node_channel_config"]
+__all__ = [
+    "BLOOM_CAPACITY",
+    "LOG_WINDOW",
+    "NODE_REPAIR",
+    "REPAIR_TIERS",
+    "NodeConfig",
+    "node_channel_config",
+    "repair_for_members",
+]
 
 #: log rows a node's engine keeps in memory per channel (the rest: 8 bytes an id; every row stays in the database)
 LOG_WINDOW = 10_000
 #: the ids a node's bloom filter holds before it rolls over (then it keeps the newest half): 248 bytes in every
 #: frame at 0.1% false positives, against @waku/sds's 10,000 (18.7 KB). See ``node_channel_config``.
 BLOOM_CAPACITY = 128
+#: SDS-R as a node runs it in a small group (every node's default; see ``node_channel_config``)
+NODE_REPAIR = RepairConfig(t_min_ms=2_000, t_max_ms=10_000, t_min_growth=1.0)
+#: the repair timers by the channel's member count: (members from, T_min ms, T_max ms), smallest first
+#: (docs/sds-at-scale.md, "Recommendations"; see :func:`repair_for_members`)
+REPAIR_TIERS = ((1, NODE_REPAIR.t_min_ms, NODE_REPAIR.t_max_ms), (100, 5_000, 120_000), (1_000, 5_000, 60_000))
+
+
+def repair_for_members(members: int) -> RepairConfig:
+    """SDS-R for a channel of ``members`` members (the node itself included), as docs/sds-at-scale.md recommends.
+
+    Decisions, by the study's findings (``Recommendations``):
+
+    * Fewer than 100 members: T_min 2 s, T_max 10 s (:data:`NODE_REPAIR`), not the study's 30 s / 120 s for
+      10 members. A small group waits longest for SDS-R (finding 2), and chat lines must show within seconds;
+      catching up after an absence is the store node's or the broker's kept session's (findings 4 and 8), and
+      ``t_min_growth`` 1 keeps a returning member's many requests back meanwhile (finding 16).
+    * 100 to 999 members: T_min 5 s, T_max 120 s. 5 s rather than 30 s gives ordered delivery 3.1x sooner
+      without a store for the same repair traffic (findings 3 and 10), and when a store loses or is down
+      (finding 13); the window is widened from 10 s to the 120 s the study measured at this size, so that the
+      timers of the many members missing the same message spread out and the earliest one serves all (finding 2).
+    * 1,000 members and more: T_min 5 s, T_max 60 s: with this many members the earliest timer fires near T_min
+      anyway, and T_max 60 s cuts delivered p99 14-52% for the same repair frames (finding 11); measured at
+      1,000 and used for 10,000 and 100,000 too.
+    * Response groups: the RFC's ``n div 128 + 1`` (:func:`~sdschat.sds.config.response_groups_for`), so 1 up
+      to 127 members. Each member caches and answers only the messages of its group, so fewer answers race for
+      the same request. The study's runs used the RFC's groups at every size (the simulator's default), so the
+      timers above were measured with them. The engine applies them safely on a running channel: they decide
+      only which messages this member caches and answers from then on, and the original sender is in every
+      group of its own messages.
+    * Members who for a moment count the channel differently (a join still on its way) run different timers
+      or groups until they agree: both only decide when each member asks and answers, never what is sent or
+      accepted, so the group works on meanwhile. Repair settings a node is given explicitly (``--tune
+      repair_t_max_ms=...``) are kept at every size (:attr:`NodeConfig.follows_size`).
+    * ``t_min_growth`` stays 1 at every size: a node's members catch up from a store node or a kept broker
+      session (finding 16: without either, a large lossy group delivers sooner with 0).
+
+    The bloom filter is not in here: it stays :data:`BLOOM_CAPACITY` (128) ids at every size. Finding 17 (the
+    rollover grid: a long-lived 100-member channel, 20 messages a second) found a 128-id filter forgets no
+    acknowledgement that mattered against 10,000, for 11.7x fewer bytes: causal histories acknowledge a message
+    within a second, and an owed acknowledgement a filter forgot is named in a sync. Bytes in every frame matter
+    more as the group grows (finding 5). And the filter's size must be common to the group: members whose filters
+    differ in length ignore each other's, so a filter that followed the count would split a growing group.
+    """
+    count = max(1, members)
+    _, t_min, t_max = next(tier for tier in reversed(REPAIR_TIERS) if count >= tier[0])
+    return dataclasses.replace(
+        NODE_REPAIR, t_min_ms=t_min, t_max_ms=t_max, num_response_groups=response_groups_for(count)
+    )
 
 
 def node_channel_config(**overrides) -> ChannelConfig:
@@ -29,6 +86,11 @@ def node_channel_config(**overrides) -> ChannelConfig:
     loss); resends and SDS-R timings sized for interactive chat in small
     groups rather than the RFC's 30 s+ recommendations for large ones. The
     engine keeps the newest :data:`LOG_WINDOW` log rows in memory.
+
+    These SDS-R timers are where a node starts; as its channel grows past 100
+    and 1,000 members they follow :func:`repair_for_members` (the roster sets
+    them on the engine), unless they were given here (``repair_t_min_ms=``...)
+    or :attr:`NodeConfig.repair_by_size` is off.
 
     SDS-R's T_min grows with the gap (``t_min_growth`` 1): 2 s for one
     missing message, 4 s when two are outstanding, 8 s (the cap: T_max less a
@@ -52,7 +114,7 @@ def node_channel_config(**overrides) -> ChannelConfig:
         if k.startswith("repair_") and k[len("repair_") :] in repair_keys
     }
     chan_over = {k: v for k, v in overrides.items() if not k.startswith("repair_")}
-    repair = RepairConfig(**{"t_min_ms": 2_000, "t_max_ms": 10_000, "t_min_growth": 1.0, **repair_over})
+    repair = dataclasses.replace(NODE_REPAIR, **repair_over)
     base: dict[str, Any] = dict(
         causal_history_size=10,
         bloom_capacity=BLOOM_CAPACITY,
@@ -121,3 +183,13 @@ class NodeConfig:
     epoch_retention_ms: int = 24 * 3600 * 1000
     #: an admin starts a new key epoch when the current one is this old (0: only on /rekey and /kick)
     rekey_every_ms: int = 0
+    #: the engine's SDS-R timers follow the channel's member count (:func:`repair_for_members`, set by the roster
+    #: at start and as members join, leave or are removed) while ``channel_config`` has the node's default repair
+    #: settings; repair settings given there explicitly are kept. False: always ``channel_config``'s.
+    repair_by_size: bool = True
+
+    @property
+    def follows_size(self) -> bool:
+        """Whether the channel's SDS-R timers follow its member count (:attr:`repair_by_size`, and
+        ``channel_config`` on the node's default repair settings)."""
+        return self.repair_by_size and self.channel_config.repair == NODE_REPAIR

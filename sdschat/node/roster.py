@@ -5,7 +5,8 @@ it loads and keeps the state (one ``kv`` row, written in the same transaction as
 says hello and joins once another member is here, hands its join to a newcomer and the later epoch messages to
 a member still on an older key, grants the current key to a late joiner (admins), starts epochs for
 ``/kick`` and ``/rekey``, deletes superseded keys after the retention window and rotates on the profile's
-schedule.
+schedule. As the member count changes it sets the engine's SDS-R timers to the channel's size
+(:func:`~sdschat.node.config.repair_for_members`).
 
 The SDS frames of the epoch messages whose keys are kept here, and of the admin messages, are kept in the database
 too (``kv`` rows, written with the message that brought them): a member still on an older key gets them from any
@@ -24,6 +25,7 @@ from ..crypto.epochs import exchange_public
 from ..store import Store, StoreError
 from . import events as ev
 from .book import MessageBook
+from .config import repair_for_members
 from .errors import MemberNotFound, NotAllowed
 from .membership import ControlError, EpochApplied, Membership, parse_control
 from .outbox import Outbound
@@ -160,8 +162,36 @@ class Roster:
         return self.state is not None and self.state.me in self.state.removed
 
     def channel_ready(self) -> None:
-        """The engine is up: the removed members no longer count as its peers (it is told again each start)."""
+        """The engine is up: the removed members no longer count as its peers, and its SDS-R timers follow the
+        channel's size (it is told both again each start)."""
         self._drop_peers(self.membership.removed, self.host.now())
+        self.follow_size()
+
+    @property
+    def member_count(self) -> int:
+        """The channel's members as this node knows them, itself included; removed members and those who left
+        are not counted."""
+        return len(self.membership.others()) + 1
+
+    def follow_size(self) -> None:
+        """The member count may have changed: set the engine's SDS-R timers and response groups to those of the
+        channel's size (:func:`~sdschat.node.config.repair_for_members`), unless the node's configuration keeps
+        its own (:attr:`~sdschat.node.config.NodeConfig.follows_size`). Requests and answers already scheduled
+        keep their time; those scheduled from now on use the new timers."""
+        channel = self.host.channel
+        if channel is None or self.state is None or not self.host.config.follows_size:
+            return
+        count = self.member_count
+        want = repair_for_members(count)
+        if channel.config.repair != want:
+            log.debug(
+                "%d members: SDS-R T_min %d ms, T_max %d ms, %d response groups",
+                count,
+                want.t_min_ms,
+                want.t_max_ms,
+                want.response_groups,
+            )
+            channel.set_repair_config(want)
 
     def _drop_peers(self, pids, now: int) -> None:
         """``pids`` no longer count as the engine's peers (removed, or left): their acknowledgements no longer
@@ -288,6 +318,7 @@ class Roster:
                 return None
             host.reject("bad_control", f"{app.kind} from {sender[:8]}: {exc}", now)
             return None
+        self.follow_size()  # (a join, a leave, a removal)
         kv[MEMBERSHIP_KEY] = m.to_json()
         return kv
 

@@ -67,6 +67,10 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   pseudo-random backoff in ``[T_min, T_max)`` instead of being dropped; it ends
   when the message arrives or is declared lost. Due requests go out at once in
   a sync frame when no content message is being sent.
+* **Repair timings follow the group** (:meth:`MessageChannel.set_repair_config`):
+  an application may change T_min, T_max and the response groups of a
+  running channel; what is scheduled keeps its time, what is scheduled from
+  then on uses the new ones. A local decision, like ``t_min_growth``.
 * **Delayed ack** (``ack_delay_ms``, off by default): a received content
   message is owed an acknowledgement; if no frame of ours names it within
   ``ack_delay_ms`` (+ jitter) and nobody else's frame names it either, a sync
@@ -124,11 +128,12 @@ persist each change as one row write instead of rewriting the state.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from hashlib import sha256
 
 from . import sds_pb2
 from .bloom import RollingBloomFilter
-from .config import ChannelConfig
+from .config import ChannelConfig, RepairConfig
 from .events import EphemeralReceived, Event, Outgoing, Rejected, RepairRequested
 from .frame import Frame
 from .hints import GapHints
@@ -476,6 +481,27 @@ class MessageChannel:
         """Drop a message from the SDS-R repair cache (this participant no longer rebroadcasts it); whether it
         was there. For content that must not outlive a retention window (an application's choice)."""
         return self._repair.cache_drop(message_id)
+
+    def set_repair_config(self, repair: RepairConfig) -> None:
+        """Change SDS-R's timings on a running channel (an application whose group grew or shrank, say): T_min,
+        T_max, ``t_min_growth``, the response groups and ``max_requests`` apply to what is scheduled from now on.
+
+        What is already scheduled keeps its time: a pending request goes out when it was due and is re-scheduled
+        under the new timers after that (or when a peer asks for the same id); a pending answer goes out when it
+        was due. The response groups decide, from now on, which received messages are cached and which requests
+        are answered; messages cached before stay cached. Nothing on the wire changes, only when this member asks
+        and answers. ``enabled``, ``buffer_size`` and ``cache_size`` are fixed when the channel is made (the
+        buffers and the cache were filled under them, and other parts read ``enabled``): a ``repair`` that
+        changes them raises ValueError. Not persisted: the application says it again after a restore.
+        """
+        if not isinstance(repair, RepairConfig):
+            raise ValueError(f"repair settings must be a RepairConfig, not {type(repair).__name__}")
+        now = self.config.repair
+        fixed = [n for n in ("enabled", "buffer_size", "cache_size") if getattr(repair, n) != getattr(now, n)]
+        if fixed:
+            raise ValueError(f"repair settings fixed when the channel was made cannot change: {', '.join(fixed)}")
+        self.config = replace(self.config, repair=repair)
+        self._repair.reconfigure(repair)
 
     def drop_peer(self, participant_id: str) -> list[Event]:
         """An application removed ``participant_id`` from the group: it no longer counts toward the possible-ack

@@ -30,6 +30,10 @@ class RepairConfig:
     after T_min as ever; the dozens of a member coming back wait longer, since a store node or the broker's
     kept session is bringing them, and each early request is a frame to everyone (docs/sds-at-scale.md,
     findings 9 and 16). A local decision: it changes when this member asks, not what anyone sends or accepts.
+
+    A running channel takes new timings, response groups and ``max_requests`` with
+    :meth:`~sdschat.sds.channel.MessageChannel.set_repair_config` (a group that grew, say); ``enabled`` and the
+    sizes stay those it was made with.
     """
 
     enabled: bool = True

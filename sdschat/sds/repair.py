@@ -16,7 +16,7 @@ from collections import OrderedDict
 from hashlib import sha256
 from typing import Any, Protocol
 
-from .config import PARTICIPANTS_PER_RESPONSE_GROUP, ChannelConfig, response_groups_for
+from .config import PARTICIPANTS_PER_RESPONSE_GROUP, ChannelConfig, RepairConfig, response_groups_for
 from .events import Event, Evicted, Outgoing, RepairScheduled, RepairServed
 from .state import CacheRow, ChannelState, JournalOp, RequestRow
 from .wire import HistoryEntry, encode_frame
@@ -132,6 +132,12 @@ class RepairScheduler:
         self.channel_id = channel_id
         self.participant_id = participant_id
         self.requests_received = 0  # entries of others' requests (a native int: see MessageChannel.stats)
+
+    def reconfigure(self, config: RepairConfig) -> None:
+        """New settings for what is scheduled from now on (:meth:`MessageChannel.set_repair_config`): the timers
+        and heaps keep what they hold."""
+        self.config = config
+        self.groups = config.response_groups
 
     # --------------------------------------------------------------- requests
 
