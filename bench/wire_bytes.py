@@ -27,12 +27,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
+from kit import broker_tap
 
 import sdschat
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig
-from sdschat.transport import EmbeddedBroker
 
 WORDS = "the quick brown fox jumps over a lazy dog and then some more words follow here".split()
 
@@ -50,17 +49,9 @@ def texts(n: int, seed: int = 1, chars: int = 0) -> list[str]:
 
 
 async def measure(messages: int, settle_s: float, chars: int = 0, members: int = 3, loss: float = 0.0) -> dict:
-    broker = await EmbeddedBroker.start()
     sizes: list[int] = []
-    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
-    sub.on_message = lambda _c, _u, m: sizes.append(len(m.payload))
-    host, port = broker.url.split("//")[1].rsplit(":", 1)
-    sub.connect(host, int(port))
-    sub.subscribe("#")
-    sub.loop_start()
-    nodes = []
-    try:
-        key = ChannelKey.generate("wire-bytes")
+    key = ChannelKey.generate("wire-bytes")
+    async with broker_tap("#", lambda payload: sizes.append(len(payload))) as (url, nodes):
         with tempfile.TemporaryDirectory(prefix="sdschat-wire-bytes-") as tmp:
             for i in range(members):
                 nick = ("alice", "bob", "carol")[i] if i < 3 else f"member{i}"
@@ -70,7 +61,7 @@ async def measure(messages: int, settle_s: float, chars: int = 0, members: int =
                             nick=nick,
                             key=key,
                             db_path=Path(tmp) / f"{nick}.db",
-                            broker_url=broker.url,
+                            broker_url=url,
                             seed=i,
                             impairment={"loss_in": loss} if loss else {},
                         )
@@ -83,14 +74,8 @@ async def measure(messages: int, settle_s: float, chars: int = 0, members: int =
                 await nodes[i % members].send_text(text)
                 await asyncio.sleep(0.2)
             await asyncio.sleep(settle_s)
-            for node in nodes:
-                await node.stop()
-            nodes.clear()
-    finally:
-        for node in nodes:
-            await node.stop()
-        sub.loop_stop()
-        await broker.close()
+            while nodes:
+                await nodes.pop().stop()
     chars = sum(map(len, lines))
     return {
         "frames": len(sizes),

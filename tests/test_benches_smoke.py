@@ -44,6 +44,10 @@ EXPECTED = {
         rf"old message: key press to the inspector's frame {NUMBER} ms median .*, 2 timeline steps",
         rf"`sdschat inspect --db FILE ID`, a cold process: {NUMBER} ms median",
     ],
+    "message_actions.py": [
+        rf"edit to shown on the other member over 5 edits: p50 {NUMBER} ms, p99 {NUMBER} ms",
+        rf"database after 40 reactions: {NUMBER} bytes, {NUMBER} bytes per reaction",
+    ],
     "node_latency.py": [
         rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
         r"logs identical: True",
@@ -76,6 +80,10 @@ EXPECTED = {
         rf"Store.open \+ close with the open checks: {NUMBER} ms median",
         rf"the checks at open: {NUMBER} ms",
         rf"PRAGMA quick_check of the whole file: {NUMBER} ms",
+    ],
+    "presence_bytes.py": [
+        rf"chat: presence beats {NUMBER} of {NUMBER} bytes: {NUMBER}% of the channel's bytes",
+        rf"first minute \(starts, joins, start beats and answers\): {NUMBER} bytes, presence {NUMBER}",
     ],
     "store_catchup.py": [rf"caught up 50 missed messages from the store in {NUMBER} s"],
     "sweep_example.py": [rf"sweep wall time +{NUMBER} s for 2 scenarios", rf"events written +{NUMBER}"],

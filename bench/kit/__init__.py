@@ -30,6 +30,7 @@ from kit.dbread import (
 )
 from kit.figures import cpu_s, percentile, print_table, rss_kb, wait_until
 from kit.ports import free_port, wait_listening
+from kit.tap import broker_tap
 
 __all__ = [
     "FAST",
@@ -39,6 +40,7 @@ __all__ = [
     "SDSCHAT",
     "Bot",
     "Broker",
+    "broker_tap",
     "connect_ro",
     "converged",
     "db_bytes",

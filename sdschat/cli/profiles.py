@@ -406,7 +406,7 @@ async def _channel_summary(profile, entry) -> dict:
     topic ("" if none: the latest admitted topic message, as the node keeps it; ``--json`` and the table leave it
     out then, as before topics)."""
     from sdschat.crypto import CryptoError, Identity
-    from sdschat.node import CONTROL_PREFIXES, MEMBERSHIP_KEY
+    from sdschat.node import MEMBERSHIP_KEY, QUIET_PREFIXES
     from sdschat.node.book import TOPIC_KEY
     from sdschat.node.membership import Membership
     from sdschat.store import Store, StoreError
@@ -425,7 +425,7 @@ async def _channel_summary(profile, entry) -> dict:
             seen = ({p.participant_id for p in await store.participants()} - gone) | {me}
             row.update(
                 members=len(seen - {""}),
-                unread=await store.unread_count(channel_id, entry.read_ms, me, CONTROL_PREFIXES),
+                unread=await store.unread_count(channel_id, entry.read_ms, me, QUIET_PREFIXES),
                 messages=await store.message_count(channel_id),
                 topic=_topic_text(await store.kv_get(TOPIC_KEY)),
             )

@@ -2,14 +2,15 @@
 
 from ..store import SearchQueryError
 from .authored import open_authored, ordering_context, signer
-from .errors import MemberNotFound, NotAllowed, UserError
+from .errors import MemberNotFound, MessageNotFound, NotAllowed, UserError
 from .events import *  # noqa: F401,F403
 from .node import MEMBERSHIP_KEY, Node, NodeConfig, NodeFailed, node_channel_config
-from .payload import CONTROL_PREFIXES, AppPayload, PayloadError
+from .payload import CONTROL_PREFIXES, QUIET_PREFIXES, AppPayload, PayloadError
 from .search import SearchHit, match_spans, merge_hits, search_store
 
 __all__ = [
     "CONTROL_PREFIXES",
+    "QUIET_PREFIXES",
     "MEMBERSHIP_KEY",
     "Node",
     "NodeConfig",
@@ -27,5 +28,6 @@ __all__ = [
     "signer",
     "UserError",
     "MemberNotFound",
+    "MessageNotFound",
     "NotAllowed",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from ..crypto import SignatureError, read_signed_content
 from ..store import CorruptRowError, MessageRow, MessageUpdate, ParticipantRow
 from . import events as ev
+from .actions import target_of
 from .membership import describe
 from .payload import CONTROL_KINDS, MAX_TOPIC, AppPayload, PayloadError
 
@@ -77,6 +78,7 @@ class MessageBook:
             None,
             received_at,
             app.reply_to or None,
+            target=target_of(app),
         )
 
     def chat_of_row(self, row: MessageRow) -> ev.ChatMessage:

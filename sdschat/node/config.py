@@ -15,6 +15,8 @@ from ..storenode import protocol as store_proto
 from ..transport import Transport
 
 __all__ = [
+    "AWAY_AFTER_MS",
+    "BEAT_EVERY_MS",
     "BLOOM_CAPACITY",
     "LOG_WINDOW",
     "NODE_REPAIR",
@@ -34,6 +36,10 @@ NODE_REPAIR = RepairConfig(t_min_ms=2_000, t_max_ms=10_000, t_min_growth=1.0)
 #: the repair timers by the channel's member count: (members from, T_min ms, T_max ms), smallest first
 #: (docs/sds-at-scale.md, "Recommendations"; see :func:`repair_for_members`)
 REPAIR_TIERS = ((1, NODE_REPAIR.t_min_ms, NODE_REPAIR.t_max_ms), (100, 5_000, 120_000), (1_000, 5_000, 60_000))
+#: a member that published nothing for this long sends a presence beat (:mod:`.presence`)
+BEAT_EVERY_MS = 180_000
+#: away on its own after this long without a key pressed (0: never)
+AWAY_AFTER_MS = 10 * 60_000
 
 
 def repair_for_members(members: int) -> RepairConfig:
@@ -187,6 +193,11 @@ class NodeConfig:
     #: at start and as members join, leave or are removed) while ``channel_config`` has the node's default repair
     #: settings; repair settings given there explicitly are kept. False: always ``channel_config``'s.
     repair_by_size: bool = True
+    #: a member that published nothing for this long sends a presence beat (:mod:`.presence`; announced, so a
+    #: peer shows it offline after 2.5 times this without a frame)
+    presence_every_ms: int = BEAT_EVERY_MS
+    #: away on its own after this long without a key pressed (0: never)
+    away_after_ms: int = AWAY_AFTER_MS
 
     @property
     def follows_size(self) -> bool:

@@ -7,7 +7,7 @@ bug and is reported as one, with its traceback in the log.
 
 from __future__ import annotations
 
-__all__ = ["UserError", "MemberNotFound", "NotAllowed"]
+__all__ = ["UserError", "MemberNotFound", "MessageNotFound", "NotAllowed"]
 
 
 class UserError(Exception):
@@ -16,6 +16,11 @@ class UserError(Exception):
 
 class MemberNotFound(UserError):
     """A name that is no member of the channel, or that several members go by (the text lists them)."""
+
+
+class MessageNotFound(UserError):
+    """A message id that names no message here (not received, or no id at all): nothing to edit, delete or react
+    to."""
 
 
 class NotAllowed(UserError):

@@ -37,6 +37,14 @@ __all__ = [
     "NEWER_MARK",
     "Topic",
     "TopicChanged",
+    "PresenceChanged",
+    "EPHEMERAL_KINDS",
+    "MESSAGE_ACTION_KINDS",
+    "MessageChanged",
+    "PENDING",
+    "APPLIED",
+    "REFUSED",
+    "LOST",
 ]
 
 #: why the node itself refuses a frame or a message (``FrameRejected.reason``; the engine adds codes of its own,
@@ -56,6 +64,7 @@ RejectReason = Literal[
     "removed",
     "stale_key",
     "bad_epoch",
+    "bad_action",
 ]
 #: why the membership refuses a member's frame or message (:meth:`~sdschat.node.membership.Membership.refusal`)
 Refusal = Literal["removed", "stale_key", "bad_epoch"]
@@ -64,11 +73,32 @@ ProblemKind = Literal["storage", "internal"]
 
 #: message kinds that change the channel's members or keys: shown, but not news (no unread count, no mention)
 MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch", "leave", "nick"})
-#: message kinds shown as an action line ("* alice ..."): /me, and membership changes
-ACTION_KINDS = frozenset({"me", "topic"}) | MEMBERSHIP_KINDS
+#: messages that act on another message, named in their data (``d["t"]``): an edit (its author only), a deletion
+#: (its author or an admin) and a reaction (toggled): sdschat.node.actions
+MESSAGE_ACTION_KINDS = frozenset({"edit", "delete", "react"})
+#: message kinds shown as an action line ("* alice ..."): /me, membership changes, and an edit, deletion or reaction
+#: when it is shown as a line of its own (waiting for its message, lost with it, or refused)
+ACTION_KINDS = frozenset({"me", "topic"}) | MEMBERSHIP_KINDS | MESSAGE_ACTION_KINDS
 #: the payload kinds this version understands (sdschat.node.payload ``KINDS``); a message of another well-formed kind
 #: comes from a newer sdschat: it is shown as its fallback ``text``, marked with :data:`NEWER_MARK`
-KNOWN_KINDS = ("msg", "me", "typing", "hello", "join", "admin", "epoch", "leave", "nick", "topic")
+KNOWN_KINDS = (
+    "msg",
+    "me",
+    "typing",
+    "hello",
+    "join",
+    "admin",
+    "epoch",
+    "leave",
+    "nick",
+    "topic",
+    "presence",
+    "edit",
+    "delete",
+    "react",
+)
+#: kinds that only ever travel in ephemeral frames (never stored, never repaired): notices, not messages
+EPHEMERAL_KINDS = frozenset({"typing", "hello", "presence"})
 #: what follows the author's name in the line of a message of a kind this version does not know
 NEWER_MARK = "(newer sdschat):"
 
@@ -80,6 +110,12 @@ ACKNOWLEDGED = "acknowledged"
 RESENDING = "resending"
 RECEIVED = "received"  # someone else's, delivered
 WAITING = "waiting"  # someone else's, shown, dependencies missing
+
+# what became of an edit, deletion or reaction (``ChatMessage.action_state``; sdschat.node.actions)
+PENDING = "pending"  # its message has not arrived (missing, or not received yet): shown as a line of its own
+APPLIED = "applied"  # shown on its message (the line of its own goes)
+REFUSED = "refused"  # against the channel's rules (an edit by someone else, say): never applied
+LOST = "lost"  # its message was declared irretrievably lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +136,18 @@ class ChatMessage:
     received_at_ms: int = 0
     #: the message this one answers (a reply), or None
     reply_to: str | None = None
+    #: whether an edit changed ``text`` (the latest edit's in log order: ``Node.edit_history`` has each version)
+    edited: bool = False
+    #: when the latest edit was written (its author's clock; 0: never edited)
+    edited_at_ms: int = 0
+    #: who deleted the message (its author, or an admin: then ``text`` names them); None while not deleted
+    deleted_by: str | None = None
+    #: emoji -> participant ids who reacted with it, in first-reaction order
+    reactions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: an edit, deletion or reaction (MESSAGE_ACTION_KINDS): the message it acts on, and what became of it
+    #: (PENDING, APPLIED, REFUSED, LOST); None for any other message
+    target: str | None = None
+    action_state: str | None = None
 
     @property
     def newer(self) -> bool:
@@ -107,17 +155,38 @@ class ChatMessage:
         return self.kind not in KNOWN_KINDS
 
     @property
+    def deleted(self) -> bool:
+        return self.deleted_by is not None
+
+    @property
+    def hidden(self) -> bool:
+        """Whether a view leaves the message out: an edit, deletion or reaction shown on its message (a pending,
+        refused or lost one is a line of its own)."""
+        return self.kind in MESSAGE_ACTION_KINDS and self.action_state == APPLIED
+
+    @property
     def line(self) -> str:
         """The message as one line of plain text: ``* alice waves``, ``<bob> hi``, or for a kind from a newer
-        sdschat ``* alice (newer sdschat): set the topic to "release Friday"``."""
+        sdschat ``* alice (newer sdschat): set the topic to "release Friday"``; an edit waiting for its message
+        ``* bob edited a message: "hi" (its message possibly missing: waiting for it)``."""
         if self.newer:
             return f"* {self.nick} {NEWER_MARK} {self.text}"
+        if self.kind in MESSAGE_ACTION_KINDS:
+            return f"* {self.nick} {self.text}{_ACTION_NOTES.get(self.action_state or '', '')}"
         return f"* {self.nick} {self.text}" if self.kind in ACTION_KINDS else f"<{self.nick}> {self.text}"
 
     @property
     def log_key(self) -> tuple[int, str]:
         """Where the message sits in the local log: ``(lamport_timestamp, message_id)`` order."""
         return (self.lamport_timestamp, self.message_id)
+
+
+#: what follows the line of an edit, deletion or reaction shown as a line of its own, by its state
+_ACTION_NOTES = {
+    PENDING: " (its message possibly missing: waiting for it)",
+    LOST: " (its message was lost)",
+    REFUSED: " (refused: against the channel's rules)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +219,15 @@ class TopicChanged(NodeEvent):
 
 @dataclass(frozen=True, slots=True)
 class MessageShown(NodeEvent):
+    message: ChatMessage
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChanged(NodeEvent):
+    """A message shown before changed otherwise than its acknowledgement state: edited, deleted, its reactions, or
+    (an edit, deletion or reaction) its ``action_state``. ``message`` is its new state: repaint its line (or hide
+    it: :attr:`ChatMessage.hidden`)."""
+
     message: ChatMessage
 
 
@@ -216,6 +294,16 @@ class NickClash(NodeEvent):
 class TypingSeen(NodeEvent):
     participant_id: str
     nick: str
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceChanged(NodeEvent):
+    """What is shown of ``participant_id``'s presence changed (ours too): ``state`` ``online``, ``away`` (with its
+    ``message``, maybe "") or ``offline`` (:mod:`sdschat.node.presence`)."""
+
+    participant_id: str
+    state: str
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,16 @@ owner of its own state:
   engine, and the engine's events into rows, frames and UI events;
 - the store-node client (:mod:`.storeclient`): requests by retrieval hint and
   catch-up after being away;
-- the wire log (:mod:`.wirelog`): the last frames in and out.
+- the wire log (:mod:`.wirelog`): the last frames in and out;
+- the presence keeper (:mod:`.presence`): online, away and offline, ours and
+  the others', from ephemeral beats (memory only);
+- the action book (:mod:`.actionbook`): edits, deletions and reactions, what
+  they make of their messages, and the ones waiting for their message.
 
-The roster, the receiver and the store client see the node only through the
-small protocols of :mod:`.ports` (the clock, the listeners, the writer, the
-engine, the publisher's queue, and the few calls each needs more); the node
-satisfies all three. Failures a person can act on are
+The roster, the receiver, the store client and the presence keeper see the
+node only through the small protocols of :mod:`.ports` (the clock, the
+listeners, the writer, the engine, the publisher's queue, and the few calls
+each needs more); the node satisfies all four. Failures a person can act on are
 :class:`~.errors.UserError`; the node's own trouble is told as
 :class:`~.events.NodeProblem`.
 
@@ -49,6 +53,7 @@ from typing import Any
 from ..crypto import CryptoError, Identity, envelope_hash
 from ..sds import ChannelConfig, ChannelState, Event, MessageChannel, wire
 from ..store import (
+    ActionRow,
     CorruptRowError,
     EventRow,
     MessageRow,
@@ -57,6 +62,7 @@ from ..store import (
     Store,
     StoreError,
     StoreWriter,
+    query_terms,
 )
 from ..transport import (
     ConnectionState,
@@ -68,19 +74,22 @@ from ..transport import (
     resolve_broker,
 )
 from . import events as ev
+from .actionbook import ActionBook
+from .actions import TARGET_KINDS, fallback_text
 from .authored import signer
 from .book import FINAL_STATES, TOPIC_KEY, MessageBook, clean_topic
 from .config import NodeConfig, node_channel_config
-from .errors import NotAllowed, UserError
+from .errors import MessageNotFound, NotAllowed, UserError
 from .frame import pack
 from .inspect import GapReport, Inspection, Member, gap_reports, inspect_message, member_reports
 from .membership import Membership, redacted_body
 from .outbox import Outbound
-from .payload import CONTROL_PREFIXES, AppPayload, PayloadError
+from .payload import QUIET_PREFIXES, AppPayload, PayloadError, emoji_problem, plain_emoji
 from .ports import Signer
+from .presence import MemberPresence, Presence, PresenceKeeper
 from .receive import Receiver, Turn
 from .roster import MEMBERSHIP_KEY, Roster
-from .search import SearchHit, search_store
+from .search import SearchHit, match_spans, search_store
 from .storeclient import StoreClient
 from .wirelog import WireLog, frame_of
 
@@ -144,7 +153,17 @@ class Node:
         self.store_client = StoreClient(self)
         #: members, admins and key epochs (:mod:`.roster`; its state once the identity is known)
         self.roster = Roster(self, self.book)
-        self.receiver = Receiver(self, self.book, self.roster, self.store_client)
+        #: presence, ours and the others' (:mod:`.presence`; never stored), tuned by the configuration's
+        #: ``presence_every_ms`` and ``away_after_ms``
+        self.presences = PresenceKeeper(
+            self,
+            beat_every_ms=config.presence_every_ms,
+            away_after_ms=config.away_after_ms,
+            seed=config.seed,
+        )
+        #: edits, deletions and reactions (:mod:`.actionbook`)
+        self.actions = ActionBook(self, self.book)
+        self.receiver = Receiver(self, self.book, self.roster, self.store_client, self.presences, self.actions)
         #: frames to publish, in order
         self.outbox: asyncio.Queue[Outbound] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
@@ -226,6 +245,7 @@ class Node:
         self._compact_events()  # a database from before compaction, or one closed mid-window
         self._ready.set()
         self.roster.started()
+        self.presences.start(self.now())
 
     async def _restore(self) -> None:
         """:meth:`_run` in the background; then the open gaps, for a view that loaded before the engine was up."""
@@ -262,9 +282,12 @@ class Node:
         rows = await store.page_messages(cid, None, self.config.memory_messages)
         rows += await store.messages_not_in(cid, sorted(FINAL_STATES))
         rows.sort(key=lambda r: r.log_key)
+        ids = [row.message_id for row in rows]
+        self.actions.load(await store.pending_actions(cid))
+        self.actions.load(await store.actions_on(cid, ids), ids)
         try:
             for row in rows:
-                self.book.show(self.book.chat_of_row(row))
+                self.book.show(self.actions.decorate(self.book.chat_of_row(row)))
         except CorruptRowError as exc:
             raise CorruptRowError(f"database {self.config.db_path}: {exc}") from None
 
@@ -328,6 +351,9 @@ class Node:
         stuck component cannot hang the exit; what it cost is logged."""
         if self.stopping:
             return
+        if self.ready and self.transport is not None and self.failure is None:
+            self.presences.leaving(self.now())  # an offline beat, out before the publisher stops
+            await self._bounded("offline beat", self.drain_outbox(), 1.0)
         self.stopping = True
         self.store_client.stop()
         tasks = [*self._tasks, *(t for t in (self._compacting, self._restoring) if t is not None)]
@@ -428,9 +454,9 @@ class Node:
 
     async def unread_since(self, since_ms: int) -> int:
         """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database
-        (membership changes are not news: not counted)."""
+        (membership changes, edits, deletions and reactions are not news: not counted)."""
         await self._flush_for_reading()
-        return await self._db.unread_count(self.key.channel_id, since_ms, self.participant_id, CONTROL_PREFIXES)
+        return await self._db.unread_count(self.key.channel_id, since_ms, self.participant_id, QUIET_PREFIXES)
 
     async def history(
         self, *, limit: int | None = None, before: tuple[int, str] | None = None, after: tuple[int, str] | None = None
@@ -471,7 +497,18 @@ class Node:
                     if (before is None or m.log_key < before) and (low is None or m.log_key > low)
                 )
         out.sort(key=lambda m: m.log_key)
-        return out
+        return await self._with_actions(out)
+
+    async def _with_actions(self, chats: list[ev.ChatMessage]) -> list[ev.ChatMessage]:
+        """``chats`` as their edits, deletions and reactions make them (those read from the database: fetched)."""
+        held, complete = self.book.messages, self.actions.complete
+        stored = [m.message_id for m in chats if m.message_id not in held]
+        if not stored:
+            return chats
+        unknown = [mid for mid in stored if mid not in complete]
+        if unknown:
+            self.actions.load(await self._db.actions_on(self.key.channel_id, unknown), unknown)
+        return [m if m.message_id in held else self.actions.decorate(m) for m in chats]
 
     async def message(self, message_id: str) -> ev.ChatMessage | None:
         """One message of the channel, from memory or the database (None: not here, e.g. still missing)."""
@@ -480,7 +517,7 @@ class Node:
             return known
         await self._flush_for_reading()
         row = await self._db.get_message(self.key.channel_id, message_id)
-        return self.book.chat_of_row(row) if row is not None else None
+        return (await self._with_actions([self.book.chat_of_row(row)]))[0] if row is not None else None
 
     async def around(self, key: tuple[int, str], *, limit: int) -> tuple[list[ev.ChatMessage], bool, bool]:
         """The message at ``key`` with up to ``limit`` messages on each side, in log order, and whether older
@@ -493,7 +530,7 @@ class Node:
         """This channel's messages matching ``query`` (words, ``word*``, ``"a phrase"``, OR, NOT), newest
         stored first; :class:`~sdschat.store.SearchQueryError` for one that cannot be run."""
         await self._flush_for_reading()
-        return await search_store(
+        hits = await search_store(
             self._db,
             self.key.channel_id,
             self.key.channel_name or "",
@@ -502,6 +539,32 @@ class Node:
             limit=limit,
             before=before,
         )
+        return await self._hits_as_shown(hits, query_terms(query))
+
+    async def _hits_as_shown(self, hits: list[SearchHit], terms: list[tuple[str, bool]]) -> list[SearchHit]:
+        """Search finds what was stored; a hit shows what the channel shows. An edit's hit is its message as
+        edited (the words are in its text now); a message whose words an edit took away, a deleted one, and a
+        deletion's or reaction's own line are no hit. Each message once (a page keeps the rowid that found it)."""
+        out: list[SearchHit] = []
+        seen: set[str] = set()
+        for hit in hits:
+            m: ev.ChatMessage | None = hit.message
+            assert m is not None
+            if m.kind in ev.MESSAGE_ACTION_KINDS:
+                row = self.actions.rows.get(m.message_id)
+                if m.kind != "edit" or row is None:
+                    continue
+                m = await self.message(row.target_id)
+            else:
+                m = await self.message(m.message_id) or m
+            if m is None or m.deleted or m.message_id in seen:
+                continue
+            spans = tuple(match_spans(m.text, terms))
+            if m.edited and not spans:
+                continue  # found by words of a version no longer shown
+            seen.add(m.message_id)
+            out.append(dataclasses.replace(hit, message=m, spans=spans))
+        return out
 
     async def inspect(self, message_id: str) -> Inspection | None:
         """The life of one message as the database tells it (:mod:`.inspect`): the inspector panel's reading."""
@@ -537,23 +600,69 @@ class Node:
         its join was written under. :class:`~.errors.MemberNotFound` (one line) if none or several."""
         pid = self.roster.member_of(name, include_gone=True)
         row, m = self.book.participants.get(pid), self.roster.membership
+        here = self.presence(pid)
+        heard = max(row.last_seen_ms if row else 0, here.last_heard_ms)
+        joined = m.joined_under.get(pid)
         return {
             "participant_id": pid,
             "fingerprint": pid[:8],
             "name": self.names().get(pid) or pid[:8],
             "nick": row.nick if row else None,
             "first_seen_ms": row.first_seen_ms if row else None,
-            "last_heard_ms": row.last_seen_ms if row else None,
+            "last_heard_ms": heard or None,
             "admin": pid in m.admins,
             "removed": pid in m.removed,
             "left": pid in m.left,
             "member": pid in m.members,
-            "joined_epoch": m.joined_under.get(pid),
+            "joined_epoch": joined,
+            "presence": here.state,
+            "away_message": here.message,
+            # the key epoch of its last frame heard here; else the one its join was written under; else unknown
+            "key_epoch": here.epoch if here.epoch is not None else joined,
+            "key_epoch_from": "heard" if here.epoch is not None else "join" if joined is not None else None,
         }
+
+    # ----------------------------------------------------------------- presence (sdschat.node.presence)
+
+    def presence(self, pid: str) -> Presence:
+        """``pid``'s presence as heard here (ours: our own), from memory: online, away (with its message) or
+        offline, when last heard and under which key epoch."""
+        return self.presences.of(pid, self.now())
+
+    def set_away(self, message: str | None) -> None:
+        """``/away message``: away, with ``message`` ("" for none), told to the others at once; ``None``: back."""
+        self.presences.set_away(message, self.now())
+
+    def active(self) -> None:
+        """A key was pressed in this channel's view: back from an idle away (not from ``/away``)."""
+        self.presences.active(self.now())
+
+    def current_epoch(self) -> int:
+        """The number of the key epoch we send under."""
+        return self.roster.membership.current.number
+
+    def presence_list(self) -> list[MemberPresence]:
+        """``/names``: us, then every member and everyone seen here who is not gone (removed, left), by name, each
+        with its presence and whether an admin."""
+        m, book, me = self.membership, self.book, self.participant_id
+        gone = m.gone if m is not None else set()
+        admins = m.admins if m is not None else set()
+        heard = self.presences.heard_nicks()  # (a member heard only by its beats is in no table yet)
+        pids = set(book.participants) | set(m.members if m is not None else ()) | set(heard)
+        names = self.names()
+        out = [
+            MemberPresence(
+                pid, names.get(pid) or book.display_name(pid, heard.get(pid)), pid in admins, False, self.presence(pid)
+            )
+            for pid in pids - gone - {me}
+        ]
+        out.sort(key=lambda p: p.name.casefold())
+        return [MemberPresence(me, self.nick, me in admins, True, self.presence(me)), *out]
 
     def participants(self) -> list[ParticipantRow]:
         """Everyone seen in the channel who is still a member (not removed, not left), the most recently heard
-        first; each row's nick as shown (``bob#3f2a`` while two members share it)."""
+        first; each row's nick as shown (``bob#3f2a`` while two members share it). A member heard so far only by its
+        presence beats is listed too (its row is not stored)."""
         m, book = self.membership, self.book
         gone = m.gone if m is not None else set()
         rows = [
@@ -563,6 +672,11 @@ class Node:
             for p in book.participants.values()
             if p.participant_id not in gone
         ]
+        now, me = self.now(), self.participant_id
+        for pid, nick in self.presences.heard_nicks().items():  # heard only by its beats so far: memory only
+            if pid not in book.participants and pid not in gone and pid != me:
+                heard = self.presences.of(pid, now).last_heard_ms
+                rows.append(ParticipantRow(pid, book.display_name(pid, nick) if nick else None, heard, heard))
         return sorted(rows, key=lambda p: -p.last_seen_ms)
 
     def health(self) -> dict:
@@ -620,6 +734,7 @@ class Node:
         """
         if not text.strip():
             raise PayloadError("empty message")
+        self.presences.active(self.now(), typed=True)
         return await self._send(kind, text, reply_to or "", None)
 
     async def send_control(self, kind: str, data: dict, text: str = "") -> str:
@@ -654,7 +769,7 @@ class Node:
     async def _write_own(self, app: AppPayload) -> str:
         """The one path every message we send takes (:meth:`send_text`, :meth:`send_control`,
         :meth:`send_payload`, after :meth:`_may_send`): into the engine and the book, durable, then queued."""
-        kind, data = app.kind, app.data
+        kind = app.kind
         now = self.now()
         body = app.encode()
         out = self._engine.send(body, now, sign=self.sign)
@@ -662,10 +777,13 @@ class Node:
         lamport = out.lamport_timestamp or 0  # (a message always has one)
         self.book.remember_app(mid, app, body)
         chat = self.book.chat(mid, self.participant_id, app, lamport, ev.SENDING, now)
+        stored = body
+        if kind in ev.MESSAGE_ACTION_KINDS:
+            chat, stored = self.actions.took(chat, app, body)
         self.book.show(chat)
         self.emit(ev.MessageShown(chat))
         history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
-        kv = self.roster.sent(kind, mid, app, now, out.data) if data is not None else None
+        kv = self.roster.sent(kind, mid, app, now, out.data) if kind in ev.MEMBERSHIP_KINDS else None
         if kind == "topic":
             kv = {**(kv or {}), **self.book.topic_seen(mid, self.participant_id, app, lamport)}
         self.persist(
@@ -675,7 +793,7 @@ class Node:
                     mid,
                     self.participant_id,
                     lamport,
-                    redacted_body(body) if data is not None else body,
+                    redacted_body(body) if kind in ev.MEMBERSHIP_KINDS else stored,
                     ev.SENDING,
                     received_at_ms=now,
                 )
@@ -694,6 +812,81 @@ class Node:
         self.enqueue(Outbound(out.data, "message", mid))
         self.book.set_state(mid, ev.UNACKNOWLEDGED, now)
         return mid
+
+    # ------------------------------------------------------------ edits, deletions, reactions (sdschat.node.actions)
+
+    async def edit(self, message_id: str, text: str) -> str:
+        """Replace the text of our chat line ``message_id`` (an ``edit`` message in the log; every member shows
+        the latest edit in log order); the edit's message id once durable. :class:`~.errors.MessageNotFound`,
+        :class:`~.errors.NotAllowed` (someone else's message, or a deleted one), :class:`~.payload.PayloadError`
+        (an empty or too long text)."""
+        target = await self._action_target(message_id, "edit")
+        if target.sender_id != self.participant_id:
+            raise NotAllowed("only its author can edit a message")
+        if not text.strip():
+            raise PayloadError("empty message")
+        return await self._send("edit", fallback_text("edit", text), "", {"t": message_id, "text": text})
+
+    async def delete(self, message_id: str) -> str:
+        """Delete chat line ``message_id``: ours, or any member's if we are an admin of the channel (shown as deleted
+        by us). Its text leaves every member's database as the deletion arrives (sdschat.node.actionbook). The
+        deletion's message id once durable; :class:`~.errors.MessageNotFound` or :class:`~.errors.NotAllowed`."""
+        target = await self._action_target(message_id, "delete")
+        if target.sender_id != self.participant_id and not self.is_admin(self.participant_id):
+            raise NotAllowed("only its author or an admin of the channel can delete a message")
+        return await self._send("delete", fallback_text("delete"), "", {"t": message_id})
+
+    async def react(self, message_id: str, emoji: str) -> str:
+        """React to chat line ``message_id`` with ``emoji``; a second reaction with the same emoji takes it back.
+        The reaction's message id once durable; :class:`~.errors.MessageNotFound`, :class:`~.errors.NotAllowed`
+        (a deleted message), :class:`~.payload.PayloadError` (not a short emoji: :func:`~.payload.emoji_problem`)."""
+        emoji = plain_emoji(emoji)
+        problem = emoji_problem(emoji)
+        if problem is not None:
+            raise PayloadError(problem)
+        await self._action_target(message_id, "react")
+        return await self._send("react", fallback_text("react", emoji), "", {"t": message_id, "e": emoji})
+
+    async def _action_target(self, message_id: str, what: str) -> ev.ChatMessage:
+        """The chat line an edit, deletion or reaction of ours names; one line of refusal if there is none here,
+        it is no chat line, or it is deleted."""
+        target = self.actions.held(message_id) or (await self.message(message_id) if len(message_id) == 64 else None)
+        if target is None:
+            raise MessageNotFound(f"no message {message_id[:16]} here to {what}")
+        if target.kind not in TARGET_KINDS or target.target is not None:
+            raise NotAllowed(f"only a chat line can be {'edited' if what == 'edit' else what + 'd'}")
+        if target.deleted:
+            raise NotAllowed("the message was deleted")
+        self.actions.remember(target)  # (judged against it at once, even if it left memory)
+        return target
+
+    async def edit_history(self, message_id: str) -> list[tuple[int, str]]:
+        """The versions of message ``message_id``, oldest first: ``(written at ms, text)``, the original then each
+        admitted edit in log order (none once deleted: the text is gone)."""
+        chat = await self.message(message_id)
+        if chat is None or chat.deleted:
+            return []
+        known = self.book.apps.get(message_id)
+        if known is not None:
+            original = known[0].text
+        else:
+            row = await self._db.get_message(self.key.channel_id, message_id)
+            app = AppPayload.decode(row.content) if row is not None else None
+            original = app.text if app is not None else chat.text
+        return [(chat.sent_at_ms, original), *((r.at_ms, r.value or "") for r in self.actions.history(message_id))]
+
+    def is_admin(self, pid: str) -> bool:
+        """Whether ``pid`` is an admin of the channel (and not removed)."""
+        return self._may_set_topic(pid)
+
+    async def stored_message(self, message_id: str) -> MessageRow | None:
+        """Message ``message_id`` as the database holds it (what the writer holds written first)."""
+        await self._flush_for_reading()
+        return await self._db.get_message(self.key.channel_id, message_id)
+
+    async def stored_actions(self, target_ids: list[str]) -> list[ActionRow]:
+        """The edits, deletions and reactions the database holds for ``target_ids``."""
+        return await self._db.actions_on(self.key.channel_id, target_ids)
 
     # ------------------------------------------------------------ membership (sdschat.node.roster)
 
@@ -773,9 +966,10 @@ class Node:
         return task
 
     async def send_typing(self) -> None:
+        now = self.now()
+        self.presences.active(now, typed=True)
         if not self.ready:  # a typing notice is not worth waiting for
             return
-        now = self.now()
         app = AppPayload.new("typing", self.nick, "", now, epoch=self.roster.membership.current.number)
         out = self._engine.send_ephemeral(app.encode(), now, sign=self.sign)
         self.enqueue(Outbound(out.data, "ephemeral"))
@@ -848,6 +1042,8 @@ class Node:
 
     def _record_out(self, data: bytes, reason: str, size: int, ok: bool) -> None:
         msg = wire.decode(data)  # our own frame: it decodes
+        if ok:
+            self.presences.published(self.now())  # every frame tells the others we are here
         self.wire.add(
             frame_of(
                 self.now(), "out", reason, None, msg, self.participant_id, size, "published" if ok else "publish failed"
@@ -900,6 +1096,13 @@ class Node:
         await self._db_writer.flush()
         await self._db.scrub()
 
+    async def erase_traces(self) -> None:
+        """After a deletion: the erased words leave the search index's older segments, then the log file
+        (:meth:`~sdschat.store.Store.purge_search`, :meth:`~sdschat.store.Store.scrub`)."""
+        await self._db_writer.flush()
+        await self._db.purge_search()
+        await self._db.scrub()
+
     # ------------------------------------------------------------ internals
 
     def _problem(self, what: ev.ProblemKind, detail: str) -> None:
@@ -943,6 +1146,9 @@ class Node:
         ops = self.channel.drain_journal()
         if kv:
             ops = [*ops, *(("kv", k, v) for k, v in kv.items())]
+        acted, rewrites = self.actions.drain()
+        if acted or rewrites:
+            ops, updates = [*ops, *acted], [*updates, *rewrites]
         if not (ops or messages or updates or events or participants) or self.failure is not None:
             return
         try:
@@ -1007,6 +1213,7 @@ class Node:
                     self.receiver.handle(events, Turn(now))
                 self._maybe_counters()
                 self.roster.tick(now)
+                self.presences.tick(now)
                 await self.store_client.maybe_mark_synced(now)
             except Exception as exc:  # a bug must not silently stop resends and repairs
                 log.exception("node tick failed")

@@ -12,10 +12,16 @@ was not among that epoch's members (sdschat.node.membership ``Membership.refusal
 the message it answers, inside the sealed payload like everything else;
 peers that do not know ``re`` ignore it and show the text.
 
+``edit``, ``delete`` and ``react`` act on another message, named in ``d`` (``{"t": its message id}``, with
+``"text"``: an edit's new text, or ``"e"``: a reaction's emoji, :func:`emoji_problem`), signed by their author as
+every payload; their ``text`` is the line a peer without them shows (``edited a message: "new text"``, ``deleted a
+message``, ``reacted 👍``). Who may do what is sdschat.node.actions's rule.
+
 ``k`` is the kind: ``msg`` (a chat line), ``me`` (an action, ``/me``), ``topic`` (``/topic``: the
 channel's topic is its ``text``, only an admin's counts: sdschat.node.book), ``typing``
 (ephemeral "typing…" notice), ``hello`` (ephemeral: a member not yet announced is
-here), or a membership change -- ``join``, ``admin``, ``epoch``, ``leave``
+here), ``presence`` (ephemeral: online, away or offline in ``d``, an away message as
+its ``text``: sdschat.node.presence), or a membership change -- ``join``, ``admin``, ``epoch``, ``leave``
 (``/part``), ``nick`` (a new nick, ``{"from": the old one}``) -- whose object
 ``d`` sdschat.node.membership reads (peers from before them refuse these kinds).
 A well-formed kind this version does not know (lowercase ASCII letters, at most
@@ -34,10 +40,11 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from dataclasses import dataclass
 
 from .errors import UserError
-from .events import KNOWN_KINDS, MEMBERSHIP_KINDS
+from .events import KNOWN_KINDS, MEMBERSHIP_KINDS, MESSAGE_ACTION_KINDS
 
 __all__ = [
     "AppPayload",
@@ -45,12 +52,19 @@ __all__ = [
     "KINDS",
     "CONTROL_KINDS",
     "CONTROL_PREFIXES",
+    "QUIET_PREFIXES",
+    "plain_emoji",
+    "DATA_KINDS",
     "VERSION",
     "MAX_TEXT",
     "MAX_EPOCH",
     "MAX_KIND",
     "MAX_TOPIC",
     "well_formed_kind",
+    "emoji_problem",
+    "action_problem",
+    "MAX_EMOJI_BYTES",
+    "MAX_EMOJI_POINTS",
 ]
 
 VERSION = 1
@@ -61,9 +75,18 @@ MAX_KIND = 16
 MAX_TOPIC = 200
 #: kinds that change the channel's membership and keys (``d`` holds their data)
 CONTROL_KINDS = MEMBERSHIP_KINDS
+#: kinds whose payload may carry a data object ``d``: the membership kinds and the message actions (always) and
+#: ``presence`` (a beat without one says nothing: ignored)
+DATA_KINDS = CONTROL_KINDS | MESSAGE_ACTION_KINDS | {"presence"}
 #: how the encoding of a membership message begins (:meth:`AppPayload.encode`): the store matches stored payloads
 #: against these, without decoding them, to leave them out of unread counts
 CONTROL_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS))
+#: how the encoding of any message that is no news begins: a membership change, an edit, a deletion or a reaction
+#: (what an unread count leaves out: :data:`CONTROL_PREFIXES` and the message actions)
+QUIET_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS | MESSAGE_ACTION_KINDS))
+#: a reaction's emoji: at most this many bytes (UTF-8) and code points (a skin tone or a joiner counts)
+MAX_EMOJI_BYTES = 16
+MAX_EMOJI_POINTS = 8
 MAX_TEXT = 16_384
 MAX_NICK = 64
 #: key epochs are numbered below this (a token's, an epoch message's and a payload's ``e``)
@@ -111,8 +134,14 @@ class AppPayload:
             raise PayloadError(f"message longer than {MAX_TEXT} characters")
         if reply_to and not _is_message_id(reply_to):
             raise PayloadError("a reply names a message id (64 hex digits)")
-        if (kind in CONTROL_KINDS) != isinstance(data, dict):
-            raise ValueError("membership kinds carry a data object, and only they do")
+        if kind in CONTROL_KINDS and not isinstance(data, dict):
+            raise ValueError("membership kinds carry a data object")
+        if data is not None and (kind not in DATA_KINDS or not isinstance(data, dict)):
+            raise ValueError("only membership, presence and message action kinds carry a data object")
+        if kind in MESSAGE_ACTION_KINDS:
+            problem = action_problem(kind, data)
+            if problem is not None:
+                raise PayloadError(problem)
         if not 0 <= epoch < MAX_EPOCH:
             raise ValueError(f"a key epoch is a number from 0 to {MAX_EPOCH - 1}")
         return cls(kind, nick[:MAX_NICK], text, int(sent_at_ms), os.urandom(4).hex(), reply_to, data, int(epoch))
@@ -166,15 +195,68 @@ class AppPayload:
         d = obj.get("d")
         if kind in CONTROL_KINDS and not isinstance(d, dict):
             raise PayloadError(f"a {kind} payload carries no data")
+        if kind in MESSAGE_ACTION_KINDS:
+            problem = action_problem(kind, d)
+            if problem is not None:
+                raise PayloadError(f"{kind} payload: {problem}")
         epoch = obj.get("e", 0)
         if not isinstance(epoch, int) or isinstance(epoch, bool) or not 0 <= epoch < MAX_EPOCH:
             raise PayloadError("payload key epoch is invalid")
-        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, d if kind in CONTROL_KINDS else None, epoch)
+        carried = d if kind in DATA_KINDS and isinstance(d, dict) else None
+        return cls(kind, nick[:MAX_NICK], text, ts, nonce, reply_to, carried, epoch)
 
 
 def well_formed_kind(kind: str) -> bool:
     """Whether ``kind`` may name a payload kind: 1 to :data:`MAX_KIND` lowercase ASCII letters."""
     return 0 < len(kind) <= MAX_KIND and kind.isascii() and kind.isalpha() and kind.islower()
+
+
+def action_problem(kind: str, data: object) -> str | None:
+    """What is wrong with the data of an ``edit``, ``delete`` or ``react`` payload (None: nothing): it names its
+    target's message id (``t``), an edit carries its new text (``text``: not blank, at most :data:`MAX_TEXT`), a
+    reaction its emoji (``e``: :func:`emoji_problem`)."""
+    if not isinstance(data, dict) or not isinstance(data.get("t"), str) or not _is_message_id(data["t"]):
+        return "it names no message id"
+    if kind == "edit":
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return "an edit carries its new text"
+        if len(text) > MAX_TEXT:
+            return f"an edit's text is longer than {MAX_TEXT} characters"
+    if kind == "react":
+        emoji = data.get("e")
+        return emoji_problem(emoji) if isinstance(emoji, str) else "a reaction carries its emoji"
+    return None
+
+
+#: format characters an emoji may hold: the zero-width joiner of a sequence (👩‍💻)
+_EMOJI_FORMAT = frozenset({"\u200d"})
+
+
+def plain_emoji(emoji: str) -> str:
+    """``emoji`` without its presentation selectors (U+FE0E, U+FE0F): "❤️" and "❤" look alike on most terminals,
+    so they are one reaction (a second one takes the first back)."""
+    plain = emoji.strip().replace("\ufe0f", "").replace("\ufe0e", "")
+    return plain or emoji.strip()  # (a selector alone stays what it is)
+
+
+def emoji_problem(emoji: str) -> str | None:
+    """Why ``emoji`` cannot be a reaction (None: it can): empty, longer than :data:`MAX_EMOJI_BYTES` bytes or
+    :data:`MAX_EMOJI_POINTS` code points, or holding a space, a control or format character (other than a joiner)
+    or an unpaired surrogate: a reaction is a short symbol, never a line of text."""
+    if not emoji:
+        return "an empty reaction"
+    try:
+        size = len(emoji.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "a reaction with invalid characters"
+    if size > MAX_EMOJI_BYTES or len(emoji) > MAX_EMOJI_POINTS:
+        return f"a reaction is at most {MAX_EMOJI_POINTS} characters ({MAX_EMOJI_BYTES} bytes)"
+    for c in emoji:
+        category = unicodedata.category(c)
+        if category[0] in "CZ" and c not in _EMOJI_FORMAT:
+            return f"a reaction cannot hold U+{ord(c):04X}"
+    return None
 
 
 def _is_message_id(text: str) -> bool:

@@ -1,11 +1,12 @@
 """The doors between :class:`~sdschat.node.node.Node` and its collaborators.
 
-The roster (:mod:`.roster`), the receive pipeline (:mod:`.receive`) and the store-node client
-(:mod:`.storeclient`) each see the node through one of these protocols: what they read of it and what they ask
-it to do, and nothing else. Each piece of state has one owner: the node owns the engine, the writer and the
-connection; the message book owns the messages shown and the participants seen; the roster owns the membership
-and its own tables; the receiver its own. A collaborator changes another's state only through a method of its
-owner, which is what lets each be built and tested alone, with a small fake of its door.
+The roster (:mod:`.roster`), the receive pipeline (:mod:`.receive`), the store-node client
+(:mod:`.storeclient`) and the presence keeper (:mod:`.presence`) each see the node through one of these
+protocols: what they read of it and what they ask it to do, and nothing else. Each piece of state has one owner:
+the node owns the engine, the writer and the connection; the message book owns the messages shown and the
+participants seen; the roster owns the membership and its own tables; the receiver its own; the presence keeper
+who is online. A collaborator changes another's state only through a method of its owner, which is what lets each
+be built and tested alone, with a small fake of its door.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .events import NodeEvent, RejectReason
 from .outbox import Outbound
 from .wirelog import WireLog
 
-__all__ = ["Core", "RosterHost", "ReceiverHost", "StoreClientHost", "Signer"]
+__all__ = ["Core", "RosterHost", "ReceiverHost", "StoreClientHost", "PresenceHost", "Signer"]
 
 #: the ``sign`` hook of the engine's sends (:func:`~sdschat.node.authored.signer`)
 Signer = Callable[..., bytes]
@@ -150,3 +151,20 @@ class StoreClientHost(Core, Protocol):
 
     def take_frame(self, payload: bytes, source: str) -> None:
         """An envelope from elsewhere than the broker's live traffic, through the receive pipeline."""
+
+
+class PresenceHost(Core, Protocol):
+    """What the presence keeper needs of the node: our id and nick, the ``sign`` hook of an ephemeral send, and
+    the key epoch we send under."""
+
+    @property
+    def participant_id(self) -> str: ...
+
+    @property
+    def nick(self) -> str: ...
+
+    @property
+    def sign(self) -> Signer: ...
+
+    def current_epoch(self) -> int:
+        """The number of the key epoch we send under."""

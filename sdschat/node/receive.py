@@ -34,6 +34,7 @@ from ..sds import (
 )
 from ..store import EventRow, MessageRow, MessageUpdate, ParticipantRow
 from . import events as ev
+from .actionbook import ActionBook
 from .authored import is_unordered, open_authored
 from .book import MessageBook, decode_app
 from .frame import FrameError, unpack
@@ -41,6 +42,8 @@ from .membership import Epoch, redacted_body
 from .outbox import Outbound
 from .payload import CONTROL_KINDS, AppPayload
 from .ports import ReceiverHost
+from .presence import KIND as PRESENCE
+from .presence import PresenceKeeper
 from .roster import Roster
 from .storeclient import StoreClient
 from .wirelog import frame_of
@@ -130,11 +133,23 @@ class Receiver:
     through the message book, hands membership messages and frames from other key epochs to the roster, and
     asks the store-node client for what is missing."""
 
-    def __init__(self, host: ReceiverHost, book: MessageBook, roster: Roster, store: StoreClient) -> None:
+    def __init__(
+        self,
+        host: ReceiverHost,
+        book: MessageBook,
+        roster: Roster,
+        store: StoreClient,
+        presence: PresenceKeeper | None = None,
+        actions: ActionBook | None = None,
+    ) -> None:
         self.host = host
+        #: edits, deletions and reactions: judged and applied as their messages and targets arrive
+        self.actions = actions
         self.book = book
         self.roster = roster
         self.store = store
+        #: who is online, away or offline: told of every live frame of another member, and of beats
+        self.presence = presence
         #: frames refused as undecryptable, not yet told (see :meth:`flush_unopened`)
         self._unopened = 0
         self._unopened_timer: asyncio.TimerHandle | None = None
@@ -195,7 +210,8 @@ class Receiver:
             return
         try:
             publisher, reason, frame = unpack(plain, host.key.channel_binding)
-            msg = wire.decode(frame)
+            pb = wire.parse_pb(frame)  # parsed once: read here, handed to the engine as it is
+            msg = wire.from_pb(pb)
         except FrameError as exc:
             self.reject(exc.reason, str(exc)[:120], now, size=len(payload), source=source)
             return
@@ -269,7 +285,7 @@ class Receiver:
         channel = self.channel
         asking, answering = channel.repair_pending(msg.message_id)
         # a rebroadcast's causal history and bloom filter are not signed by their sender: they acknowledge nothing
-        events = channel.receive(frame, now, retrieval_hint=envelope_hash(payload), acks=not relayed)
+        events = channel.receive_parsed(pb, now, retrieval_hint=envelope_hash(payload), acks=not relayed)
         seen = self._acks_seen(msg, now) if msg.causal_history and not relayed else None
         outcome = _outcome(msg, events)
         host.wire.add(
@@ -286,6 +302,8 @@ class Receiver:
             )
         )
         turn = Turn(now, publisher, reason, source, msg.sender_id, msg.message_id, epoch=epoch.number)
+        if self.presence is not None and source is None and publisher != host.participant_id:
+            self.presence.heard(publisher, now, epoch.number)  # any live frame says its publisher is here
         if seen:
             turn.rows.extend(seen)
         if asking or answering:
@@ -549,6 +567,18 @@ class Receiver:
             t.kv.update(kv)
         return redacted_body(body)
 
+    def _acted(self, chat: ev.ChatMessage, app: AppPayload, body: bytes) -> tuple[ev.ChatMessage, bytes]:
+        """A message shown for the first time, as the message actions make it (an edit, deletion or reaction
+        judged; a message with actions waiting for it, those applied), and the content the database keeps of it
+        (without its text once deleted): sdschat.node.actionbook."""
+        actions = self.actions
+        if actions is None:
+            return chat, body
+        if app.kind in ev.MESSAGE_ACTION_KINDS:
+            return actions.took(chat, app, body)
+        chat = actions.arrived(chat)
+        return chat, actions.content_for(chat.message_id, app, body)
+
     def _repaired_via(self, t: Turn) -> tuple[str, str | None]:
         if t.source == "store":
             self.store.count("repaired")
@@ -571,6 +601,7 @@ class Receiver:
             via, by = self._repaired_via(t)
             chat = dataclasses.replace(chat, repaired_by=by)
         if prior is None:
+            chat, stored = self._acted(chat, app, body)
             book.show(chat)
             host.emit(ev.MessageShown(chat))
             t.messages.append(
@@ -578,7 +609,7 @@ class Receiver:
                     e.message_id,
                     e.sender_id,
                     e.lamport_timestamp,
-                    self._control(e, app, body, t),
+                    self._control(e, app, stored, t),
                     ev.RECEIVED,
                     repaired=e.repaired,
                     after_lost=e.after_lost,
@@ -628,6 +659,7 @@ class Receiver:
         if app is None:
             return
         chat = book.chat(e.message_id, e.sender_id, app, e.lamport_timestamp, ev.WAITING, t.now, repaired=False)
+        chat, stored = self._acted(chat, app, body)
         book.show(chat)
         host.emit(ev.MessageShown(chat))
         missing_ids = tuple(h.message_id for h in e.missing)
@@ -639,7 +671,7 @@ class Receiver:
                 e.message_id,
                 e.sender_id,
                 e.lamport_timestamp,
-                self._control(e, app, body, t, waiting=True),
+                self._control(e, app, stored, t, waiting=True),
                 ev.WAITING,
                 received_at_ms=t.now,
             )
@@ -707,6 +739,8 @@ class Receiver:
 
     def _lost(self, e: Lost, t: Turn) -> None:
         self.host.emit(ev.MessageLost(e.message_id, e.sender_id, tuple(e.dependants)))
+        if self.actions is not None:
+            self.actions.lost(e.message_id)
         t.rows.append(
             EventRow(
                 "lost",
@@ -724,6 +758,8 @@ class Receiver:
         if app is not None and app.kind == "typing":
             self.host.emit(ev.TypingSeen(e.sender_id, app.nick))
             self.book.seen(e.sender_id, app.nick, t.now, t.parts)
+        if app is not None and app.kind == PRESENCE and self.presence is not None and t.source is None:
+            self.presence.beat(e.sender_id, app, t.now, t.epoch)  # memory only: no row, no participant write
 
     def _sync(self, e: SyncReceived, t: Turn) -> None:
         self.book.seen(e.sender_id, None, t.now, t.parts)

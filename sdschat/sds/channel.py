@@ -332,6 +332,11 @@ class MessageChannel:
         """Dependencies known to be missing (named by a waiting message, not here, not lost)."""
         return list(self._in.missing)
 
+    def was_lost(self, message_id: str) -> bool:
+        """Whether ``message_id`` was declared irretrievably lost here (and has not turned up since): for an
+        application with something that refers to a message and arrives after it was given up on."""
+        return message_id in self._in.lost
+
     def open_gaps(self) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
         """What this member still waits for, as ``(message_id, ids, senders)``.
 
@@ -476,6 +481,18 @@ class MessageChannel:
         Returns None when there is nothing to say (empty log and no due requests).
         """
         return self._sync.build(now_ms)
+
+    def sync_soon(self, now_ms: int, within_ms: int = 0) -> None:
+        """Make the channel's next periodic sync ours: due when the current quiet interval ends, without our
+        jitter (ahead of every peer that has some), and no later than ``now_ms + within_ms`` (a busy channel, whose
+        activity keeps putting periodic syncs off, gets it then). The next :meth:`tick` at or after that time sends
+        it, as it sends any periodic sync, and every peer that hears it puts its own off, as after any sync: the
+        sync takes the place of one the channel would have had. For an application that must be heard (a sync
+        says its sender is here) without adding a frame. Never puts a sync off."""
+        sync = self._sync
+        due = min(max(now_ms, sync.last_activity + self.config.sync_interval_ms), now_ms + max(0, within_ms))
+        if due < sync.next_at:
+            sync.next_at = due
 
     def forget_cached(self, message_id: str) -> bool:
         """Drop a message from the SDS-R repair cache (this participant no longer rebroadcasts it); whether it

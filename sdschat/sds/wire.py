@@ -22,7 +22,17 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped,u
 from . import sds_pb2
 from .frozen import COMPILED, init
 
-__all__ = ["HistoryEntry", "Message", "WireError", "encode", "encode_frame", "decode", "MAX_FRAME_BYTES"]
+__all__ = [
+    "HistoryEntry",
+    "Message",
+    "WireError",
+    "encode",
+    "encode_frame",
+    "decode",
+    "parse_pb",
+    "from_pb",
+    "MAX_FRAME_BYTES",
+]
 
 #: Frames larger than this are refused by :func:`decode` (a default bloom
 #: frame is ~19 KB; content is chat-sized).

@@ -25,12 +25,13 @@ from .errors import (
     StoreError,
     WriterFailedError,
 )
-from .rows import EVENT_KINDS, EventRow, MessageRow, MessageUpdate, ParticipantRow
+from .rows import EVENT_KINDS, ActionRow, EventRow, MessageRow, MessageUpdate, ParticipantRow
 from .search import SEARCH_HINT, SearchQueryError, fts_query, query_terms
 from .store import Store
 from .writer import StoreWriter
 
 __all__ = [
+    "ActionRow",
     "CorruptRowError",
     "DamagedDatabaseError",
     "EVENT_KINDS",

@@ -21,6 +21,7 @@ from .sql import (
     INSERT_EVENT,
     ROLL_BLOOM,
     UPDATE_MESSAGE,
+    UPSERT_ACTION,
     UPSERT_CACHE,
     UPSERT_IN,
     UPSERT_LOG,
@@ -123,6 +124,8 @@ def _apply_ops(ex: Callable[..., Any], cid: str, ops: Iterable[JournalOp]) -> in
                     "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (key, value),
                 )
+        elif name == "action":  # a node's decision about an edit, delete or react (migrations/0005)
+            ex(UPSERT_ACTION, R.action_params(cid, cast(R.ActionRow, value)))
         elif name == "bloom-roll":
             keep = int(cast(int, value))
             if keep <= 0:

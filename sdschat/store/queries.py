@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from . import rows as R
 from .errors import CorruptRowError
-from .rows import EventRow, MessageRow, ParticipantRow
-from .sql import EVENT_COLS, MESSAGE_COLS
+from .rows import ActionRow, EventRow, MessageRow, ParticipantRow
+from .sql import ACTION_COLS, EVENT_COLS, MESSAGE_COLS
 
 __all__ = ["History", "Row"]
 
@@ -121,6 +121,33 @@ class History:
             f"SELECT {MESSAGE_COLS} FROM messages WHERE channel_id = ? AND message_id = ?", (channel_id, message_id)
         )
         return self.parsed("messages", R.message_row, rows)[0] if rows else None
+
+    async def actions_on(self, channel_id: str, target_ids: Sequence[str]) -> list[ActionRow]:
+        """The edits, deletions and reactions naming any of ``target_ids``, or that are any of them (migrations/0005),
+        in log order."""
+        out: list[ActionRow] = []
+        ids = list(dict.fromkeys(target_ids))
+        for i in range(0, len(ids), 500):  # (SQLite's bound on parameters)
+            part = ids[i : i + 500]
+            marks = ", ".join(f"?{i + 2}" for i in range(len(part)))  # (the same values for both lists)
+            rows = await self._fetchall(
+                f"SELECT {ACTION_COLS} FROM message_actions WHERE channel_id = ?1 AND target_id IN ({marks}) "
+                f"UNION SELECT {ACTION_COLS} FROM message_actions WHERE channel_id = ?1 AND action_id IN ({marks})",
+                (channel_id, *part),
+            )
+            out += self.parsed("message_actions", R.action_row, rows)
+        out.sort(key=lambda a: (a.lamport_timestamp, a.action_id))
+        return out
+
+    async def pending_actions(self, channel_id: str) -> list[ActionRow]:
+        """The actions still waiting for their target (pending, or lost with it: applied if it comes after all), in
+        log order."""
+        rows = await self._fetchall(
+            f"SELECT {ACTION_COLS} FROM message_actions WHERE channel_id = ? AND state IN ('pending', 'lost') "
+            "ORDER BY lamport_timestamp, action_id",
+            (channel_id,),
+        )
+        return self.parsed("message_actions", R.action_row, rows)
 
     async def message_count(self, channel_id: str | None = None) -> int:
         if channel_id is None:

@@ -25,6 +25,7 @@ from sdschat.sds.wire import HistoryEntry
 from .errors import CorruptRowError
 
 __all__ = [
+    "ActionRow",
     "EVENT_KINDS",
     "EventRow",
     "MessageRow",
@@ -92,6 +93,24 @@ class MessageUpdate:
     repaired: bool | None = None
     after_lost: tuple[str, ...] | None = None
     received_at_ms: int | None = None
+    #: the content rewritten (a deletion removes the text: the search triggers of migrations/0002 unindex it)
+    content: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    """One row of ``message_actions`` (migrations/0005): an edit, delete or react message and what the node decided
+    about it (``state``: pending, applied, refused or lost). ``value``: an edit's text (None once its target is
+    deleted), a reaction's emoji, None for a delete."""
+
+    action_id: str
+    target_id: str
+    kind: str
+    sender_id: str
+    lamport_timestamp: int
+    at_ms: int
+    value: str | None
+    state: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,7 +587,7 @@ def message_row(t: tuple[Any, ...]) -> MessageRow:
 
 def message_update_params(
     channel_id: str, u: MessageUpdate
-) -> tuple[str | None, int | None, int | None, int | None, str | None, int | None, str, str]:
+) -> tuple[str | None, int | None, int | None, int | None, str | None, int | None, bytes | None, str, str]:
     return (
         u.state,
         u.possible_ack_count,
@@ -576,6 +595,7 @@ def message_update_params(
         None if u.repaired is None else int(u.repaired),
         None if u.after_lost is None else ids_to_json(u.after_lost),
         u.received_at_ms,
+        None if u.content is None else bytes(u.content),
         channel_id,
         u.message_id,
     )
@@ -628,3 +648,34 @@ def kv_value(v: object) -> str:
     if type(v) is not str:
         raise CorruptRowError("a setting holds no text")
     return v
+
+
+def action_params(channel_id: str, a: ActionRow) -> tuple[Any, ...]:
+    return (
+        channel_id,
+        a.action_id,
+        a.target_id,
+        a.kind,
+        a.sender_id,
+        a.lamport_timestamp,
+        a.at_ms,
+        a.value,
+        a.state,
+    )
+
+
+def action_row(t: tuple[Any, ...]) -> ActionRow:
+    """A ``message_actions`` row (``ACTION_COLS``); :class:`CorruptRowError` for one sdschat does not write."""
+    value = t[6]
+    if value is not None and not isinstance(value, str):
+        raise CorruptRowError("an action's value is not text")
+    return ActionRow(
+        _message_id(t[0]),
+        _message_id(t[1]),
+        _word(t[2], "action kind"),
+        _sender(t[3]),
+        _int(t[4]),
+        _int(t[5]),
+        value,
+        _word(t[7], "action state"),
+    )

@@ -95,7 +95,8 @@ UPSERT_MESSAGE = (
 UPDATE_MESSAGE = (
     "UPDATE messages SET state = COALESCE(?, state), possible_ack_count = COALESCE(?, possible_ack_count), "
     "resends = COALESCE(?, resends), repaired = COALESCE(?, repaired), after_lost = COALESCE(?, after_lost), "
-    "received_at_ms = COALESCE(?, received_at_ms) WHERE channel_id = ? AND message_id = ?"
+    "received_at_ms = COALESCE(?, received_at_ms), content = COALESCE(?, content) "
+    "WHERE channel_id = ? AND message_id = ?"
 )
 INSERT_EVENT = (
     "INSERT INTO events (ts_ms, kind, channel_id, message_id, sender_id, participant_id, lamport_timestamp, detail) "
@@ -157,3 +158,9 @@ WHERE ev.seq > ? AND ev.seq <= ?
 """
 #: the kv key holding the highest seq compaction has looked at
 COMPACTED_THROUGH = "events_compacted_through"
+
+ACTION_COLS = "action_id, target_id, kind, sender_id, lamport_timestamp, at_ms, value, state"
+UPSERT_ACTION = (
+    f"INSERT INTO message_actions (channel_id, {ACTION_COLS}) VALUES (?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (channel_id, action_id) DO UPDATE SET value = excluded.value, state = excluded.state"
+)

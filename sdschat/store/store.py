@@ -59,7 +59,7 @@ from .checkpoint import Checkpointer, checkpoint_on
 from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
 from .queries import History, Row
-from .rows import EventRow, MessageRow, MessageUpdate, ParticipantRow
+from .rows import ActionRow, EventRow, MessageRow, MessageUpdate, ParticipantRow
 from .search import fts_query, run_error
 from .sql import EVENT_COLS
 
@@ -248,6 +248,12 @@ class Store:
                 )
             )
 
+    async def purge_search(self) -> None:
+        """Rewrite the search index without what was removed from it (FTS5 ``optimize``): a removal only adds a
+        tombstone, and the removed words stay in the index's older segments until they are merged. After a deletion
+        whose words must leave the file; its cost grows with the index (a full merge)."""
+        await self._write(lambda conn: conn.execute("INSERT INTO message_search (message_search) VALUES ('optimize')"))
+
     async def scrub(self) -> None:
         """Write the log back into the database file and empty it (``wal_checkpoint(TRUNCATE)``): with
         ``secure_delete`` on, a deleted or overwritten value (a deleted key) then stays in neither file."""
@@ -334,6 +340,14 @@ class Store:
 
     async def get_message(self, channel_id: str, message_id: str) -> MessageRow | None:
         return await self._history.get_message(channel_id, message_id)
+
+    async def actions_on(self, channel_id: str, target_ids: Sequence[str]) -> list[ActionRow]:
+        """The edits, deletions and reactions naming any of ``target_ids``, in log order (migrations/0005)."""
+        return await self._history.actions_on(channel_id, target_ids)
+
+    async def pending_actions(self, channel_id: str) -> list[ActionRow]:
+        """The edits, deletions and reactions still waiting for their target, in log order."""
+        return await self._history.pending_actions(channel_id)
 
     async def page_messages(
         self, channel_id: str, before: tuple[int, str] | None, limit: int, *, after: tuple[int, str] | None = None

@@ -3,7 +3,7 @@
 Imports nothing else from ``sdschat``. Public API:
 
 - :func:`parse_broker_url` / :class:`BrokerAddress`: ``mqtt://`` and ``mqtts://`` URLs.
-- :class:`MqttTransport`: asyncio client (paho in its own thread), TCP_NODELAY,
+- :class:`MqttTransport`: asyncio client (paho driven by the event loop), TCP_NODELAY,
   reconnect with capped exponential backoff, re-subscribe, connection states.
 - :class:`SharedConnection`, :class:`TopicView`: one connection for many channels,
   each view seeing only the topics it subscribed.

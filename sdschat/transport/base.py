@@ -1,9 +1,9 @@
 """What every transport in this package shares: messages, connection states,
 and delivery to asyncio consumers.
 
-Everything here runs on the asyncio loop thread. Transports that have work on
-other threads (paho's network thread) hop onto the loop with
-``loop.call_soon_threadsafe`` before touching any of it.
+Everything here runs on the asyncio loop thread. A transport with work on
+another thread hops onto the loop with ``loop.call_soon_threadsafe`` before
+touching any of it (the MQTT transport has none: paho runs on the loop).
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
-"""An asyncio MQTT client on top of paho-mqtt's threaded network loop.
+"""An asyncio MQTT client on top of paho-mqtt, driven by the event loop itself.
 
-Threads: paho runs its network loop in its own thread (``loop_start``). Every
-paho callback does nothing but hop onto the asyncio loop with
-``loop.call_soon_threadsafe``; all state (subscriptions, connection state,
-counters, the echo filter, message delivery) lives on the loop thread.
-``client.publish`` / ``client.subscribe`` are called from the loop thread,
-which paho supports (it queues the packet and wakes its thread).
+Threads: none of paho's. A connection attempt opens the socket and sends the
+CONNECT in a worker thread (``asyncio.to_thread``: DNS, TCP and TLS handshakes
+block); from then on the loop's selector watches the socket and calls paho's
+``loop_read`` / ``loop_write`` / ``loop_misc`` (:mod:`.paho_loop`), so paho's
+callbacks run on the loop thread and every message goes from the socket to the
+handler, and from ``publish`` to the socket, without crossing threads. All
+state (subscriptions, connection state, counters, the echo filter, message
+delivery) lives on the loop thread.
 
 Parts: :mod:`.paho_client` (one paho client per connection and its callbacks),
-:mod:`.subscriptions`, :mod:`.echo` (3.1.1 echo filter), :mod:`.stats`,
-:mod:`.sockets` (TCP_NODELAY).
+:mod:`.paho_loop` (its socket on the event loop), :mod:`.subscriptions`,
+:mod:`.echo` (3.1.1 echo filter), :mod:`.stats`, :mod:`.sockets` (TCP_NODELAY).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from .paho_client import (
     ClientSettings,
     Connack,
     LoopHandlers,
+    attach,
     close_quietly,
     connect_blocking,
+    driver_of,
     error_reason,
     make_client,
     negotiated,
@@ -220,13 +224,13 @@ class MqttTransport(Endpoint):
     async def _attempt(self, proto: str, connack_timeout: float | None = None) -> None:
         """One connection attempt: TCP connect, CONNECT, wait for CONNACK.
 
-        On success the new client is live (its network thread running). On
+        On success the new client is live (its socket watched by the loop). On
         failure everything is torn down and AttemptError says why.
         """
         assert self._loop is not None
         try:
             settings = ClientSettings(self.address, self.client_id, self.connect_timeout, self.session_expiry_s)
-            client = make_client(settings, proto, self._post, self._loop_handlers())
+            client = make_client(settings, proto, self._loop_handlers())
         except TransportError as exc:
             raise AttemptError("config", str(exc)) from None
         self._client = client
@@ -247,7 +251,9 @@ class MqttTransport(Endpoint):
             connecting.add_done_callback(lambda _f: close_quietly(client))
             self._client = None
             raise
-        client.loop_start()
+        if not attach(self._loop, client, self.address, self._loop_handlers()):
+            await self._teardown(client)
+            raise AttemptError("closed", "connection closed before the broker answered")
         try:
             result = await asyncio.wait_for(asyncio.shield(self._connack), connack_timeout or self.connect_timeout)
         except TimeoutError:
@@ -299,14 +305,20 @@ class MqttTransport(Endpoint):
             self._client = None
             self._live = False
         try:
-            client.disconnect()
+            client.disconnect()  # queued: the loop writes it (and what was queued before), then paho closes
         except Exception:  # noqa: BLE001 - best effort
             pass
-        await asyncio.to_thread(client.loop_stop)
-        close_quietly(client)
+        driver = driver_of(client)
+        try:
+            if driver is not None and client.socket() is not None:
+                await asyncio.wait_for(asyncio.shield(driver.closed), self.connect_timeout)
+        except TimeoutError:  # the broker takes nothing more: close without the DISCONNECT
+            pass
+        finally:
+            close_quietly(client)
 
     async def stop(self) -> None:
-        """Disconnect and stop the network thread; ends ``messages()`` iterators."""
+        """Disconnect (sending what is queued, then DISCONNECT); ends ``messages()`` iterators."""
         self._stopping = True
         supervisor, self._supervisor = self._supervisor, None
         if supervisor is not None:
@@ -397,7 +409,7 @@ class MqttTransport(Endpoint):
             self._subs.sent(mid, topics)
         # else: not connected any more; re-sent on the next CONNACK
 
-    # ---------------------------------------------------- paho (its thread)
+    # ----------------------------------------------------------- paho events
     def _loop_handlers(self) -> LoopHandlers:
         """This transport's handlers for the events of its paho clients."""
         return LoopHandlers(
@@ -408,17 +420,8 @@ class MqttTransport(Endpoint):
             incoming=self._on_incoming,
         )
 
-    def _post(self, fn: Any, *args: Any) -> None:
-        """Run ``fn(*args)`` on the asyncio loop (from any thread)."""
-        loop = self._loop
-        if loop is None:
-            return
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # loop closed: the application is gone
-            pass
-
     def _socket_opened(self, sock: Any) -> None:
+        """In the connecting thread, before the CONNECT is written."""
         self.nodelay = set_tcp_nodelay(sock)
 
     # ------------------------------------------------ loop-thread handlers

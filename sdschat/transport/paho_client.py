@@ -1,13 +1,15 @@
 """The paho-mqtt side of :class:`~.mqtt.MqttTransport`: building one client per connection.
 
-paho calls its callbacks on its own network thread; :func:`make_client` wires
-them so that each one only hops onto the asyncio loop (``post``) and calls the
-transport's :class:`LoopHandlers` there. Also here: the protocol names, the
-CONNACK outcome of an attempt and one-line reasons for connection errors.
+paho runs no thread of its own: :func:`connect_blocking` (in a worker thread) opens the socket and sends
+the CONNECT, then :func:`attach` hands the socket to the asyncio loop (a :class:`~.paho_loop.LoopDriver`)
+and wires paho's callbacks, which from then on run on the loop thread and call the transport's
+:class:`LoopHandlers` directly. Also here: the protocol names, the CONNACK outcome of an attempt and
+one-line reasons for connection errors.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import socket
@@ -16,11 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from .errors import TransportError
+from .paho_loop import LoopDriver
 from .url import BrokerAddress
 
 __all__ = [
@@ -28,8 +31,10 @@ __all__ = [
     "ClientSettings",
     "Connack",
     "LoopHandlers",
+    "attach",
     "close_quietly",
     "connect_blocking",
+    "driver_of",
     "make_client",
     "error_reason",
     "negotiated",
@@ -123,7 +128,8 @@ def error_reason(exc: BaseException) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class LoopHandlers:
-    """What the transport does for a client's events. ``socket_open`` runs on paho's thread, the rest on the loop."""
+    """What the transport does for a client's events. ``socket_open`` runs in the connecting thread, the rest on
+    the loop (called by paho from inside the loop's read, write and keepalive steps)."""
 
     socket_open: Callable[[Any], None]
     connack: Callable[[paho.Client, Connack], None]
@@ -143,7 +149,7 @@ class ClientSettings:
     session_expiry_s: int = 0
 
 
-def make_client(settings: ClientSettings, proto: str, post: Callable[..., None], handlers: LoopHandlers) -> paho.Client:
+def make_client(settings: ClientSettings, proto: str, handlers: LoopHandlers) -> paho.Client:
     """A fresh paho client for one connection (reconnects make a new one)."""
     address = settings.address
     client = paho.Client(
@@ -168,15 +174,43 @@ def make_client(settings: ClientSettings, proto: str, post: Callable[..., None],
         except (OSError, ssl.SSLError) as exc:
             raise TransportError(f"cannot use CA file {address.ca_file!r}: {error_reason(exc)}") from None
         client.tls_set_context(ctx)
-    _bridge(client, address, post, handlers)
+
+    # the only callback set before attach(): it runs in the connecting thread
+    def on_socket_open(client: paho.Client, userdata: Any, sock: Any) -> None:
+        handlers.socket_open(sock)
+
+    client.on_socket_open = on_socket_open
     return client
 
 
-def _bridge(client: paho.Client, address: BrokerAddress, post: Callable[..., None], handlers: LoopHandlers) -> None:
-    """Set the client's callbacks: each posts its handler onto the loop; nothing escapes paho's thread."""
+def attach(
+    loop: asyncio.AbstractEventLoop, client: paho.Client, address: BrokerAddress, handlers: LoopHandlers
+) -> bool:
+    """Run a client whose CONNECT is sent on ``loop`` (loop thread): its socket's I/O, keepalive and callbacks.
 
-    def on_socket_open(client: paho.Client, userdata: Any, sock: Any) -> None:
-        handlers.socket_open(sock)
+    False if paho already closed the socket (the connecting thread could not send the CONNECT).
+    """
+    driver = LoopDriver(loop, client, lambda exc: _unexpected(client, handlers, exc))
+    client.user_data_set(driver)
+    _bridge(client, address, handlers)
+    return driver.attach()
+
+
+def driver_of(client: paho.Client) -> LoopDriver | None:
+    """The loop driver :func:`attach` gave ``client`` (None before)."""
+    driver = client.user_data_get()
+    return driver if isinstance(driver, LoopDriver) else None
+
+
+def _unexpected(client: paho.Client, handlers: LoopHandlers, exc: Exception) -> None:
+    handlers.lost(client, f"MQTT network loop failed: {error_reason(exc)}")
+
+
+def _bridge(client: paho.Client, address: BrokerAddress, handlers: LoopHandlers) -> None:
+    """Set the client's event callbacks: each calls its handler (paho calls them on the loop thread).
+
+    paho swallows what a callback raises (and would log it at debug level only): a handler's bug is logged here.
+    """
 
     def on_connect(client: paho.Client, userdata: Any, flags: Any, code: Any, props: Any) -> None:
         if not code.is_failure:
@@ -185,36 +219,31 @@ def _bridge(client: paho.Client, address: BrokerAddress, post: Callable[..., Non
             result = Connack("unsupported", str(code).lower())
         else:
             result = Connack("refused", str(code).lower())
-        post(handlers.connack, client, result)
+        _call(handlers.connack, client, result)
 
     def on_disconnect(client: paho.Client, userdata: Any, flags: Any, code: Any, props: Any) -> None:
-        post(handlers.lost, client, f"connection to {address} lost")
+        _call(handlers.lost, client, f"connection to {address} lost")
 
     def on_subscribe(client: paho.Client, userdata: Any, mid: int, reasons: Any, props: Any) -> None:
         ok = all(not getattr(rc, "is_failure", False) for rc in reasons)
-        post(handlers.suback, client, mid, ok)
+        _call(handlers.suback, client, mid, ok)
 
     def on_message(client: paho.Client, userdata: Any, msg: paho.MQTTMessage) -> None:
         raw = msg._topic  # bytes; .topic would raise on invalid UTF-8
         topic = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        post(handlers.incoming, client, topic, msg.payload)
+        _call(handlers.incoming, client, topic, msg.payload)
 
-    client.on_socket_open = on_socket_open
     client.on_connect = on_connect
     client.on_disconnect = on_disconnect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
-    loop_forever = client.loop_forever
 
-    def guarded_loop_forever(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return loop_forever(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001
-            log.debug("MQTT network thread failed", exc_info=True)
-            post(handlers.lost, client, f"network thread failed: {error_reason(exc)}")
-            return MQTTErrorCode.MQTT_ERR_UNKNOWN
 
-    client.loop_forever = guarded_loop_forever  # type: ignore[method-assign]
+def _call(handler: Callable[..., None], *args: Any) -> None:
+    try:
+        handler(*args)
+    except Exception:
+        log.exception("MQTT event handler %s raised", getattr(handler, "__name__", handler))
 
 
 def connect_blocking(
@@ -235,8 +264,11 @@ def connect_blocking(
 
 
 def close_quietly(client: paho.Client) -> None:
-    """Close a client's sockets and break the loop_forever reference cycle."""
-    client.__dict__.pop("loop_forever", None)
+    """Unwatch a client's socket and close it (whatever paho's state)."""
+    driver = driver_of(client)
+    if driver is not None:
+        driver.detach()
+        client.user_data_set(None)  # the driver holds the client: no cycle left behind
     try:
         sock = client.socket()
         if sock is not None:

@@ -9,7 +9,12 @@ A message line::
     12:03 ◑2      alice hello world, this is a long message that
                         wraps under the text column
 
-(narrow panes put the nick inline: ``12:03 ● alice: hello``.)
+(narrow panes put the nick inline: ``12:03 ● alice: hello``.) An edited message ends in a dim "(edited)"; a
+deleted one reads "message deleted" (by whom, when an admin deleted someone else's); the reactions to a message
+are one line under it, indented as a reply's quote above it::
+
+    12:04 ●         bob hello again (edited)
+                        👍 2 alice, carol  🎉 1 bob
 """
 
 from __future__ import annotations
@@ -27,13 +32,22 @@ from sdschat.node import events as ev
 
 from .links import find_links
 from .theme import STATE_STYLES, S, nick_style, state_glyph
-from .timeline import QUOTE_LOST, QUOTE_TEXT, CatchUpItem, MarkerItem, MsgItem, NoticeItem, UnreadItem
+from .timeline import DELETED, QUOTE_LOST, QUOTE_TEXT, CatchUpItem, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
 __all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells", "header_subtitle", "HEADER_TOPIC"]
 
 #: the most cells a channel's topic takes in the window's header (after "#channel · nick · "): with the title, it
 #: stays on one 80-column line
 HEADER_TOPIC = 32
+
+#: the marks an edit, a deletion and the reactions leave on a message (the theme's :class:`S` has the rest)
+EDITED_MARK = " (edited)"
+EDITED_STYLE = Style(color="grey50")
+DELETED_STYLE = Style(color="grey50", italic=True)
+REACTION_STYLE = Style(bold=True)
+REACTORS_STYLE = Style(color="grey62")
+#: how an edit, deletion or reaction shown as a line of its own is styled after its text, by its state
+ACTION_NOTE_STYLES = {ev.PENDING: S.missing, ev.LOST: S.lost, ev.REFUSED: S.notice}
 
 NICK_WIDTH = 10
 WIDE_MIN = 56  # below this width the nick goes inline
@@ -182,6 +196,16 @@ def _text_runs(runs: list[tuple[int, Style]], base: int, text: str, style: Style
     runs.append((base + len(text), style))
 
 
+def _action_note(m: ev.ChatMessage) -> str:
+    """What follows the text of an edit, deletion or reaction shown as a line of its own: why it is one (waiting
+    for its message, lost with it, refused), as the message's own line says it; "" for any other message."""
+    if m.kind not in ev.MESSAGE_ACTION_KINDS or not m.action_state:
+        return ""
+    head = f"* {m.nick} {m.text}"
+    line = m.line
+    return clean_text(line[len(head) :]) if line.startswith(head) else ""
+
+
 class Layout:
     """Heights and painted lines of items for one width (and one time zone)."""
 
@@ -214,27 +238,43 @@ class Layout:
     def _body(self, item: MsgItem, nick: str, nick_of) -> tuple[str, list[tuple[int, Style]], int]:
         """(plain body, style runs as (end offset, style), first-line room) of a message."""
         m = item.msg
-        text = clean_text(m.text)
         runs: list[tuple[int, Style]] = []
         body = ""
         nstyle = nick_style(m.sender_id)
-        if m.newer:  # a kind from a newer sdschat: its fallback line, marked as such
+        if m.deleted_by is not None:  # nothing of its text is left: who deleted it, if an admin did
+            if not self.wide:
+                body = nick + ": "
+                runs.append((len(body), nstyle))
+            by = "" if m.deleted_by == m.sender_id else f" by {nick_of(m.deleted_by)} (admin)"
+            body += DELETED + by
+            runs.append((len(body), DELETED_STYLE))
+        elif m.newer:  # a kind from a newer sdschat: its fallback line, marked as such
+            text = clean_text(m.text)
             body = f"{nick} {ev.NEWER_MARK} "
             runs.append((len(nick), nstyle))
             runs.append((len(body), S.me))
             _text_runs(runs, len(body), text, S.text)
             body += text
         elif m.kind in ev.ACTION_KINDS:
+            text = clean_text(m.text)
             body = nick + " "
             runs.append((len(body), nstyle))
             _text_runs(runs, len(body), text, S.me)
             body += text
+            note = _action_note(m)
+            if note:
+                body += note
+                runs.append((len(body), ACTION_NOTE_STYLES.get(m.action_state or "", S.notice)))
         else:
+            text = clean_text(m.text)
             if not self.wide:
                 body = nick + ": "
                 runs.append((len(body), nstyle))
             _text_runs(runs, len(body), text, S.text)
             body += text
+        if m.edited and m.deleted_by is None:
+            body += EDITED_MARK
+            runs.append((len(body), EDITED_STYLE))
         tag = self._tag(item, nick_of)
         if tag:
             body += "  " + tag
@@ -297,10 +337,14 @@ class Layout:
             text = m.text
             if item.quote is not None:
                 sep += 1  # the quote of the message it answers
+            if m.reactions:
+                sep += 1  # the line of its reactions
             if (
                 self.wide
                 and m.kind == "msg"
                 and not item.repaired_via
+                and not m.edited
+                and m.deleted_by is None
                 and len(text) <= self.room
                 and text.isascii()
                 and text.isprintable()
@@ -382,7 +426,8 @@ class Layout:
                 segs.append(Segment(state_glyph(glyph_state, m.possible_acks), STATE_STYLES.get(glyph_state)))
                 segs.append(Segment(" "))
                 if self.wide:
-                    shown = "*" if m.kind in ev.ACTION_KINDS or m.newer else fit_cells(nick, NICK_WIDTH)
+                    action = (m.kind in ev.ACTION_KINDS or m.newer) and m.deleted_by is None
+                    shown = "*" if action else fit_cells(nick, NICK_WIDTH)
                     pad = NICK_WIDTH - cell_len(shown)
                     segs.append(Segment(" " * pad))
                     segs.append(Segment(shown, nick_style(m.sender_id)))
@@ -400,7 +445,31 @@ class Layout:
                 if pos >= end:
                     break
             out.append(self._line(segs, bg))
+        if m.reactions:
+            out.append(self._paint_reactions(m.reactions, indent, bg, nick_of))
         return out
+
+    def _paint_reactions(self, reactions, indent: str, bg: Style | None, nick_of) -> Strip:
+        """The line under a message reacted to: ``👍 2 alice, bob  ❤ 1 carol`` (each emoji, how many, who), cut to
+        the width."""
+        parts: list[tuple[str, Style]] = []
+        for emoji, who in reactions:
+            if parts:
+                parts.append(("  ", REACTORS_STYLE))
+            parts.append((f"{clean_text(emoji)} {len(who)}", REACTION_STYLE))
+            parts.append((" " + ", ".join(nick_of(pid) for pid in who), REACTORS_STYLE))
+        room = max(1, self.width - len(indent))
+        segs = [Segment(indent)]
+        for text, style in parts:
+            width = cell_len(text)
+            if width > room:
+                segs.append(Segment(fit_cells(text, room), style))
+                break
+            segs.append(Segment(text, style))
+            room -= width
+            if room <= 0:
+                break
+        return self._line(segs, bg)
 
     def _paint_quote(self, quote: tuple, indent: str, bg: Style | None) -> Strip:
         """The line above a reply: what it answers (one line, cut to fit), or that the parent is not here."""

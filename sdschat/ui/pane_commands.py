@@ -37,6 +37,9 @@ __all__ = [
     "wire",
     "members",
     "whois",
+    "names",
+    "away",
+    "back",
     "gaps",
     "export",
     "help_",
@@ -177,6 +180,36 @@ def whois(pane, arg: str) -> None:
 
     found = pane.node.whois(arg)
     pane.notice(whois_line(found, pane.now_ms()))
+
+
+def names(pane, arg: str) -> None:
+    """``/names``: a line for the channel, then one a member (us first): its presence mark, ``@`` for an admin,
+    online / away (why) / offline and, for one not online, when last heard."""
+    if arg.strip():
+        raise UsageError("usage: /names (no arguments)")
+    from .screens.members import names_head, names_line
+
+    rows = pane.node.presence_list()
+    now = pane.now_ms()
+    pane.notice(names_head(pane.channel_name, rows))
+    for row in rows:
+        pane.notice(names_line(row, now))
+
+
+def away(pane, arg: str) -> None:
+    """``/away MESSAGE``: away, telling the others why; ``/away`` alone: back (as ``/back``)."""
+    message = arg.strip()
+    if not message:
+        back(pane, "")
+        return
+    pane.node.set_away(message)
+
+
+def back(pane, arg: str) -> None:
+    if pane.node.presence(pane.node.participant_id).state != "away":
+        pane.notice("you are not marked away")
+        return
+    pane.node.set_away(None)
 
 
 def gaps(pane, arg: str) -> None:

@@ -8,7 +8,19 @@ from rich.style import Style
 
 from sdschat.node import events as ev
 
-__all__ = ["STATE_GLYPHS", "STATE_LABELS", "STATE_STYLES", "NICK_PALETTE", "nick_style", "state_glyph", "S"]
+__all__ = [
+    "PRESENCE_MARKS",
+    "STATE_GLYPHS",
+    "STATE_LABELS",
+    "STATE_STYLES",
+    "NICK_PALETTE",
+    "nick_style",
+    "state_glyph",
+    "S",
+]
+
+#: the mark before a participant's name, and its style, by presence (sdschat.node.presence)
+PRESENCE_MARKS = {"online": ("●", "green"), "away": ("◐", "yellow"), "offline": ("○", "grey50")}
 
 #: own message states, in the order a message normally goes through them
 STATE_GLYPHS: dict[str, str] = {

@@ -33,6 +33,7 @@ keeps its marker and, repaired, its "↺ repaired by ..." mark.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import re
 from collections.abc import Iterable
@@ -51,13 +52,21 @@ __all__ = [
     "QUOTE_TEXT",
     "QUOTE_MISSING",
     "QUOTE_LOST",
+    "DELETED",
 ]
 
 QUOTE_TEXT, QUOTE_MISSING, QUOTE_LOST = "text", "missing", "lost"
+#: what a deleted message shows in place of its text (its line, and the quotes of its replies)
+DELETED = "message deleted"
 
 _uids = itertools.count(1)
 _FLOATING = "\U0010fffe"  # sorts after every message id of the same Lamport time
 _NOTICE = "\U0010ffff"
+
+
+def _quote(parent: ev.ChatMessage) -> tuple:
+    """A reply's quote of ``parent``: its text as shown now (edited: the latest; deleted: only that it was)."""
+    return (QUOTE_TEXT, parent.nick, parent.sender_id, DELETED if parent.deleted else parent.text)
 
 
 class _Base:
@@ -266,7 +275,7 @@ class Timeline:
     def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = ()) -> None:
         """Replace everything with a history (in log order, as ``node.history()`` gives it) and the gaps still
         open in it (``node.open_gaps()``: the markers the live events would have left)."""
-        items = [self._item(m) for m in messages]
+        items = [self._item(m) for m in messages if not m.hidden]
         items.sort(key=lambda it: it.key)
         self.items = list(items)
         self.keys = [it.key for it in items]
@@ -297,7 +306,7 @@ class Timeline:
 
     def prepend(self, messages: Iterable[ev.ChatMessage]) -> int:
         """Older messages (a page of history from the database) merged in by key; returns how many were new."""
-        items = [self._item(m) for m in messages if m.message_id not in self.by_mid]
+        items = [self._item(m) for m in messages if m.message_id not in self.by_mid and not m.hidden]
         if not items:
             return 0
         for it in items:
@@ -317,7 +326,7 @@ class Timeline:
         """Newer messages (the next page below a window around a search result) merged in by key; ``upper``:
         the new last loaded key (None: the end of the log is reached). Returns how many were new."""
         self.upper = upper
-        items = [self._item(m) for m in messages if m.message_id not in self.by_mid]
+        items = [self._item(m) for m in messages if m.message_id not in self.by_mid and not m.hidden]
         if not items:
             return 0
         for it in items:
@@ -334,8 +343,12 @@ class Timeline:
 
     def add_message(self, msg: ev.ChatMessage, now_ms: int = 0) -> MsgItem | None:
         """MessageShown: a message to show at once (own, delivered, or waiting on dependencies). None when it
-        is beyond what is loaded (:attr:`upper`): it is shown when the view pages down to it."""
+        is beyond what is loaded (:attr:`upper`): it is shown when the view pages down to it; None too for an
+        edit, deletion or reaction shown on its message (:attr:`~sdschat.node.events.ChatMessage.hidden`)."""
         self.nicks[msg.sender_id] = msg.nick
+        if msg.hidden:
+            self._drop(msg.message_id)
+            return None
         old = self.by_mid.get(msg.message_id)
         if old is not None:
             old.msg = msg
@@ -418,25 +431,41 @@ class Timeline:
         m = item.msg
         if (m.state, m.possible_acks, m.resends) == (state, possible_acks, resends):
             return item
-        item.msg = ev.ChatMessage(
-            m.message_id,
-            m.sender_id,
-            m.nick,
-            m.text,
-            m.kind,
-            m.sent_at_ms,
-            m.lamport_timestamp,
-            m.own,
-            state,
-            possible_acks,
-            resends,
-            m.repaired,
-            m.repaired_by,
-            m.received_at_ms,
-            m.reply_to,
-        )
+        item.msg = dataclasses.replace(m, state=state, possible_acks=possible_acks, resends=resends)
         self._update(item)
         return item
+
+    def changed(self, msg: ev.ChatMessage) -> MsgItem | None:
+        """MessageChanged: a message shown before is edited, deleted or reacted to (its line repaints, and the
+        quotes of its replies), or an edit, deletion or reaction changed state: applied, it leaves the view (its
+        message shows it); waiting, lost or refused, it is a line of its own. None when it is not shown here."""
+        if msg.hidden:
+            self._drop(msg.message_id)
+            return None
+        item = self.by_mid.get(msg.message_id)
+        if item is None:
+            if msg.target is None:  # not loaded (older than the page, or beyond the window): read when paged in
+                return None
+            return self.add_message(msg)
+        ack = item.msg  # (the acknowledgement state as last told: the node's copy may be a step behind or ahead)
+        item.msg = dataclasses.replace(msg, state=ack.state, possible_acks=ack.possible_acks, resends=ack.resends)
+        self._update(item)
+        if not msg.own:
+            item.mention = not msg.deleted and mentions(msg.text, self.highlight)
+        quote = self._quote_of(item)
+        for other in self.items:
+            if type(other) is MsgItem and other.msg.reply_to == msg.message_id:
+                self._set_quote(other, quote)
+        return item
+
+    def _drop(self, mid: str) -> None:
+        """Take message ``mid``'s line out (an applied edit, deletion or reaction), if it is shown."""
+        item = self.by_mid.pop(mid, None)
+        if item is None:
+            return
+        if self.cursor is item:
+            self.cursor = None
+        self._remove(item)
 
     def repaired(self, mid: str, via: str, by: str | None, highlight_until_ms: int) -> MsgItem | None:
         """MessageRepaired: tag the message and highlight it for a while (a catch-up message: its catch-up notes
@@ -592,8 +621,7 @@ class Timeline:
 
     @staticmethod
     def _quote_of(parent: MsgItem) -> tuple:
-        m = parent.msg
-        return (QUOTE_TEXT, m.nick, m.sender_id, m.text)
+        return _quote(parent.msg)
 
     def _set_quote(self, reply: MsgItem, quote: tuple) -> None:
         if reply.quote != quote:
@@ -604,7 +632,7 @@ class Timeline:
         """A parent read from the database (older than what is loaded): quote it in the replies that wait."""
         self.unresolved.discard(msg.message_id)
         for reply in self._replies.pop(msg.message_id, ()):
-            self._set_quote(reply, (QUOTE_TEXT, msg.nick, msg.sender_id, msg.text))
+            self._set_quote(reply, _quote(msg))
 
     def _parent_lost(self, mid: str) -> None:
         for reply in self._replies.get(mid, ()):
@@ -636,8 +664,8 @@ class Timeline:
 
     def mark_unread(self, since_ms: int) -> UnreadItem | None:
         """Put the "new since you left" line above the first message of others received after ``since_ms``
-        (replacing an earlier one); ``None`` when nothing new is loaded. Membership changes are not news: not
-        counted (as in the channel's unread count)."""
+        (replacing an earlier one); ``None`` when nothing new is loaded. Membership changes, edits, deletions and
+        reactions are not news: not counted (as in the channel's unread count)."""
         self.clear_unread()
         new = [
             it
@@ -646,6 +674,7 @@ class Timeline:
             and not it.msg.own
             and it.msg.received_at_ms > since_ms
             and it.msg.kind not in ev.MEMBERSHIP_KINDS
+            and it.msg.kind not in ev.MESSAGE_ACTION_KINDS
         ]
         if not new:
             return None

@@ -8,6 +8,7 @@ import pytest
 
 from sdschat.crypto import ChannelKey, Identity
 from sdschat.crypto.epochs import exchange_public
+from sdschat.node.events import MESSAGE_ACTION_KINDS
 from sdschat.node.membership import (
     MAX_EPOCH,
     ControlError,
@@ -17,7 +18,7 @@ from sdschat.node.membership import (
     parse_control,
     redacted_body,
 )
-from sdschat.node.payload import CONTROL_KINDS, CONTROL_PREFIXES, KINDS, AppPayload
+from sdschat.node.payload import CONTROL_KINDS, CONTROL_PREFIXES, KINDS, QUIET_PREFIXES, AppPayload
 
 
 def group(n: int = 3, admins: int = 1):
@@ -143,9 +144,16 @@ def test_a_membership_line_is_described_whatever_its_data() -> None:
 def test_the_prefixes_that_keep_membership_lines_out_of_unread_counts_match_their_encoding() -> None:
     # the store matches stored payloads against CONTROL_PREFIXES without decoding them
     for kind in KINDS:
-        data = {"x": 1} if kind in CONTROL_KINDS else None
+        if kind in CONTROL_KINDS:
+            data: dict | None = {"x": 1}
+        elif kind in MESSAGE_ACTION_KINDS:
+            data = {"t": "ab" * 32, "text": "x", "e": "👍"}
+        else:
+            data = None
         encoded = AppPayload.new(kind, "alice", "text", 1_000, data=data).encode()
         assert encoded.startswith(CONTROL_PREFIXES) == (kind in CONTROL_KINDS), kind
+        # and an unread count leaves out membership changes and edits, deletions and reactions alike
+        assert encoded.startswith(QUIET_PREFIXES) == (kind in CONTROL_KINDS | MESSAGE_ACTION_KINDS), kind
     assert CONTROL_KINDS == {"join", "admin", "epoch", "leave", "nick"}  # every kind that carries data: never unread
 
 

@@ -1093,3 +1093,42 @@ def test_not_protected_an_invite_token_is_the_channel_key(tmp_path, mosq):
     profile = Profile.load(resolve_paths(home))
     stolen = decode_invite(token.stdout)
     assert ChannelKey(stolen.secret, stolen.channel).topic == profile.key(profile.channel("team")).topic
+
+
+def test_presence_shows_the_broker_no_state_or_away_message_and_is_never_stored(mosq, tmp_path):
+    """Presence beats are sealed, signed and padded like every frame: the broker sees ephemeral frames of the
+    smallest bucket, the same size whether a member is online, away with a message or leaving, and none of the
+    words of an away message; no member's database keeps a beat (presence lives in memory only)."""
+    key = ChannelKey.generate("presence-seen")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a = await node("alice", key, tmp_path, mosq.url)
+            b = await node("bob", key, tmp_path, mosq.url)
+            try:
+                await wait_for(lambda: a.presence(b.participant_id).state == "online", 10, "alice hears bob")
+                b.set_away("dentist appointment downtown")
+                await wait_for(lambda: a.presence(b.participant_id).state == "away", 10, "alice sees bob away")
+                b.set_away(None)
+                await wait_for(lambda: a.presence(b.participant_id).state == "online", 10, "bob back")
+            finally:
+                await b.stop()  # an offline beat
+                await a.stop()
+            return tap.on(key.topic)
+
+    envelopes = asyncio.run(main())
+    beats = []
+    for p in envelopes:
+        _, reason, msg = sds_of(key, p)
+        if reason == "ephemeral" and b"presence" in (msg.content or b""):
+            beats.append(p)
+    assert len(beats) >= 4  # start, away (and its repeat), back, offline
+    assert {len(p) for p in beats} == {MIN_ENVELOPE_SIZE}  # one size whatever the state says
+    raw = b"".join(envelopes)
+    for word in (b"dentist", b"appointment", b"downtown", b"away", b"presence"):
+        assert word not in raw
+    for nick in ("alice", "bob"):
+        with sqlite3.connect(tmp_path / f"{nick}.db") as db:
+            for table, column in (("messages", "content"), ("events", "detail")):
+                hits = db.execute(f"SELECT count(*) FROM {table} WHERE CAST({column} AS TEXT) LIKE '%dentist%'")
+                assert hits.fetchone()[0] == 0

@@ -72,6 +72,33 @@ def test_sync_jitter_stays_within_bounds():
         assert 1_000 <= times[0] <= 1_500
 
 
+def test_sync_soon_takes_the_channels_next_sync_and_peers_put_theirs_off():
+    cfg = sync_config(sync_interval_ms=10_000, sync_jitter_ms=3_000)
+    a, b = channel("alice", cfg), channel("bob", cfg)
+    m = a.send(b"hello", 0)
+    b.receive(m.data, 0)  # both quiet since 0: their periodic syncs are due at 10,000 + their jitter
+    a.sync_soon(3_000, within_ms=30_000)
+    assert a.next_deadline() == 10_000  # the quiet interval's end, without alice's jitter: ahead of bob's
+    assert outgoing(a.tick(9_999)) == []
+    (sync,) = outgoing(a.tick(10_000), "sync")  # sent by the tick, as any periodic sync
+    b.receive(sync.data, 10_010)  # bob hears it: his own sync moves a whole interval on
+    assert outgoing(b.tick(13_000), "sync") == [] and outgoing(b.tick(23_010), "sync")
+    assert a.next_deadline() >= 20_000  # alice's next one is a full period (and her jitter) later
+
+
+def test_sync_soon_in_a_busy_channel_is_due_within_the_bound_and_never_later_than_before():
+    a = channel("alice", sync_config(sync_interval_ms=10_000, sync_jitter_ms=0))
+    a.send(b"hello", 0)
+    for t in range(500, 6_000, 500):  # others talk: the periodic sync keeps moving on
+        a.receive(frame("bob", f"b{t}", lamport=t), t)
+    a.sync_soon(6_000, within_ms=2_000)
+    assert a.next_deadline() == 8_000  # not the quiet interval's end (15,500): the bound
+    assert outgoing(a.tick(8_000), "sync")
+    due = a.next_deadline()
+    a.sync_soon(9_000, within_ms=60_000)  # never puts a sync off
+    assert a.next_deadline() == due
+
+
 def test_sync_with_empty_log_is_not_sent():
     a = channel("alice", sync_config())
     assert a.sync(5) is None

@@ -293,7 +293,7 @@ def test_typed_events_migration_gives_a_database_made_before_it_the_typed_column
         "INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES (?, ?, 0)", ("c" * 32, "a" * 32)
     )
     size_before = db.stat().st_size
-    assert M.migrate(conn) == [4]
+    assert M.migrate(conn, [m for m in M.load_migrations() if m.version <= 4]) == [4]
     cols = "repaired, by_bloom, bytes, by_id, frame_ts, missing_ids, carrier"
     got = conn.execute(f"SELECT kind, {cols} FROM event_history ORDER BY seq").fetchall()
     assert got == [

@@ -8,14 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from pathlib import Path
+from typing import Any
 
 from kit.brokers import Broker, find_mosquitto
 from kit.ports import free_port
 
-from sdschat.transport import EmbeddedBroker
+from sdschat.transport import EmbeddedBroker, MqttTransport
 
-__all__ = ["Amqtt", "Mosquitto", "find_mosquitto", "free_port", "mosquitto_binary"]
+__all__ = ["Amqtt", "Mosquitto", "fast_transport", "find_mosquitto", "free_port", "mosquitto_binary", "new_topic"]
+
+
+def new_topic() -> str:
+    """A topic no other test uses."""
+    return f"sdschat-test/{uuid.uuid4().hex}"
+
+
+def fast_transport(url: str, **kw: Any) -> MqttTransport:
+    """An MqttTransport that reconnects and gives up on a connect quickly (tests wait on both)."""
+    kw.setdefault("reconnect_min", 0.05)
+    kw.setdefault("reconnect_max", 0.5)
+    kw.setdefault("connect_timeout", 2.0)
+    return MqttTransport(url, **kw)
 
 
 class Mosquitto(Broker):

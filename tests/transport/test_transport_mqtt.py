@@ -6,36 +6,25 @@ import asyncio
 import os
 import socket
 import time
-import uuid
 from typing import Any
 
 import pytest
+from brokers import fast_transport, new_topic
 from run_until import run, until
 
 from sdschat.transport import ConnectionState, MqttTransport, StateChange, TransportError
 
 pytestmark = [
     pytest.mark.timeout(20),
-    # an exception escaping paho's network thread fails the test
+    # an exception escaping a thread (the embedded broker's, or one a test starts) fails the test
     pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning"),
 ]
-
-
-def new_topic() -> str:
-    return f"sdschat-test/{uuid.uuid4().hex}"
-
-
-def fast(url: str, **kw: Any) -> MqttTransport:
-    kw.setdefault("reconnect_min", 0.05)
-    kw.setdefault("reconnect_max", 0.5)
-    kw.setdefault("connect_timeout", 2.0)
-    return MqttTransport(url, **kw)
 
 
 def test_round_trip(broker: Any) -> None:
     async def main() -> None:
         topic = new_topic()
-        async with fast(broker.url) as a, fast(broker.url) as b:
+        async with fast_transport(broker.url) as a, fast_transport(broker.url) as b:
             assert a.state is ConnectionState.CONNECTED
             assert await b.subscribe(topic) is True
             payloads = [bytes(range(256)), b"\x00", os.urandom(19_000)] + [b"m%d" % i for i in range(50)]
@@ -54,8 +43,11 @@ def test_message_handler_and_iterator(broker: Any) -> None:
     async def main() -> None:
         topic = new_topic()
         seen: list[tuple[str, bytes]] = []
-        async with fast(broker.url) as a, fast(broker.url, on_message=lambda t, p: seen.append((t, p))) as b:
-            c = fast(broker.url)
+        async with (
+            fast_transport(broker.url) as a,
+            fast_transport(broker.url, on_message=lambda t, p: seen.append((t, p))) as b,
+        ):
+            c = fast_transport(broker.url)
             await c.start()
             await asyncio.gather(b.subscribe(topic), c.subscribe(topic))
             for i in range(3):
@@ -88,7 +80,7 @@ def test_no_local_and_echoes(broker: Any) -> None:
 
     async def main() -> None:
         topic = new_topic()
-        async with fast(broker.url) as a, fast(broker.url) as b:
+        async with fast_transport(broker.url) as a, fast_transport(broker.url) as b:
             await asyncio.gather(a.subscribe(topic), b.subscribe(topic))
             for i in range(10):
                 await a.publish(topic, b"from-a-%d" % i)
@@ -112,7 +104,7 @@ def test_no_local_and_echoes(broker: Any) -> None:
 def test_mqtt311_without_suppression_echoes_to_self(broker: Any) -> None:
     async def main() -> None:
         topic = new_topic()
-        async with fast(broker.url, protocol="3.1.1", suppress_echoes=False) as a:
+        async with fast_transport(broker.url, protocol="3.1.1", suppress_echoes=False) as a:
             assert a.negotiated_protocol == "3.1.1" and a.broker_echoes_own_publishes
             await a.subscribe(topic)
             await a.publish(topic, b"echo")
@@ -124,7 +116,7 @@ def test_mqtt311_without_suppression_echoes_to_self(broker: Any) -> None:
 def test_qos1_round_trip(broker: Any) -> None:
     async def main() -> None:
         topic = new_topic()
-        async with fast(broker.url, qos=1) as a, fast(broker.url, qos=1) as b:
+        async with fast_transport(broker.url, qos=1) as a, fast_transport(broker.url, qos=1) as b:
             await b.subscribe(topic)
             for i in range(20):
                 assert await a.publish(topic, b"q%d" % i)
@@ -136,7 +128,7 @@ def test_qos1_round_trip(broker: Any) -> None:
 
 def test_mqtt5_only_against_amqtt_is_refused(amqtt_broker: Any) -> None:
     async def main() -> None:
-        t = fast(amqtt_broker.url, protocol="5")
+        t = fast_transport(amqtt_broker.url, protocol="5")
         with pytest.raises(TransportError, match="refused the connection: unsupported protocol version"):
             await t.start()
         assert t.state is ConnectionState.STOPPED
@@ -146,7 +138,7 @@ def test_mqtt5_only_against_amqtt_is_refused(amqtt_broker: Any) -> None:
 
 def test_tcp_nodelay_is_set(broker: Any) -> None:
     async def main() -> None:
-        async with fast(broker.url) as t:
+        async with fast_transport(broker.url) as t:
             sock = t.raw_socket()
             assert sock is not None
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
@@ -157,7 +149,7 @@ def test_tcp_nodelay_is_set(broker: Any) -> None:
 
 def test_states_are_observable(broker: Any) -> None:
     async def main() -> None:
-        t = fast(broker.url)
+        t = fast_transport(broker.url)
         seen: list[StateChange] = []
         remove = t.add_state_listener(seen.append)
         stream: list[ConnectionState] = []
@@ -184,7 +176,7 @@ def test_states_are_observable(broker: Any) -> None:
 
 def test_publish_when_not_connected_drops(broker: Any) -> None:
     async def main() -> None:
-        t = fast(broker.url)
+        t = fast_transport(broker.url)
         assert await t.publish("x/y", b"before start") is False
         await t.start()
         assert await t.publish("x/y", b"ok") is True
@@ -198,7 +190,7 @@ def test_publish_when_not_connected_drops(broker: Any) -> None:
 def test_reconnect_after_broker_restart(private_broker: Any, capfd: pytest.CaptureFixture[str]) -> None:
     async def main() -> None:
         topic = new_topic()
-        async with fast(private_broker.url) as a, fast(private_broker.url) as b:
+        async with fast_transport(private_broker.url) as a, fast_transport(private_broker.url) as b:
             await b.subscribe(topic)
             await a.publish(topic, b"before")
             assert (await asyncio.wait_for(b.receive(), 5)).payload == b"before"
@@ -244,7 +236,7 @@ def test_reconnect_after_broker_restart(private_broker: Any, capfd: pytest.Captu
 
 def test_stop_while_broker_down_is_prompt(private_broker: Any) -> None:
     async def main() -> None:
-        t = fast(private_broker.url, reconnect_min=5.0, reconnect_max=5.0)
+        t = fast_transport(private_broker.url, reconnect_min=5.0, reconnect_max=5.0)
         await t.start()
         private_broker.kill()
         await t.wait_for_state(ConnectionState.DISCONNECTED, 5)
@@ -311,7 +303,7 @@ def test_echo_filter_keeps_a_peers_identical_payload(broker: Any) -> None:
 
     async def main() -> None:
         ping, pong = new_topic(), new_topic()
-        async with fast(broker.url) as a, fast(broker.url) as b:
+        async with fast_transport(broker.url) as a, fast_transport(broker.url) as b:
             b.set_message_handler(lambda t, p: b.publish_nowait(pong, p))
             await asyncio.gather(a.subscribe(pong), b.subscribe(ping))
             for i in range(5):
@@ -341,19 +333,19 @@ def test_a_kept_session_gets_what_was_sent_while_away_and_a_clean_one_does_not(m
     async def main() -> None:
         topic = new_topic()
         kept_id, clean_id = f"sdschat-{os.urandom(8).hex()}", f"sdschat-{os.urandom(8).hex()}"
-        kept = fast(mosquitto.url, client_id=kept_id, qos=1, session_expiry_s=60)
-        clean = fast(mosquitto.url, client_id=clean_id, qos=1)
+        kept = fast_transport(mosquitto.url, client_id=kept_id, qos=1, session_expiry_s=60)
+        clean = fast_transport(mosquitto.url, client_id=clean_id, qos=1)
         for t in (kept, clean):
             await t.start()
             assert await t.subscribe(topic) is True
             assert t.session_present is False  # (a first connect: nothing to resume)
             await t.stop()
-        async with fast(mosquitto.url, qos=1) as sender:
+        async with fast_transport(mosquitto.url, qos=1) as sender:
             for i in range(30):
                 assert await sender.publish(topic, b"while away %d" % i)
             await asyncio.sleep(0.3)
-        back = fast(mosquitto.url, client_id=kept_id, qos=1, session_expiry_s=60)
-        again = fast(mosquitto.url, client_id=clean_id, qos=1)
+        back = fast_transport(mosquitto.url, client_id=kept_id, qos=1, session_expiry_s=60)
+        again = fast_transport(mosquitto.url, client_id=clean_id, qos=1)
         async with back, again:
             assert back.session_present is True and again.session_present is False
             got = [await asyncio.wait_for(back.receive(), 5) for _ in range(30)]

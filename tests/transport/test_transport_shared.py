@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
+from brokers import fast_transport
 from run_until import run, until
 
 from sdschat.transport import ConnectionState, ImpairedTransport, MqttTransport, SharedConnection
@@ -17,14 +18,10 @@ pytestmark = [
 ]
 
 
-def fast(url: str) -> MqttTransport:
-    return MqttTransport(url, reconnect_min=0.05, reconnect_max=0.5, connect_timeout=2.0)
-
-
 def test_views_see_only_their_topics_over_one_connection(broker: Any) -> None:
     async def main() -> None:
         t1, t2 = (f"sdschat-test/{uuid.uuid4().hex}" for _ in range(2))
-        shared = SharedConnection(fast(broker.url))
+        shared = SharedConnection(fast_transport(broker.url))
         await shared.start()
         one, two = shared.view(), shared.view()
         got: dict[str, list] = {"one": [], "two": []}
@@ -34,7 +31,7 @@ def test_views_see_only_their_topics_over_one_connection(broker: Any) -> None:
             await view.start()
             assert view.state is ConnectionState.CONNECTED
             assert await view.subscribe(topic) is True
-        async with fast(broker.url) as other:
+        async with fast_transport(broker.url) as other:
             for i in range(5):
                 await other.publish(t1, b"to one %d" % i)
                 await other.publish(t2, b"to two %d" % i)
@@ -66,7 +63,7 @@ def test_views_see_only_their_topics_over_one_connection(broker: Any) -> None:
 def test_a_view_can_be_impaired_without_touching_the_others(broker: Any) -> None:
     async def main() -> None:
         topic = f"sdschat-test/{uuid.uuid4().hex}"
-        shared = SharedConnection(fast(broker.url))
+        shared = SharedConnection(fast_transport(broker.url))
         await shared.start()
         clean, lossy = shared.view(), ImpairedTransport(shared.view(), loss_in=1.0)
         got = {"clean": 0, "lossy": 0}
@@ -75,7 +72,7 @@ def test_a_view_can_be_impaired_without_touching_the_others(broker: Any) -> None
         for v in (clean, lossy):
             await v.start()
             await v.subscribe(topic)
-        async with fast(broker.url) as other:
+        async with fast_transport(broker.url) as other:
             for _ in range(10):
                 await other.publish(topic, b"x")
             await until(lambda: got["clean"] == 10)

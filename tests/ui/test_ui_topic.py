@@ -79,12 +79,12 @@ def test_a_kind_from_a_newer_sdschat_shows_its_fallback_line_marked_as_such(tmp_
             app = ChatApp(alice, blink=False)
             async with app.run_test(size=SIZE) as pilot:
                 epoch = bob.roster.membership.current.number
-                built = AppPayload.new("msg", "bob", 'reacted 👍 to "hello"', bob.now(), epoch=epoch)
-                await bob.send_payload(dataclasses.replace(built, kind="react"))
+                built = AppPayload.new("msg", "bob", 'started a poll 📊 "lunch?"', bob.now(), epoch=epoch)
+                await bob.send_payload(dataclasses.replace(built, kind="poll"))  # a kind no version knows yet
                 await bob.send_text("after it")
                 await wait_until(pilot, lambda: line_with(lines_of(app), "after it"), what="the next line")
                 lines = lines_of(app)
-                newer = line_with(lines, 'bob (newer sdschat): reacted 👍 to "hello"')
+                newer = line_with(lines, 'bob (newer sdschat): started a poll 📊 "lunch?"')
                 assert newer is not None and "*" in newer.split("bob")[0]
                 assert lines.index(newer) < lines.index(line_with(lines, "after it"))
                 assert not line_with(lines, "possibly missing") and app.errors == []

@@ -13,17 +13,19 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from sdschat.node import events as ev
+from sdschat.node.presence import AWAY_AFTER_MS, BEAT_EVERY_MS, OFFLINE_AFTER
 
-from ..theme import STATE_LABELS, STATE_STYLES, S, state_glyph
+from ..theme import PRESENCE_MARKS, STATE_LABELS, STATE_STYLES, S, state_glyph
 from .box import box_css
 
-__all__ = ["HelpScreen", "COUNTERS", "legend"]
+__all__ = ["HelpScreen", "COUNTERS", "legend", "presence_legend"]
 
 KEYS = (
     ("Enter", "send"),
     ("Alt+Enter / Shift+Enter", "newline (Ctrl+J, or \\ then Enter, in any terminal)"),
     ("Up (empty input) / Alt+Up", "message cursor (↑↓: messages and gap markers; Esc: back)"),
     ("  on the cursor", "r reply, c copy, o open link, i inspect (gap marker: that gap)"),
+    ("", "e edit, d delete (an admin: any line), + react (again: undo)"),
     ("Ctrl+Up / Ctrl+Down", "lines you sent (also Up/Down on a draft's first / last line)"),
     ("Tab / Shift+Tab", "complete a /command or a name (b → bob: ); again: next one"),
     ("PgUp / PgDn", "scroll the history (Ctrl+End: back to the latest)"),
@@ -86,6 +88,23 @@ def legend() -> Table:
     return t
 
 
+def presence_legend() -> Table:
+    """The marks before the participants' names (side panel, ``/names``), and how presence is known."""
+    beat, idle = BEAT_EVERY_MS / 60_000, AWAY_AFTER_MS / 60_000
+    t = Table.grid(padding=(0, 2))
+    t.add_column(no_wrap=True)
+    t.add_column()
+    for state, what in (
+        ("online", f"online: heard lately (any frame counts; a quiet member is heard every {beat:g} minutes)"),
+        ("away", f"away: /away MESSAGE (shown beside the name), or no key pressed for {idle:g} minutes"),
+        ("offline", f"offline: left, or not heard for {beat * OFFLINE_AFTER:g} minutes (/names: when last heard)"),
+    ):
+        glyph, style = PRESENCE_MARKS[state]
+        t.add_row(Text(glyph, style), Text(what))
+    t.add_row(Text("@"), Text("in /names: an admin of the channel"))
+    return t
+
+
 def _pairs(rows) -> Table:
     """A name in bold, what it does or counts beside it (the keys; the side panel's counters)."""
     t = Table.grid(padding=(0, 2))
@@ -133,6 +152,11 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_pairs(self.commands))
             yield Static("The side panel's counters (F3)", classes="title")
             yield Static(_pairs(COUNTERS))
+            yield Static("Presence: the participants (F3) and /names", classes="title")
+            yield Static(presence_legend())
+            yield Static(
+                Text("Typing or sending brings you back from away; presence is never stored nor repaired.", "grey50")
+            )
             yield Static(Text("Messages are ordered as the log is: by (Lamport timestamp, message id).", "grey50"))
 
     def action_page_down(self) -> None:

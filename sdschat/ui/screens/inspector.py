@@ -7,7 +7,8 @@ repairs and the timers' countdowns move as they happen. On a message that
 arrived before earlier ones it names (the one under a "possibly missing"
 marker) it also shows the gap inspector for each of those: who it is from,
 its retrieval hint, the store queries and repair requests with their timers,
-and how the gap closed (as ``/gaps`` does for every gap).
+and how the gap closed (as ``/gaps`` does for every gap). An edited message
+lists its versions, the original first, each with when it was written.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class InspectorScreen(LivePanel):
             if gaps:
                 parts.tail += ["", "the gap" + ("s" if len(gaps) > 1 else "") + " it waited for:"]
                 parts.tail += [line for g in gaps for line in gap_lines(g, names, clock, now)]
+        parts.tail += await self._versions(clock)
         self.lines = parts.lines()
         head = Text()
         for i, line in enumerate(parts.head):
@@ -81,3 +83,22 @@ class InspectorScreen(LivePanel):
             tail.append(clean_text(line) + "\n", "yellow" if line.startswith("now:") else "")
         self.show(Group(head, steps, tail))
         self.lines_at = time.perf_counter()
+
+    async def _versions(self, clock) -> list[str]:
+        """An edited message's versions, oldest first, as lines: ``"", "versions (edited 2 times):", "10:00:00.000
+        original text", ...`` ([] for a message never edited, or deleted: its text is gone)."""
+        history = getattr(self.node, "edit_history", None)
+        if history is None:
+            return []
+        chat = await self.node.message(self.message_id)
+        if chat is None or not chat.edited:
+            return []
+        versions = await history(self.message_id)
+        if len(versions) < 2:
+            return []
+        edits = len(versions) - 1
+        lines = ["", f"versions (edited {edits} time{'s' if edits > 1 else ''}; the last is shown):"]
+        for n, (at_ms, text) in enumerate(versions):
+            label = "original" if n == 0 else f"edit {n}"
+            lines.append(f"{clock(at_ms)}  {label}: {' '.join(text.split())}")
+        return lines

@@ -7,9 +7,10 @@ import time
 from rich.text import Text
 
 from ..layout import clean_text
+from ..theme import PRESENCE_MARKS
 from .live import LivePanel
 
-__all__ = ["FOOTER", "MembersScreen", "ago", "whois_line"]
+__all__ = ["FOOTER", "MembersScreen", "ago", "whois_line", "names_head", "names_line"]
 
 
 def ago(ms: int) -> str:
@@ -42,10 +43,41 @@ def whois_line(info: dict, now_ms: int) -> str:
         if info["member"]
         else "seen, not joined"
     )
+    presence = info.get("presence")
+    if presence == "away" and info.get("away_message"):
+        presence = f"away ({clean_text(info['away_message'])})"
+    epoch = info.get("key_epoch")
+    epoch_text = (
+        "key epoch unknown"
+        if epoch is None
+        else f"key epoch {epoch}" + (" (of its join)" if info.get("key_epoch_from") == "join" else "")
+    )
     return (
         f"{info['name']}: fingerprint {info['fingerprint']} ({info['participant_id']}), {status}; first seen "
         f"{when(info['first_seen_ms'])}, last heard {when(info['last_heard_ms'])}"
+        + (f"; {presence}" if presence else "")
+        + f"; {epoch_text}"
     )
+
+
+def names_head(channel: str, rows) -> str:
+    """``/names``' first line: how many members, and how many of each presence."""
+    count = {s: sum(1 for r in rows if r.presence.state == s) for s in ("online", "away", "offline")}
+    return (
+        f"#{clean_text(channel)}: {len(rows)} member{'s' if len(rows) != 1 else ''} · {count['online']} online, "
+        f"{count['away']} away, {count['offline']} offline (@ admin)"
+    )
+
+
+def names_line(row, now_ms: int) -> str:
+    """One member of ``/names`` (a :class:`~sdschat.node.presence.MemberPresence`): ``● @alice (you): online``,
+    ``◐ bob: away (at lunch)``, ``○ carol: offline, last heard 12 min ago``."""
+    p = row.presence
+    glyph = PRESENCE_MARKS.get(p.state, ("?", ""))[0]
+    label = f"away ({clean_text(p.message)})" if p.state == "away" and p.message else p.state
+    if p.state != "online" and not row.me:
+        label += f", last heard {ago(now_ms - p.last_heard_ms)}" if p.last_heard_ms else ", not heard since you started"
+    return f"{glyph} {'@' if row.admin else ''}{clean_text(row.name)}{' (you)' if row.me else ''}: {label}"
 
 
 class MembersScreen(LivePanel):

@@ -5,6 +5,12 @@ The pane owns its node's UI state. Node events reach it only as
 handler drains the batch and applies it to the timeline, then commits the
 view once. User actions (send, commands, link controls) call the node's
 public API; failures become :class:`~sdschat.ui.messages.UiError`.
+
+On the message cursor, ``e`` edits your own line (the input takes its text, a
+bar says so; Enter sends the edit, Escape cancels), ``d`` deletes (after a
+yes-or-no question: your own line, or any as an admin of the channel) and ``+``
+reacts (a picker; the node toggles). What the node refuses is one line, as for
+a command.
 """
 
 from __future__ import annotations
@@ -167,6 +173,8 @@ class ChatPane(Vertical):
         self.connection_detail = ""
         self._typing: dict[str, tuple[str, float]] = {}
         self._last_typing_sent = 0.0
+        #: our presence as last told here (a change is one line: "you are marked away", "you are back")
+        self._presence_shown: tuple[str, str] = ("online", "")
         self._health: dict = {}
         self._was_connected = False
         self._panel_at = 0.0
@@ -176,6 +184,8 @@ class ChatPane(Vertical):
         self._shown_at: deque[float] = deque(maxlen=BUSY_LINES + 1)  # when the latest lines of others were shown
         #: the message the next line answers (``r`` on the message cursor), until sent or Escape
         self.replying: ev.ChatMessage | None = None
+        #: our line whose new text the input holds (``e`` on the message cursor), until sent or Escape
+        self.editing: ev.ChatMessage | None = None
 
     # ---------------------------------------------------------- compose
 
@@ -378,15 +388,12 @@ class ChatPane(Vertical):
         if message.action == "open":
             self.open_link_in(m)
             return
+        if message.action in ("edit", "delete", "react"):
+            self.act_on(message.action, m)
+            return
+        self.cancel_edit()
         self.replying = m
-        bar = self.query_one("#reply-bar", Static)
-        quote = Text(no_wrap=True, overflow="ellipsis")
-        quote.append("↳ replying to ", "italic")
-        quote.append(clean_text(m.nick), nick_style(m.sender_id))  # a peer's text: no escape sequences
-        quote.append(": " + clean_text(" ".join(m.text.split())), "italic")
-        quote.append("   (Esc: cancel)", "dim")
-        bar.update(quote)
-        bar.add_class("-shown")
+        self._bar("↳ replying to ", m)
         self.input.focus()
 
     def open_link_in(self, m: ev.ChatMessage) -> None:
@@ -428,11 +435,128 @@ class ChatPane(Vertical):
         self.app.notify(f"opening {url}", timeout=4, markup=False)
 
     def cancel_reply(self) -> bool:
+        """Escape: no reply (nor edit) is being written any more; whether one was."""
+        if self.cancel_edit():
+            return True
         if self.replying is None:
             return False
         self.replying = None
         self.query_one("#reply-bar", Static).remove_class("-shown")
         return True
+
+    # ---------------------------------------------------------- edit, delete, react
+
+    def act_on(self, action: str, m: ev.ChatMessage) -> None:
+        """``e``, ``d`` or ``+`` on message ``m``: what the node would refuse is told at once, as one line."""
+        why = self._refusal(action, m)
+        if why:
+            self.notice(why, error=True)
+        elif action == "edit":
+            self.start_edit(m)
+        elif action == "delete":
+            self.confirm_delete(m)
+        else:
+            self.pick_reaction(m)
+
+    def _refusal(self, action: str, m: ev.ChatMessage) -> str:
+        """Why ``action`` cannot be done to ``m`` here ("": it can; the node checks again, and so does everyone)."""
+        what = {"edit": "edited", "delete": "deleted", "react": "reacted to"}[action]
+        if m.kind not in ("msg", "me") or m.target is not None:
+            return f"only a chat line can be {what}"
+        if m.deleted:
+            return "the message was deleted"
+        if action == "edit" and not m.own:
+            return "only your own messages can be edited"
+        if action == "delete" and not m.own and not self._admin():
+            return "only your own messages can be deleted (an admin of the channel can delete any)"
+        return ""
+
+    def _admin(self) -> bool:
+        is_admin = getattr(self.node, "is_admin", None)
+        return bool(is_admin is not None and is_admin(self.node.participant_id))
+
+    def _bar(self, head: str, m: ev.ChatMessage, *, who: bool = True) -> None:
+        """The line above the input while a reply or an edit is being written: ``head``, then the message (with
+        its author's nick unless ``who`` is False)."""
+        bar = self.query_one("#reply-bar", Static)
+        quote = Text(no_wrap=True, overflow="ellipsis")
+        quote.append(head, "italic")
+        if who:
+            quote.append(clean_text(m.nick), nick_style(m.sender_id))  # a peer's text: no escape sequences
+        quote.append((": " if who else "") + clean_text(" ".join(m.text.split())), "italic")
+        quote.append("   (Esc: cancel)", "dim")
+        bar.update(quote)
+        bar.add_class("-shown")
+
+    def start_edit(self, m: ev.ChatMessage) -> None:
+        """``e`` on our line: the input holds its text to change; Enter sends the edit, Escape cancels."""
+        self.replying = None
+        self.editing = m
+        self._bar("✎ editing: ", m, who=False)
+        box = self.input
+        box.load_text(m.text)
+        box.move_cursor(box.document.end)
+        box.focus()
+
+    def cancel_edit(self) -> bool:
+        """No edit is being written any more (its text leaves the input); whether one was."""
+        if self.editing is None:
+            return False
+        self.editing = None
+        self.query_one("#reply-bar", Static).remove_class("-shown")
+        self.input.clear()
+        return True
+
+    def send_edit(self, text: str) -> None:
+        m = self.editing
+        if m is None:
+            return
+        self.editing = None
+        self.query_one("#reply-bar", Static).remove_class("-shown")
+        if text == m.text:
+            self.notice("not edited: the text is the same")
+            return
+        self.run_worker(self._act(self.node.edit(m.message_id, text), "not edited"), group="send", exit_on_error=False)
+
+    def confirm_delete(self, m: ev.ChatMessage) -> None:
+        """``d``: ask first (a deletion cannot be taken back: the text leaves every member's database)."""
+        from ..screens.confirm import ConfirmScreen
+
+        whose = "your message" if m.own else f"{clean_text(m.nick)}'s message, as an admin of the channel"
+        subject = Text(no_wrap=True, overflow="ellipsis")
+        subject.append(clean_text(m.nick), nick_style(m.sender_id))
+        subject.append(": " + clean_text(" ".join(m.text.split())))
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                coro = self.node.delete(m.message_id)
+                self.run_worker(self._act(coro, "not deleted"), group="send", exit_on_error=False)
+
+        self.app.push_screen(ConfirmScreen(f"Delete {whose}?", subject, yes="delete", no="keep"), answered)
+
+    def pick_reaction(self, m: ev.ChatMessage) -> None:
+        """``+``: pick a reaction; one of ours picked again is taken back (the node toggles)."""
+        from ..screens.react import ReactScreen
+
+        me = self.node.participant_id
+        mine = [emoji for emoji, who in m.reactions if me in who]
+
+        def picked(emoji: str | None) -> None:
+            if emoji:
+                coro = self.node.react(m.message_id, emoji)
+                self.run_worker(self._act(coro, "no reaction"), group="send", exit_on_error=False)
+
+        self.app.push_screen(ReactScreen(mine), picked)
+
+    async def _act(self, coro, failed: str) -> None:
+        """Run an edit, deletion or reaction: what the node refuses is a notice; anything else a bug, logged."""
+        try:
+            await coro
+        except (UserError, PayloadError) as exc:
+            self.notice(f"{failed}: {exc}", error=True)
+        except Exception as exc:
+            log.exception("%s", failed)
+            self.post_message(UiError(f"{failed}: {exc}", "send"))
 
     def on_unmount(self) -> None:
         self.bridge.detach()
@@ -495,7 +619,9 @@ class ChatPane(Vertical):
         for e in events:
             if type(e) is ev.MessageShown:
                 item = tl.add_message(e.message, now)
-                if e.message.own:
+                if e.message.kind in ev.MESSAGE_ACTION_KINDS:
+                    pass  # shown on its message (or, waiting for it, as a line): not news, and no jump to the end
+                elif e.message.own:
                     own = True
                 elif e.message.kind in ev.MEMBERSHIP_KINDS:
                     pass  # shown in the log, but not news
@@ -507,6 +633,8 @@ class ChatPane(Vertical):
                     typing = True
             elif type(e) is ev.AckStateChanged:
                 tl.set_state(e.message_id, e.state, e.possible_acks, e.resends)
+            elif type(e) is ev.MessageChanged:
+                self._message_changed(e.message)
             elif type(e) is ev.GapOpened:
                 tl.gap_opened(e.message_id, e.missing, e.senders)
             elif type(e) is ev.GapClosed:
@@ -519,6 +647,10 @@ class ChatPane(Vertical):
             elif type(e) is ev.ParticipantSeen:
                 if e.nick:
                     tl.nicks[e.participant_id] = e.nick
+                panel = True
+            elif type(e) is ev.PresenceChanged:
+                if e.participant_id == self.node.participant_id:
+                    self._own_presence(e.state, e.message)
                 panel = True
             elif type(e) is ev.TypingSeen:
                 if e.participant_id != self.node.participant_id:
@@ -569,6 +701,14 @@ class ChatPane(Vertical):
         if typing:
             self.show_status()
 
+    def _message_changed(self, m: ev.ChatMessage) -> None:
+        """Edited, deleted, reacted to (or an action's state changed): its line repaints; an edit being written
+        of a message deleted meanwhile stops."""
+        self.view.timeline.changed(m)
+        if m.deleted and self.editing is not None and self.editing.message_id == m.message_id:
+            self.cancel_edit()
+            self.notice("the message you were editing was deleted", error=True)
+
     def _connection_changed(self, state: str, detail: str, now: int) -> None:
         if state == self.connection:
             return
@@ -587,8 +727,40 @@ class ChatPane(Vertical):
 
     # ------------------------------------------------------------ panels
 
+    def _own_presence(self, state: str, message: str) -> None:
+        """Ours changed (/away, /back, idling, typing): one line says so (we begin online: nothing to say then)."""
+        shown = (state, message)
+        if shown != self._presence_shown and state != "offline":
+            self.notice(
+                f"you are marked away{': ' + clean_text(message) if message else ''} (/back, or type, to return)"
+                if state == "away"
+                else "you are back"
+            )
+        self._presence_shown = shown
+
+    def _presences(self, participants) -> dict:
+        """Participant id -> its presence, ours and the participants' (a node without presence: none)."""
+        of = getattr(self.node, "presence", None)
+        if of is None:
+            return {}
+        return {pid: of(pid) for pid in [self.node.participant_id, *(p.participant_id for p in participants)]}
+
+    def on_key(self, event) -> None:
+        """Every key that reaches the pane (not stopped below it) says the person is here: back from an idle away."""
+        self.touched()
+
+    def touched(self) -> None:
+        """The person is here: every node of theirs hears it (the window's channels share one identity; the
+        demo's panes are different people, each its own)."""
+        me = self.node.participant_id
+        for pane in getattr(self.app, "panes", None) or [self]:
+            active = getattr(pane.node, "active", None) if pane.node.participant_id == me else None
+            if active is not None:
+                active()
+
     def panel_state(self) -> PanelState:
         node = self.node
+        participants = node.participants()
         return PanelState(
             nick=node.nick,
             participant_id=node.participant_id,
@@ -597,7 +769,8 @@ class ChatPane(Vertical):
             connection=self.connection,
             connection_detail=self.connection_detail,
             health=self._health,
-            participants=node.participants(),
+            participants=participants,
+            presence=self._presences(participants),
             impairment=node.impairment,
             now_ms=self.now_ms(),
             tz=self.tz,
@@ -685,9 +858,10 @@ class ChatPane(Vertical):
 
     def on_chat_input_typed(self, message: ChatInput.Typed) -> None:
         message.stop()
+        self.touched()
         self.query_one(CommandHint).show_for(message.text)
         text = message.text
-        if text.strip() and not text.startswith("/"):
+        if text.strip() and not text.startswith("/") and self.editing is None:
             now = self.clock()
             if now - self._last_typing_sent >= TYPING_SEND_EVERY_S:
                 self._last_typing_sent = now
@@ -704,7 +878,9 @@ class ChatPane(Vertical):
         self.query_one(CommandHint).show_for("")
         text = message.text
         parsed = slash.parse(text)
-        if parsed is None:
+        if parsed is None and self.editing is not None:
+            self.send_edit(text[1:] if text.startswith("//") else text)
+        elif parsed is None:
             parent = self.replying
             self.cancel_reply()
             self.send(text[1:] if text.startswith("//") else text, reply_to=parent.message_id if parent else None)

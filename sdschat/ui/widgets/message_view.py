@@ -40,6 +40,8 @@ from ..timeline import MarkerItem, MsgItem, Timeline
 __all__ = ["MessageView"]
 
 _CACHE_ITEMS = 2048
+#: the printable keys the cursor keeps (bound above): any other printable key goes back to typing
+PICK_KEYS = "rcijkoed+"
 
 
 def _thumb(bar: ScrollBar) -> tuple:
@@ -61,7 +63,8 @@ class MessageView(ScrollView, can_focus=True):
     Focused, it is the message cursor: Up/Down (or Alt+Up/Alt+Down) move it over the messages and the gap
     markers ("N messages possibly missing", "N messages lost"), ``r`` asks to reply to the message under it,
     ``c`` to copy its text, ``i`` to inspect it (on a marker: the gap list of the ids it counts), ``o`` to open a
-    link in it; Escape, or typing, goes back to the input.
+    link in it, ``e`` to edit it (your own), ``d`` to delete it (your own, or any as an admin of the channel) and
+    ``+`` to react to it; the pane decides whether it may. Escape, or typing, goes back to the input.
     """
 
     BINDINGS = [
@@ -73,7 +76,10 @@ class MessageView(ScrollView, can_focus=True):
         Binding("c", "picked('copy')", "copy"),
         Binding("i", "picked('inspect')", "inspect"),
         Binding("o", "picked('open')", "open link"),
-        Binding("escape", "leave", "back to the input"),
+        Binding("e", "picked('edit')", "edit"),
+        Binding("d", "picked('delete')", "delete"),
+        Binding("plus", "picked('react')", "react"),
+        Binding("escape", "leave", "back"),
     ]
 
     DEFAULT_CSS = """
@@ -103,8 +109,8 @@ class MessageView(ScrollView, can_focus=True):
             self.view = view
 
     class Picked(Message):
-        """``r``, ``c``, ``i`` or ``o`` on the message under the cursor (``action``: ``reply``, ``copy``,
-        ``inspect`` or ``open``)."""
+        """``r``, ``c``, ``i``, ``o``, ``e``, ``d`` or ``+`` on the message under the cursor (``action``:
+        ``reply``, ``copy``, ``inspect``, ``open``, ``edit``, ``delete`` or ``react``)."""
 
         def __init__(self, view: MessageView, action: str, message: ev.ChatMessage) -> None:
             super().__init__()
@@ -464,7 +470,7 @@ class MessageView(ScrollView, can_focus=True):
         self.post_message(self.Leave(self))
 
     def on_key(self, event: events.Key) -> None:
-        if event.is_printable and event.character and event.character not in "rcijko":
+        if event.is_printable and event.character and event.character not in PICK_KEYS:
             event.stop()
             self.post_message(self.Leave(self, event.character))
 

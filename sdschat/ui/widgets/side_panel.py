@@ -16,10 +16,10 @@ from rich.text import Text
 from sdschat.node.inspect import lamport_time, wall_clock
 
 from ..layout import clean_text
-from ..theme import nick_style
+from ..theme import PRESENCE_MARKS, nick_style
 from .text_lines import TextLines
 
-__all__ = ["SidePanel", "PanelState", "ago", "lamport_text"]
+__all__ = ["SidePanel", "PanelState", "ago", "lamport_text", "presence_mark"]
 
 _CONN_STYLE = {
     "connected": "green",
@@ -28,6 +28,14 @@ _CONN_STYLE = {
     "disconnected": "red",
     "stopped": "grey50",
 }
+
+
+def presence_mark(presence) -> Text:
+    """``● ``, ``◐ `` or ``○ `` (online, away, offline) in its colour; nothing for a presence not known."""
+    if presence is None or presence.state not in PRESENCE_MARKS:
+        return Text("")
+    glyph, style = PRESENCE_MARKS[presence.state]
+    return Text(f"{glyph} ", style)
 
 
 #: where a counter's cases can be looked at, shown beside it once it counts something
@@ -44,6 +52,8 @@ class PanelState:
     connection_detail: str = ""
     health: dict = field(default_factory=dict)
     participants: list = field(default_factory=list)  # ParticipantRow-like: participant_id, nick, last_seen_ms
+    #: participant id (ours too) -> Presence-like (state, message, last_heard_ms); a member not in it shows no mark
+    presence: dict = field(default_factory=dict)
     impairment: object = None  # Impairment-like: loss_in, loss_out, delay_ms, jitter_ms, duplicate, offline
     now_ms: int = 0
     tz: tzinfo | None = None
@@ -168,18 +178,27 @@ class SidePanel(TextLines):
         if st.connection_detail and st.connection != "connected":
             parts.extend(Text(clean_text(st.connection_detail[:80]), "grey50").wrap(self.app.console, width))
         head(f"Participants ({len(st.participants) + 1})")
+        mine = st.presence.get(st.participant_id)
         t = [
             (
                 Text.assemble(
+                    presence_mark(mine),
                     (clean_text(st.nick) or "you", nick_style(st.participant_id) if st.participant_id else ""),
                     ("  · you", "grey50"),
                 ),
-                Text(""),
+                Text("away", "yellow") if mine is not None and mine.state == "away" else Text(""),
             )
         ]
         for p in st.participants[:30]:
             nick = clean_text(p.nick or "") or p.participant_id[:8]
-            t.append((Text(nick, nick_style(p.participant_id)), Text(ago(st.now_ms, p.last_seen_ms), "grey50")))
+            here = st.presence.get(p.participant_id)
+            label = Text(nick, nick_style(p.participant_id))
+            if here is not None:
+                label = Text.assemble(presence_mark(here), label)
+            if here is not None and here.state == "away" and here.message:
+                label.append(f" ({clean_text(here.message)})", "grey50")
+            heard = max(p.last_seen_ms, getattr(here, "last_heard_ms", 0) or 0)
+            t.append((label, Text(ago(st.now_ms, heard), "grey50")))
         parts.extend(_table(t, width))
         head(f"Channel #{clean_text(st.channel)}" if st.channel else "Channel")
         t = []

@@ -1,0 +1,200 @@
+"""Bytes of presence beats against all of a channel's bytes on the broker, at a chat rate.
+
+    .venv/bin/python bench/presence_bytes.py [--members 5] [--lines-per-minute 2] [--minutes 30] [--scale 10]
+                                             [--every 120] [--smoke]
+
+--members real nodes (the node's settings) over the embedded broker talk for
+--minutes minutes: lines of 80 characters from a random member, --lines-per-minute
+a minute for the whole channel (Poisson), typing notices before each. Every
+timing (the engine's resends, syncs, acks and repairs; the presence beat interval
+--every seconds; the chat rate) runs --scale times faster than in life, so half an
+hour takes three minutes; the bytes per frame do not depend on it.
+
+A raw MQTT client subscribed to the channel adds up every envelope the broker
+relays (once per frame, whoever receives it), opens it with the channel key and
+files it by what it carries: a message, a sync, a resend, a repair answer, or an
+ephemeral typing notice, greeting or presence beat. The first minute (starts,
+joins, greetings, the start beats and their answers) is counted apart.
+
+Printed: the bytes of each kind, the beats and their share of the channel's
+bytes (the issue asks for less than 1%), and the periodic syncs a member brought
+forward in a beat's place. With --idle, the same for an idle channel (no lines),
+and that channel's bytes against the same channel with no beats at all: what
+being heard costs when nobody talks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from kit import broker_tap
+
+from sdschat.crypto import ChannelKey, EnvelopeError, SignatureError, read_signed_content
+from sdschat.node import AppPayload, Node, NodeConfig, PayloadError, node_channel_config
+from sdschat.node.config import BEAT_EVERY_MS
+from sdschat.node.frame import FrameError, unpack
+from sdschat.sds import WireError, wire
+
+#: the engine timings a node uses (ms), scaled down together with the beat interval and the chat rate
+TIMINGS = (
+    "resend_unacknowledged_ms",
+    "resend_possibly_acknowledged_ms",
+    "resend_max_interval_ms",
+    "sync_interval_ms",
+    "sync_jitter_ms",
+    "ack_delay_ms",
+    "ack_jitter_ms",
+    "lost_after_ms",
+)
+WARMUP_MIN = 1.0
+#: a beat interval no run reaches: presence without beats (the idle comparison)
+NEVER_S = 10**7
+LINE = "the quick brown fox jumps over a lazy dog and then some more words follow here ok"[:80]
+
+
+def scaled_config(scale: float):
+    base = node_channel_config()
+    over = {name: max(1, int(getattr(base, name) / scale)) for name in TIMINGS}
+    over["repair_t_min_ms"] = max(1, int(base.repair.t_min_ms / scale))
+    over["repair_t_max_ms"] = max(2, int(base.repair.t_max_ms / scale))
+    return node_channel_config(**over)
+
+
+def gap_s(rng: random.Random, lines_per_minute: float, scale: float) -> float:
+    """Seconds (scaled) to the channel's next line: Poisson at ``lines_per_minute``; none at 0."""
+    return rng.expovariate(lines_per_minute / 60 * scale) if lines_per_minute > 0 else float("inf")
+
+
+def kind_of(key: ChannelKey, binding: bytes, envelope: bytes) -> str:
+    """What an envelope carries: ``message``, ``sync``, ``resend``, ``repair``, ``typing``, ``hello``,
+    ``presence`` (or ``other``)."""
+    try:
+        _, reason, frame = unpack(key.open(envelope), binding)
+        msg = wire.decode(frame)
+    except (EnvelopeError, FrameError, WireError):
+        return "other"
+    if reason != "ephemeral":
+        return reason
+    try:
+        return AppPayload.decode(read_signed_content(msg.content or b"").message).kind
+    except (SignatureError, PayloadError):
+        return "other"
+
+
+async def measure(members: int, lines_per_minute: float, minutes: float, scale: float, every_s: float) -> dict:
+    key = ChannelKey.generate("presence-bytes")
+    counted: dict[str, Counter] = {"warmup": Counter(), "steady": Counter()}
+    frames: dict[str, Counter] = {"warmup": Counter(), "steady": Counter()}
+    phase = ["warmup"]
+    loop = asyncio.get_running_loop()
+    raw: list[bytes] = []
+
+    def file_all() -> None:
+        for envelope in raw:
+            kind = kind_of(key, key.channel_binding, envelope)
+            counted[phase[0]][kind] += len(envelope)
+            frames[phase[0]][kind] += 1
+        raw.clear()
+
+    rng = random.Random(7)
+    tap = broker_tap("sdschat/#", lambda payload: loop.call_soon_threadsafe(raw.append, payload))
+    async with tap as (url, nodes):
+        with tempfile.TemporaryDirectory(prefix="sdschat-presence-bytes-") as tmp:
+            for i in range(members):
+                config = NodeConfig(
+                    nick=f"member{i}",
+                    key=key,
+                    db_path=Path(tmp) / f"m{i}.db",
+                    broker_url=url,
+                    seed=i,
+                    channel_config=scaled_config(scale),
+                    membership=True,
+                    presence_every_ms=int(every_s * 1000 / scale),
+                    away_after_ms=0,  # nobody idles away here
+                )
+                nodes.append(await Node.start(config))
+            t_end = loop.time() + minutes * 60 / scale
+            warm_end = loop.time() + WARMUP_MIN * 60 / scale
+            sent = 0
+            next_line = loop.time() + gap_s(rng, lines_per_minute, scale)
+            while loop.time() < t_end:
+                until = min(next_line, t_end, warm_end if phase[0] == "warmup" else t_end)
+                await asyncio.sleep(max(0.0, until - loop.time()))
+                if phase[0] == "warmup" and loop.time() >= warm_end:
+                    await asyncio.sleep(0.2)
+                    file_all()
+                    phase[0] = "steady"
+                if loop.time() < next_line or loop.time() >= t_end:
+                    continue
+                next_line = loop.time() + gap_s(rng, lines_per_minute, scale)
+                who = rng.choice(nodes)
+                await who.send_typing()
+                await who.send_text(LINE)
+                sent += 1
+            if phase[0] == "warmup":
+                file_all()
+                phase[0] = "steady"
+            await asyncio.sleep(0.3)
+            file_all()
+            beats = sum(n.presences.beats_sent for n in nodes)
+            early = sum(n.presences.syncs_for_beats for n in nodes)
+            while nodes:
+                await nodes.pop().stop()
+    return {"bytes": counted, "frames": frames, "lines": sent, "beats": beats, "early_syncs": early}
+
+
+def report(r: dict, label: str, minutes: float) -> float:
+    steady, frames = r["bytes"]["steady"], r["frames"]["steady"]
+    total = sum(steady.values())
+    share = steady["presence"] / total if total else 0.0
+    print(f"{label}: {r['lines']} lines in {minutes:g} minutes; after the first minute, by kind:")
+    for kind, size in steady.most_common():
+        print(f"  {kind:<10} {frames[kind]:>6} frames {size:>10,} bytes {size / total:>7.2%}")
+    warm = r["bytes"]["warmup"]
+    warm_total = sum(warm.values())
+    print(
+        f"  first minute (starts, joins, start beats and answers): {warm_total:,} bytes, presence "
+        f"{warm['presence']:,} ({warm['presence'] / warm_total if warm_total else 0:.1%})"
+    )
+    print(f"{label}: presence beats {steady['presence']:,} of {total:,} bytes: {share:.2%} of the channel's bytes")
+    print(f"{label}: periodic syncs brought forward in a beat's place: {r['early_syncs']:,}")
+    return share
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--members", type=int, default=5)
+    ap.add_argument("--lines-per-minute", type=float, default=2.0, help="lines a minute, the whole channel")
+    ap.add_argument("--minutes", type=float, default=30.0, help="minutes of chat (as in life)")
+    ap.add_argument("--scale", type=float, default=10.0, help="how much faster than life every timing runs")
+    ap.add_argument("--every", type=float, default=BEAT_EVERY_MS / 1000, help="presence beat interval, s")
+    ap.add_argument("--idle", action="store_true", help="also measure the channel with no lines at all")
+    ap.add_argument("--smoke", action="store_true", help="3 members, 3 minutes at 20x: runs end to end (the suite)")
+    a = ap.parse_args()
+    members, minutes, scale = (3, 3.0, 20.0) if a.smoke else (a.members, a.minutes, a.scale)
+    print(
+        f"{members} members, beats every {a.every:g} s, {a.lines_per_minute:g} lines a minute, "
+        f"{minutes:g} minutes at {scale:g}x"
+    )
+    r = asyncio.run(measure(members, a.lines_per_minute, minutes, scale, a.every))
+    report(r, "chat", minutes)
+    if a.idle:
+        idle = asyncio.run(measure(members, 0.0, minutes, scale, a.every))
+        report(idle, "idle", minutes)
+        # the same idle channel with no beat and no sync brought forward (start beats and answers only)
+        quiet = asyncio.run(measure(members, 0.0, minutes, scale, NEVER_S))
+        with_p, without = (sum(x["bytes"]["steady"].values()) for x in (idle, quiet))
+        print(
+            f"idle: the channel's bytes after the first minute {with_p:,} with presence, {without:,} without: "
+            f"{with_p / without - 1:+.2%}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
