@@ -31,7 +31,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from . import bot, broker, chat, export, inspection, keys, members, pipeline, profiles, search, storenode, window
+from . import bot, broker, chat, dm, export, inspection, keys, members, pipeline, profiles, search, storenode, window
 from .args import Parser, add_home_arg
 from .errors import EXIT_INTERNAL, EXIT_USER, CliError, one_line, user_errors
 from .logs import add_log_args, report_internal_error, setup_logging
@@ -53,6 +53,11 @@ COMMANDS = {
         profiles.join_configure,
         profiles.join_run,
         "join a channel by invite token (or import a 0.1 key file and database)",
+    ),
+    "dm": (
+        dm.dm_configure,
+        dm.dm_run,
+        "talk with a member of your channels in a new two-member channel (no token: they are asked in their window)",
     ),
     "channels": (
         profiles.channels_configure,

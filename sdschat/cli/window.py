@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .direct import DirectRequests
 from .errors import CliError
 from .logs import setup_logging
 from .profiles import broker_failure, load_profile, profile_identity
@@ -32,7 +33,8 @@ class ProfileClient:
     Each node keeps its own SDS state, key, topic, database and store-node
     catch-up; they share the profile's identity and one connection (a
     :class:`~sdschat.transport.TopicView` each). Joins, parts, nick changes and
-    what has been read go to the profile.
+    what has been read go to the profile. Its inbox (:attr:`direct`, one more view
+    of the connection) takes requests by name (``/query``, ``/invite NAME``).
     """
 
     def __init__(self, profile, shared, broker_url: str, embedded=None) -> None:
@@ -48,6 +50,7 @@ class ProfileClient:
         self._waiting: list = []  # channels whose nodes start_others() starts
         self._identity = None  # the profile's identity, read once
         self._session: BrokerSession | None = None  # the profile's kept broker session, if this window holds it
+        self.direct = DirectRequests(self)
 
     @classmethod
     async def start(cls, profile, *, all_channels: bool = True) -> ProfileClient:
@@ -77,6 +80,7 @@ class ProfileClient:
         client._session = session
         try:
             await shared.start()
+            await client.direct.listen(client.identity)  # (before settled(): what a kept session queued is held)
             # the channel the window showed last starts first: the window opens on it
             entries = profile.opening_order() if not all_channels else list(profile.channels.values())
             client._waiting = entries[1:] if not all_channels else []
@@ -92,6 +96,7 @@ class ProfileClient:
             for entry, node in zip(first, client.nodes):
                 client._unread[id(node)] = await node.unread_since(entry.read_ms)
             if all_channels:
+                client.direct.ready()
                 shared.settled()
         except BaseException:
             await client.stop()
@@ -120,17 +125,23 @@ class ProfileClient:
             order = {name: i for i, name in enumerate(self.profile.channels)}  # window order is the profile's
             self.nodes.sort(key=lambda n: order.get(n.key.channel_name, len(order)))
             started(node)
+        self.direct.ready()
         self.shared.settled()  # (what a kept session brought for a channel no longer ours is dropped)
         long_lived_from_here()  # (the channels' logs live as long as the window)
+
+    @property
+    def identity(self):
+        """The profile's identity, read once, before the window takes the terminal (a protected one asks)."""
+        if self._identity is None:
+            self._identity = profile_identity(self.profile)
+        return self._identity
 
     async def _start(self, entry, *, background: bool = False):
         from sdschat.node import Node
 
-        if self._identity is None:  # once, before the window takes the terminal (a protected one asks)
-            self._identity = profile_identity(self.profile)
         node = await Node.start(
             profile_node_config(
-                self.profile, entry, broker_url=self.broker_url, transport=self.shared.view(), identity=self._identity
+                self.profile, entry, broker_url=self.broker_url, transport=self.shared.view(), identity=self.identity
             ),
             restore_in_background=background,
         )
@@ -202,30 +213,62 @@ class ProfileClient:
         saying what the person should know (an invite naming another broker than this window's), or ``""``."""
         from sdschat.profile import TOKEN_PREFIX, decode_invite
 
-        note = ""
         if text.startswith(TOKEN_PREFIX):
-            invite = decode_invite(text)
-            entry = self.profile.add_channel(
-                invite.channel,
-                invite.secret,
-                admins=invite.admins,
-                epoch=(invite.epoch, invite.epoch_secret),
-                removed=invite.removed,
+            return await self.join_invite(decode_invite(text))
+        return await self.add(self.profile.add_channel(text, os.urandom(32))), ""
+
+    async def join_invite(self, invite, *, peer: str = ""):
+        """Join the channel of ``invite`` (an :class:`~sdschat.profile.Invite`, from a token or a request by name):
+        ``(node, note)`` as :meth:`join`. ``peer``: the other member of a two-member channel."""
+        entry = self.profile.add_channel(
+            invite.channel,
+            invite.secret,
+            admins=invite.admins,
+            epoch=(invite.epoch, invite.epoch_secret),
+            removed=invite.removed,
+            peer=peer,
+        )
+        note = ""
+        if invite.broker and invite.broker != self.broker_url:
+            note = (
+                f"the invite names broker {invite.broker}; this window is on {self.broker_url} "
+                f"(set broker in {self.profile.paths.profile_file} to change it)"
             )
-            if invite.broker and invite.broker != self.broker_url:
-                note = (
-                    f"the invite names broker {invite.broker}; this window is on {self.broker_url} "
-                    f"(set broker in {self.profile.paths.profile_file} to change it)"
-                )
-        else:
-            entry = self.profile.add_channel(text, os.urandom(32))
+        return await self.add(entry), note
+
+    async def add(self, entry):
+        """Start the node of ``entry``, a channel just added to the profile (taken out again if it cannot start)."""
         try:
             node = await self._start(entry)
         except BaseException:
             self.profile.remove_channel(entry.name, forget=True)
             raise
         self.nodes.append(node)
-        return node, note
+        return node
+
+    async def query(self, name: str):
+        """``/query NAME``: a two-member channel with that member of one of our channels, asked by name (see
+        :mod:`sdschat.cli.direct`): ``(node, contact, new)``."""
+        return await self.direct.query(name)
+
+    async def invite_by_name(self, node, name: str):
+        """``/invite NAME``: ``node``'s channel's invite sent to that member's inbox; the contact it went to."""
+        return await self.direct.invite(node, name)
+
+    async def accept(self, opened):
+        """Accept a request shown by the window: join its channel (``(node, note)``)."""
+        return await self.direct.accept(opened)
+
+    def on_request(self, handler) -> None:
+        """``handler(opened)`` for each request by name to show (``opened.request``, ``opened.sender``)."""
+        self.direct.on_request(handler)
+
+    def contact_name(self, pid: str) -> str:
+        """How a member of our channels is shown (its id's start if none of our channels knows it)."""
+        from sdschat.node.inbox import contacts
+
+        found = contacts(self.nodes).get(pid)
+        return found.name if found is not None else pid[:8]
 
     async def part(self, node) -> None:
         """Leave ``node``'s channel: the others are told (``* bob left``), then it stops and leaves the profile."""
@@ -237,20 +280,24 @@ class ProfileClient:
     def invite(self, node) -> str:
         """A token for ``node``'s channel; :class:`~sdschat.node.NotAllowed` (one line) if an invite of ours would
         admit nobody."""
-        from sdschat.node import NotAllowed
         from sdschat.profile import encode_invite
+
+        return encode_invite(self.invite_of(node))
+
+    def invite_of(self, node):
+        """What an invite to ``node``'s channel carries (:class:`~sdschat.profile.Invite`); :class:`NotAllowed`
+        (one line) if an invite of ours would admit nobody."""
+        from sdschat.node import NotAllowed
 
         refused = node.membership.invite_refusal()
         if refused is not None:
             raise NotAllowed(f"no invite: {refused}")
         current = node.membership.current
-        return encode_invite(
-            self.profile.invite(
-                node.key.channel_name,
-                admins=node.membership.admins,
-                epoch=(current.number, current.secret),
-                removed=node.membership.removed,
-            )
+        return self.profile.invite(
+            node.key.channel_name,
+            admins=node.membership.admins,
+            epoch=(current.number, current.secret),
+            removed=node.membership.removed,
         )
 
     def set_nick(self, nick: str) -> None:
@@ -268,6 +315,8 @@ class ProfileClient:
             self._save()
         self.shared.closing()  # (the channels' subscriptions stay at the broker: a kept session queues for them)
         await stop_all(self.nodes)
+        with contextlib.suppress(Exception):
+            await self.direct.stop()
         await stop_all([self.shared])
         if self._session is not None:
             self._session.release()

@@ -9,8 +9,10 @@ Imports nothing else from ``sdschat`` (see DESIGN.md, layering).
 - :class:`Identity`, :func:`verify`, :func:`fingerprint` — Ed25519
   (:mod:`.identity`).
 - :func:`signed_content`, :func:`open_signed_content`, :func:`read_signed_content` (:mod:`.signed`).
+- Inbox requests: :func:`inbox_topic`, :class:`InboxRequest`, :func:`seal_request`, :func:`open_request`
+  (:mod:`.inbox`).
 - Errors: :class:`CryptoError` and its subclasses :class:`KeyFileError`,
-  :class:`EnvelopeError`, :class:`SignatureError` (:mod:`.errors`).
+  :class:`EnvelopeError`, :class:`SignatureError` (:mod:`.errors`), :class:`InboxError` (:mod:`.inbox`).
 """
 
 from .envelope import (
@@ -23,6 +25,7 @@ from .envelope import (
 )
 from .errors import CryptoError, EnvelopeError, KeyFileError, SignatureError
 from .identity import Identity, fingerprint, verify
+from .inbox import InboxError, InboxRequest, OpenedRequest, inbox_topic, open_request, seal_request
 from .keyfile import KEY_FILE_HEADER, KEY_SIZE, key_file_is_private, keygen
 from .keys import DEFAULT_SCRYPT_PARAMS, TOPIC_PREFIX, ChannelKey, ScryptParams
 from .signed import FRAME_DOMAIN, SignedContent, open_signed_content, read_signed_content, signed_content
@@ -35,23 +38,29 @@ __all__ = [
     "EnvelopeError",
     "FRAME_DOMAIN",
     "Identity",
+    "InboxError",
+    "InboxRequest",
     "KEY_FILE_HEADER",
     "KEY_SIZE",
     "KeyFileError",
     "MAX_ENVELOPE_SIZE",
     "MAX_PLAINTEXT_SIZE",
     "MIN_ENVELOPE_SIZE",
+    "OpenedRequest",
     "ScryptParams",
     "SignatureError",
     "SignedContent",
     "TOPIC_PREFIX",
     "envelope_hash",
     "fingerprint",
+    "inbox_topic",
     "padded_size",
     "key_file_is_private",
     "keygen",
+    "open_request",
     "open_signed_content",
     "read_signed_content",
+    "seal_request",
     "signed_content",
     "verify",
 ]

@@ -8,6 +8,7 @@ Layout (``$SDSCHAT_HOME`` or ``--home DIR`` puts both folders in one)::
                                 the window last showed
     <data>/keys/<topic>.key     each channel's key (the key file format of sdschat keygen)
     <data>/db/<topic>.db        each channel's database
+    <data>/inbox.json           ids of the inbox requests already shown (each is shown once)
 
 Folders are 0700 and files 0600.
 """
@@ -90,6 +91,8 @@ class ChannelEntry:
     invite_epoch: list[int | str] | None = None
     #: the members removed before we joined (from the invite): their frames are refused from the start
     removed: list[str] = field(default_factory=list)
+    #: a two-member channel opened by name (``/query``): the other member's participant id; "" for others
+    peer: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -102,6 +105,7 @@ class ChannelEntry:
             "admins": list(self.admins),
             "invite_epoch": self.invite_epoch,
             "removed": list(self.removed),
+            "peer": self.peer,
         }
 
     @property
@@ -327,10 +331,11 @@ class Profile:
         admins: Iterable[str] | None = None,
         epoch: tuple[int, bytes] | None = None,
         removed: Iterable[str] = (),
+        peer: str = "",
     ) -> ChannelEntry:
         """Join ``name`` with ``secret``: write its key file; its database is ``db`` or a new one. ``admins``
         (participant ids) are its trust root; None: a new channel, of which we are the admin. ``epoch``: the
-        invite's current key epoch."""
+        invite's current key epoch. ``peer``: the other member of a two-member channel opened by name."""
         name = valid_name(name, "channel name")
         if name in self.channels:
             raise ProfileError(f"already in channel {name!r}")
@@ -352,6 +357,7 @@ class Profile:
             admins=list(admins) if admins is not None else [self.participant_id],
             invite_epoch=[epoch[0], epoch[1].hex()] if epoch and epoch[0] > 0 else None,
             removed=list(removed),
+            peer=peer,
         )
         self.channels[name] = entry
         self._save_channels()
@@ -413,6 +419,23 @@ class Profile:
         if entry.invite_epoch is not None:
             entry.invite_epoch = None
             self._save_channels()
+
+    def direct_channel(self, peer: str) -> ChannelEntry | None:
+        """The two-member channel opened by name with ``peer`` (a participant id), if we are in one."""
+        return next((c for c in self.channels.values() if peer and c.peer == peer), None)
+
+    def inbox_seen(self) -> dict[str, int]:
+        """The inbox requests already shown: request id -> when it was made (``{}`` if the file is missing or
+        damaged: a replay would then be shown once more, nothing worse)."""
+        try:
+            doc = json.loads((self.paths.data / "inbox.json").read_text(encoding="utf-8"))
+            return {str(k): int(v) for k, v in doc["seen"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def save_inbox_seen(self, seen: dict[str, int]) -> None:
+        doc = {"version": PROFILE_VERSION, "seen": seen}
+        write_private(self.paths.data / "inbox.json", json.dumps(doc).encode("utf-8"))
 
     def set_muted(self, name: str, muted: bool) -> None:
         entry = self.channel(name)

@@ -34,7 +34,7 @@ from .links import find_links
 from .theme import STATE_STYLES, S, nick_style, state_glyph
 from .timeline import DELETED, QUOTE_LOST, QUOTE_TEXT, CatchUpItem, MarkerItem, MsgItem, NoticeItem, UnreadItem
 
-__all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells", "header_subtitle", "HEADER_TOPIC"]
+__all__ = ["Layout", "wrap_spans", "clean_text", "fit_cells", "header_subtitle", "channel_label", "HEADER_TOPIC"]
 
 #: the most cells a channel's topic takes in the window's header (after "#channel · nick · "): with the title, it
 #: stays on one 80-column line
@@ -146,10 +146,19 @@ def _wrap_ascii(text: str, first: int, rest: int) -> list[tuple[int, int]]:
     return spans
 
 
+def channel_label(name: str, me: str = "") -> str:
+    """A channel as the window names it: ``#team``; a two-member channel opened by name (``@alice+bob``: both
+    nicks, the same name on both sides) by the other member: ``@bob`` for alice (``me``)."""
+    if not name.startswith("@"):
+        return f"#{name}"
+    others = [part for part in name[1:].split("+") if part and part != me]
+    return f"@{others[0]}" if len(others) == 1 else name
+
+
 def header_subtitle(channel: str, nick: str, topic: str = "") -> str:
-    """The header's subtitle: ``#channel · nick``, and `` · topic`` (cut to :data:`HEADER_TOPIC` cells) once the
-    channel has one."""
-    head = clean_text(f"#{channel} · {nick}")
+    """The header's subtitle: ``#channel · nick`` (``@bob · alice`` for a two-member channel), and `` · topic``
+    (cut to :data:`HEADER_TOPIC` cells) once the channel has one."""
+    head = clean_text(f"{channel_label(channel, nick)} · {nick}")
     topic = " ".join(clean_text(topic).split())
     return f"{head} · {fit_cells(topic, HEADER_TOPIC)}" if topic else head
 

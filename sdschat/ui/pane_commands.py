@@ -60,8 +60,8 @@ def _one_name(name: str, arg: str) -> str:
 
 
 def window_command(name: str) -> Handler:
-    """``/join``, ``/part``, ``/invite``, ``/mute``, ``/unmute``: about the window's channels, so the app runs
-    them (the single-channel apps say they need the window)."""
+    """``/join``, ``/part``, ``/invite [NAME]``, ``/query NAME``, ``/mute``, ``/unmute``: about the window's
+    channels, so the app runs them (the single-channel apps say they need the window)."""
 
     def run(pane, arg: str) -> None:
         pane.post_message(pane.WindowCommand(pane, name, arg))

@@ -90,7 +90,17 @@ REGISTRY = SlashRegistry(
         ),
         SlashCommand("part", "", "leave this channel (its history stays on disk)", do.window_command("part")),
         SlashCommand(
-            "invite", "", "show this channel's invite token and copy it to the clipboard", do.window_command("invite")
+            "invite",
+            "[NAME]",
+            "show this channel's invite token and copy it; with NAME: send it to that member of another channel",
+            do.window_command("invite"),
+        ),
+        SlashCommand(
+            "query",
+            "NAME",
+            "talk with a member of your channels in a new two-member channel (they are asked, no token)",
+            do.window_command("query"),
+            aliases=("dm",),
         ),
         SlashCommand(
             "mute", "", "mentions here: no bell, no desktop notification (still highlighted)", do.window_command("mute")

@@ -11,7 +11,11 @@ up: ``client.nodes.index(node)``), ``client.read_ms(node)`` (read up to),
 ``client.muted(node)`` and ``client.set_muted(node, flag)`` (``/mute``), ``await
 client.join(text)`` (an invite token, or a new channel's name) returning the
 new node and a note for the person, ``await client.part(node)``,
-``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Every
+``client.invite(node)`` (the token) and ``client.set_nick(nick)``. Requests by
+name: ``await client.query(name)`` (``/query``: ``(node, contact, new)``), ``await
+client.invite_by_name(node, name)`` (``/invite NAME``), ``client.on_request(handler)``
+(each request someone sent us: ``handler(opened)``), ``await client.accept(opened)``
+(``(node, note)``) and ``client.contact_name(pid)``. Every
 channel keeps its own pane (history, scroll position, unsent input); only the
 active one is shown.
 """
@@ -29,6 +33,7 @@ from .app import BaseChatApp
 from .layout import header_subtitle
 from .messages import UiError
 from .screens.invite import InviteScreen
+from .screens.request import RequestScreen, request_line
 from .widgets import ChatPane
 from .widgets.channel_list import ChannelList
 from .widgets.message_view import MessageView
@@ -87,7 +92,10 @@ class ChannelWindow(BaseChatApp):
         initial = next((p.id for p in panes if p.node is opening), panes[0].id if panes else None)
         with Horizontal(id="window"):
             yield ChannelList(
-                [p.channel_name for p in panes], [self.client.unread(p.node) for p in panes], id="channel-list"
+                [p.channel_name for p in panes],
+                [self.client.unread(p.node) for p in panes],
+                me=getattr(getattr(self.client, "profile", None), "name", ""),
+                id="channel-list",
             )
             with ContentSwitcher(initial=initial, id="channel-panes"):
                 yield from panes
@@ -117,6 +125,9 @@ class ChannelWindow(BaseChatApp):
             opening = self.client.opening()
             self.select(next((i for i, p in enumerate(panes) if p.node is opening), 0))
         self.run_worker(self.client.start_others(self._started, self._not_started), group="start", exit_on_error=False)
+        on_request = getattr(self.client, "on_request", None)
+        if on_request is not None:  # (a client of one channel has no inbox)
+            on_request(self._request)
 
     def _started(self, node) -> None:
         """A channel that was still starting when the window opened: its row and pane join the others."""
@@ -245,6 +256,13 @@ class ChannelWindow(BaseChatApp):
                 f"#{pane.channel_name}: mentions "
                 + ("still highlighted and counted, but silent" if muted else "ring and notify again")
             )
+        elif name == "query":
+            if not arg:
+                pane.notice("usage: /query NAME (a member of one of your channels)", error=True)
+                return
+            self.run_worker(self._query(pane, arg), group="join", exit_on_error=False)
+        elif name == "invite" and arg:
+            self.run_worker(self._invite_by_name(pane, arg), group="join", exit_on_error=False)
         elif name == "invite":
             try:
                 token = self.client.invite(pane.node)
@@ -264,6 +282,10 @@ class ChannelWindow(BaseChatApp):
         except Exception as exc:
             pane.notice(f"/join: {exc}", error=True)
             return
+        await self._show_new(node, note)
+
+    async def _show_new(self, node, note: str = "") -> ChatPane:
+        """A channel just joined: its pane and row, and on screen."""
         new = self._pane(node)
         new.display = False  # shown by select(), which hides the one on screen
         await self.switcher.mount(new)
@@ -272,6 +294,65 @@ class ChannelWindow(BaseChatApp):
         self.select(index)
         if note:
             new.notice(note)
+        return new
+
+    # ---------------------------------------------------------- requests by name: /query, /invite NAME
+
+    async def _query(self, pane: ChatPane, name: str) -> None:
+        try:
+            node, contact, new = await self.client.query(name)
+        except Exception as exc:
+            pane.notice(f"/query: {exc}", error=True)
+            return
+        panes = self.panes
+        there = next((p for p in panes if p.node is node), None)
+        if there is None:
+            there = await self._show_new(node)
+        else:
+            self.select(panes.index(there))
+        there.notice(
+            f"{'asked' if new else 'asked again'}: {contact.name} sees a request to talk here (sealed to them, "
+            f"through their inbox); they join once they accept"
+        )
+
+    async def _invite_by_name(self, pane: ChatPane, name: str) -> None:
+        try:
+            contact = await self.client.invite_by_name(pane.node, name)
+        except Exception as exc:
+            pane.notice(f"/invite: {exc}", error=True)
+            return
+        pane.notice(f"invite to #{pane.channel_name} sent to {contact.name} (sealed to them, through their inbox)")
+
+    def _request(self, opened) -> None:
+        """A request arrived (on the connection's callback): the app asks, from its own message loop."""
+        self.call_later(self._ask, opened)
+
+    def _ask(self, opened) -> None:
+        """Someone of a shared channel asks us to talk, or into a channel: Enter joins it, Escape drops it."""
+        r = opened.request
+        line = request_line(self.client.contact_name(opened.sender), r.kind, r.channel)
+        pane = self.active_pane()
+        if pane is not None:
+            pane.notice(f"{line} (Enter: accept, Esc: ignore)")
+
+        def answered(accept: bool | None) -> None:
+            if accept:
+                self.run_worker(self._accept(opened), group="join", exit_on_error=False)
+            elif pane is not None:
+                pane.notice(f"ignored: {line}")
+
+        note = f"signed by {opened.sender[:8]}, a member of a channel you share; accepting joins #{r.channel}"
+        self.push_screen(RequestScreen(f"{line} (Enter: accept, Esc: ignore)", note), answered)
+
+    async def _accept(self, opened) -> None:
+        try:
+            node, note = await self.client.accept(opened)
+        except Exception as exc:
+            pane = self.active_pane()
+            if pane is not None:
+                pane.notice(f"could not join #{opened.request.channel}: {exc}", error=True)
+            return
+        await self._show_new(node, note)
 
     async def _part(self, pane: ChatPane) -> None:
         index = self.panes.index(pane)

@@ -256,6 +256,7 @@ ERROR_WRITERS = [
     ("search, no match", ["search", "nothing-like-it", "--home", "{home}"]),
     ("search, a bad query", ["search", '"unclosed', "--home", "{home}"]),
     ("export, several channels", ["export", "--home", "{root}/two-channels"]),
+    ("dm, an unknown name", ["dm", "nobody-by-that-name", "--home", "{home}"]),
 ]
 #: commands that write nothing on stdout when it is no terminal: they refuse in one line on stderr, exit 2
 TERMINAL_ONLY = {

@@ -10,7 +10,7 @@ from textual import events
 from textual.message import Message
 from textual.timer import Timer
 
-from ..layout import clean_text, fit_cells
+from ..layout import channel_label, clean_text, fit_cells
 from .text_lines import TextLines
 
 __all__ = ["ChannelList", "ChannelRow"]
@@ -47,8 +47,10 @@ class ChannelList(TextLines):
     ChannelList { width: 24; height: 1fr; padding: 0 1; border-right: vkey $surface-lighten-2; overflow-y: auto; }
     """
 
-    def __init__(self, names: list[str], unread: list[int] | None = None, **kwargs) -> None:
+    def __init__(self, names: list[str], unread: list[int] | None = None, *, me: str = "", **kwargs) -> None:
         super().__init__(**kwargs)
+        #: our nick: a two-member channel is listed by the other member (:func:`~sdschat.ui.layout.channel_label`)
+        self.me = me
         self.rows = [ChannelRow(n, u) for n, u in zip(names, unread or [0] * len(names))]
         self.active = 0
         self._repaint_timer: Timer | None = None
@@ -112,7 +114,7 @@ class ChannelList(TextLines):
             count = f" {row.unread}" if row.unread else ""
             named = f" @{row.mentions}" if row.mentions else ""
             room = max(1, width - len(key) - 3 - len(count) - len(named))
-            name = fit_cells(f"#{clean_text(row.name)}", room)  # cut by cells: wide characters count two
+            name = fit_cells(channel_label(clean_text(row.name), self.me), room)  # cut by cells: wide ones count two
             line = Text(no_wrap=True)
             line.append(f"{key} ", "grey50")
             line.append(glyph, color)

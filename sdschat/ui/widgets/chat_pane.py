@@ -35,7 +35,7 @@ from sdschat.node import events as ev
 
 from .. import slash
 from ..bridge import NodeBridge
-from ..layout import clean_text
+from ..layout import channel_label, clean_text
 from ..links import OPENER_VARIABLE, find_links, opener_command, start_opener
 from ..mentions import mentions, names_pattern
 from ..messages import NodeEventsReady, UiError
@@ -199,13 +199,19 @@ class ChatPane(Vertical):
                 yield CommandHint("")
                 yield Static("", id="reply-bar")
                 yield ChatInput(
-                    placeholder=f"Message #{self.channel_name} as {self.node.nick}  (/help)", blink=self.blink
+                    placeholder=f"Message {self.label} as {self.node.nick}  (/help)",
+                    blink=self.blink,
                 )
             if not self.compact:
                 yield SidePanel()
         if self.compact:
             yield SidePanel(compact=True)
         yield ImpairmentPanel()
+
+    @property
+    def label(self) -> str:
+        """The channel as the window names it: ``#team``, or ``@bob`` for a two-member channel with bob."""
+        return channel_label(self.channel_name, self.node.nick)
 
     @property
     def channel_name(self) -> str:
