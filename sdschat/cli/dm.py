@@ -19,6 +19,8 @@ def dm_configure(p: argparse.ArgumentParser) -> None:
 
 async def dm_run(args: argparse.Namespace) -> int:
     """Open a two-member channel with NAME and send them the request; one line says where to talk."""
+    from sdschat.node.inbox import channel_label
+
     from .window import ProfileClient
 
     profile = load_profile(args)
@@ -38,5 +40,6 @@ async def dm_run(args: argparse.Namespace) -> int:
     finally:
         await client.stop()
     what = "asked" if new else "asked again"
-    print(f"#{node.key.channel_name}: {what} {contact.name} to talk; open `sdschat` to chat there")
+    label = channel_label(node.key.channel_name, profile.name)
+    print(f"{label}: {what} {contact.name} to talk; open `sdschat` to chat there")
     return 0

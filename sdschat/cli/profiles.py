@@ -383,6 +383,8 @@ def channels_configure(p: argparse.ArgumentParser) -> None:
 
 
 async def channels_run(args: argparse.Namespace) -> int:
+    from sdschat.node.inbox import channel_label
+
     profile = load_profile(args)
     rows = [await _channel_summary(profile, entry) for entry in profile.channels.values()]
     if args.json:
@@ -392,12 +394,13 @@ async def channels_run(args: argparse.Namespace) -> int:
     if not rows:
         print("sdschat: no channels yet: `sdschat new NAME` or `sdschat join TOKEN`", file=sys.stderr)
         return 0
-    width = max(8, *(len(r["channel"]) + 1 for r in rows))
+    labels = [channel_label(r["channel"], profile.name) for r in rows]  # #team, or @bob for a two-member channel
+    width = max(8, *(len(label) for label in labels))
     topics = any(r["topic"] for r in rows)  # (the column only when a channel has a topic)
     print(f"{'CHANNEL'.ljust(width)}  {'MEMBERS':>7}  {'UNREAD':>6}  {'MESSAGES':>8}" + ("  TOPIC" if topics else ""))
-    for r in rows:
+    for r, label in zip(rows, labels, strict=True):
         topic = f"  {r['topic']}" if topics else ""
-        print(f"{('#' + r['channel']).ljust(width)}  {r['members']:>7}  {r['unread']:>6}  {r['messages']:>8}{topic}")
+        print(f"{label.ljust(width)}  {r['members']:>7}  {r['unread']:>6}  {r['messages']:>8}{topic}")
     return 0
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "Contact",
     "InboxReceiver",
     "MAX_REQUEST_AGE_MS",
+    "channel_label",
     "contacts",
     "dm_channel_name",
     "resolve",
@@ -114,6 +115,15 @@ def dm_channel_name(mine: str, theirs: str) -> str:
     room = (MAX_CHANNEL_NAME - 2) // 2
     a, b = sorted((mine.strip()[:room].strip() or "?", theirs.strip()[:room].strip() or "?"))
     return f"@{a}+{b}"
+
+
+def channel_label(name: str, me: str = "") -> str:
+    """A channel as the window names it: ``#team``; a two-member channel opened by name (``@alice+bob``: both
+    nicks, the same name on both sides) by the other member: ``@bob`` for alice (``me``)."""
+    if not name.startswith("@"):
+        return f"#{name}"
+    others = [part for part in name[1:].split("+") if part and part != me]
+    return f"@{others[0]}" if len(others) == 1 else name
 
 
 class InboxReceiver:

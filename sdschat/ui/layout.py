@@ -29,6 +29,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from sdschat.node import events as ev
+from sdschat.node.inbox import channel_label
 
 from .links import find_links
 from .theme import STATE_STYLES, S, nick_style, state_glyph
@@ -144,15 +145,6 @@ def _wrap_ascii(text: str, first: int, rest: int) -> list[tuple[int, int]]:
             spans.append((offset + pos, offset + n))
         offset += n + 1
     return spans
-
-
-def channel_label(name: str, me: str = "") -> str:
-    """A channel as the window names it: ``#team``; a two-member channel opened by name (``@alice+bob``: both
-    nicks, the same name on both sides) by the other member: ``@bob`` for alice (``me``)."""
-    if not name.startswith("@"):
-        return f"#{name}"
-    others = [part for part in name[1:].split("+") if part and part != me]
-    return f"@{others[0]}" if len(others) == 1 else name
 
 
 def header_subtitle(channel: str, nick: str, topic: str = "") -> str:

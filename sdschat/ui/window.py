@@ -30,7 +30,7 @@ from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer, Header
 
 from .app import BaseChatApp
-from .layout import header_subtitle
+from .layout import channel_label, header_subtitle
 from .messages import UiError
 from .screens.invite import InviteScreen
 from .screens.request import RequestScreen, request_line
@@ -341,8 +341,10 @@ class ChannelWindow(BaseChatApp):
             elif pane is not None:
                 pane.notice(f"ignored: {line}")
 
-        note = f"signed by {opened.sender[:8]}, a member of a channel you share; accepting joins #{r.channel}"
-        self.push_screen(RequestScreen(f"{line} (Enter: accept, Esc: ignore)", note), answered)
+        me = getattr(getattr(self.client, "profile", None), "name", "")
+        opens = channel_label(r.channel, me)
+        note = f"signed by {opened.sender[:8]}, a member of a channel you share; accepting opens {opens}"
+        self.push_screen(RequestScreen(line, note), answered)
 
     async def _accept(self, opened) -> None:
         try:

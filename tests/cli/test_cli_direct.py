@@ -102,12 +102,14 @@ def test_dm_by_name_between_profiles_that_never_exchanged_a_token(mosq, tmp_path
 
             done = await asyncio.to_thread(sdschat, alice.paths.config, "dm", "bob")
             assert done.returncode == 0, done.stderr
-            assert done.stdout.splitlines() == ["#@alice+bob: asked bob to talk; open `sdschat` to chat there"]
+            assert done.stdout.splitlines() == ["@bob: asked bob to talk; open `sdschat` to chat there"]
             await until(lambda: len(asked) == 1, "the request at bob's window")
             opened = asked[0]
             assert opened.sender == alice.participant_id and opened.request.kind == "dm"
             node, note = await bobs.accept(opened)
             assert note == "" and node.key.channel_name == "@alice+bob"
+            listed = await asyncio.to_thread(sdschat, alice.paths.config, "channels")
+            assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["#team", "@bob"]  # by the other
 
             alices = await ProfileClient.start(Profile.load(alice.paths))
             clients.append(alices)

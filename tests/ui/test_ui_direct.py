@@ -56,7 +56,8 @@ def test_the_window_shows_a_request_to_talk_and_enter_joins_the_new_channel(tmp_
                 node, contact, new = await alices.query("bob")  # what alice's /query bob runs
                 assert new and contact.name == "bob" and node.key.channel_name == "@alice+bob"
                 await wait_until(pilot, lambda: isinstance(app.screen, RequestScreen), what="the request")
-                assert app.screen.line == "alice wants to talk (Enter: accept, Esc: ignore)"
+                assert app.screen.line == "alice wants to talk"
+                assert app.screen.note.endswith("accepting opens @alice")
                 await pilot.press("enter")
                 await wait_until(pilot, lambda: rows(app) == ["team", "@alice+bob"], what="the new channel")
                 assert app.active_pane().channel_name == "@alice+bob"
