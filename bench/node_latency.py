@@ -30,14 +30,15 @@ from pathlib import Path
 from kit import Broker, cpu_s, percentile
 
 
-def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float]]]) -> None:
-    """Every 0.2 s until the nodes end: each node's CPU time so far (user + system, from /proc), with the time."""
-    while any(p.poll() is None for p in procs.values()):
+def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float]]], done: threading.Event) -> None:
+    """Every 0.2 s until ``done``: each node's CPU time so far (user + system, from /proc), with the time. It never
+    polls the processes: a poll may reap one before the main thread's ``wait4`` reads its resource usage."""
+    while not done.is_set():
         for name, p in procs.items():
             used = cpu_s(p.pid)
             if used is not None:
                 samples[name].append((time.time(), used))
-        time.sleep(0.2)
+        done.wait(0.2)
 
 
 def _cpu_share(points: list[tuple[float, float]], start: float, end: float) -> float | None:
@@ -103,7 +104,8 @@ def main() -> int:
             text=True,
         )
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (wall time, CPU s)
-    sampler = threading.Thread(target=_sample_cpu, args=(procs, samples), daemon=True)
+    ended = threading.Event()
+    sampler = threading.Thread(target=_sample_cpu, args=(procs, samples, ended), daemon=True)
     sampler.start()
     cpu = {}  # (includes ~2 s start-up and linger at low load)
     for name, p in procs.items():
@@ -111,6 +113,7 @@ def main() -> int:
         cpu[name] = usage.ru_utime + usage.ru_stime
         p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
+    ended.set()
     sampler.join()
     broker.close()
 
