@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
+from textual import events
 from textual.containers import VerticalScroll
 from ui_helpers import FIXED_NOW, T0_MS, UTC, FakeClient, FakeKey, FakeNode, FakeParticipant, fixed_events
 
@@ -112,6 +113,28 @@ def test_too_small_shows_a_notice_and_the_layout_comes_back_with_the_focus(run) 
                 await pilot.press(*" more")  # the input has the focus again
                 assert app.active_pane().input.text == "draft more"
                 assert not app.errors
+
+    run(scenario())
+
+
+def test_the_input_keeps_the_focus_when_it_is_shown_again_before_its_hide_is_handled(run) -> None:
+    """Rapid resizes: the layout is hidden and back before the input handles its Hide. Textual's blur then hands
+    the focus to the next widget in the chain (the message view); the input takes it back when shown."""
+
+    async def scenario():
+        app = window()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            chat_input = app.active_pane().input
+            assert app.screen.focused is chat_input
+            chat_input.post_message(events.Hide())
+            chat_input.post_message(events.Show())
+            await pilot.pause()
+            await pilot.pause()
+            assert app.screen.focused is chat_input
+            await pilot.press(*"Zq")
+            assert chat_input.text == "Zq"
+            assert not app.errors
 
     run(scenario())
 
