@@ -487,12 +487,15 @@ class MessageChannel:
         jitter (ahead of every peer that has some), and no later than ``now_ms + within_ms`` (a busy channel, whose
         activity keeps putting periodic syncs off, gets it then). The next :meth:`tick` at or after that time sends
         it, as it sends any periodic sync, and every peer that hears it puts its own off, as after any sync: the
-        sync takes the place of one the channel would have had. For an application that must be heard (a sync
-        says its sender is here) without adding a frame. Never puts a sync off."""
+        sync takes the place of one the channel would have had. With delayed acks on, a content message that comes
+        first is acknowledged by our sync without jitter, ahead of the other members' (one of which would have
+        acknowledged it): that sync is the one. For an application that must be heard (a sync says its sender is
+        here) without adding a frame. Never puts a sync off."""
         sync = self._sync
         due = min(max(now_ms, sync.last_activity + self.config.sync_interval_ms), now_ms + max(0, within_ms))
         if due < sync.next_at:
             sync.next_at = due
+        sync.eager = True  # and if a message comes first, our acknowledging sync goes first (it would be sent anyway)
 
     def forget_cached(self, message_id: str) -> bool:
         """Drop a message from the SDS-R repair cache (this participant no longer rebroadcasts it); whether it

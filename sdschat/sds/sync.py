@@ -35,6 +35,7 @@ class Syncer:
         "last_activity",
         "counter",
         "jitter_for",
+        "eager",
         "jitter",
         "next_at",
         "config",
@@ -85,6 +86,8 @@ class Syncer:
         self.lost = incoming.lost
         self.last_activity = now_ms
         self.counter = 0
+        #: sync_soon asked for our next sync: an owed acknowledgement is then due without jitter
+        self.eager = False
         self.jitter_for = -1
         self.jitter = 0
         self.next_at = self.due_after(now_ms)
@@ -128,7 +131,10 @@ class Syncer:
 
     def owe_ack(self, mid: str, sender: str, now_ms: int) -> None:
         span = self.config.ack_jitter_ms
-        jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
+        if self.eager:  # (sync_soon) this member's acknowledging sync goes first, in the place of another's
+            jitter = 0
+        else:
+            jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
         self.ack_owed[mid] = (now_ms + (self.config.ack_delay_ms or 0) + jitter, sender)
 
     def forget_acked(self, history_ids: tuple[str, ...], sender: str) -> None:
@@ -220,6 +226,7 @@ class Syncer:
                 history = sorted(history + [row for _, _, row in unpaid[:cap]], key=lambda r: r.log_key)
             self._keep_owed(unpaid[cap:])
         self.counter += 1
+        self.eager = False
         if not history and not repair:  # an empty log (or no causal history at all): nothing to send
             self.ack_owed.clear()  # (else an owed ack would keep the sync due, and nothing could pay it)
             self.next_at = self.due_after(now_ms)

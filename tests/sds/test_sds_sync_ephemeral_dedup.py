@@ -99,6 +99,24 @@ def test_sync_soon_in_a_busy_channel_is_due_within_the_bound_and_never_later_tha
     assert a.next_deadline() == due
 
 
+def test_after_sync_soon_an_owed_acknowledgement_goes_without_jitter_and_once():
+    cfg = sync_config(sync_interval_ms=10_000, ack_delay_ms=300, ack_jitter_ms=700)
+    a, b = channel("alice", cfg), channel("bob", cfg)
+    m = a.send(b"hello", 0)
+    b.receive(m.data, 0)
+    assert outgoing(b.tick(1_000), "sync")  # (bob acknowledges the first line, with its jitter)
+    b.sync_soon(1_000, within_ms=30_000)
+    n = a.send(b"a line bob owes an ack for", 2_000)
+    b.receive(n.data, 2_000)
+    assert b.next_deadline() == 2_300  # the ack delay, no jitter: ahead of anyone who drew some
+    (ack,) = outgoing(b.tick(2_300), "sync")
+    assert n.message_id in [h.message_id for h in decode(ack.data).causal_history]
+    o = a.send(b"the next line", 5_000)
+    b.receive(o.data, 5_000)  # asked once: the next owed ack has its jitter again
+    due = b.next_deadline()
+    assert 5_300 < due <= 6_000 and [due] == [t for t in range(5_300, 6_001) if outgoing(b.tick(t), "sync")][:1]
+
+
 def test_sync_with_empty_log_is_not_sent():
     a = channel("alice", sync_config())
     assert a.sync(5) is None
