@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
-from textual import events
+from textual import events, on
 from textual.binding import Binding
 from textual.geometry import Region
 from textual.message import Message
@@ -135,10 +135,11 @@ class ChatInput(TextArea):
             self.set_reactive(TextArea.placeholder, fit_cells(self._hint, width))
         return super().render_line(y)
 
-    def _on_hide(self, event: events.Hide) -> None:
-        # Textual blurs a hidden widget when it handles the Hide (Widget._on_hide, which runs after this one:
-        # handlers are called along the class's MRO). After rapid resizes the layout can be back by then, and
-        # the blur hands the focus to the message view or the channel list, where typing is lost
+    @on(events.Hide)
+    def _remember_focus(self, event: events.Hide) -> None:
+        # Textual blurs a hidden widget when it handles the Hide (Widget._on_hide, which runs after this: handlers
+        # are called along the class's MRO). After rapid resizes the layout can be back by then, and the blur
+        # hands the focus to the message view or the channel list, where typing is lost
         self._focus_on_show = self._focus_on_show or self.has_focus
 
     def on_show(self) -> None:
