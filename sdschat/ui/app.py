@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
 
+from textual import events
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -31,7 +32,7 @@ from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
 from .sizes import HORIZONTAL_BREAKPOINTS, SIDE_HIDDEN, SIDE_SHOWN, VERTICAL_BREAKPOINTS, size_classes
-from .widgets import ChatPane
+from .widgets import ChatInput, ChatPane
 from .widgets.too_small import TooSmall
 
 __all__ = ["ChatApp", "DemoApp", "BaseChatApp"]
@@ -104,6 +105,21 @@ class BaseChatApp(App):
             node = node.parent
         panes = self.panes
         return panes[0] if panes else None
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that reached the app: nothing took it (nothing has the focus, or the channel list has:
+        a resize hid the layout and handed the focus on). It goes into the active input, which takes the focus:
+        what is typed is never lost to a focus the person did not choose. Not on a dialog (its own keys)."""
+        if not (event.is_printable and event.character) or len(self.screen_stack) != 1:
+            return
+        if isinstance(self.screen.focused, ChatInput):  # (it took the key, or chose not to)
+            return
+        pane = self.active_pane()
+        if pane is None:
+            return
+        event.stop()
+        pane.input.focus()
+        pane.input.insert(event.character)
 
     # -------------------------------------------------------- lifecycle
 

@@ -139,6 +139,28 @@ def test_the_input_keeps_the_focus_when_it_is_shown_again_before_its_hide_is_han
     run(scenario())
 
 
+def test_typing_reaches_the_input_whatever_a_resize_left_focused(run) -> None:
+    """A resize that hides the layout hands the focus on (the channel list) or drops it: what is typed next still
+    goes into the active input, which takes the focus back."""
+
+    async def scenario():
+        app = window()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            chat_input = app.active_pane().input
+            for focus in (app.query_one(ChannelList), None):
+                chat_input.text = ""
+                app.screen.set_focus(focus)
+                await pilot.pause()
+                await pilot.press(*"Zq")
+                await pilot.pause()
+                assert chat_input.text == "Zq", focus
+                assert app.screen.focused is chat_input
+            assert not app.errors
+
+    run(scenario())
+
+
 def test_help_scrolls_with_the_keyboard(run) -> None:
     async def scenario():
         app = window()
