@@ -222,7 +222,7 @@ class Node:
         """What a view needs: the database, the identity, the messages held in memory, the participants."""
         cfg = self.config
         store = self.store = await Store.open(cfg.db_path)
-        self.writer = StoreWriter(store, on_error=self._writer_failed)
+        self.writer = StoreWriter(store, on_error=self._writer_failed, coalesce_ms=cfg.commit_within_ms)
         identity = self.identity = await self._load_identity(store)
         self.sign = signer(identity, self.key.channel_binding)
         await self.roster.load(identity, store)
@@ -1020,6 +1020,14 @@ class Node:
             item = await self.outbox.get()
             data, reason, mid = item.data, item.reason, item.message_id
             try:
+                writer = self.writer
+                if writer is not None and writer.pending:
+                    # what a frame acknowledges (its filter, its history) is durable before anyone reads it: the
+                    # writer may be holding received messages back for a commit with others (commit_within_ms)
+                    try:
+                        await writer.flush()
+                    except StoreError as exc:
+                        self._writer_failed(exc)
                 # an epoch message goes out under the key before it (for the members who have not switched) and
                 # under the current one (for those who joined with it); everything else under the current key,
                 # unless the item names its keys (an admin message handed to a member on an older key)

@@ -1,15 +1,18 @@
-"""``StoreWriter``: group commits of store batches, one transaction per event-loop turn.
+"""``StoreWriter``: group commits of store batches.
 
 ``submit(...)`` is synchronous and never blocks: it queues a batch (journal ops
 plus application rows) and, if no flush is running, starts a flush task. The
-task's first step runs on the next turn of the event loop, so everything
-submitted during the current turn (and while a previous flush is still in the
-database thread) is committed together in ONE transaction
-(:meth:`Store.apply_batches`), batches in submit order.
+task waits up to ``coalesce_ms`` (0: not at all, its first step runs on the
+next turn of the event loop), so everything submitted meanwhile (and while a
+previous flush is still in the database thread) is committed together in ONE
+transaction (:meth:`Store.apply_batches`), batches in submit order. A busy
+channel then pays one commit for several messages instead of one each: every
+commit writes each page it touched to the write-ahead log again.
 
 ``await flush()`` returns once every batch submitted before the call is
-committed. The node awaits it before publishing a user's message, so a message
-is durable before anyone can see it.
+committed; it cuts the wait short. The node awaits it before publishing
+anything, so a message, and every state an acknowledgement it carries speaks
+for, is durable before anyone can see it.
 
 Errors are never swallowed. A failed flush rolls its transaction back, drops
 the batches queued so far, stores the error, passes it to ``on_error`` (if
@@ -41,9 +44,20 @@ log = logging.getLogger("sdschat.store")
 
 
 class StoreWriter:
-    def __init__(self, store: Store, *, on_error: Callable[[WriterFailedError], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_error: Callable[[WriterFailedError], None] | None = None,
+        coalesce_ms: float = 0.0,
+    ) -> None:
+        if coalesce_ms < 0:
+            raise ValueError(f"coalesce_ms must be 0 or more, not {coalesce_ms!r}")
         self.store = store
         self.on_error = on_error
+        #: how long a flush waits for more batches before it commits (flush() cuts it short)
+        self.coalesce_s = coalesce_ms / 1000
+        self._hurry: asyncio.Future[None] | None = None  # resolved by flush(): the waiting flush commits now
         self._pending: list[Batch] = []
         self._submitted = 0  # batches submitted
         self._committed = 0  # batches committed (or dropped by a failure: see _fail)
@@ -106,6 +120,8 @@ class StoreWriter:
             return
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((target, fut))
+        if self._hurry is not None and not self._hurry.done():
+            self._hurry.set_result(None)
         await fut
 
     async def close(self) -> None:
@@ -127,6 +143,12 @@ class StoreWriter:
 
     async def _run(self) -> None:
         try:
+            if self.coalesce_s > 0 and not self._waiters:
+                self._hurry = asyncio.get_running_loop().create_future()
+                try:
+                    await asyncio.wait((self._hurry,), timeout=self.coalesce_s)
+                finally:
+                    self._hurry = None
             while self._pending and self._error is None:
                 batches, self._pending = self._pending, []
                 try:

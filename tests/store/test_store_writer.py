@@ -63,6 +63,39 @@ def test_submits_of_one_turn_coalesce_into_one_commit_and_flush_is_durable(tmp_p
     run(go())
 
 
+def test_with_coalesce_ms_submits_of_several_turns_wait_for_one_commit_and_flush_cuts_the_wait(tmp_path):
+    """coalesce_ms: batches submitted over several loop turns (messages arriving one by one) wait together and
+    commit once; a flush() (the node's, before it publishes) commits at once instead of waiting out the window."""
+    db = tmp_path / "n.db"
+
+    async def go():
+        store = await _new_store(db)
+        writer = StoreWriter(store, coalesce_ms=200)
+        try:
+            before = store.commits
+            for i in range(5):  # five turns apart, well inside the window
+                writer.submit("room", messages=[_msg(i)])
+                await asyncio.sleep(0.01)
+            assert store.commits == before and writer.pending == 5  # still waiting for more
+            for _ in range(100):
+                if writer.pending == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert writer.pending == 0 and store.commits - before == 1 and writer.max_batches_per_flush == 5
+            writer.submit("room", messages=[_msg(5)])
+            t0 = asyncio.get_running_loop().time()
+            await writer.flush()  # cuts the wait short
+            assert asyncio.get_running_loop().time() - t0 < 0.15
+            assert store.commits - before == 2 and await store.message_count() == 6
+        finally:
+            await writer.close()
+            await store.close()
+        with pytest.raises(ValueError, match="coalesce_ms"):
+            StoreWriter(store, coalesce_ms=-1)
+
+    run(go())
+
+
 def test_submits_during_a_flush_form_the_next_commit(tmp_path):
     async def go():
         store = await _new_store(tmp_path / "n.db")
