@@ -32,7 +32,8 @@ from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
 from .sizes import HORIZONTAL_BREAKPOINTS, SIDE_HIDDEN, SIDE_SHOWN, VERTICAL_BREAKPOINTS, size_classes
-from .widgets import ChatInput, ChatPane
+from .widgets import ChatPane
+from .widgets.channel_list import ChannelList
 from .widgets.too_small import TooSmall
 
 __all__ = ["ChatApp", "DemoApp", "BaseChatApp"]
@@ -112,7 +113,9 @@ class BaseChatApp(App):
         what is typed is never lost to a focus the person did not choose. Not on a dialog (its own keys)."""
         if not (event.is_printable and event.character) or len(self.screen_stack) != 1:
             return
-        if isinstance(self.screen.focused, ChatInput):  # (it took the key, or chose not to)
+        # only there: a focused widget's bindings are looked up once its key reaches the app, after this handler
+        # (the message cursor's r, e, d, o ...)
+        if not (self.screen.focused is None or isinstance(self.screen.focused, ChannelList)):
             return
         pane = self.active_pane()
         if pane is None:

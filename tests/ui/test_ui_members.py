@@ -49,6 +49,10 @@ def test_members_counts_acks_lag_repairs_and_loss_per_member(tmp_path, run) -> N
                 # another's, so syncs alone may not come from each of them in time)
                 await bob.send_text("got both")
                 await carol.send_text("me too")
+                # both straight to alice before her link drops for "missed" (a copy still on its way then would be
+                # lost and repaired too: one more for carol's figures)
+                for text in ("got both", "me too"):
+                    await wait_until(pilot, lambda t=text: line_with(lines_of(app), t), what=text)
 
                 async def acks_seen():
                     return {
