@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
-from textual import events, on
+from textual import events
 from textual.binding import Binding
 from textual.geometry import Region
 from textual.message import Message
@@ -90,7 +90,6 @@ class ChatInput(TextArea):
         )
         self._hint = placeholder
         self._hint_width = -1  # the width the placeholder was cut for
-        self._focus_on_show = False  # hidden while it had the focus: it takes the focus back when shown
         self.cursor_blink = blink
         #: the names Tab completes (set by the pane: the channel's members as it shows them)
         self.names: Callable[[], list[str]] = list
@@ -135,18 +134,10 @@ class ChatInput(TextArea):
             self.set_reactive(TextArea.placeholder, fit_cells(self._hint, width))
         return super().render_line(y)
 
-    @on(events.Hide)
-    def _remember_focus(self, event: events.Hide) -> None:
-        # Textual blurs a hidden widget when it handles the Hide (Widget._on_hide, which runs after this: handlers
-        # are called along the class's MRO). After rapid resizes the layout can be back by then, and the blur
-        # hands the focus to the message view or the channel list, where typing is lost
-        self._focus_on_show = self._focus_on_show or self.has_focus
-
     def on_show(self) -> None:
-        """Back on screen (the window was too small, so its layout was hidden and the input lost the focus):
-        typing goes here again, whatever the blur handed the focus to meanwhile."""
-        if self._focus_on_show or self.screen.focused is None:
-            self._focus_on_show = False
+        """Back on screen with nothing focused (the window was too small, so its layout was hidden and the
+        input lost the focus): typing goes here again."""
+        if self.screen.focused is None:
             self.focus()
 
     # ------------------------------------------------------------- keys
