@@ -21,24 +21,37 @@ bytes (the issue asks for less than 1%), and the periodic syncs a member brought
 forward in a beat's place. With --idle, the same for an idle channel (no lines).
 With --compare, each case runs again with no beat at all (the same lines at the
 same times), and the difference in the channel's bytes is what presence costs.
+
+Two live runs differ by more than presence: the broker's timing decides which
+member syncs when, and a run's bytes move by 2-3% from one run to the next.
+With --simulated, the same channel runs in simulated time instead, as real
+time --runs times (seeds 1..N), with and without beats: the engine with the
+node's settings and the node's presence keeper, every frame signed, packed and
+sealed as the node does (its bytes are the envelope's), and delivered to every
+other member 5-30 ms later. Both runs of a seed see the same lines at the same
+times and the same delays, so what differs is presence alone: printed per
+seed, and as a median and in all.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import random
+import statistics
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 from kit import broker_tap
 
-from sdschat.crypto import ChannelKey, EnvelopeError, SignatureError, read_signed_content
-from sdschat.node import AppPayload, Node, NodeConfig, PayloadError, node_channel_config
+from sdschat.crypto import ChannelKey, EnvelopeError, Identity, SignatureError, read_signed_content
+from sdschat.node import AppPayload, Node, NodeConfig, PayloadError, node_channel_config, signer
 from sdschat.node.config import BEAT_EVERY_MS
-from sdschat.node.frame import FrameError, unpack
-from sdschat.sds import WireError, wire
+from sdschat.node.frame import FrameError, pack, unpack
+from sdschat.node.presence import PresenceKeeper
+from sdschat.sds import MessageChannel, Outgoing, WireError, wire
 
 #: the engine timings a node uses (ms), scaled down together with the beat interval and the chat rate
 TIMINGS = (
@@ -148,6 +161,158 @@ async def measure(members: int, lines_per_minute: float, minutes: float, scale: 
     return {"bytes": counted, "frames": frames, "lines": sent, "beats": beats, "early_syncs": early}
 
 
+class _Member:
+    """One simulated member: the engine with the node's settings, the node's presence keeper, and what the node
+    does around them (:class:`~sdschat.node.ports.PresenceHost`: the keeper's door)."""
+
+    def __init__(self, sim: _Sim, i: int, every_ms: int) -> None:
+        self.sim = sim
+        self.identity = Identity.generate()
+        self.participant_id = self.identity.participant_id
+        self.nick = f"member{i}"
+        self.sign = signer(self.identity, sim.key.channel_binding)
+        self.channel = MessageChannel("bench", self.participant_id, node_channel_config(), 0)
+        self.stopping = False
+        self.presences = PresenceKeeper(self, beat_every_ms=every_ms, away_after_ms=0, seed=i)
+        self.tick_at: int | None = None
+
+    def now(self) -> int:
+        return self.sim.now
+
+    def emit(self, event) -> None:
+        pass
+
+    def current_epoch(self) -> int:
+        return 0
+
+    def member_count(self) -> int:
+        return len(self.sim.members)
+
+    def enqueue(self, item) -> None:  # (the keeper's beats)
+        self.sim.publish(self, item.data, item.reason)
+
+
+class _Sim:
+    """Members in simulated time: a queue of deliveries, ticks and lines (ms)."""
+
+    def __init__(self, members: int, every_ms: int, seed: int) -> None:
+        self.key = ChannelKey.generate("presence-sim")
+        self.now = 0
+        self.delay = random.Random(seed)
+        self._queue: list[tuple[int, int, str, object]] = []
+        self._seq = 0
+        self.members = [_Member(self, i, every_ms) for i in range(members)]
+        self.counting = False
+        self.bytes: Counter = Counter()
+        self.frames: Counter = Counter()
+
+    def at(self, t: int, what: str, arg: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (t, self._seq, what, arg))
+
+    def publish(self, m: _Member, data: bytes, reason: str) -> None:
+        envelope = self.key.seal(pack(m.identity, self.key.channel_binding, data, reason))
+        if self.counting:
+            kind = reason if reason != "ephemeral" else kind_of(self.key, self.key.channel_binding, envelope)
+            self.bytes[kind] += len(envelope)
+            self.frames[kind] += 1
+        m.presences.published(self.now)
+        for other in self.members:
+            if other is not m:
+                self.at(self.now + self.delay.randint(5, 30), "deliver", (other, m, data, reason))
+
+    def wake(self, m: _Member, t: int) -> None:
+        """The node's ticker: after every frame, at the engine's deadline, and at least every 0.5 s."""
+        if m.tick_at is None or t < m.tick_at:
+            m.tick_at = t
+            self.at(t, "tick", m)
+
+    def handle(self, m: _Member, events) -> None:
+        for e in events:
+            if isinstance(e, Outgoing):
+                self.publish(m, e.data, e.reason)
+
+    def run(self, lines: list[tuple[int, int]], end_ms: int, warm_ms: int) -> None:
+        for i, m in enumerate(self.members):
+            m.presences.start(0)
+            self.wake(m, 0)
+            self.at(200 + 100 * i, "join", m)  # (a node announces itself in the log: a content message)
+        for t, who in lines:
+            self.at(t, "line", self.members[who])
+        self.at(warm_ms, "count", None)
+        while self._queue and self._queue[0][0] <= end_ms:
+            t, _, what, arg = heapq.heappop(self._queue)
+            self.now = t
+            if what == "count":
+                self.counting = True
+            elif what == "tick":
+                m = arg  # type: ignore[assignment]
+                if m.tick_at != t:
+                    continue  # (a sooner one ran)
+                m.tick_at = None
+                self.handle(m, m.channel.tick(t))
+                m.presences.tick(t)
+                self.wake(m, max(t + 5, min(m.channel.next_deadline(), t + 500)))
+            elif what == "deliver":
+                to, frm, data, reason = arg  # type: ignore[misc]
+                self.handle(to, to.channel.receive(data, t))
+                to.presences.heard(frm.participant_id, t, 0)
+                if reason == "ephemeral":
+                    content = wire.decode(data).content or b""
+                    app = AppPayload.decode(read_signed_content(content).message)
+                    if app.kind == "presence":
+                        to.presences.beat(frm.participant_id, app, t, 0)
+                self.wake(to, t)
+            elif what == "join":
+                m = arg  # type: ignore[assignment]
+                join = AppPayload.new("msg", m.nick, f"{m.nick} joined", t)
+                self.publish(m, m.channel.send(join.encode(), t, sign=m.sign).data, "message")
+                self.wake(m, t)
+            elif what == "line":
+                m = arg  # type: ignore[assignment]
+                m.presences.active(t, typed=True)
+                typing = AppPayload.new("typing", m.nick, "", t)
+                self.publish(m, m.channel.send_ephemeral(typing.encode(), t, sign=m.sign).data, "ephemeral")
+                text = AppPayload.new("msg", m.nick, LINE, t)
+                self.publish(m, m.channel.send(text.encode(), t, sign=m.sign).data, "message")
+                self.wake(m, t)
+
+
+def simulated(members: int, lines_per_minute: float, minutes: float, every_s: float, runs: int) -> None:
+    """The --simulated figures: for each seed, the channel's bytes with and without presence."""
+    end_ms, warm_ms = int(minutes * 60_000), int(WARMUP_MIN * 60_000)
+    added, shares, syncs = [], [], []
+    totals = [0, 0]
+    for seed in range(1, runs + 1):
+        rng = random.Random(seed)
+        lines, t = [], 0.0
+        while True:
+            t += gap_s(rng, lines_per_minute, 1.0) * 1000
+            if t >= end_ms:
+                break
+            lines.append((int(t), rng.randrange(members)))
+        got = []
+        for every in (every_s, NEVER_S):
+            sim = _Sim(members, int(every * 1000), seed)
+            sim.run(lines, end_ms, warm_ms)
+            got.append((sum(sim.bytes.values()), sim.frames["sync"], sim.frames["presence"]))
+        (with_p, sync_p, beats), (without, sync_q, _) = got
+        totals[0] += with_p
+        totals[1] += without
+        added.append(with_p - without)
+        shares.append(with_p / without - 1)
+        syncs.append(sync_p - sync_q)
+        print(
+            f"  seed {seed}: {len(lines)} lines; {with_p:,} bytes with presence ({sync_p} syncs, {beats} beats), "
+            f"{without:,} without ({sync_q} syncs): {with_p / without - 1:+.2%}"
+        )
+    print(
+        f"simulated: presence adds {statistics.median(shares):+.2%} to the channel's bytes (median of {runs} seeds; "
+        f"{min(shares):+.2%} to {max(shares):+.2%}), {totals[0] / totals[1] - 1:+.2%} in all; "
+        f"syncs {statistics.median(syncs):+g} a run (median); without presence {totals[1] / runs:,.0f} bytes a run"
+    )
+
+
 def report(r: dict, label: str, minutes: float) -> float:
     steady, frames = r["bytes"]["steady"], r["frames"]["steady"]
     total = sum(steady.values())
@@ -177,8 +342,20 @@ def main() -> int:
     ap.add_argument(
         "--compare", action="store_true", help="run each case again without beats, and print what presence adds"
     )
+    ap.add_argument(
+        "--simulated", action="store_true", help="in simulated time, with and without beats, for --runs seeds"
+    )
+    ap.add_argument("--runs", type=int, default=20, help="seeds of --simulated")
     ap.add_argument("--smoke", action="store_true", help="3 members, 3 minutes at 20x: runs end to end (the suite)")
     a = ap.parse_args()
+    if a.simulated:
+        members, minutes = (3, 5.0) if a.smoke else (a.members, a.minutes)
+        print(
+            f"{members} members, beats every {a.every:g} s, {a.lines_per_minute:g} lines a minute, {minutes:g} "
+            f"minutes in simulated time"
+        )
+        simulated(members, a.lines_per_minute, minutes, a.every, 2 if a.smoke else a.runs)
+        return 0
     members, minutes, scale = (3, 3.0, 20.0) if a.smoke else (a.members, a.minutes, a.scale)
     print(
         f"{members} members, beats every {a.every:g} s, {a.lines_per_minute:g} lines a minute, "
@@ -196,6 +373,8 @@ def main() -> int:
                 f"{label}: the channel's bytes after the first minute {with_p:,} with presence, {without:,} without: "
                 f"{with_p / without - 1:+.2%}"
             )
+    if a.smoke:
+        simulated(3, a.lines_per_minute, 5.0, a.every, 2)
     return 0
 
 

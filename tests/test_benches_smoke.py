@@ -84,6 +84,7 @@ EXPECTED = {
     "presence_bytes.py": [
         rf"chat: presence beats {NUMBER} of {NUMBER} bytes: {NUMBER}% of the channel's bytes",
         rf"first minute \(starts, joins, start beats and answers\): {NUMBER} bytes, presence {NUMBER}",
+        rf"simulated: presence adds [+-]{NUMBER}% to the channel's bytes \(median of 2 seeds",
     ],
     "store_catchup.py": [rf"caught up 50 missed messages from the store in {NUMBER} s"],
     "sweep_example.py": [rf"sweep wall time +{NUMBER} s for 2 scenarios", rf"events written +{NUMBER}"],

@@ -133,8 +133,13 @@ def node_channel_config(**overrides) -> ChannelConfig:
         resend_possibly_acknowledged_ms=6_000,
         resend_backoff=1.5,
         resend_max_interval_ms=10_000,
-        sync_interval_ms=10_000,
+        # each sync heard draws the members' jitter anew (every member sends its share of a quiet channel's syncs,
+        # so a quiet one is heard: presence needs no frame of its own); a quiet interval then ends at the earliest
+        # of the members' draws (3 s / (members + 1)) where a kept draw ended it 1.5 s past the interval: 11 s
+        # keeps 3 to 5 members at the syncs a 10 s interval gave them
+        sync_interval_ms=11_000,
         sync_jitter_ms=3_000,
+        sync_fresh_jitter=True,
         possible_acks_group_cap=True,
         ack_delay_ms=300,
         ack_jitter_ms=700,

@@ -624,6 +624,11 @@ class Node:
 
     # ----------------------------------------------------------------- presence (sdschat.node.presence)
 
+    def member_count(self) -> int:
+        """The channel's members as this node knows them, itself included (removed members and those who left
+        are not counted)."""
+        return self.roster.member_count
+
     def presence(self, pid: str) -> Presence:
         """``pid``'s presence as heard here (ours: our own), from memory: online, away (with its message) or
         offline, when last heard and under which key epoch."""

@@ -168,3 +168,6 @@ class PresenceHost(Core, Protocol):
 
     def current_epoch(self) -> int:
         """The number of the key epoch we send under."""
+
+    def member_count(self) -> int:
+        """The channel's members as this node knows them, itself included."""

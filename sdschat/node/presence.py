@@ -11,11 +11,13 @@ A member's presence is what this node last heard of it, held in memory only. Two
   when it stops cleanly (``offline``).
 
 A member not heard for :data:`OFFLINE_AFTER` times the interval it announced (``i``, :data:`BEAT_EVERY_MS` by
-default) is shown offline. Because every frame counts, a member taking part in the channel needs nothing more. One
-that published nothing for its interval makes the channel's next periodic sync its own
-(``MessageChannel.sync_soon``): the sync says it is here and takes the place of one the channel would have had
-(every member that hears a sync puts its own off), so being heard adds no frame; an ephemeral beat only while its
-log is empty. ``bench/presence_bytes.py`` measures
+default) is shown offline. Because every frame counts, a member taking part in the channel needs nothing more, and
+a quiet one is mostly heard through its share of the channel's periodic syncs (the node's channels draw their sync
+jitter afresh each round: ``sync_fresh_jitter``). One that still published nothing for its interval makes the
+channel's next periodic sync its own (``MessageChannel.sync_soon``, held until a frame of its own goes out): the
+sync says it is here and takes the place of one the channel would have had (every member that hears a sync puts
+its own off), so being heard adds no frame; an ephemeral beat only while its log is empty.
+``bench/presence_bytes.py`` measures
 what presence costs against the channel's bytes, idle and at a chat rate. A member of a version without presence
 is shown online while heard, from its other frames.
 
@@ -42,6 +44,7 @@ from .ports import PresenceHost
 __all__ = [
     "ANSWER_WITHIN_MS",
     "AWAY",
+    "BEAT_MEMBERS",
     "AWAY_AFTER_MS",
     "BEAT_EVERY_MS",
     "KIND",
@@ -53,6 +56,7 @@ __all__ = [
     "Presence",
     "PresenceKeeper",
     "PresenceState",
+    "beat_interval",
     "beat_payload",
     "read_beat",
 ]
@@ -74,6 +78,14 @@ ANSWER_WITHIN_MS = (300, 3_000)
 MAX_AWAY_MESSAGE = 120
 #: the shortest and longest beat interval a peer may announce (seconds): outside, the nearest
 _INTERVAL_S = (1, 3_600)
+#: up to this many members a member is heard at its configured beat interval; past it, the interval grows with the
+#: channel (:func:`beat_interval`): a quiet channel has about 16 periodic syncs in 180 s at the node's sync
+#: interval, shared among its members, and more members than that wait longer for their share (measured with
+#: ``bench/presence_bytes.py --simulated --members 10``: at 180 s presence cost 1.6% of the channel's bytes, at
+#: 360 s, this rule's, 0.2% at 0.5 lines a minute and 0.8% idle)
+BEAT_MEMBERS = 5
+#: how often the keeper looks at the channel's member count (ms)
+SIZE_EVERY_MS = 5_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -126,6 +138,14 @@ def beat_payload(
     return AppPayload.new(KIND, nick, message[:MAX_AWAY_MESSAGE] if state == AWAY else "", now, data=data, epoch=epoch)
 
 
+def beat_interval(base_ms: int, members: int) -> int:
+    """The beat interval of a channel of ``members`` (us included), for a configured ``base_ms``: the base up to
+    :data:`BEAT_MEMBERS` members, then in proportion (10 members: 5/3 of it), at most an hour."""
+    if members <= BEAT_MEMBERS:
+        return base_ms
+    return max(base_ms, min(_INTERVAL_S[1] * 1000, base_ms * members // BEAT_MEMBERS))
+
+
 def read_beat(app: AppPayload) -> tuple[PresenceState, str, int, bool] | None:
     """``(state, message, interval ms, asks)`` of a beat; None for what is no beat (ignored, as a newer kind)."""
     d = app.data
@@ -162,7 +182,10 @@ class PresenceKeeper:
         seed: int | None = None,
     ) -> None:
         self.host = host
+        #: the configured interval, and the one of the channel's size (:func:`beat_interval`), announced in beats
+        self.base_every_ms = beat_every_ms
         self.beat_every_ms = beat_every_ms
+        self._size_due = 0
         self.away_after_ms = away_after_ms
         self._rng = random.Random(seed)
         # ours
@@ -291,6 +314,9 @@ class PresenceKeeper:
         """Away after idling, members not heard for long enough offline, our beats when due."""
         if self._beat_due is None or self._left:
             return
+        if now >= self._size_due:
+            self._size_due = now + SIZE_EVERY_MS
+            self.beat_every_ms = beat_interval(self.base_every_ms, self.host.member_count())
         if self.state == ONLINE and self.away_after_ms > 0 and now - self.last_active_ms >= self.away_after_ms:
             self._change(AWAY, "", False, now)
         for pid in [p for p, h in self._heard.items() if h.state != OFFLINE]:
@@ -310,12 +336,13 @@ class PresenceKeeper:
 
     def _be_heard(self, now: int) -> None:
         """Nothing published for a beat interval: the channel's next periodic sync is ours (due when its quiet
-        interval ends, at most a fifth of the interval from now), and says we are here in the place of one the
-        channel would have had; a beat only while the log is empty (there is no sync to send). Our state was
-        beaten when it changed, and is answered to newcomers."""
+        interval ends, and held until a frame of ours goes out, at most half the interval from now: heard within
+        1.5 intervals, a lost frame's margin before the 2.5 that mean offline), and says we are here in the place
+        of one the channel would have had; a beat only while the log is empty (there is no sync to send). Our
+        state was beaten when it changed, and is answered to newcomers."""
         channel = self.host.channel
         if channel is not None and channel.log_size() > 0:
-            channel.sync_soon(now, self.beat_every_ms // 5)
+            channel.sync_soon(now, self.beat_every_ms // 2)
             self.syncs_for_beats += 1
             self._beat_due = self._next_beat(now)
         else:
@@ -334,7 +361,8 @@ class PresenceKeeper:
         h = self._heard.get(pid)
         if h is None:
             return Presence(OFFLINE)
-        if h.state != OFFLINE and now - h.last_heard_ms >= h.every_ms * OFFLINE_AFTER:
+        # (a peer of the same channel beats at least as seldom as we do: our own interval is the channel's size's)
+        if h.state != OFFLINE and now - h.last_heard_ms >= max(h.every_ms, self.beat_every_ms) * OFFLINE_AFTER:
             return Presence(OFFLINE, "", h.last_heard_ms, h.epoch)
         return Presence(h.state, h.message, h.last_heard_ms, h.epoch)
 

@@ -117,6 +117,12 @@ class ChannelConfig:
     max_resends: int | None = None
     sync_interval_ms: int = 30_000
     sync_jitter_ms: int = 10_000
+    #: each sync heard (a peer's, or ours) draws our sync jitter anew, so each member sends about its share of a
+    #: quiet channel's periodic syncs (see "Each quiet interval is contested afresh" in
+    #: :mod:`sdschat.sds.channel`). Off: a draw is kept until our own next sync (a quiet interval then ends
+    #: ``sync_jitter_ms / 2`` after ``sync_interval_ms`` on average, whatever the group's size; on, at the
+    #: earliest of the members' draws: ``sync_jitter_ms / (members + 1)``)
+    sync_fresh_jitter: bool = False
     ack_delay_ms: int | None = None
     ack_jitter_ms: int = 500
     lost_after_ms: int = 300_000

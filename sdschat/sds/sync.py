@@ -36,6 +36,7 @@ class Syncer:
         "counter",
         "jitter_for",
         "eager",
+        "soon_by",
         "jitter",
         "next_at",
         "config",
@@ -85,9 +86,13 @@ class Syncer:
         self.missing = incoming.missing
         self.lost = incoming.lost
         self.last_activity = now_ms
+        #: our syncs (and with ``sync_fresh_jitter`` the peers' too): the key of our jitter's draw, and of our
+        #: sync ids
         self.counter = 0
-        #: sync_soon asked for our next sync: an owed acknowledgement is then due without jitter
+        #: sync_soon asked for our next sync (until one of ours goes out): each periodic sync of ours is due with a
+        #: quarter of its jitter, and no later than ``soon_by``; an owed acknowledgement with a quarter of its own
         self.eager = False
+        self.soon_by = 0
         self.jitter_for = -1
         self.jitter = 0
         self.next_at = self.due_after(now_ms)
@@ -105,10 +110,24 @@ class Syncer:
         """Channel activity at ``now_ms`` postpones the periodic sync."""
         if now_ms > self.last_activity:
             self.last_activity = now_ms
-            if self.jitter_for == self.counter:  # self.due_after(now_ms), jitter already drawn
-                self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
-            else:
-                self.next_at = self.due_after(now_ms)
+            if self.jitter_for != self.counter:
+                self.due_after(now_ms)  # (draws the jitter)
+            self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
+            if self.eager:
+                self.soon()
+
+    def soon(self) -> None:
+        """(``eager``) The periodic sync is ours: due with a quarter of our jitter (ahead of most peers, and
+        of another eager one by its own draw), and no later than ``soon_by``."""
+        due = self.last_activity + self.config.sync_interval_ms + (self.jitter >> 2)
+        if due > self.soon_by:
+            due = self.soon_by
+        if due < self.next_at:
+            self.next_at = due
+
+    def done_soon(self) -> None:
+        """A frame of ours went out: a sync_soon is answered (we were heard)."""
+        self.eager = False
 
     def due(self, now_ms: int) -> bool:
         """Whether :meth:`build` should run at ``now_ms`` (due requests, owed acks, gap hints or the period)."""
@@ -132,9 +151,8 @@ class Syncer:
     def owe_ack(self, mid: str, sender: str, now_ms: int) -> None:
         span = self.config.ack_jitter_ms
         if self.eager:  # (sync_soon) this member's acknowledging sync goes first, in the place of another's
-            jitter = 0
-        else:
-            jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
+            span >>= 2  # (a quarter: ahead of most, and another eager member's by its own draw)
+        jitter = _repair.hash64(f"{self.participant_id}/ack/{mid}/{now_ms}") % (span + 1) if span > 0 else 0
         self.ack_owed[mid] = (now_ms + (self.config.ack_delay_ms or 0) + jitter, sender)
 
     def forget_acked(self, history_ids: tuple[str, ...], sender: str) -> None:
@@ -179,12 +197,10 @@ class Syncer:
         order.append(mid)
         if len(order) > self.config.sync_dedup:
             del recent[order.popleft()]
-        if now_ms > self.last_activity:  # self.activity(now_ms), inline
-            self.last_activity = now_ms
-            if self.jitter_for == self.counter:
-                self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
-            else:
-                self.next_at = self.due_after(now_ms)
+        if now_ms > self.last_activity:
+            if self.config.sync_fresh_jitter:
+                self.counter += 1  # a peer's sync ended the quiet interval: the next one is contested afresh
+            self.activity(now_ms)
         ev = f._sync_event
         if ev is None:
             ev = f._sync_event = SyncReceived(sender, mid, f.lamport)

@@ -14,7 +14,16 @@ from node_helpers import FAST, run, until
 from sdschat.crypto import ChannelKey
 from sdschat.node import AppPayload, Node, NodeConfig, node_channel_config
 from sdschat.node import events as ev
-from sdschat.node.presence import ANSWER_WITHIN_MS, AWAY, OFFLINE, ONLINE, beat_payload, read_beat
+from sdschat.node.presence import (
+    ANSWER_WITHIN_MS,
+    AWAY,
+    BEAT_MEMBERS,
+    OFFLINE,
+    ONLINE,
+    beat_interval,
+    beat_payload,
+    read_beat,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -34,6 +43,12 @@ async def start(
     return await Node.start(config)
 
 
+async def pair(name: str, folder, url: str, **kw) -> tuple[Node, Node]:
+    """alice and bob in a new channel ``name``, each started with ``kw`` (see :func:`start`)."""
+    key = ChannelKey.generate(name)
+    return await start("alice", key, folder, url, **kw), await start("bob", key, folder, url, **kw)
+
+
 def changes(node: Node) -> list[ev.PresenceChanged]:
     seen: list[ev.PresenceChanged] = []
     node.add_listener(lambda e: seen.append(e) if isinstance(e, ev.PresenceChanged) else None)
@@ -50,6 +65,34 @@ def test_a_beat_reads_back_and_what_is_no_beat_is_ignored():
     assert read_beat(odd) is None
     beat = beat_payload("bob", ONLINE, "", 1_764_000_000_000, 3, 120_000)
     assert len(beat.encode()) <= 128  # the payload; the frame adds ids and a signature, the envelope its padding
+
+
+def test_the_beat_interval_grows_with_the_channel_past_five_members():
+    assert beat_interval(180_000, 2) == beat_interval(180_000, BEAT_MEMBERS) == 180_000
+    assert beat_interval(180_000, 10) == 360_000  # a quiet channel's syncs are shared among more members
+    assert beat_interval(180_000, 1_000) == 3_600_000  # at most an hour
+    assert beat_interval(2_000, 3) == 2_000 and beat_interval(7_200_000, 50) == 7_200_000  # never below the base
+
+
+def test_a_big_channels_quiet_member_is_not_shown_offline_by_a_smaller_announced_interval(node_mosquitto, tmp_path):
+    async def main():
+        a, b = await pair("big", tmp_path, node_mosquitto.url, every_ms=60_000)
+        try:
+            bob = b.participant_id
+            await until(lambda: a.presence(bob).state == ONLINE, 10, "alice hears bob")
+            heard = a.presences.of(bob, a.now()).last_heard_ms
+            later = heard + 60_000 * 3  # past 2.5 of bob's announced minute, not of the channel's size's
+            assert a.presences.of(bob, later).state == OFFLINE
+            a.presences.beat_every_ms = beat_interval(60_000, 10)  # (what alice's tick sets in a channel of 10)
+            assert a.presences.of(bob, later).state == ONLINE
+            assert a.presences.of(bob, heard + 360_000).state == OFFLINE
+            a.presences._size_due = 0  # the keeper looks at the channel's size again at its next tick
+            await until(lambda: a.presences.beat_every_ms == 60_000, 5, "two members: the configured interval")
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(main())
 
 
 def test_presence_going_away_and_coming_back(node_mosquitto, tmp_path):
@@ -136,9 +179,7 @@ def test_a_newcomer_learns_who_is_away_at_once(node_mosquitto, tmp_path):
 
 def test_a_member_heard_through_its_other_frames_sends_no_beats(node_mosquitto, tmp_path):
     async def main():
-        url, key = node_mosquitto.url, ChannelKey.generate("quiet-beats")
-        a = await start("alice", key, tmp_path, url, every_ms=2_000)
-        b = await start("bob", key, tmp_path, url, every_ms=2_000)
+        a, b = await pair("quiet-beats", tmp_path, node_mosquitto.url, every_ms=2_000)
         try:
             await until(lambda: b.presence(a.participant_id).state == ONLINE, 10, "bob hears alice")
             await asyncio.sleep(ANSWER_WITHIN_MS[1] / 1000 + 0.3)  # (alice's answer to bob's start beat)
