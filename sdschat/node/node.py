@@ -444,6 +444,14 @@ class Node:
             ev.GapOpened(mid, ids, senders) for mid, ids, senders in self.channel.open_gaps() if not mid or mid in shown
         ]
 
+    async def _commit_pending(self) -> None:
+        """Write what the writer holds before it is relied on (a message durable before it is published, what a
+        frame acknowledges before anyone reads it); a failed write fails the node (``node.failure``)."""
+        try:
+            await self._db_writer.flush()
+        except StoreError as exc:
+            self._writer_failed(exc)
+
     async def _flush_for_reading(self) -> None:
         """Write what the writer holds, so a read of the database sees it; a failed write is ``node.failure``'s
         news, and the database still holds everything flushed before."""
@@ -808,10 +816,7 @@ class Node:
             ],
             kv=kv,
         )
-        try:
-            await self._db_writer.flush()  # durable before published
-        except StoreError as exc:
-            self._writer_failed(exc)
+        await self._commit_pending()  # durable before published
         if self.failure is not None:
             raise NodeFailed(self.failure)
         self.enqueue(Outbound(out.data, "message", mid))
@@ -1025,14 +1030,10 @@ class Node:
             item = await self.outbox.get()
             data, reason, mid = item.data, item.reason, item.message_id
             try:
-                writer = self.writer
-                if writer is not None and writer.pending:
+                if self.writer is not None:
                     # what a frame acknowledges (its filter, its history) is durable before anyone reads it: the
                     # writer may be holding received messages back for a commit with others (commit_within_ms)
-                    try:
-                        await writer.flush()
-                    except StoreError as exc:
-                        self._writer_failed(exc)
+                    await self._commit_pending()
                 # an epoch message goes out under the key before it (for the members who have not switched) and
                 # under the current one (for those who joined with it); everything else under the current key,
                 # unless the item names its keys (an admin message handed to a member on an older key)
