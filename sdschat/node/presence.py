@@ -140,7 +140,7 @@ def beat_payload(
 
 def beat_interval(base_ms: int, members: int) -> int:
     """The beat interval of a channel of ``members`` (us included), for a configured ``base_ms``: the base up to
-    :data:`BEAT_MEMBERS` members, then in proportion (10 members: 5/3 of it), at most an hour."""
+    :data:`BEAT_MEMBERS` members, then in proportion (10 members: twice it), at most an hour."""
     if members <= BEAT_MEMBERS:
         return base_ms
     return max(base_ms, min(_INTERVAL_S[1] * 1000, base_ms * members // BEAT_MEMBERS))

@@ -125,10 +125,6 @@ class Syncer:
         if due < self.next_at:
             self.next_at = due
 
-    def done_soon(self) -> None:
-        """A frame of ours went out: a sync_soon is answered (we were heard)."""
-        self.eager = False
-
     def due(self, now_ms: int) -> bool:
         """Whether :meth:`build` should run at ``now_ms`` (due requests, owed acks, gap hints or the period)."""
         req_due = self.repair.request_due(now_ms)
