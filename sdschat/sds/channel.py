@@ -510,14 +510,7 @@ class MessageChannel:
         on, a content message that comes first is acknowledged by our sync with a quarter of the ack jitter, ahead
         of most members' (one of which would have acknowledged it): that sync is the one. For an application
         that must be heard (a sync says its sender is here) without adding a frame. Never puts a sync off."""
-        sync = self._sync
-        by = now_ms + max(0, within_ms)
-        if not sync.eager or by < sync.soon_by:
-            sync.soon_by = by
-        sync.eager = True  # and if a message comes first, our acknowledging sync goes first (it would be sent anyway)
-        if sync.jitter_for != sync.counter:
-            sync.due_after(now_ms)  # (draws the jitter)
-        sync.soon()
+        self._sync.ask_soon(now_ms + max(0, within_ms))
 
     def forget_cached(self, message_id: str) -> bool:
         """Drop a message from the SDS-R repair cache (this participant no longer rebroadcasts it); whether it

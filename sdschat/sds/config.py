@@ -118,7 +118,7 @@ class ChannelConfig:
     sync_interval_ms: int = 30_000
     sync_jitter_ms: int = 10_000
     #: each sync heard (a peer's, or ours) draws our sync jitter anew, so each member sends about its share of a
-    #: quiet channel's periodic syncs (see "Each quiet interval is contested afresh" in
+    #: quiet channel's periodic syncs (see "Each quiet interval contested afresh" in
     #: :mod:`sdschat.sds.channel`). Off: a draw is kept until our own next sync (a quiet interval then ends
     #: ``sync_jitter_ms / 2`` after ``sync_interval_ms`` on average, whatever the group's size; on, at the
     #: earliest of the members' draws: ``sync_jitter_ms / (members + 1)``)

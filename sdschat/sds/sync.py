@@ -99,22 +99,33 @@ class Syncer:
 
     # ----------------------------------------------------------------- timing
 
-    def due_after(self, t: int) -> int:
+    def _draw(self) -> None:
+        """Our jitter for this ``counter``, drawn once."""
         if self.jitter_for != self.counter:
             span = self.config.sync_jitter_ms
             self.jitter = _repair.hash64(f"{self.participant_id}/sync/{self.counter}") % (span + 1) if span > 0 else 0
             self.jitter_for = self.counter
+
+    def due_after(self, t: int) -> int:
+        self._draw()
         return t + self.config.sync_interval_ms + self.jitter
 
     def activity(self, now_ms: int) -> None:
         """Channel activity at ``now_ms`` postpones the periodic sync."""
         if now_ms > self.last_activity:
             self.last_activity = now_ms
-            if self.jitter_for != self.counter:
-                self.due_after(now_ms)  # (draws the jitter)
-            self.next_at = now_ms + self.config.sync_interval_ms + self.jitter
+            self.next_at = self.due_after(now_ms)
             if self.eager:
                 self.soon()
+
+    def ask_soon(self, by: int) -> None:
+        """(``MessageChannel.sync_soon``) Our periodic syncs are ours the :meth:`soon` way until one of our frames
+        goes out, none later than ``by`` (the earliest bound asked for while it holds)."""
+        if not self.eager or by < self.soon_by:
+            self.soon_by = by
+        self.eager = True  # and if a message comes first, our acknowledging sync goes first (it would be sent anyway)
+        self._draw()
+        self.soon()
 
     def soon(self) -> None:
         """(``eager``) The periodic sync is ours: due with a quarter of our jitter (ahead of most peers, and
