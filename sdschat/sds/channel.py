@@ -92,8 +92,9 @@ under loss showed a better rule (see DESIGN.md, "Protocol pitfalls"):
   interop is unaffected.
 * **Asking to be heard** (:meth:`MessageChannel.sync_soon`): an application
   whose member must be heard makes the channel's next periodic sync its own,
-  with a quarter of its jitter, until a frame of its own goes out, and within a
-  bound. It takes the place of a sync the channel would have had.
+  due just before the quiet interval ends (ahead of every peer's), until a
+  frame of its own goes out, and within a bound. It takes the place of a sync
+  the channel would have had.
 * **Possible acks** count distinct participants whose bloom filter holds the
   id (two filters of the same participant are not independent evidence: a
   filter only gains bits). The threshold is ``possible_acks_threshold``; with
@@ -499,17 +500,18 @@ class MessageChannel:
         return self._sync.build(now_ms)
 
     def sync_soon(self, now_ms: int, within_ms: int = 0) -> None:
-        """Make the channel's next periodic sync ours: due when the current quiet interval ends plus a quarter of
-        our jitter (ahead of most peers, whose syncs draw all of theirs; two members asking at once are apart by
-        their own draws), and no later than ``now_ms + within_ms`` (a busy channel, whose activity keeps putting
-        periodic syncs off, gets it then). The next :meth:`tick` at or after that time sends it, as it sends any
-        periodic sync, and every peer that hears it puts its own off, as after any sync: the sync takes the place
-        of one the channel would have had. A peer's sync heard first takes that place instead, and puts ours off
-        to the next quiet interval's end, still ours the same way and still within the bound: the request holds
-        until a frame of ours goes out (that sync, an acknowledging one, or a message of ours). With delayed acks
-        on, a content message that comes first is acknowledged by our sync with a quarter of the ack jitter, ahead
-        of most members' (one of which would have acknowledged it): that sync is the one. For an application
-        that must be heard (a sync says its sender is here) without adding a frame. Never puts a sync off."""
+        """Make the channel's next periodic sync ours: due just before the current quiet interval ends, by up to a
+        sixteenth of our jitter (ahead of every peer, whose syncs are due at that end or later; two members asking
+        at once are apart by their own draws), and no later than ``now_ms + within_ms`` (a busy channel, whose
+        activity keeps putting periodic syncs off, gets it then). The next :meth:`tick` at or after that time sends
+        it, as it sends any periodic sync, and every peer that hears it puts its own off, as after any sync: the
+        sync takes the place of one the channel would have had. A peer's sync heard first takes that place
+        instead, and puts ours off to the next quiet interval's end, still ours the same way and still within the
+        bound: the request holds until a frame of ours goes out (that sync, an acknowledging one, or a message of
+        ours). With delayed acks on, a content message that comes first is acknowledged by our sync with a quarter
+        of the ack jitter, ahead of most members' (one of which would have acknowledged it): that sync is the one.
+        For an application that must be heard (a sync says its sender is here) without adding a frame. Never puts
+        a sync off."""
         self._sync.ask_soon(now_ms + max(0, within_ms))
 
     def forget_cached(self, message_id: str) -> bool:

@@ -89,8 +89,9 @@ class Syncer:
         #: our syncs (and with ``sync_fresh_jitter`` the peers' too): the key of our jitter's draw, and of our
         #: sync ids
         self.counter = 0
-        #: sync_soon asked for our next sync (until one of ours goes out): each periodic sync of ours is due with a
-        #: quarter of its jitter, and no later than ``soon_by``; an owed acknowledgement with a quarter of its own
+        #: sync_soon asked for our next sync (until one of ours goes out): each periodic sync of ours is due just
+        #: before the quiet interval ends, and no later than ``soon_by``; an owed acknowledgement with a quarter of its
+        #: own jitter
         self.eager = False
         self.soon_by = 0
         self.jitter_for = -1
@@ -128,9 +129,12 @@ class Syncer:
         self.soon()
 
     def soon(self) -> None:
-        """(``eager``) The periodic sync is ours: due with a quarter of our jitter (ahead of most peers, and
-        of another eager one by its own draw), and no later than ``soon_by``."""
-        due = self.last_activity + self.config.sync_interval_ms + (self.jitter >> 2)
+        """(``eager``) The periodic sync is ours: due before the quiet interval ends, by up to a sixteenth of our
+        jitter (of another eager one apart by its own draw), and no later than ``soon_by``. Every peer's periodic
+        sync is due at that end or later, so ours takes the round instead of meeting a peer's in it: a lead drawn
+        inside the peers' jitter (a quarter of it, measured) let a peer's sync cross ours on the wire and cost the
+        channel a sync in one round of eight."""
+        due = self.last_activity + self.config.sync_interval_ms - (self.jitter >> 4)
         if due > self.soon_by:
             due = self.soon_by
         if due < self.next_at:

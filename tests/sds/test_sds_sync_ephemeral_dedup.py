@@ -78,8 +78,8 @@ def test_sync_soon_takes_the_channels_next_sync_and_peers_put_theirs_off():
     m = a.send(b"hello", 0)
     b.receive(m.data, 0)  # both quiet since 0: their periodic syncs are due at 10,000 + their jitter
     a.sync_soon(3_000, within_ms=30_000)
-    due = a.next_deadline()  # the quiet interval's end and a quarter of alice's jitter: ahead of most peers
-    assert 10_000 <= due <= 10_750 and due < b.next_deadline()
+    due = a.next_deadline()  # just before the quiet interval's end (a sixteenth of alice's jitter): ahead of all
+    assert 10_000 - 3_000 // 16 <= due <= 10_000 and due < b.next_deadline()
     assert outgoing(a.tick(due - 1)) == []
     (sync,) = outgoing(a.tick(due), "sync")  # sent by the tick, as any periodic sync
     b.receive(sync.data, due + 10)  # bob hears it: his own sync moves a whole interval on
@@ -97,15 +97,16 @@ def test_sync_soon_holds_until_ours_goes_out_when_a_peers_sync_comes_first():
     for n in names:
         chans[n].sync_soon(1_000, within_ms=60_000)  # all ask at once
     dues = {n: c.next_deadline() for n, c in chans.items()}
-    assert len(set(dues.values())) == len(names)  # apart by their own draws: no two syncs at the same time
     first = min(dues, key=dues.__getitem__)
+    # spread by their own draws, over a sixteenth of the jitter (two may meet, as two peers' syncs may: all do not)
+    assert len(set(dues.values())) >= len(names) - 2
     (sync,) = outgoing(chans[first].tick(dues[first]), "sync")
     t = dues[first] + 5
     for n in names:
         if n != first:
             chans[n].receive(sync.data, t)  # heard first: each one's sync is put off to the next interval's end
             due = chans[n].next_deadline()
-            assert t + 10_000 <= due <= t + 10_750  # and still ahead of most, by a quarter of the jitter
+            assert t + 10_000 - 3_000 // 16 <= due <= t + 10_000  # and still ahead of every peer's
     # the bound holds through it: a busy channel still gets the sync by now + within
     c = chans[names[-1] if first != names[-1] else names[-2]]
     for k in range(1, 60):
