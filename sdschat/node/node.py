@@ -168,6 +168,10 @@ class Node:
         self.outbox: asyncio.Queue[Outbound] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._wake = asyncio.Event()
+        #: (node ms) when the sleeping ticker looks next; 0 while it runs (it reads the deadlines once done)
+        self._tick_at = 0
+        #: how many times the ticker has looked at the deadlines (a frame wakes it only for a sooner one)
+        self.ticker_turns = 0
         self.stopping = False
         self._last_counters: dict[str, Any] = {}
         self._counters_due = 0  # (node ms) when the counters are compared again
@@ -1131,8 +1135,12 @@ class Node:
                 log.exception("node listener failed")
 
     def wake(self) -> None:
-        """The engine has new deadlines: the ticker looks again now."""
-        self._wake.set()
+        """The engine has new deadlines: the ticker looks again now if one is due before its next look (most
+        frames only add later ones: an owed acknowledgement, a sync put off; waking for each would cost a
+        tick a frame)."""
+        channel = self.channel
+        if self._tick_at and channel is not None and channel.next_deadline() < self._tick_at:
+            self._wake.set()
 
     def _writer_failed(self, exc: BaseException) -> None:
         # the store is no longer being written: the node stops taking anything in (nothing it accepts could be
@@ -1220,6 +1228,7 @@ class Node:
     async def _ticker(self) -> None:
         channel = self._engine  # (started once the engine is restored)
         while True:
+            self.ticker_turns += 1
             now = self.now()
             try:
                 events = channel.tick(now)
@@ -1232,12 +1241,14 @@ class Node:
             except Exception as exc:  # a bug must not silently stop resends and repairs
                 log.exception("node tick failed")
                 self._problem("internal", f"{exc.__class__.__name__}: {exc}")
-            delay = (channel.next_deadline() - self.now()) / 1000
-            delay = min(0.5, max(0.005, delay))
+            now = self.now()
+            delay_ms = min(500, max(5, channel.next_deadline() - now))
+            self._tick_at = now + delay_ms
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
+                await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
             except TimeoutError:
                 pass
+            self._tick_at = 0
             self._wake.clear()
 
     def _maybe_counters(self) -> None:
