@@ -263,6 +263,10 @@ class ProfileClient:
         """``handler(opened)`` for each request by name to show (``opened.request``, ``opened.sender``)."""
         self.direct.on_request(handler)
 
+    def inbox_dropped(self) -> dict[str, int]:
+        """Requests by name that reached our inbox and were dropped, by reason (``/stats``)."""
+        return self.direct.counts
+
     def contact_name(self, pid: str) -> str:
         """How a member of our channels is shown (its id's start if none of our channels knows it)."""
         from sdschat.node.inbox import contacts

@@ -92,6 +92,10 @@ class BaseChatApp(App):
         self._log_handler: _AppLogHandler | None = None
         self.collector = Collector()
 
+    def stats_extra(self) -> dict[str, int]:
+        """Counters of the app's own, shown in ``/stats`` after the node's (none here)."""
+        return {}
+
     # ----------------------------------------------------------- panes
 
     @property

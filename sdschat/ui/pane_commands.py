@@ -160,7 +160,8 @@ def online(pane, arg: str) -> None:
 def stats(pane, arg: str) -> None:
     from .screens.stats import StatsScreen
 
-    pane.app.push_screen(StatsScreen(f"{pane.node.nick} · #{pane.channel_name}", pane.node.health()))
+    health = {**pane.node.health(), **pane.app.stats_extra()}
+    pane.app.push_screen(StatsScreen(f"{pane.node.nick} · #{pane.channel_name}", health))
 
 
 def wire(pane, arg: str) -> None:

@@ -15,7 +15,8 @@ new node and a note for the person, ``await client.part(node)``,
 name: ``await client.query(name)`` (``/query``: ``(node, contact, new)``), ``await
 client.invite_by_name(node, name)`` (``/invite NAME``), ``client.on_request(handler)``
 (each request someone sent us: ``handler(opened)``), ``await client.accept(opened)``
-(``(node, note)``) and ``client.contact_name(pid)``. Every
+(``(node, note)``), ``client.contact_name(pid)`` and ``client.inbox_dropped()`` (requests
+dropped, by reason: in ``/stats``). Every
 channel keeps its own pane (history, scroll position, unsent input); only the
 active one is shown.
 """
@@ -84,6 +85,10 @@ class ChannelWindow(BaseChatApp):
         )
         pane.muted = self.client.muted(node)
         return pane
+
+    def stats_extra(self) -> dict[str, int]:
+        """Requests to talk that our inbox dropped, by reason (replayed, stale, not from a contact, ...)."""
+        return {f"inbox_dropped_{reason}": n for reason, n in sorted(self.client.inbox_dropped().items())}
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")

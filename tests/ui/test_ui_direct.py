@@ -11,6 +11,7 @@ from ui_helpers import lines_of, profiles, wait_until
 
 from sdschat.node.inbox import contacts
 from sdschat.ui.screens.request import RequestScreen
+from sdschat.ui.screens.stats import StatsScreen
 from sdschat.ui.widgets.channel_list import ChannelList
 from sdschat.ui.window import ChannelWindow
 
@@ -76,6 +77,10 @@ def test_the_window_shows_a_request_to_talk_and_enter_joins_the_new_channel(tmp_
                 await alices.query("bob")
                 await until(lambda: bobs.direct.counts.get("already") == 1, "the second request dropped")
                 assert not isinstance(app.screen, RequestScreen)
+                await command(pilot, app, "/stats")  # the drop is counted where the node's counters are
+                assert isinstance(app.screen, StatsScreen) and app.screen.health["inbox_dropped_already"] == 1
+                assert app.screen.health["received_frames"] > 0
+                await pilot.press("escape")
 
     run(scenario(), timeout=60.0)
 
