@@ -116,6 +116,11 @@ def test_80x24_gives_the_messages_room_and_wide_characters_keep_their_columns(tm
             lambda rows: any(row.rstrip().endswith("alice " + forty) for row in rows),
             what="a 40-character line on one row",
         )
+        # Up picks the message: at 80 columns its footer still shows the way out (the last keys do not fit)
+        term.send_bytes(b"\x1b[A")
+        term.wait_for(lambda rows: rows[-1].lstrip().startswith("esc back  r reply"), what="the cursor's footer")
+        term.send_bytes(b"\x1b")
+        term.wait_for(lambda rows: "esc back" not in rows[-1], what="Escape: back to the input")
 
         # emoji with a skin-tone modifier, a ZWJ family, a presentation selector: each row's columns stay put
         term.type("ok 👍🏽 👨‍👩‍👧 ❤️ 🇫🇷 café 漢字 end")

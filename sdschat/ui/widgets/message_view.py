@@ -68,6 +68,8 @@ class MessageView(ScrollView, can_focus=True):
     """
 
     BINDINGS = [
+        # first: the footer lists them in this order, and at 80 columns the last ones do not fit; the way out does
+        Binding("escape", "leave", "back"),
         Binding("up,alt+up,k", "cursor(-1)", "previous message", show=False),
         Binding("down,alt+down,j", "cursor(1)", "next message", show=False),
         Binding("home", "cursor_end(-1)", "first loaded message", show=False),
@@ -79,7 +81,6 @@ class MessageView(ScrollView, can_focus=True):
         Binding("e", "picked('edit')", "edit"),
         Binding("d", "picked('delete')", "delete"),
         Binding("plus", "picked('react')", "react"),
-        Binding("escape", "leave", "back"),
     ]
 
     DEFAULT_CSS = """
