@@ -88,7 +88,7 @@ class ChannelWindow(BaseChatApp):
 
     def stats_extra(self) -> dict[str, int]:
         """Requests to talk that our inbox dropped, by reason (replayed, stale, not from a contact, ...)."""
-        return {f"inbox_dropped_{reason}": n for reason, n in sorted(self.client.inbox_dropped().items())}
+        return {f"inbox_dropped_{reason}": n for reason, n in self.client.inbox_dropped().items()}
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◑")

@@ -238,6 +238,16 @@ class Pty:
                 raise AssertionError(f"timed out waiting for {what or needle!r}; last output:\n" + self.text()[-2000:])
             self.read(0.05)
 
+    def wait_quiet(self, quiet: float = 1.0, timeout: float = 60.0) -> None:
+        """Read until the program has written nothing for ``quiet`` seconds (at most ``timeout``): its queued
+        work (resizes, repaints) is done."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            size = len(self.output)
+            self.read(quiet)
+            if len(self.output) == size:
+                return
+
     def text(self) -> str:
         return self.output.decode("utf-8", "replace")
 
