@@ -42,9 +42,12 @@ BEAT_EVERY_MS = 180_000
 #: away on its own after this long without a key pressed (0: never)
 AWAY_AFTER_MS = 10 * 60_000
 #: the longest a received message waits to be written with others (``NodeConfig.commit_within_ms``). 0: the
-#: next loop turn. Measured with 20 ms (bench/node_latency.py, 3 nodes, 50 msg/s): 9.5% and 9.4% of a core per
-#: node against 9.5% and 9.7%: the node publishes every few tens of ms, and each publish commits first
-COMMIT_WITHIN_MS = 0.0
+#: next loop turn, a commit for nearly every frame (with the retrieval hint a publish writes, about 3 a line
+#: at 50 msg/s). 100 ms: a busy channel's receipts ride along with the next publish's commit (which commits
+#: everything pending first), about 1 commit for 3 lines; a quiet one writes a line 100 ms after it came.
+#: Nothing is acknowledged before it is written, so a crash in those 100 ms loses nothing another member
+#: cannot repair. Measured (bench/node_latency.py, 3 nodes, 50 msg/s): see the README's performance table
+COMMIT_WITHIN_MS = 100.0
 
 
 def repair_for_members(members: int) -> RepairConfig:

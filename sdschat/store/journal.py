@@ -59,25 +59,57 @@ def batch_meta(last_activity: int | None, sync_counter: int | None, next_sync_at
 
 
 def apply_batches(conn: sqlite3.Connection, batches: Sequence[Batch]) -> None:
-    """Apply ``batches`` in order; the channels must exist (StoreError otherwise)."""
+    """Apply ``batches`` in order; the channels must exist (StoreError otherwise).
+
+    What only the last value of counts is written once per call, after the batches: a channel's lamport
+    timestamp and snapshot values (the last given of each; ``None`` keeps the one before) and the
+    participants' rows (merged as their upsert merges them: the earliest first-seen, the latest last-seen, the
+    newest nick given). A flush of several messages then updates each of these rows once, not once a message;
+    the transaction's outcome is the same, since nothing in it reads them."""
     cur = conn.cursor()
     ex = cur.execute
-    participants_of: dict[str, str] = {}
+    tails: dict[str, list[Any]] = {}  # channel -> [participant_id, lamport, last_activity, sync_counter, next_sync_at]
+    people: dict[str, R.ParticipantRow] = {}
     for cid, ops, messages, updates, events, participants, meta in batches:
-        pid = participants_of.get(cid)
-        if pid is None:
-            pid = participants_of[cid] = _participant_of(ex, cid)
+        tail = tails.get(cid)
+        if tail is None:
+            tail = tails[cid] = [_participant_of(ex, cid), None, None, None, None]
         lamport = _apply_ops(ex, cid, ops)
+        if lamport is not None:
+            tail[1] = lamport
         if meta is not None:
+            for i, value in enumerate(meta, 2):
+                if value is not None:
+                    tail[i] = value
+        _apply_app_rows(cur, cid, tail[0], messages, updates, events)
+        for p in participants:
+            _merge_participant(people, p)
+    for cid, (_, lamport, *snapshot) in tails.items():
+        if any(value is not None for value in snapshot):
             ex(
                 "UPDATE channels SET last_activity = COALESCE(?, last_activity), "
                 "sync_counter = COALESCE(?, sync_counter), next_sync_at = COALESCE(?, next_sync_at) "
                 "WHERE channel_id = ?",
-                (*meta, cid),
+                (*snapshot, cid),
             )
         if lamport is not None:
             ex("UPDATE channels SET lamport_timestamp = ? WHERE channel_id = ?", (lamport, cid))
-        _apply_app_rows(cur, cid, pid, messages, updates, events, participants)
+    if people:
+        cur.executemany(UPSERT_PARTICIPANT, [R.participant_params(p) for p in people.values()])
+
+
+def _merge_participant(people: dict[str, R.ParticipantRow], p: R.ParticipantRow) -> None:
+    """Fold ``p`` into ``people`` as :data:`UPSERT_PARTICIPANT` folds a row into the stored one."""
+    old = people.get(p.participant_id)
+    if old is None:
+        people[p.participant_id] = p
+        return
+    people[p.participant_id] = R.ParticipantRow(
+        p.participant_id,
+        p.nick if p.nick is not None else old.nick,
+        min(old.first_seen_ms, p.first_seen_ms),
+        max(old.last_seen_ms, p.last_seen_ms),
+    )
 
 
 def _participant_of(ex: Callable[..., Any], cid: str) -> str:
@@ -147,14 +179,11 @@ def _apply_app_rows(
     messages: list[R.MessageRow],
     updates: list[R.MessageUpdate],
     events: list[R.EventRow],
-    participants: list[R.ParticipantRow],
 ) -> None:
-    """Write one batch's application rows (messages, message updates, events, participants)."""
+    """Write one batch's messages, message updates and events."""
     if messages:
         cur.executemany(UPSERT_MESSAGE, [R.message_params(cid, m) for m in messages])
     for u in updates:
         cur.execute(UPDATE_MESSAGE, R.message_update_params(cid, u))
     if events:
         cur.executemany(INSERT_EVENT, [R.event_params(cid, pid, e) for e in events])
-    if participants:
-        cur.executemany(UPSERT_PARTICIPANT, [R.participant_params(p) for p in participants])

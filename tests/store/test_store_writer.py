@@ -7,7 +7,7 @@ import pytest
 from run_until import run
 
 from sdschat.sds import MessageChannel
-from sdschat.store import EventRow, MessageRow, Store, StoreError, StoreWriter, WriterFailedError
+from sdschat.store import EventRow, MessageRow, ParticipantRow, Store, StoreError, StoreWriter, WriterFailedError
 
 
 async def _new_store(path, channel="room"):
@@ -61,6 +61,75 @@ def test_submits_of_one_turn_coalesce_into_one_commit_and_flush_is_durable(tmp_p
             await store.close()
 
     run(go())
+
+
+def _flush_batches(i: int) -> dict:
+    """The arguments of the ``i``-th batch of a busy flush: a message, its events, the sender's row (seen again,
+    its nick given only sometimes) and the channel's lamport and snapshot values (some left out)."""
+    sender = ("alice", "carol")[i % 2]
+    return {
+        "ops": [("bloom", f"m{i:05d}", None), ("lamport", None, 2000 + i)],
+        "messages": [_msg(i)],
+        "events": [EventRow("received", 10 + i, f"m{i:05d}", sender), EventRow("delivered", 10 + i, f"m{i:05d}")],
+        "participants": [ParticipantRow(sender, f"{sender}{i}" if i % 3 == 0 else None, 500 - i, 600 + i)],
+        "last_activity": 700 + i if i % 4 != 3 else None,
+        "sync_counter": i if i % 5 == 0 else None,
+    }
+
+
+def _dump(path) -> dict:
+    con = sqlite3.connect(path)
+    try:
+        return {
+            table: con.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+            for table in ("channels", "participants", "messages", "sds_bloom_ids")
+        } | {"events": con.execute("SELECT ts_ms, kind, message_id, sender_id FROM events ORDER BY rowid").fetchall()}
+    finally:
+        con.close()
+
+
+def test_one_flush_of_many_batches_writes_what_one_commit_each_writes_with_each_row_once(tmp_path):
+    """A flush updates the channel's row and each participant's row once (their last values, merged as the
+    upsert merges), and the database it leaves is the one a commit per batch leaves."""
+
+    async def go(path, together: bool):
+        store = await _new_store(path)
+        writer = StoreWriter(store)
+        statements: list[str] = []
+        try:
+            await store._run(lambda conn: conn.set_trace_callback(statements.append))
+            for i in range(30):
+                writer.submit("room", **_flush_batches(i))
+                if not together:
+                    await writer.flush()
+            await writer.flush()
+            await store._run(lambda conn: conn.set_trace_callback(None))
+            return store.commits, statements
+        finally:
+            await writer.close()
+            await store.close()
+
+    commits_one, together = run(go(tmp_path / "one.db", True))
+    commits_each, apart = run(go(tmp_path / "each.db", False))
+    assert commits_each - commits_one == 29  # (save_state's commit in both)
+    one, each = _dump(tmp_path / "one.db"), _dump(tmp_path / "each.db")
+    assert one == each
+    assert one["participants"] == [("alice", "alice24", 472, 628), ("carol", "carol27", 471, 629)]
+    con = sqlite3.connect(tmp_path / "one.db")
+    try:
+        values = con.execute("SELECT lamport_timestamp, last_activity, sync_counter FROM channels").fetchall()
+    finally:
+        con.close()
+    assert values == [(2029, 729, 25)]  # the last value given of each
+    assert len(one["messages"]) == 30 and len(one["events"]) == 60
+
+    def count(statements, start):
+        return sum(s.startswith(start) for s in statements)
+
+    assert count(together, "UPDATE channels SET lamport_timestamp") == 1
+    assert count(together, "INSERT INTO participants") == 2  # (executemany traces each row)
+    assert count(apart, "UPDATE channels SET lamport_timestamp") == 30
+    assert count(apart, "INSERT INTO participants") == 30
 
 
 def test_with_coalesce_ms_submits_of_several_turns_wait_for_one_commit_and_flush_cuts_the_wait(tmp_path):
