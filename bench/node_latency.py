@@ -8,7 +8,9 @@ database growth per 1,000 messages.
 CPU is given twice: over the whole process (start-up, the 2 s before sending,
 the linger after it: what `time` would say) and while the messages flow (from
 the first message sent to the last, read from /proc every 0.2 s: what a chat at
-this rate costs once it runs).
+this rate costs once it runs). The second is split into the main thread's (the
+event loop: receiving, sending, signatures) and the other threads' (the
+database's writes and the checkpoints).
 
     python bench/node_latency.py [--seconds 60] [--rate 50] [--nodes 3]
 """
@@ -30,24 +32,29 @@ from pathlib import Path
 from kit import Broker, cpu_s, percentile
 
 
-def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float]]], done: threading.Event) -> None:
-    """Every 0.2 s until ``done``: each node's CPU time so far (user + system, from /proc), with the time. It never
-    polls the processes: a poll may reap one before the main thread's ``wait4`` reads its resource usage."""
+def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float, float]]], done: threading.Event) -> None:
+    """Every 0.2 s until ``done``: each node's CPU time so far (user + system, from /proc), with the time, and its
+    main thread's. It never polls the processes: a poll may reap one before the main thread's ``wait4`` reads
+    its resource usage."""
     while not done.is_set():
         for name, p in procs.items():
-            used = cpu_s(p.pid)
-            if used is not None:
-                samples[name].append((time.time(), used))
+            used, main = cpu_s(p.pid), cpu_s(p.pid, main_thread=True)
+            if used is not None and main is not None:
+                samples[name].append((time.time(), used, main))
         done.wait(0.2)
 
 
-def _cpu_share(points: list[tuple[float, float]], start: float, end: float) -> float | None:
-    """The share of one core used between ``start`` and ``end`` (wall times), from the samples nearest inside."""
-    inside = [(t, c) for t, c in points if start <= t <= end]
+def _cpu_share(
+    points: list[tuple[float, float, float]], start: float, end: float, *, main_thread: bool = False
+) -> float | None:
+    """The share of one core used between ``start`` and ``end`` (wall times), from the samples nearest inside;
+    ``main_thread``: the main thread's share."""
+    inside = [p for p in points if start <= p[0] <= end]
     if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
         return None
-    (t0, c0), (t1, c1) = inside[0], inside[-1]
-    return (c1 - c0) / (t1 - t0)
+    i = 2 if main_thread else 1
+    first, last = inside[0], inside[-1]
+    return (last[i] - first[i]) / (last[0] - first[0])
 
 
 def main() -> int:
@@ -103,7 +110,7 @@ def main() -> int:
             stderr=subprocess.PIPE,
             text=True,
         )
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (wall time, CPU s)
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}  # (wall, CPU s, main's)
     ended = threading.Event()
     sampler = threading.Thread(target=_sample_cpu, args=(procs, samples, ended), daemon=True)
     sampler.start()
@@ -162,8 +169,12 @@ def main() -> int:
         f"p99 {percentile(shown, 0.99):.1f} ms"
     )
     steady = {name: _cpu_share(samples[name], *flowing) for name in names}
+    steady_main = {name: _cpu_share(samples[name], *flowing, main_thread=True) for name in names}
     for name in names:
         while_flowing = f"{100 * steady[name]:.1f}%" if steady[name] is not None else "n/a (no /proc)"
+        share, main = steady[name], steady_main[name]
+        if share is not None and main is not None:
+            while_flowing += f" = main thread {100 * main:.1f}% + the others {100 * (share - main):.1f}%"
         print(
             f"  {name}: CPU {cpu[name]:.1f} s ({100 * cpu[name] / wall:.1f}% of one core over the whole process, "
             f"{while_flowing} while messages flow), "
@@ -172,10 +183,17 @@ def main() -> int:
         )
     print(f"mean CPU per node {statistics.mean(cpu.values()):.1f} s; work dir {work}")
     shares = [v for v in steady.values() if v is not None]
+    mains = [v for v in steady_main.values() if v is not None]
     if shares:
         print(
             f"CPU per node while messages flow ({flowing[1] - flowing[0]:.1f} s): "
             f"median {100 * statistics.median(shares):.1f}% of one core"
+            + (
+                f" (main thread, the event loop: median {100 * statistics.median(mains):.1f}%; the others are the "
+                "database's and the checkpoints')"
+                if mains
+                else ""
+            )
         )
     return 0 if converged and all(p.returncode == 0 for p in procs.values()) else 1
 

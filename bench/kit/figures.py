@@ -30,10 +30,13 @@ def rss_kb(pid: int) -> int | None:
     return None
 
 
-def cpu_s(pid: int) -> float | None:
-    """CPU time of a process so far, user + system, in seconds (from /proc/PID/stat), or None when it is gone."""
+def cpu_s(pid: int, *, main_thread: bool = False) -> float | None:
+    """CPU time of a process so far, user + system, in seconds (from /proc/PID/stat), or None when it is gone.
+    ``main_thread``: its main thread's alone (/proc/PID/task/PID/stat: the event loop, without the database's
+    and the checkpoints' threads)."""
+    path = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (FileNotFoundError, ProcessLookupError, IndexError):
