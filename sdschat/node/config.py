@@ -42,11 +42,11 @@ BEAT_EVERY_MS = 180_000
 #: away on its own after this long without a key pressed (0: never)
 AWAY_AFTER_MS = 10 * 60_000
 #: the longest a received message waits to be written with others (``NodeConfig.commit_within_ms``). 0: the
-#: next loop turn, a commit for nearly every frame (with the retrieval hint a publish writes, about 3 a line
-#: at 50 msg/s). 100 ms: a busy channel's receipts ride along with the next publish's commit (which commits
-#: everything pending first), about 1 commit for 3 lines; a quiet one writes a line 100 ms after it came.
-#: Nothing is acknowledged before it is written, so a crash in those 100 ms loses nothing another member
-#: cannot repair. Measured (bench/node_latency.py, 3 nodes, 50 msg/s): see the README's performance table
+#: next loop turn: 3 nodes each sending 16 lines a second made 1.34 commits a line they sent or received (each
+#: receipt, each send, and the retrieval hint a publish writes). 100 ms: a busy channel's receipts ride along
+#: with the next publish's commit (which commits everything pending first): 0.35 a line; a quiet channel
+#: writes a line 100 ms after it came. Nothing is acknowledged before it is written, so a crash in those
+#: 100 ms loses nothing another member cannot repair. CPU: the README's performance table (bench/node_latency.py)
 COMMIT_WITHIN_MS = 100.0
 
 

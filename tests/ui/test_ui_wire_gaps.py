@@ -172,7 +172,13 @@ def test_the_inspector_and_gaps_tell_a_repair_by_a_third_member(tmp_path, run) -
                 steps = [line.split(" s  ", 1)[-1] for line in panel.lines if " s  " in line]
                 assert steps[0] == "noticed missing: named by carol's message " + steps[0].rsplit(" ", 1)[-1]
                 assert any(s.startswith("you asked for a repair") for s in steps)
-                assert steps[-2:] == [
+                # alice asked the store node too (there is none here): its "no answer" comes when her question
+                # times out, before or after carol's answer, as the machine's load has it
+                store = [s for s in steps if "store node" in s]
+                assert all(
+                    s.startswith("asked the store node for it") or s == "no answer from the store node" for s in store
+                ), store
+                assert [s for s in steps if s not in store][-2:] == [
                     "first copy rebroadcast by carol (SDS-R answer)",
                     "delivered in causal order, repaired through SDS-R repair by carol",
                 ]
