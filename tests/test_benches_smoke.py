@@ -60,6 +60,11 @@ EXPECTED = {
         rf"broker memory: -?{NUMBER} bytes per queued line",
     ],
     "padding.py": [rf"padding overhead on this chat: {NUMBER}% more bytes on the wire", r"message +\d+ +[\d,]+"],
+    "receive_path.py": [
+        rf"received frame: main thread {NUMBER} us median, process {NUMBER} us \(the database's thread included\)",
+        rf"of which unpacking it with its two signature checks \(frame and content\): {NUMBER} us a frame",
+        r"^run 1: .* [1-9]\d* in the log",
+    ],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
     "search_history.py": [
         rf"common word +first results +{NUMBER} ms median",
