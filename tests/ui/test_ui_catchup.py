@@ -282,7 +282,12 @@ def test_a_newcomer_sees_its_join_with_history_loading_above_it(tmp_path, run) -
                     def state() -> str:
                         lines = lines_of(app)
                         count = sum("history " in x for x in lines)
-                        return f"{count} history lines shown, catch-up lines {seen}, node: {carol.counters}"
+                        joined = line_with(lines, "carol joined")
+                        return (
+                            f"{count} history lines shown, catch-up lines {seen}, join line {joined!r}, "
+                            f"joined {carol.roster.membership.joined}, last lines {lines[-3:]}, "
+                            f"node: {carol.counters}"
+                        )
 
                     await wait_until(pilot, whole, timeout=60, step=0.1, what="the history", describe=state)
                     took = time.monotonic() - started
