@@ -68,34 +68,44 @@ def apply_batches(conn: sqlite3.Connection, batches: Sequence[Batch]) -> None:
     the transaction's outcome is the same, since nothing in it reads them."""
     cur = conn.cursor()
     ex = cur.execute
-    tails: dict[str, list[Any]] = {}  # channel -> [participant_id, lamport, last_activity, sync_counter, next_sync_at]
+    participants_of: dict[str, str] = {}
+    lamports: dict[str, int] = {}
+    metas: dict[str, Meta] = {}
     people: dict[str, R.ParticipantRow] = {}
     for cid, ops, messages, updates, events, participants, meta in batches:
-        tail = tails.get(cid)
-        if tail is None:
-            tail = tails[cid] = [_participant_of(ex, cid), None, None, None, None]
+        pid = participants_of.get(cid)
+        if pid is None:
+            pid = participants_of[cid] = _participant_of(ex, cid)
         lamport = _apply_ops(ex, cid, ops)
         if lamport is not None:
-            tail[1] = lamport
+            lamports[cid] = lamport
         if meta is not None:
-            for i, value in enumerate(meta, 2):
-                if value is not None:
-                    tail[i] = value
-        _apply_app_rows(cur, cid, tail[0], messages, updates, events)
+            metas[cid] = _merge_meta(metas.get(cid), meta)
+        _apply_app_rows(cur, cid, pid, messages, updates, events)
         for p in participants:
             _merge_participant(people, p)
-    for cid, (_, lamport, *snapshot) in tails.items():
-        if any(value is not None for value in snapshot):
-            ex(
-                "UPDATE channels SET last_activity = COALESCE(?, last_activity), "
-                "sync_counter = COALESCE(?, sync_counter), next_sync_at = COALESCE(?, next_sync_at) "
-                "WHERE channel_id = ?",
-                (*snapshot, cid),
-            )
-        if lamport is not None:
-            ex("UPDATE channels SET lamport_timestamp = ? WHERE channel_id = ?", (lamport, cid))
+    for cid, meta in metas.items():
+        ex(
+            "UPDATE channels SET last_activity = COALESCE(?, last_activity), "
+            "sync_counter = COALESCE(?, sync_counter), next_sync_at = COALESCE(?, next_sync_at) "
+            "WHERE channel_id = ?",
+            (*meta, cid),
+        )
+    for cid, lamport in lamports.items():
+        ex("UPDATE channels SET lamport_timestamp = ? WHERE channel_id = ?", (lamport, cid))
     if people:
         cur.executemany(UPSERT_PARTICIPANT, [R.participant_params(p) for p in people.values()])
+
+
+def _merge_meta(old: Meta | None, new: Meta) -> Meta:
+    """``new`` over ``old``, value by value (``None`` keeps the one before), as the UPDATE's COALESCE does."""
+    if old is None:
+        return new
+    return (
+        new[0] if new[0] is not None else old[0],
+        new[1] if new[1] is not None else old[1],
+        new[2] if new[2] is not None else old[2],
+    )
 
 
 def _merge_participant(people: dict[str, R.ParticipantRow], p: R.ParticipantRow) -> None:

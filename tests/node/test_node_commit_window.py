@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 from node_helpers import FAST, run, start
+from run_until import until
 
 from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
@@ -79,11 +80,7 @@ def test_by_default_a_burst_of_received_lines_is_written_in_a_few_commits(node_m
             await alice.writer.flush()
             before = alice.store.commits
             mids = [await bob.send_text(f"line {i}") for i in range(30)]
-            for _ in range(500):
-                if {m.message_id for m in alice.messages()} >= set(mids):
-                    break
-                await asyncio.sleep(0.01)
-            assert {m.message_id for m in alice.messages()} >= set(mids)
+            await until(lambda: {m.message_id for m in alice.messages()} >= set(mids), 5, "the 30 lines at alice")
             await alice.writer.flush()
             commits = alice.store.commits - before
             assert all(_stored(tmp_path / "alice.db", mid) for mid in mids)
