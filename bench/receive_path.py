@@ -4,9 +4,14 @@ Two nodes chat over the embedded broker (alice sends --lines lines, bob one for 
 apart) while every frame each receives is recorded. Then a fresh node (its own database, the same channel key)
 is handed the recorded frames in arrival order, 5 a loop turn as a busy channel's frames come, straight into its
 receiver, and its writer flushes at the end. Timed: the main thread's CPU (``time.thread_time``) over the
-receiving and the final flush, and the process's (the database's thread too), per frame; and apart, unpacking
-the frames with the two Ed25519 checks every received message needs (the publisher's over the frame, the
-author's over the content), the floor of this path. Repeated --runs times on fresh nodes; medians.
+receiving and the final flush, and the process's (the database's thread too), per frame. Repeated --runs times
+on fresh nodes; medians.
+
+Then where the main thread's time goes: each step of the path timed apart over the same frames -- opening the
+envelope, the frame's check (the publisher's Ed25519 signature), decoding the SDS frame, the content's check (the
+author's Ed25519 signature over it and its ordering), the engine's receive (a bare channel with the node's
+settings) -- and the node's own work as what is left. With one Ed25519 verification timed on this host: the two
+every received message needs are the floor of this path, whatever the Python around them costs.
 
 This is the receive path of ``bench/node_latency.py``'s nodes, measured to a few per cent where that bench's
 whole-process CPU moves by 10-20% from run to run on a shared host.
@@ -18,17 +23,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from sdschat.crypto import ChannelKey
+from sdschat.crypto import ChannelKey, Identity, verify
 from sdschat.node import Node, NodeConfig, node_channel_config
 from sdschat.node.authored import open_authored
 from sdschat.node.frame import unpack
-from sdschat.sds import native, wire
+from sdschat.node.payload import AppPayload
+from sdschat.sds import MessageChannel, native, wire
 from sdschat.transport import EmbeddedBroker
 
 CHUNK = 5  # frames handed over in one loop turn
@@ -94,17 +101,53 @@ async def _replay(key: ChannelKey, folder: Path, url: str, frames, run: int) -> 
         await carol.stop()
 
 
-def _checks(key: ChannelKey, frames) -> float:
-    """CPU (s) of unpacking every frame of ``frames`` and checking its content: the publisher's signature over the
-    frame and the author's over the content, with the inflating and decoding around them."""
+def _parts(key: ChannelKey, frames) -> dict[str, float]:
+    """The main thread's CPU (s) of each step a received frame goes through, each timed over every frame of
+    ``frames`` on its own (``time.thread_time``): opening the envelope; the frame's check (inflating its head,
+    the publisher's signature); decoding the SDS frame; the content's check (its id is its hash, the author's
+    signature over it and the ordering, its payload decoded); the engine receiving it (a bare channel, the
+    node's settings, its journal drained as the node drains it)."""
+    clock = time.thread_time
+    t = clock()
     plain = [key.open(payload) for payload, _, _ in frames]
-    t = time.process_time()
-    for data in plain:
-        _, _, sds_frame = unpack(data, key.channel_binding)
-        msg = wire.decode(sds_frame)
+    took = {"envelope": clock() - t}
+    t = clock()
+    sds_frames = [unpack(data, key.channel_binding)[2] for data in plain]
+    took["frame check"] = clock() - t
+    t = clock()
+    pbs = [wire.parse_pb(f) for f in sds_frames]
+    msgs = [wire.from_pb(pb) for pb in pbs]
+    took["decoding"] = clock() - t
+    t = clock()
+    for msg in msgs:
         if msg.content:
-            open_authored(msg, key.channel_binding)
-    return time.process_time() - t
+            if msg.message_id != hashlib.sha256(msg.content).hexdigest():
+                raise SystemExit(f"recorded frame {msg.message_id[:8]}: its id is not its content's hash")
+            AppPayload.decode(open_authored(msg, key.channel_binding).message)
+    took["content check"] = clock() - t
+    channel = MessageChannel(pbs[0].channel_id, "replay" + "0" * 26, node_channel_config(), 0, journal=True)
+    now = int(time.time() * 1000)
+    t = clock()
+    for i, pb in enumerate(pbs):
+        channel.receive_parsed(pb, now + i)
+        channel.drain_journal()
+    took["engine"] = clock() - t
+    return took
+
+
+def _verify_us(repeat: int) -> float:
+    """One Ed25519 verification on this host (us, median of 5 rounds): a received message needs two."""
+    who = Identity.generate()
+    data = b"x" * 600
+    signature = who.sign(data)
+    public = who.public_bytes()
+    rounds = []
+    for _ in range(5):
+        t = time.thread_time()
+        for _ in range(repeat):
+            verify(public, data, signature)
+        rounds.append((time.thread_time() - t) / repeat * 1e6)
+    return statistics.median(rounds)
 
 
 async def main() -> int:
@@ -129,15 +172,28 @@ async def main() -> int:
             print(
                 f"run {run + 1}: main thread {mains[-1]:.0f} us a frame, process {procs[-1]:.0f} us; {held} in the log"
             )
-        checks = _checks(key, frames) * 1e6 / len(frames)
+        parts = {name: took * 1e6 / len(frames) for name, took in _parts(key, frames).items()}
     finally:
         await broker.close()
+    main_us = statistics.median(mains)
+    one = _verify_us(50 if args.smoke else 500)
     print(f"engine: {native.BUILD}; {len(frames):,} frames replayed, {CHUNK} a loop turn")
     print(
-        f"received frame: main thread {statistics.median(mains):.0f} us median, "
+        f"received frame: main thread {main_us:.0f} us median, "
         f"process {statistics.median(procs):.0f} us (the database's thread included) over {args.runs} run(s)"
     )
+    checks = parts["frame check"] + parts["content check"]
     print(f"of which unpacking it with its two signature checks (frame and content): {checks:.0f} us a frame")
+    rest = main_us - sum(parts.values())
+    print(
+        "where the main thread's time goes, us a frame (each step timed apart): "
+        + ", ".join(f"{name} {us:.0f}" for name, us in parts.items())
+        + f"; the node's own work (the rest: the message book, events, rows, presence, the wire log) {rest:.0f}"
+    )
+    print(
+        f"one Ed25519 verification on this host: {one:.0f} us; a received message needs two, "
+        f"{100 * 2 * one / main_us:.0f}% of the main thread's time a frame"
+    )
     return 0
 
 

@@ -63,6 +63,9 @@ EXPECTED = {
     "receive_path.py": [
         rf"received frame: main thread {NUMBER} us median, process {NUMBER} us \(the database's thread included\)",
         rf"of which unpacking it with its two signature checks \(frame and content\): {NUMBER} us a frame",
+        rf"envelope {NUMBER}, frame check {NUMBER}, decoding {NUMBER}, content check {NUMBER}, engine {NUMBER}; "
+        rf"the node's own work .* -?{NUMBER}$",
+        rf"one Ed25519 verification on this host: {NUMBER} us; a received message needs two, {NUMBER}% of",
         r"^run 1: .* [1-9]\d* in the log",
     ],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
