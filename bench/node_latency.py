@@ -29,32 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from kit import Broker, cpu_s, percentile
-
-
-def _sample_cpu(procs: dict, samples: dict[str, list[tuple[float, float, float]]], done: threading.Event) -> None:
-    """Every 0.2 s until ``done``: each node's CPU time so far (user + system, from /proc), with the time, and its
-    main thread's. It never polls the processes: a poll may reap one before the main thread's ``wait4`` reads
-    its resource usage."""
-    while not done.is_set():
-        for name, p in procs.items():
-            used, main = cpu_s(p.pid), cpu_s(p.pid, main_thread=True)
-            if used is not None and main is not None:
-                samples[name].append((time.time(), used, main))
-        done.wait(0.2)
-
-
-def _cpu_share(
-    points: list[tuple[float, float, float]], start: float, end: float, *, main_thread: bool = False
-) -> float | None:
-    """The share of one core used between ``start`` and ``end`` (wall times), from the samples nearest inside;
-    ``main_thread``: the main thread's share."""
-    inside = [p for p in points if start <= p[0] <= end]
-    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
-        return None
-    i = 2 if main_thread else 1
-    first, last = inside[0], inside[-1]
-    return (last[i] - first[i]) / (last[0] - first[0])
+from kit import Broker, cpu_share, percentile, sample_cpu
 
 
 def main() -> int:
@@ -112,7 +87,7 @@ def main() -> int:
         )
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}  # (wall, CPU s, main's)
     ended = threading.Event()
-    sampler = threading.Thread(target=_sample_cpu, args=(procs, samples, ended), daemon=True)
+    sampler = threading.Thread(target=sample_cpu, args=(procs, samples, ended), daemon=True)
     sampler.start()
     cpu = {}  # (includes ~2 s start-up and linger at low load)
     for name, p in procs.items():
@@ -168,8 +143,8 @@ def main() -> int:
         f"send-to-shown latency (first arrival, even before dependencies): p50 {percentile(shown, 0.5):.1f} ms, "
         f"p99 {percentile(shown, 0.99):.1f} ms"
     )
-    steady = {name: _cpu_share(samples[name], *flowing) for name in names}
-    steady_main = {name: _cpu_share(samples[name], *flowing, main_thread=True) for name in names}
+    steady = {name: cpu_share(samples[name], *flowing) for name in names}
+    steady_main = {name: cpu_share(samples[name], *flowing, main_thread=True) for name in names}
     for name in names:
         while_flowing = f"{100 * steady[name]:.1f}%" if steady[name] is not None else "n/a (no /proc)"
         share, main = steady[name], steady_main[name]

@@ -68,6 +68,12 @@ EXPECTED = {
         rf"one Ed25519 verification on this host: {NUMBER} us; a received message needs two, {NUMBER}% of",
         r"^run 1: .* [1-9]\d* in the log",
     ],
+    "stack_floor.py": [
+        r"^  m0: sent 30, received 30, refused 0; CPU while messages flow",
+        r"^  m1: sent 30, received 30, refused 0; CPU while messages flow",
+        rf"the stack alone, per member: median {NUMBER}% of one core \(main thread {NUMBER}%\)",
+        rf"one Ed25519 check on this host: {NUMBER} us, one signature: {NUMBER} us",
+    ],
     "report_scale.py": [rf"report wall time +{NUMBER} s for {NUMBER} events", r"delivery 1\.0+, converged True"],
     "search_history.py": [
         rf"common word +first results +{NUMBER} ms median",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -41,6 +43,33 @@ def cpu_s(pid: int, *, main_thread: bool = False) -> float | None:
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return None
+
+
+def sample_cpu(
+    procs: dict[str, subprocess.Popen], samples: dict[str, list[tuple[float, float, float]]], done: threading.Event
+) -> None:
+    """Every 0.2 s until ``done``: each process's CPU time so far (user + system, from /proc), with the time, and its
+    main thread's. It never polls the processes: a poll may reap one before the main thread's ``wait4`` reads
+    its resource usage."""
+    while not done.is_set():
+        for name, p in procs.items():
+            used, main = cpu_s(p.pid), cpu_s(p.pid, main_thread=True)
+            if used is not None and main is not None:
+                samples[name].append((time.time(), used, main))
+        done.wait(0.2)
+
+
+def cpu_share(
+    points: list[tuple[float, float, float]], start: float, end: float, *, main_thread: bool = False
+) -> float | None:
+    """The share of one core used between ``start`` and ``end`` (wall times), from samples ``(wall time, CPU s,
+    the main thread's CPU s)`` (:func:`cpu_s`), the nearest inside; ``main_thread``: the main thread's share."""
+    inside = [p for p in points if start <= p[0] <= end]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
+        return None
+    i = 2 if main_thread else 1
+    first, last = inside[0], inside[-1]
+    return (last[i] - first[i]) / (last[0] - first[0])
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
