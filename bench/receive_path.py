@@ -30,7 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from sdschat.crypto import ChannelKey, Identity, verify
+from kit import ed25519_us
+
+from sdschat.crypto import ChannelKey
 from sdschat.node import Node, NodeConfig, node_channel_config
 from sdschat.node.authored import open_authored
 from sdschat.node.frame import unpack
@@ -135,21 +137,6 @@ def _parts(key: ChannelKey, frames) -> dict[str, float]:
     return took
 
 
-def _verify_us(repeat: int) -> float:
-    """One Ed25519 verification on this host (us, median of 5 rounds): a received message needs two."""
-    who = Identity.generate()
-    data = b"x" * 600
-    signature = who.sign(data)
-    public = who.public_bytes()
-    rounds = []
-    for _ in range(5):
-        t = time.thread_time()
-        for _ in range(repeat):
-            verify(public, data, signature)
-        rounds.append((time.thread_time() - t) / repeat * 1e6)
-    return statistics.median(rounds)
-
-
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=1500, help="alice's lines (bob sends one for every three)")
@@ -176,7 +163,7 @@ async def main() -> int:
     finally:
         await broker.close()
     main_us = statistics.median(mains)
-    one = _verify_us(50 if args.smoke else 500)
+    one = ed25519_us(50 if args.smoke else 500, 600)[0]
     print(f"engine: {native.BUILD}; {len(frames):,} frames replayed, {CHUNK} a loop turn")
     print(
         f"received frame: main thread {main_us:.0f} us median, "

@@ -35,7 +35,7 @@ import zlib
 from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from kit import Broker, cpu_share, sample_cpu
+from kit import Broker, cpu_share, ed25519_us, sample_cpu
 
 from sdschat.crypto import Identity, verify
 from sdschat.transport import MqttTransport
@@ -89,8 +89,8 @@ async def _member(args: argparse.Namespace) -> int:
         plain = aead.decrypt(sealed[:12], sealed[12:], None)
         publisher, signature = plain[:32], plain[32:96]
         head_len = int.from_bytes(plain[96:98], "big")
-        frame = zlib.decompress(plain[98 : 98 + head_len]) + plain[98 + head_len :]
         content = plain[98 + head_len :]
+        frame = zlib.decompress(plain[98 : 98 + head_len]) + content
         author, content_sig, payload = content[:32], content[32:96], content[96:]
         if not verify(publisher, frame, signature) or not verify(author, frame[:8] + payload, content_sig):
             refused += 1
@@ -126,20 +126,6 @@ async def _member(args: argparse.Namespace) -> int:
     writer.join()
     print(f"{args.name}: sent {args.count}, received {received}, refused {refused}", flush=True)
     return 0
-
-
-def _verify_and_sign_us() -> tuple[float, float]:
-    who = Identity.generate()
-    data = b"x" * 1500
-    sig = who.sign(data)
-    t = time.thread_time()
-    for _ in range(300):
-        verify(who.public_bytes(), data, sig)
-    checked = (time.thread_time() - t) / 300 * 1e6
-    t = time.thread_time()
-    for _ in range(300):
-        who.sign(data)
-    return checked, (time.thread_time() - t) / 300 * 1e6
 
 
 def main() -> int:
@@ -195,7 +181,7 @@ def main() -> int:
     window = (start_at + 0.5, start_at + args.seconds - 0.5)
     shares = {name: cpu_share(samples[name], *window) for name in procs}
     mains = {name: cpu_share(samples[name], *window, main_thread=True) for name in procs}
-    checked, signed = _verify_and_sign_us()
+    checked, signed = ed25519_us()
     print(f"{args.members} members over mosquitto (loopback, QoS 0), {args.rate:g} msg/s in all for {args.seconds:g} s")
     for name, out in outputs.items():
         share, main = shares[name], mains[name]

@@ -28,7 +28,7 @@ from kit.dbread import (
     repaired_count,
     waiting_of,
 )
-from kit.figures import cpu_s, cpu_share, percentile, print_table, rss_kb, sample_cpu, wait_until
+from kit.figures import cpu_s, cpu_share, ed25519_us, percentile, print_table, rss_kb, sample_cpu, wait_until
 from kit.ports import free_port, wait_listening
 from kit.tap import broker_tap
 
@@ -64,6 +64,7 @@ __all__ = [
     "sample_cpu",
     "cpu_s",
     "cpu_share",
+    "ed25519_us",
     "wait_all",
     "wait_listening",
     "wait_until",
