@@ -296,3 +296,22 @@ def test_quit_and_reopen_with_unread_lines_waiting(tmp_path) -> None:
             assert _unread(alice)["team"] == 0
         finally:
             term.close()
+
+
+def test_keys_typed_ahead_arrive_in_order(tmp_path) -> None:
+    """Keys that reach the window in one read (typed ahead over SSH, through tmux, while the window was busy) act
+    in the order they were typed: a bound key (arrows, Home, End, Up) is not overtaken by the letters after it."""
+    with window(tmp_path, (80, 24), channels=("team",)) as term:
+        term.wait_for(lambda rows: "#team · alice" in header(rows), what="#team on screen")
+        term.send_bytes(b"ab\x1b[Dc\x1b[Hd\x1b[Fe")  # a b Left c Home d End e, in one write
+        term.wait_for(lambda rows: any(row.rstrip().endswith("▕ dacbe") for row in rows), what="dacbe in the input")
+        term.send_bytes(b"\r")
+        term.wait_for(lambda rows: any("alice dacbe" in row for row in rows), what="the line sent")
+        term.send_bytes(b"\x1b[Ae")  # Up (the message cursor) and e (edit it), in one write
+        term.wait_for(
+            lambda rows: (
+                any("✎ editing: dacbe" in row for row in rows)  # the bar, and the text to edit in the input
+                and any(row.rstrip().endswith("▕ dacbe") for row in rows)
+            ),
+            what="editing the line",
+        )

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ..layout import clean_text
+from ..widgets.ordered_keys import OrderedInput
 from .box import box_css
 
 __all__ = ["ReactScreen", "DEFAULT_REACTIONS"]
@@ -57,7 +58,7 @@ class ReactScreen(ModalScreen[str | None]):
         with VerticalScroll():
             yield Static(Text("React with", style="bold"))
             yield Static(choices(self.mine))
-            yield Input(placeholder="or type an emoji, then Enter", max_length=16)
+            yield OrderedInput(placeholder="or type an emoji, then Enter", max_length=16)
             yield Static(self._note(), classes="react-note", markup=False)
 
     def _note(self) -> str:

@@ -17,6 +17,7 @@ from sdschat.node import SearchHit, SearchQueryError
 
 from ..layout import clean_text
 from ..theme import nick_style
+from ..widgets.ordered_keys import OrderedInput
 
 __all__ = ["SearchScreen", "hit_text", "hit_texts"]
 
@@ -114,7 +115,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Input(self.query_text, placeholder='words, word*, "a phrase", OR, NOT — Enter searches')
+            yield OrderedInput(self.query_text, placeholder='words, word*, "a phrase", OR, NOT — Enter searches')
             yield Static("", id="search-status")
             yield OptionList()
 

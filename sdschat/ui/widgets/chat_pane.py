@@ -243,6 +243,7 @@ class ChatPane(Vertical):
     async def on_mount(self) -> None:
         self._highlight()
         self.input.names = self.member_names
+        self.input.pressed = self.touched
         view = self.view
         for p in self.node.participants():
             if p.nick:
@@ -358,12 +359,13 @@ class ChatPane(Vertical):
     # ---------------------------------------------------------- message cursor
 
     def action_message_cursor(self) -> None:
-        self.view.focus()
+        self.screen.set_focus(self.view)  # now, not at the next idle: the keys typed with Up follow it
         self.view.action_cursor(-1)
 
     def on_chat_input_cursor_up(self, message: ChatInput.CursorUp) -> None:
         message.stop()
         self.action_message_cursor()
+        self.input.pass_on()  # the keys that came with the Up, to the message cursor
 
     def on_message_view_leave(self, message: MessageView.Leave) -> None:
         message.stop()

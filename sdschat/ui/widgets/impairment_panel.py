@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import Checkbox, Input, Label
 
 from ..usage import UsageError, parse_ms, parse_probability
+from .ordered_keys import OrderedInput
 
 __all__ = ["ImpairmentPanel", "parse_field"]
 
@@ -74,7 +75,7 @@ class ImpairmentPanel(Grid):
     def compose(self) -> ComposeResult:
         for name, label, _ in _FIELDS:
             yield Label(label)
-            yield Input("0", id=f"imp-{name}", compact=True, select_on_focus=True)
+            yield OrderedInput("0", id=f"imp-{name}", compact=True, select_on_focus=True)
         yield Label("link")
         yield Checkbox("offline", id="imp-offline", compact=True)
 

@@ -25,6 +25,7 @@ from textual.widgets import Static, TextArea
 from .. import slash
 from ..layout import fit_cells
 from ..mentions import name_choices
+from .ordered_keys import KeysInOrder
 
 __all__ = ["ChatInput", "CommandHint", "NEWLINE_KEYS"]
 
@@ -33,7 +34,7 @@ __all__ = ["ChatInput", "CommandHint", "NEWLINE_KEYS"]
 NEWLINE_KEYS = ("alt+enter", "shift+enter", "ctrl+j")
 
 
-class ChatInput(TextArea):
+class ChatInput(KeysInOrder, TextArea):
     DEFAULT_CSS = """
     ChatInput {
         height: auto;
@@ -93,11 +94,16 @@ class ChatInput(TextArea):
         self.cursor_blink = blink
         #: the names Tab completes (set by the pane: the channel's members as it shows them)
         self.names: Callable[[], list[str]] = list
+        #: told of every key pressed here (set by the pane: the person is here, back from an idle away); the keys
+        #: this input handles itself never reach the pane
+        self.pressed: Callable[[], None] = lambda: None
         #: the last completion: (the text it left, where the cursor was left, row, start, choices, which one)
         self._completed: tuple[str, tuple[int, int], int, int, list[str], int] | None = None
         self.sent_history: list[str] = []
         self._history_pos: int | None = None
         self._draft = ""
+        #: after Up left for the message cursor: the keys typed with it, kept until the cursor has the focus
+        self._handoff: list[events.Key] | None = None
 
     # ----------------------------------------------------------- drawing
 
@@ -143,6 +149,13 @@ class ChatInput(TextArea):
     # ------------------------------------------------------------- keys
 
     async def _on_key(self, event: events.Key) -> None:
+        self.pressed()
+        if self._handoff is not None:  # typed together with the Up that left: the message cursor's keys
+            event.stop()
+            event.prevent_default()
+            self._handoff.append(events.Key(event.key, event.character))
+            self.pass_on()
+            return
         if event.key in NEWLINE_KEYS:  # here, not as a binding: the keys typed right after it would overtake it
             event.stop()
             event.prevent_default()
@@ -159,6 +172,18 @@ class ChatInput(TextArea):
             self.action_submit()
             return
         await super()._on_key(event)
+
+    def pass_on(self) -> None:
+        """Once the focus has left, the keys kept since Up go to where it is, in order."""
+        focused = self.screen.focused
+        if self._handoff and focused is not None and focused is not self:
+            for key in self._handoff:
+                focused.post_message(key)
+            self._handoff.clear()
+
+    def on_blur(self) -> None:
+        self.pass_on()
+        self._handoff = None
 
     def action_newline(self) -> None:
         start, end = self.selection
@@ -202,6 +227,7 @@ class ChatInput(TextArea):
         """Up: in an empty input, the message cursor; on the first line of a draft or while going through
         the lines you sent, the one sent before (Ctrl+Up does that anywhere)."""
         if not select and not self.text and self._history_pos is None:
+            self._handoff = []
             self.post_message(self.CursorUp(self))
             return
         if not select and self.cursor_location[0] == 0 and self.sent_history:
