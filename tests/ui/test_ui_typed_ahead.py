@@ -88,3 +88,22 @@ def test_a_one_line_field_takes_its_keys_in_order(tmp_path, run) -> None:
                 await wait_until(pilot, lambda: field.value == "dacb", what="dacb in the search field")
 
     run(scenario())
+
+
+def test_when_the_cursor_cannot_take_the_focus_the_keys_stay_in_the_input(tmp_path, run) -> None:
+    """The hand-over to the message cursor never swallows keys: had the focus stayed in the input, what was
+    typed with the Up is typed there, and typing goes on."""
+
+    async def scenario():
+        async with cluster(tmp_path) as (alice, _bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                pane = app.pane
+                await sent(pilot, app, alice, "one")
+                pane.view.can_focus = False
+                together(app, "up", "x", "y")
+                await wait_until(pilot, lambda: pane.input.text == "xy", what="xy typed in the input")
+                await pilot.press("z")
+                assert pane.input.has_focus and pane.input.text == "xyz"
+
+    run(scenario())

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ..layout import clean_text
-from ..widgets.ordered_keys import OrderedInput
+from ..ordered_keys import OrderedInput
 from .box import box_css
 
 __all__ = ["ReactScreen", "DEFAULT_REACTIONS"]

@@ -16,8 +16,8 @@ from textual.widgets.option_list import Option
 from sdschat.node import SearchHit, SearchQueryError
 
 from ..layout import clean_text
+from ..ordered_keys import OrderedInput
 from ..theme import nick_style
-from ..widgets.ordered_keys import OrderedInput
 
 __all__ = ["SearchScreen", "hit_text", "hit_texts"]
 

@@ -11,8 +11,8 @@ from textual.containers import Grid
 from textual.message import Message
 from textual.widgets import Checkbox, Input, Label
 
+from ..ordered_keys import OrderedInput
 from ..usage import UsageError, parse_ms, parse_probability
-from .ordered_keys import OrderedInput
 
 __all__ = ["ImpairmentPanel", "parse_field"]
 

@@ -20,12 +20,13 @@ from textual.binding import Binding
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static, TextArea
 
 from .. import slash
 from ..layout import fit_cells
 from ..mentions import name_choices
-from .ordered_keys import KeysInOrder
+from ..ordered_keys import KeysInOrder
 
 __all__ = ["ChatInput", "CommandHint", "NEWLINE_KEYS"]
 
@@ -153,8 +154,11 @@ class ChatInput(KeysInOrder, TextArea):
         if self._handoff is not None:  # typed together with the Up that left: the message cursor's keys
             event.stop()
             event.prevent_default()
-            self._handoff.append(events.Key(event.key, event.character))
-            self.pass_on()
+            key, focused = events.Key(event.key, event.character), self.screen.focused
+            if focused is not None and focused is not self:
+                focused.post_message(key)
+            else:  # the pane has not moved the focus yet
+                self._handoff.append(key)
             return
         if event.key in NEWLINE_KEYS:  # here, not as a binding: the keys typed right after it would overtake it
             event.stop()
@@ -174,12 +178,20 @@ class ChatInput(KeysInOrder, TextArea):
         await super()._on_key(event)
 
     def pass_on(self) -> None:
-        """Once the focus has left, the keys kept since Up go to where it is, in order."""
-        focused = self.screen.focused
-        if self._handoff and focused is not None and focused is not self:
-            for key in self._handoff:
-                focused.post_message(key)
-            self._handoff.clear()
+        """The pane has moved the focus for the Up: the keys kept since go where it is, in order (until this
+        input is blurred, the keys still coming here follow them). Had the focus stayed here, the hand-over is
+        off and they are this input's again."""
+        keys, focused = self._handoff, self.screen.focused
+        if keys is None:
+            return
+        if focused is None or focused is self:
+            self._handoff = None
+            target: Widget = self
+        else:
+            self._handoff = []
+            target = focused
+        for key in keys:
+            target.post_message(key)
 
     def on_blur(self) -> None:
         self.pass_on()
