@@ -7,7 +7,8 @@ person typed ``acb``. :class:`KeysInOrder` runs the field's own bindings where i
 order; keys bound only above the field (the window's and the pane's) still go up as before.
 
 :class:`OrderedInput` is Textual's one-line ``Input`` with it (the search, reaction and impairment fields);
-the chat input (``widgets.input_bar.ChatInput``) has it too. A module of the UI, not of its widgets: the screens use it too.
+the chat input (``widgets.input_bar.ChatInput``) has it too. A module of the UI, not of its widgets: the
+screens use it too.
 """
 
 from __future__ import annotations
