@@ -30,8 +30,7 @@ from ..ordered_keys import KeysInOrder
 
 __all__ = ["ChatInput", "CommandHint", "NEWLINE_KEYS"]
 
-#: keys that break the line (Enter sends): handled as the key arrives, in order with the text around it (a binding
-#: runs after the key has gone up to the app, and the characters typed just after it are inserted first)
+#: keys that break the line (Enter sends)
 NEWLINE_KEYS = ("alt+enter", "shift+enter", "ctrl+j")
 
 
@@ -45,6 +44,10 @@ class ChatInput(KeysInOrder, TextArea):
     """
 
     BINDINGS = [
+        # run where the letters are typed, in order with them (KeysInOrder): Enter and the newline keys are never
+        # overtaken by the text typed right after them
+        Binding("enter", "enter", "send", show=False),
+        Binding(",".join(NEWLINE_KEYS), "newline", "new line", show=False),
         Binding("tab", "complete(1)", "complete", show=False),
         Binding("shift+tab", "complete(-1)", "previous completion", show=False),
         Binding("ctrl+up", "recall(-1)", "earlier line you sent", show=False),
@@ -160,21 +163,6 @@ class ChatInput(KeysInOrder, TextArea):
             else:  # the pane has not moved the focus yet
                 self._handoff.append(key)
             return
-        if event.key in NEWLINE_KEYS:  # here, not as a binding: the keys typed right after it would overtake it
-            event.stop()
-            event.prevent_default()
-            self.action_newline()
-            return
-        if event.key == "enter":
-            event.stop()
-            event.prevent_default()
-            row, col = self.cursor_location
-            line = self.document[row]
-            if col > 0 and line[:col].endswith("\\") and self.selection.is_empty:
-                self.replace("\n", (row, col - 1), (row, col))  # "\" + Enter: a newline anywhere
-                return
-            self.action_submit()
-            return
         await super()._on_key(event)
 
     def pass_on(self) -> None:
@@ -196,6 +184,14 @@ class ChatInput(KeysInOrder, TextArea):
     def on_blur(self) -> None:
         self.pass_on()
         self._handoff = None
+
+    def action_enter(self) -> None:
+        """Enter sends; after a ``\\`` it breaks the line instead (a newline anywhere)."""
+        row, col = self.cursor_location
+        if col > 0 and self.document[row][:col].endswith("\\") and self.selection.is_empty:
+            self.replace("\n", (row, col - 1), (row, col))
+            return
+        self.action_submit()
 
     def action_newline(self) -> None:
         start, end = self.selection
