@@ -97,7 +97,11 @@ def test_query_in_the_window_and_escape_ignores_a_request(tmp_path, run) -> None
             app = ChannelWindow(alices, blink=False)
             async with app.run_test(size=(120, 30)) as pilot:
                 await command(pilot, app, "/query nobody")
-                assert any("/query: nobody called 'nobody' in your channels" in line for line in lines_of(app))
+                await wait_until(
+                    pilot,
+                    lambda: any("/query: nobody called 'nobody' in your channels" in line for line in lines_of(app)),
+                    what="the refusal",
+                )
                 await command(pilot, app, "/query bob")
                 await wait_until(pilot, lambda: rows(app) == ["team", "@alice+bob"], what="alice's new channel")
                 await until(lambda: len(asked) == 1, "bob's request")
@@ -134,7 +138,9 @@ def test_invite_by_name_brings_a_member_of_another_channel_in(tmp_path, run) -> 
             async with app.run_test(size=(120, 30)) as pilot:
                 assert app.active_pane().channel_name == "team"
                 await command(pilot, app, "/invite bob")  # in #team already
-                assert any("/invite: bob is in #team already" in line for line in lines_of(app))
+                await wait_until(
+                    pilot, lambda: any("/invite: bob is in #team already" in line for line in lines_of(app)), what="no"
+                )
                 await command(pilot, app, "/invite carol")
                 await wait_until(
                     pilot,
