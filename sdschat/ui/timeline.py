@@ -62,6 +62,8 @@ DELETED = "message deleted"
 _uids = itertools.count(1)
 _FLOATING = "\U0010fffe"  # sorts after every message id of the same Lamport time
 _NOTICE = "\U0010ffff"
+#: local lines a view keeps across a reload of its history (:meth:`Timeline.load`)
+KEPT_NOTICES = 200
 
 
 def _quote(parent: ev.ChatMessage) -> tuple:
@@ -221,6 +223,10 @@ class Timeline:
         self.catch_up: CatchUpItem | None = None  # the current catch-up (earlier ones keep their summary lines)
         self._catch_ups: list[CatchUpItem] = []  # every catch-up line, for a reload
         self._caught: set[str] = set()  # ids of the messages that arrived as catch-up
+        #: the newest local lines (command feedback, connection changes), for a reload: a history load replaces
+        #: the items, and a line said before the first one (a command typed while the window opened) would go
+        self._notices: list[NoticeItem] = []
+        self._loaded_once = False
 
     # ------------------------------------------------------------ plumbing
 
@@ -272,9 +278,13 @@ class Timeline:
 
     # ------------------------------------------------------------ messages
 
-    def load(self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = ()) -> None:
+    def load(
+        self, messages: Iterable[ev.ChatMessage], gaps: Iterable[ev.GapOpened] = (), upper: tuple | None = None
+    ) -> None:
         """Replace everything with a history (in log order, as ``node.history()`` gives it) and the gaps still
-        open in it (``node.open_gaps()``: the markers the live events would have left)."""
+        open in it (``node.open_gaps()``: the markers the live events would have left); ``upper``: see
+        :attr:`upper`. The local lines said in what is loaded stay (:meth:`notice`)."""
+        self.upper = upper
         items = [self._item(m) for m in messages if not m.hidden]
         items.sort(key=lambda it: it.key)
         self.items = list(items)
@@ -297,6 +307,11 @@ class Timeline:
                 self._owner[mid] = line
         for gap in gaps:
             self.gap_opened(gap.message_id, gap.missing, gap.senders)
+        if not self._loaded_once:  # said before any history was shown: it follows what was there then
+            self._loaded_once = True
+            for said in self._notices:
+                said.key = (max(said.key[0], self.last_lamport), _NOTICE, said.key[2])
+        self._show_notices()
         self._quote_all(items)
         self.first_moved = 0
         self.updated = set()
@@ -319,6 +334,7 @@ class Timeline:
         for near in merged[len(items) - 1 : len(items) + 2]:  # where old meets new: day separators may change
             near.touch()
         self.first_moved = 0
+        self._show_notices()
         self._quote_all(items)
         return len(items)
 
@@ -338,6 +354,7 @@ class Timeline:
         self.items = merged
         self.keys = [it.key for it in merged]
         self._moved(min(self.index_of(it) for it in items))
+        self._show_notices()
         self._quote_all(items)
         return len(items)
 
@@ -692,4 +709,20 @@ class Timeline:
     def notice(self, text: str, at_ms: int, error: bool = False) -> NoticeItem:
         item = NoticeItem((self.last_lamport, _NOTICE, next(self._seq)), text, at_ms, error)
         self._insert(item)
+        self._notices.append(item)
+        del self._notices[:-KEPT_NOTICES]
         return item
+
+    def _show_notices(self) -> None:
+        """Put back the kept local lines that fall in what is loaded (from its first item to the Lamport time
+        of ``upper``) and are not shown; a line older than the page comes back with the page it belongs to,
+        once it is scrolled up to."""
+        first = self.keys[0] if self.keys else None
+        for line in self._notices:
+            if (first is not None and line.key < first) or (self.upper is not None and line.key[0] > self.upper[0]):
+                continue
+            i = bisect.bisect_left(self.keys, line.key)
+            if i < len(self.keys) and self.keys[i] == line.key:
+                continue
+            line.touch()
+            self._insert(line)

@@ -101,6 +101,17 @@ def test_query_in_the_window_and_escape_ignores_a_request(tmp_path, run) -> None
                     pilot,
                     lambda: any("/query: nobody called 'nobody' in your channels" in line for line in lines_of(app)),
                     what="the refusal",
+                    describe=lambda: (
+                        f"lines {lines_of(app)[-4:]}, input {app.active_pane().input.text!r}, focus {app.focused!r}"
+                    ),
+                )
+                pane = app.active_pane()
+                pane._loaded = False  # the history loaded again (it was: the line went when that came late)
+                await pane.ensure_loaded()
+                await wait_until(
+                    pilot,
+                    lambda: any("/query: nobody called 'nobody' in your channels" in line for line in lines_of(app)),
+                    what="the refusal after a reload",
                 )
                 await command(pilot, app, "/query bob")
                 await wait_until(pilot, lambda: rows(app) == ["team", "@alice+bob"], what="alice's new channel")

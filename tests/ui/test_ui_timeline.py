@@ -130,3 +130,25 @@ def test_notices_are_local_lines_after_the_latest_message() -> None:
     tl.add_message(msg("m2", 2))
     assert order(tl) == ["m1", "notice", "m2"]
     assert isinstance(tl.items[1], NoticeItem)
+
+
+def test_local_lines_survive_a_reload_of_the_history() -> None:
+    """A line said before the history was first shown (a command typed while the window opened) comes after
+    it; a later reload keeps the lines said in what it loads, in place; a window around an older message
+    leaves out what is newer than it, and the next load of the end shows it again."""
+    tl = Timeline()
+    tl.notice("/query: nobody called 'nobody'", 0, error=True)  # before any history
+    tl.load([msg("m1", 1), msg("m2", 2)])
+    assert order(tl) == ["m1", "m2", "notice"]
+    tl.add_message(msg("m3", 3))
+    tl.notice("connected again", 0)
+    tl.load([msg("m1", 1), msg("m2", 2), msg("m3", 3)])  # Ctrl+End: the last page again
+    assert order(tl) == ["m1", "m2", "notice", "m3", "notice"]
+    tl.load([msg("m1", 1), msg("m2", 2)], upper=(2, "m2"))  # around a search result: m3 and after not loaded
+    assert order(tl) == ["m1", "m2", "notice"]
+    tl.append([msg("m3", 3)], None)  # paged down to the end
+    assert order(tl) == ["m1", "m2", "notice", "m3", "notice"]
+    tl.load([msg("m3", 3)])  # a page that starts later: the older line is not in it
+    assert order(tl) == ["m3", "notice"]
+    tl.prepend([msg("m1", 1), msg("m2", 2)])  # until the page it was said in is scrolled up to
+    assert order(tl) == ["m1", "m2", "notice", "m3", "notice"]

@@ -206,8 +206,7 @@ class MessageView(ScrollView, can_focus=True):
         ends before the log does (around a search result): newer messages load as the person scrolls down."""
         self.more_above, self._asked_older, self._asked_newer = more_above, False, False
         with bulk_build():  # (100,000 items: no collections while they are made, then out of the way)
-            self.timeline.load(messages, gaps)
-            self.timeline.upper = upper
+            self.timeline.load(messages, gaps, upper)
             self.timeline.take_changes()
             self._cache.clear()
             self._relayout(full=True)
