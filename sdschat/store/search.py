@@ -1,4 +1,7 @@
-"""Full-text search over the stored message text (the ``message_search`` FTS5 index, migration 0002).
+"""Full-text search over the stored message text (the ``message_search`` FTS5 index, migrations 0002 and 0006).
+
+:func:`index_pending` takes the messages stored since its last run into the index, in one statement (0006):
+the store runs it when :data:`INDEX_BATCH` rows have gathered and before every search.
 
 :func:`fts_query` turns what a person types into an FTS5 query:
 
@@ -16,17 +19,31 @@ nothing else reaches the database.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 
 from .errors import StoreError
 
-__all__ = ["SearchQueryError", "fts_query", "query_terms", "SEARCH_HINT"]
+__all__ = ["SearchQueryError", "fts_query", "query_terms", "SEARCH_HINT", "INDEX_BATCH", "index_pending"]
 
 SEARCH_HINT = 'search for words, word* (prefix), "a phrase", OR, NOT'
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
 _TOKEN = re.compile(r'"([^"]*)"(\*?)|(\S+)')
 _WORD = re.compile(r"\w+")
+log = logging.getLogger("sdschat.store")
+
+#: messages stored and not yet searchable that the store lets gather before it indexes them (a few seconds of
+#: a busy channel; a search indexes whatever is left first, so it never misses one)
+INDEX_BATCH = 256
+#: the kv key of the highest rowid of ``messages`` the index holds (migrations/0006)
+_MARK = "search_indexed_through"
+_INDEX = (
+    "INSERT INTO message_search (rowid, text) "
+    "SELECT rowid, json_extract(CAST(content AS TEXT), '$.text') FROM messages "
+    "WHERE rowid > ?1 AND rowid <= ?2 AND (CASE WHEN json_valid(CAST(content AS TEXT)) "
+    "THEN json_type(CAST(content AS TEXT), '$.text') END) = 'text'"
+)
 
 
 class SearchQueryError(StoreError):
@@ -90,6 +107,26 @@ def query_terms(text: str) -> list[tuple[str, bool]]:
             terms.extend((w, bool(star) and i == len(words) - 1) for i, w in enumerate(words))
         negate = False
     return terms
+
+
+def index_pending(conn: sqlite3.Connection, at_least: int = 1) -> int:
+    """Index the messages stored above the index's mark, if there are ``at_least`` of them (counted by rowid),
+    and move the mark to the newest; returns how many rowids it covered (0: nothing done). Inside the caller's
+    write transaction: the rows and the mark commit together."""
+    row = conn.execute("SELECT CAST(value AS INTEGER) FROM kv WHERE key = ?", (_MARK,)).fetchone()
+    (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()
+    if row is None:  # only a damaged file lacks it (0006 writes it, nothing deletes it): the index is rebuilt
+        log.warning("the search index's mark is missing: rebuilding the index")
+        conn.execute("INSERT INTO message_search (message_search) VALUES ('delete-all')")
+        conn.execute(_INDEX, (0, top))
+        conn.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (_MARK, str(top)))
+        return int(top)
+    (mark,) = row
+    if top - mark < max(1, at_least):
+        return 0
+    conn.execute(_INDEX, (mark, top))
+    conn.execute("UPDATE kv SET value = ? WHERE key = ?", (str(top), _MARK))
+    return int(top - mark)
 
 
 def run_error(exc: sqlite3.Error) -> SearchQueryError | None:

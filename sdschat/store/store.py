@@ -60,13 +60,19 @@ from .errors import CorruptRowError, StoreError
 from .journal import Batch, apply_batches, batch_meta
 from .queries import History, Row
 from .rows import ActionRow, EventRow, MessageRow, MessageUpdate, ParticipantRow
-from .search import fts_query, run_error
+from .search import INDEX_BATCH, fts_query, index_pending, run_error
 from .sql import EVENT_COLS
 
 __all__ = ["Store", "Batch"]
 
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
+
+
+def _apply_and_index(conn: sqlite3.Connection, batches: Sequence[Batch]) -> None:
+    """The writer's flush: the batches, then the search index's batch once enough messages have gathered."""
+    apply_batches(conn, batches)
+    index_pending(conn, INDEX_BATCH)
 
 
 async def _create(path: Path, busy_ms: int, sync: str, migrations: list[migrate.Migration]) -> None:
@@ -323,7 +329,7 @@ class Store:
         """Apply several :data:`Batch` tuples, in order, in one transaction (the writer's flush)."""
         if not batches:
             return
-        await self._write(apply_batches, batches)
+        await self._write(_apply_and_index, batches)
 
     async def compact_events(self, keep: int) -> int:
         """Fold the events older than the newest ``keep`` rows into ``message_events`` (migrations/0003) and
@@ -363,6 +369,7 @@ class Store:
         first, as ``(rowid, row)``; ``before`` a rowid: the next page. :class:`~.search.SearchQueryError`
         (one line, with a hint) for a query that cannot be run."""
         match = fts_query(query)
+        await self._write(index_pending)  # the lines stored since the last batch are found too
         try:
             return await self._history.search(channel_id, match, limit, before)
         except StoreError as exc:

@@ -247,7 +247,8 @@ def test_a_deletion_leaves_no_trace_of_the_text_in_any_members_database(node_mos
             await b.react(mid, "👍")
             await until(lambda: all(shown(n, mid).text.startswith("edited") for n in nodes), what="edited")
             await until(lambda: all(not n.pending() for n in nodes), timeout=30, what="settled")
-            assert [h.message.message_id for h in await c.search("xylophonequark")] == [mid]  # as shown: edited
+            for n in nodes:  # (a search indexes what is stored: the words are in every member's index now)
+                assert [h.message.message_id for h in await n.search("xylophonequark")] == [mid]  # shown: edited
             await a.delete(mid)
             await until(lambda: all(shown(n, mid).deleted for n in nodes), what="deleted everywhere")
             await until(lambda: all(not n.pending() for n in nodes), timeout=30, what="settled")
@@ -300,7 +301,8 @@ def test_holders_finds_a_word_that_is_there(node_mosquitto, tmp_path):
         key = ChannelKey.generate("probe")
         a = await start("alice", key, tmp_path, node_mosquitto.url)
         try:
-            await a.send_text("a word: quokkaparadox")
+            mid = await a.send_text("a word: quokkaparadox")
+            assert [h.message.message_id for h in await a.search("quokkaparadox")] == [mid]  # indexed now
         finally:
             await a.stop()
 

@@ -192,3 +192,39 @@ def test_app_rows_and_ops_commit_together(tmp_path):
             await store.close()
 
     assert run(go()) == (0, [], [])
+
+
+def test_the_search_index_takes_messages_in_batches_and_a_search_finds_the_newest(tmp_path):
+    """migrations/0006: a flush leaves its messages out of the index until INDEX_BATCH have gathered, then
+    indexes them in one go; a search first indexes whatever is left, so it finds a line stored just before."""
+    import json
+
+    from sdschat.store.search import INDEX_BATCH
+
+    def row(i: int) -> MessageRow:
+        return MessageRow(mid(i), "alice", i, json.dumps({"text": f"word{i} common"}).encode(), "delivered")
+
+    def indexed(path) -> int:
+        conn = sqlite3.connect(path)
+        try:
+            return conn.execute("SELECT count(*) FROM message_search WHERE message_search MATCH 'common'").fetchone()[0]
+        finally:
+            conn.close()
+
+    async def go():
+        db = tmp_path / "n.db"
+        store = await _new_store(db)
+        try:
+            await store.apply("room", messages=[row(i) for i in range(INDEX_BATCH - 1)])
+            assert indexed(db) == 0  # not yet: one row short of a batch
+            await store.apply("room", messages=[row(INDEX_BATCH - 1)])
+            assert indexed(db) == INDEX_BATCH  # the batch, in one statement
+            await store.apply("room", messages=[row(INDEX_BATCH)])
+            assert indexed(db) == INDEX_BATCH
+            hits = await store.search("room", f"word{INDEX_BATCH}")  # the line stored a moment ago
+            assert [r.message_id for _, r in hits] == [mid(INDEX_BATCH)] and indexed(db) == INDEX_BATCH + 1
+            assert len(await store.search("room", "common", limit=1000)) == INDEX_BATCH + 1
+        finally:
+            await store.close()
+
+    run(go())

@@ -223,7 +223,8 @@ def test_store_imports_only_sds_state_types():
 
 
 def test_search_migration_indexes_a_database_made_before_it(tmp_path):
-    """0002_search builds the FTS index for the messages already stored, and its triggers keep it current."""
+    """0002_search builds the FTS index for the messages already stored, and its triggers keep it current (until
+    0006, which indexes in batches)."""
     import json
 
     db = tmp_path / "old.db"
@@ -243,8 +244,8 @@ def test_search_migration_indexes_a_database_made_before_it(tmp_path):
     add("m3", json.dumps({"v": 1, "k": "msg", "nick": "x"}).encode())  # no text
     conn.close()
 
-    run(_open_close(db))  # applies 0002
     conn = sqlite3.connect(db, isolation_level=None)
+    M.migrate(conn, M.load_migrations()[:2])  # 0002 (0006 below indexes in batches instead)
 
     def hits(q):
         return [
@@ -323,4 +324,71 @@ def test_typed_events_migration_gives_a_database_made_before_it_the_typed_column
     run(write())
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT bytes FROM events WHERE message_id = 'm'").fetchone() == (9,)
+    conn.close()
+
+
+def _hits(conn, q):
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
+            "WHERE message_search MATCH ? ORDER BY s.rowid",
+            (q,),
+        )
+    ]
+
+
+def test_search_in_batches_keeps_what_was_indexed_and_takes_new_rows_only_when_asked(tmp_path):
+    """0006: the messages indexed before it stay found and are unindexed when deleted or rewritten; a new row
+    is in the index only after index_pending (the store runs it before a search and every INDEX_BATCH rows),
+    with the content it has then; a row deleted before that never enters it; the index stays consistent."""
+    import json
+
+    from sdschat.store.search import index_pending
+
+    db = tmp_path / "v5.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    M.migrate(conn, [m for m in M.load_migrations() if m.version <= 5])
+    conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES ('c', 'p', 0)")
+
+    def add(mid, text):
+        conn.execute(
+            "INSERT INTO messages (channel_id, message_id, sender_id, lamport_timestamp, content, state) "
+            "VALUES ('c', ?, 's', 1, ?, 'delivered')",
+            (mid, json.dumps({"text": text}).encode()),
+        )
+
+    def rewrite(mid, text):
+        conn.execute("UPDATE messages SET content = ? WHERE message_id = ?", (json.dumps({"text": text}).encode(), mid))
+
+    add("m1", "apple one")
+    add("m2", "apple two")
+    assert M.migrate(conn) == [6]
+    assert _hits(conn, "apple") == ["m1", "m2"]  # indexed by 0002's trigger, kept
+    add("m3", "apple three")
+    add("m4", "banana four")
+    assert _hits(conn, "apple") == ["m1", "m2"]  # not yet
+    rewrite("m3", "cherry three")  # changed before it was indexed: indexed as it is then
+    conn.execute("DELETE FROM messages WHERE message_id = 'm4'")  # gone before it was indexed: never
+    rewrite("m2", "cherry two")  # indexed: its old words leave the index
+    assert index_pending(conn) == 1  # m3 (m4, the newest, is gone)
+    assert _hits(conn, "apple") == ["m1"] and _hits(conn, "cherry") == ["m2", "m3"] and _hits(conn, "banana") == []
+    assert index_pending(conn) == 0  # nothing new
+    # the newest rows deleted: SQLite gives the next row m3's rowid again, so the mark comes down with them
+    conn.execute("DELETE FROM messages WHERE message_id = 'm3'")
+    add("m5", "date five")
+    assert _hits(conn, "cherry") == ["m2"] and index_pending(conn) == 1 and _hits(conn, "date") == ["m5"]
+    # a whole channel's messages go with it (a cascade): every later row is indexed when asked
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("DELETE FROM channels WHERE channel_id = 'c'")
+    assert _hits(conn, "apple") == _hits(conn, "cherry") == _hits(conn, "date") == []
+    conn.execute("INSERT INTO channels (channel_id, participant_id, lamport_timestamp) VALUES ('c', 'p', 0)")
+    add("m6", "elder six")
+    assert index_pending(conn) == 1 and _hits(conn, "elder") == ["m6"]
+    # a damaged file without the mark: the triggers lose track, so the index is rebuilt from the messages
+    conn.execute("DELETE FROM kv WHERE key = 'search_indexed_through'")
+    rewrite("m6", "fig six")
+    add("m7", "grape seven")
+    assert index_pending(conn) == 2 and _hits(conn, "elder") == [] and _hits(conn, "fig OR grape") == ["m6", "m7"]
+    conn.execute("INSERT INTO message_search (message_search) VALUES ('integrity-check')")
     conn.close()
