@@ -127,7 +127,7 @@ def run(
         codes = {b.name: b.wait(60) for b in bots}
         settle_t0 = time.monotonic()
         for b in bots:
-            b.start("--count", "0", "--linger", "3", max_runtime=300)
+            b.start("--count", "0", "--linger", str(H.LINGER_S), max_runtime=300)
         codes_settle = H.wait_all(bots, 330)
         settle_s = time.monotonic() - settle_t0
         wall = time.monotonic() - t0

@@ -128,7 +128,7 @@ def run(workdir: Path, *, runs: int = 50, loss: float = 0.2, seed: int = 1, phas
                 failures.append(f"{b.name} exited {code} on SIGTERM: {b.output()[-300:]}")
         settle_start = time.monotonic()
         for b in [*others, victim]:
-            b.start("--count", "0", "--linger", "3", "--seed", str(seed), max_runtime=240)
+            b.start("--count", "0", "--linger", str(H.LINGER_S), "--seed", str(seed), max_runtime=240)
         codes = H.wait_all([*others, victim], 300)
         settle_s = time.monotonic() - settle_start
         for name, code in codes.items():
