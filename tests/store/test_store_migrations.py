@@ -222,6 +222,17 @@ def test_store_imports_only_sds_state_types():
                     assert root == "aiosqlite" or root in sys.stdlib_module_names, (source.name, mod)
 
 
+def _hits(conn, q):
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
+            "WHERE message_search MATCH ? ORDER BY s.rowid",
+            (q,),
+        )
+    ]
+
+
 def test_search_migration_indexes_a_database_made_before_it(tmp_path):
     """0002_search builds the FTS index for the messages already stored, and its triggers keep it current (until
     0006, which indexes in batches)."""
@@ -248,14 +259,7 @@ def test_search_migration_indexes_a_database_made_before_it(tmp_path):
     M.migrate(conn, M.load_migrations()[:2])  # 0002 (0006 below indexes in batches instead)
 
     def hits(q):
-        return [
-            r[0]
-            for r in conn.execute(
-                "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
-                "WHERE message_search MATCH ? ORDER BY s.rowid",
-                (q,),
-            )
-        ]
+        return _hits(conn, q)
 
     assert hits("cafe") == ["m1"]  # diacritics folded, case folded
     assert hits("open") == ["m1"]
@@ -325,17 +329,6 @@ def test_typed_events_migration_gives_a_database_made_before_it_the_typed_column
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT bytes FROM events WHERE message_id = 'm'").fetchone() == (9,)
     conn.close()
-
-
-def _hits(conn, q):
-    return [
-        r[0]
-        for r in conn.execute(
-            "SELECT m.message_id FROM message_search s JOIN messages m ON m.rowid = s.rowid "
-            "WHERE message_search MATCH ? ORDER BY s.rowid",
-            (q,),
-        )
-    ]
 
 
 def test_search_in_batches_keeps_what_was_indexed_and_takes_new_rows_only_when_asked(tmp_path):
