@@ -32,7 +32,7 @@ from .messages import UiError, UiNotice
 from .palette import ChatCommands
 from .screens import HelpScreen, SearchScreen
 from .sizes import HORIZONTAL_BREAKPOINTS, SIDE_HIDDEN, SIDE_SHOWN, VERTICAL_BREAKPOINTS, size_classes
-from .widgets import ChatPane
+from .widgets import ChatInput, ChatPane
 from .widgets.channel_list import ChannelList
 from .widgets.too_small import TooSmall
 
@@ -112,21 +112,34 @@ class BaseChatApp(App):
         return panes[0] if panes else None
 
     def on_key(self, event: events.Key) -> None:
-        """A printable key that reached the app: nothing took it (nothing has the focus, or the channel list has:
-        a resize hid the layout and handed the focus on). It goes into the active input, which takes the focus:
-        what is typed is never lost to a focus the person did not choose. Not on a dialog (its own keys)."""
-        if not (event.is_printable and event.character) or len(self.screen_stack) != 1:
+        """A key that reached the app: nothing took it (nothing had the focus, or the channel list has: a resize
+        hid the layout and handed the focus on). A printable key goes into the active input, which takes the
+        focus: what is typed is never lost to a focus the person did not choose. Not on a dialog (its own keys).
+
+        Keys typed as the window opens come here too: they were read while nothing had the focus yet, and the
+        input has it by the time they arrive (a chat input never lets a letter or Enter through). There Enter
+        sends what was typed with it; one typed before the terminal was switched to raw input arrives as a line
+        feed (the terminal's ICRNL turned the Enter into one), which Textual reads as ``ctrl+j``."""
+        if len(self.screen_stack) != 1:
+            return
+        focused = self.screen.focused
+        typed = bool(event.is_printable and event.character)
+        if not (typed or (isinstance(focused, ChatInput) and event.key in ("enter", "ctrl+j"))):
             return
         # only there: a focused widget's bindings are looked up once its key reaches the app, after this handler
         # (the message cursor's r, e, d, o ...)
-        if not (self.screen.focused is None or isinstance(self.screen.focused, ChannelList)):
+        if not (focused is None or isinstance(focused, (ChannelList, ChatInput))):
             return
         pane = self.active_pane()
         if pane is None:
             return
         event.stop()
+        event.prevent_default()  # (the app's own handling would run the input's binding for it: a second Enter)
         pane.input.focus()
-        pane.input.insert(event.character)
+        if typed:
+            pane.input.insert(event.character or "")
+        else:
+            pane.input.action_enter()
 
     # -------------------------------------------------------- lifecycle
 

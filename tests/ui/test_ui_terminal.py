@@ -315,3 +315,22 @@ def test_keys_typed_ahead_arrive_in_order(tmp_path) -> None:
             ),
             what="editing the line",
         )
+
+
+def test_a_line_typed_as_the_window_opens_is_sent(tmp_path) -> None:
+    """Letters and Enter typed while ``sdschat`` is still starting (the terminal still in line mode, nothing with
+    the focus yet when they are read) are not lost: the line is typed into the input and sent, and the input
+    takes the next line as usual."""
+    with profile(tmp_path, channels=("team",)) as home:
+        term = Tmux(tmp_path)
+        try:
+            term.start([sdschat_command(), "--home", str(home)], (80, 24))
+            term.type("typed ahead")
+            term.send_bytes(b"\r")
+            term.wait_for(lambda rows: any("alice typed ahead" in row for row in rows), 40, "the line typed ahead")
+            term.wait_for(lambda rows: any("(/help)" in row for row in rows), what="the input empty again")
+            term.type("and after")
+            term.send_bytes(b"\r")
+            term.wait_for(lambda rows: any("alice and after" in row for row in rows), what="the next line")
+        finally:
+            term.close()
