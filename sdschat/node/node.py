@@ -789,13 +789,7 @@ class Node:
         kind = app.kind
         now = self.now()
         body = app.encode()
-        causal: list = []  # the causal history the engine chose, as signed (for the inspector's "sent" row)
-
-        def sign(payload: bytes, lamport_timestamp: int | None, causal_history) -> bytes:
-            causal.extend(causal_history)
-            return self.sign(payload, lamport_timestamp, causal_history)
-
-        out = self._engine.send(body, now, sign=sign)
+        out = self._engine.send(body, now, sign=self.sign)
         mid = out.message_id
         lamport = out.lamport_timestamp or 0  # (a message always has one)
         self.book.remember_app(mid, app, body)
@@ -805,7 +799,7 @@ class Node:
             chat, stored = self.actions.took(chat, app, body)
         self.book.show(chat)
         self.emit(ev.MessageShown(chat))
-        history = [h.message_id for h in causal]  # for the inspector
+        history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
         kv = self.roster.sent(kind, mid, app, now, out.data) if kind in ev.MEMBERSHIP_KINDS else None
         if kind == "topic":
             kv = {**(kv or {}), **self.book.topic_seen(mid, self.participant_id, app, lamport)}
