@@ -83,6 +83,9 @@ def test_an_edit_a_deletion_and_reactions_are_seen_by_another_member(node_mosqui
             assert [m.text for m in await b.history() if not m.hidden] == ["hello world"]
 
             await b.react(mid, "👍")
+            # alice reacts once bob's reaction reached her: hers then comes after it in the log (sent in the
+            # same millisecond, the two would be ordered by their ids, and the 👍 list either way round)
+            await until(lambda: shown(a, mid).reactions == (("👍", (b.participant_id,)),), what="bob's 👍 at alice")
             await a.react(mid, "👍")
             await a.react(mid, "🎉")
             both = (("👍", (b.participant_id, a.participant_id)), ("🎉", (a.participant_id,)))
