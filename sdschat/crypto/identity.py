@@ -14,6 +14,7 @@ message, which would let anyone post under that key's participant id.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -62,7 +63,29 @@ def fingerprint(public_key_bytes: bytes) -> str:
     """
     if not isinstance(public_key_bytes, _BYTES_LIKE) or len(public_key_bytes) != PUBLIC_KEY_SIZE:
         raise ValueError(f"public key must be {PUBLIC_KEY_SIZE} bytes")
-    return hashlib.sha256(public_key_bytes).digest()[:FINGERPRINT_SIZE].hex()
+    return _fingerprint(bytes(public_key_bytes))
+
+
+#: how many public keys :func:`fingerprint` and :func:`verify` remember: a channel's members, and then some;
+#: a flood of made-up keys only pushes out the oldest (each costs what it cost before the caches)
+KEYS_REMEMBERED = 1024
+
+
+@lru_cache(maxsize=KEYS_REMEMBERED)
+def _fingerprint(public_key: bytes) -> str:
+    return hashlib.sha256(public_key).digest()[:FINGERPRINT_SIZE].hex()
+
+
+@lru_cache(maxsize=KEYS_REMEMBERED)
+def _public_key(public_key: bytes) -> Ed25519PublicKey | None:
+    """The key object of an encoded public key, made once per key (every frame of a member is checked against
+    the same few keys); None for a small-order or undecodable key, which nothing verifies under."""
+    if _is_small_order(public_key):
+        return None
+    try:
+        return Ed25519PublicKey.from_public_bytes(public_key)
+    except ValueError:
+        return None
 
 
 def verify(public_key_bytes: bytes, data: bytes, signature: bytes) -> bool:
@@ -79,10 +102,10 @@ def verify(public_key_bytes: bytes, data: bytes, signature: bytes) -> bool:
         and len(signature) == SIGNATURE_SIZE
     ):
         return False
-    if _is_small_order(bytes(public_key_bytes)):
+    key = _public_key(bytes(public_key_bytes))
+    if key is None:
         return False
     try:
-        key = Ed25519PublicKey.from_public_bytes(bytes(public_key_bytes))
         key.verify(bytes(signature), bytes(data))
     except (InvalidSignature, ValueError):
         return False

@@ -39,6 +39,12 @@ earlier versions), or whose signature does not verify, is refused and counted; a
 ``sender_id`` is not its publisher is refused unless it is a repair answer (a rebroadcast of someone's
 message, whose content carries the author's own signature). So a sync frame -- the acknowledgements of its
 sender, in its causal history and bloom filter -- only counts from the member it is attributed to.
+
+A frame that says it carries its publisher's own new message (reason ``message``, and the key it names is the
+key of the signed content it carries: :meth:`OpenedFrame.by_its_author`) is read before its signature is
+checked: when the content verifies, the frame signature is checked only if the frame has repair requests or
+a bloom filter that would acknowledge something its history does not (``Receiver._by_its_author``).
+:func:`open_frame` takes a frame apart without checking it; :func:`unpack` does both.
 """
 
 from __future__ import annotations
@@ -47,9 +53,10 @@ import zlib
 from typing import Literal
 
 from sdschat.crypto import FRAME_DOMAIN, Identity, SignatureError, open_signed_content, signed_content
-from sdschat.crypto.signed import SIGNED_CONTENT_OVERHEAD, SIGNED_CONTENT_VERSION
+from sdschat.crypto.identity import PUBLIC_KEY_SIZE
+from sdschat.crypto.signed import SIGNED_CONTENT_OVERHEAD, SIGNED_CONTENT_VERSION, SIGNED_CONTEXT_VERSION
 
-__all__ = ["pack", "unpack", "FrameError", "REASONS", "VERSION", "MAX_HEAD"]
+__all__ = ["pack", "unpack", "open_frame", "OpenedFrame", "FrameError", "REASONS", "VERSION", "MAX_HEAD"]
 
 VERSION = 3
 _V2 = 2
@@ -60,6 +67,7 @@ _CODE = {r: i for i, r in enumerate(REASONS)}
 MAX_HEAD = 1 << 20
 _CONTENT_TAG = b"\xa2\x01"  # field 20, length-delimited
 _SIG = SIGNED_CONTENT_OVERHEAD - 1  # public key and signature
+_CONTEXT_SIGNED = bytes((SIGNED_CONTEXT_VERSION,))
 
 
 class FrameError(ValueError):
@@ -151,9 +159,50 @@ def _inflate(data: bytes) -> bytes:
     return out
 
 
-def unpack(data: bytes, channel_binding: bytes) -> tuple[str, str, bytes]:
-    """Return ``(publisher, reason, sds_frame)`` of a frame whose publisher's signature verifies; raises
-    :class:`FrameError` otherwise."""
+class OpenedFrame:
+    """A node frame taken apart but not yet checked (:func:`open_frame`): :meth:`verify` checks its publisher's
+    signature. ``public_key`` is the key the frame names, which only :meth:`verify` shows to be the publisher's."""
+
+    __slots__ = ("version", "reason", "public_key", "sds_frame", "content_key", "_body", "_reason_byte")
+
+    def __init__(
+        self, version: int, reason_byte: bytes, public_key: bytes, sds_frame: bytes, body: bytes, tail: bytes = b""
+    ) -> None:
+        self.version = version
+        self._reason_byte = reason_byte
+        self.reason: str = REASONS[reason_byte[0]]
+        self.public_key = public_key
+        self.sds_frame = sds_frame
+        self._body = body  # version 3: the signature and key; version 2: the whole signed content
+        #: the public key of the signed content (version 2, with its context) the frame carries last, as a node
+        #: writes it; b"" when there is none
+        self.content_key = tail[1 : 1 + PUBLIC_KEY_SIZE] if tail[:1] == _CONTEXT_SIGNED else b""
+
+    def by_its_author(self) -> bool:
+        """A new message published by its author, as far as the frame says: reason ``message``, and the key the
+        frame names signed the content it carries (to be checked: :mod:`sdschat.node.receive`)."""
+        return self.reason == "message" and self.content_key == self.public_key
+
+    def verify(self, channel_binding: bytes) -> str:
+        """The publisher's participant id once its signature over the frame verifies; :class:`FrameError`
+        otherwise."""
+        body = self._body
+        if self.version == VERSION:
+            body = b"".join((bytes((SIGNED_CONTENT_VERSION,)), body, self._reason_byte, self.sds_frame))
+        try:
+            signed = open_signed_content(body, channel_binding, domain=FRAME_DOMAIN)
+        except SignatureError as exc:
+            raise FrameError(
+                f"frame signature: {exc}", "bad_signature" if exc.reason == "invalid" else "malformed"
+            ) from None
+        if signed.message[:1] != self._reason_byte:  # the reason byte outside must be the one signed
+            raise FrameError("frame reason does not match its signature", "bad_signature")
+        return signed.participant_id
+
+
+def open_frame(data: bytes) -> OpenedFrame:
+    """Take a frame apart (its head inflated) without checking its signature; :class:`FrameError` if it is not a
+    signed node frame of a version this build reads."""
     if len(data) < 2:
         raise FrameError("frame too short")
     if data[0] == 1:
@@ -172,16 +221,17 @@ def unpack(data: bytes, channel_binding: bytes) -> tuple[str, str, bytes]:
             raise FrameError("frame tail length is damaged") from None
         if at + size > len(data):
             raise FrameError("frame tail runs past the end")
-        sds_frame = _inflate(data[at + size :]) + data[at : at + size]
-        body = b"".join((bytes((SIGNED_CONTENT_VERSION,)), data[2:sig_end], data[1:2], sds_frame))
-    else:
-        body = data[2:]
-    try:
-        signed = open_signed_content(body, channel_binding, domain=FRAME_DOMAIN)
-    except SignatureError as exc:
-        raise FrameError(
-            f"frame signature: {exc}", "bad_signature" if exc.reason == "invalid" else "malformed"
-        ) from None
-    if signed.message[:1] != data[1:2]:  # the reason byte outside must be the one signed
-        raise FrameError("frame reason does not match its signature", "bad_signature")
-    return signed.participant_id, REASONS[data[1]], bytes(signed.message[1:])
+        tail = data[at : at + size]
+        sds_frame = _inflate(data[at + size :]) + tail
+        return OpenedFrame(VERSION, data[1:2], data[2 : 2 + PUBLIC_KEY_SIZE], sds_frame, data[2:sig_end], tail)
+    body = data[2:]
+    if len(body) < SIGNED_CONTENT_OVERHEAD + 1:
+        raise FrameError("frame signature: short", "malformed")
+    return OpenedFrame(_V2, data[1:2], body[1 : 1 + PUBLIC_KEY_SIZE], body[SIGNED_CONTENT_OVERHEAD + 1 :], body)
+
+
+def unpack(data: bytes, channel_binding: bytes) -> tuple[str, str, bytes]:
+    """Return ``(publisher, reason, sds_frame)`` of a frame whose publisher's signature verifies; raises
+    :class:`FrameError` otherwise."""
+    opened = open_frame(data)
+    return opened.verify(channel_binding), opened.reason, opened.sds_frame

@@ -183,8 +183,19 @@ class Node:
         #: wall-clock ms of the last (re)connection (0: never connected): what others wrote before it and arrives
         #: after it is catch-up, not a gap of live traffic (the views show it as history that loads)
         self.online_since_ms = 0
+        #: ``frames_on_content_signature``: messages taken on their author's content signature, their frame
+        #: signature not checked (sdschat.node.receive, ``Receiver._by_its_author``)
         self.counters: dict[str, int] = dict.fromkeys(
-            ("undecryptable", "rejected", "impersonation", "published", "publish_failed", "received_frames"), 0
+            (
+                "undecryptable",
+                "rejected",
+                "impersonation",
+                "published",
+                "publish_failed",
+                "received_frames",
+                "frames_on_content_signature",
+            ),
+            0,
         )
         #: the store-node client's counters (requests, answers, timeouts, envelopes, delivered, ...)
         self.store_counters = self.store_client.counters

@@ -283,7 +283,11 @@ class PresenceKeeper:
         elif h.state == OFFLINE:  # it said it left, and publishes again: back
             h.state, h.message = ONLINE, ""
         h.last_heard_ms, h.epoch = now, epoch
-        self._tell(pid, now)
+        # (what :meth:`_tell` would find, without building the Presence: one just heard is not timed out)
+        shown = (h.state, h.message)
+        if self._told.get(pid) != shown:
+            self._told[pid] = shown
+            self.host.emit(ev.PresenceChanged(pid, h.state, h.message))
 
     def beat(self, pid: str, app: AppPayload, now: int, epoch: int | None) -> None:
         """A beat of ``pid`` (:meth:`heard` came first, for its frame)."""

@@ -654,6 +654,17 @@ class MessageChannel:
             self._sync.on_sync(f, mid, sender, now_ms, events)
         return events
 
+    def bloom_decides(self, pb: sds_pb2.Message) -> bool:
+        """Whether receiving this frame (parsed, not yet received) would count its bloom filter: as a possible
+        acknowledgement, or one for good, of a message of ours that its causal history does not acknowledge
+        already. Nothing else in the engine trusts a filter (gap hints only look things up), so a receiver that
+        authenticates a frame's filter apart from the rest (sdschat's node: its publisher's frame signature) needs
+        to check it only when this is true. Reads the engine's state, changes nothing."""
+        if not self._outgoing or not pb.HasField("bloom_filter") or pb.sender_id == self.participant_id:
+            return False  # (our own frame back from the broker acknowledges nothing: receive ignores it)
+        history = frozenset(e.message_id for e in pb.causal_history)
+        return self._out.bloom_would_count(pb.bloom_filter, pb.sender_id, history)
+
     def _ahead(self, f: Frame) -> tuple[str, str] | None:
         """A frame ahead of ``now_ms`` by more than the skew: rejected if ahead of our clock by as much."""
         if f.lamport > self._clog.lamport + self.config.max_clock_skew_ms:

@@ -178,6 +178,18 @@ class OutgoingBuffer:
             stats["acked_by_bloom"] += 1
             events.append(Acknowledged(mid, by_bloom=True))
 
+    def bloom_would_count(self, bloom: bytes | None, sender: str, history: frozenset[str]) -> bool:
+        """Whether :meth:`review_acks` would count ``sender``'s filter for one of our messages that the frame's
+        causal history (``history``: its ids) does not acknowledge already: the filter then decides something."""
+        if bloom is None or len(bloom) != self.bloom_len or sender in self.dropped:
+            return False
+        for mid, out in self.entries.items():
+            if mid in history or sender in out.ack_senders:
+                continue
+            if contains_in(bloom, out.positions):
+                return True
+        return False
+
     def _bloom_acks(self, bloom: bytes, sender: str, events: list[Event]) -> list[str]:
         """Count ``sender``'s filter for every message it holds; return those now acknowledged."""
         cfg = self.config

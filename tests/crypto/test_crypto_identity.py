@@ -113,3 +113,20 @@ def test_repr_hides_keys():
         assert RFC_PK.hex() not in text
         assert ident.participant_id in text
     assert not hasattr(ident, "__dict__")
+
+
+def test_verify_remembers_a_bounded_number_of_keys_and_checks_every_signature_under_one():
+    """Key objects are made once per public key (a member's every frame is checked against the same key), at
+    most ``KEYS_REMEMBERED`` of them: a flood of made-up keys only pushes out the oldest."""
+    from sdschat.crypto.identity import KEYS_REMEMBERED, _public_key
+
+    who = Identity.generate()
+    sig = who.sign(b"m")
+    assert verify(who.public_bytes(), b"m", sig) and verify(who.public_bytes(), b"m", sig)
+    assert not verify(who.public_bytes(), b"n", sig)  # a remembered key still checks each signature
+    assert not verify(who.public_bytes(), b"m", sig[:-1] + bytes([sig[-1] ^ 1]))
+    for _ in range(KEYS_REMEMBERED + 50):
+        assert not verify(Identity.generate().public_bytes(), b"m", sig)
+    assert _public_key.cache_info().currsize == KEYS_REMEMBERED
+    assert verify(who.public_bytes(), b"m", sig)  # pushed out, and made again
+    assert fingerprint(who.public_bytes()) == hashlib.sha256(who.public_bytes()).digest()[:16].hex()

@@ -56,7 +56,9 @@ class FakeHost:
         self.rejected: list[tuple[str, str]] = []
         self.frames: list[tuple[bytes, str]] = []
         self.subscribed: list[str] = []
-        self.counters = dict.fromkeys(("undecryptable", "rejected", "impersonation", "received_frames"), 0)
+        self.counters = dict.fromkeys(
+            ("undecryptable", "rejected", "impersonation", "received_frames", "frames_on_content_signature"), 0
+        )
         self.wire = WireLog()
         self.transport = None
         self.book: MessageBook | None = None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from brokers import Mosquitto, mosquitto_binary
-from node_helpers import FAST, log_of, missed_by, settle, shown_ids
+from node_helpers import FAST, log_of, missed_by, settle, shown_ids, start
 from run_until import until as wait_for
 
 from sdschat.crypto import MIN_ENVELOPE_SIZE, ChannelKey, EnvelopeError, Identity, padded_size, signed_content
@@ -718,6 +718,68 @@ def test_frames_are_signed_by_their_publisher(mosq, tmp_path):
 
     reasons, logged, rejected = asyncio.run(main())
     assert reasons == ["unsigned", "bad_signature", "bad_signature"] and rejected == 3 and logged == 1
+
+
+def test_a_message_is_taken_on_its_authors_signature_and_its_frame_checked_when_its_filter_counts(mosq, tmp_path):
+    """A frame carrying its publisher's own new message needs only the author's content signature, which covers
+    all of it but the publish reason, the bloom filter and the repair requests; its frame signature is checked
+    once the filter would acknowledge one of the receiver's messages that the causal history does not.
+
+    Bob says "b1" and hears nothing after it. Carol's "c1" names b1 in its history (one entry a frame here);
+    alice's "a1" names c1 only, and her filter holds b1. With alice and carol gone, copies of their frames with
+    the frame signature broken reach bob: "a1" would acknowledge b1 in alice's name by its filter alone, so its
+    frame signature is checked and the copy refused (*bad_signature*), b1 still unacknowledged; "c1" has
+    nothing more in its filter than in its history, so it is taken on carol's signature and delivered."""
+    key = ChannelKey.generate("author-signed")
+
+    async def main():
+        async with Tap(mosq.url) as tap:
+            a, b, c = [
+                await start(n, key, tmp_path, mosq.url, causal_history_size=1) for n in ("alice", "bob", "carol")
+            ]
+            reasons = []
+            b.add_listener(lambda e: reasons.append(e.reason) if isinstance(e, ev.FrameRejected) else None)
+            try:
+                b.set_impairment(loss_in=1.0)
+                b1 = await b.send_text("b1")
+                await wait_for(lambda: b1 in log_of(a) and b1 in log_of(c))
+                c1 = await c.send_text("c1")
+                await wait_for(lambda: c1 in log_of(a))
+                a1 = await a.send_text("a1")
+                await asyncio.sleep(0.2)
+                await a.stop()
+                await c.stop()
+                frames = {}
+                for payload in tap.on(key.topic):
+                    plain = key.open(payload)
+                    frames.setdefault(sds_of(key, payload)[2].message_id, plain)
+                assert [
+                    h.message_id for h in wire.decode(unpack(frames[a1], key.channel_binding)[2]).causal_history
+                ] == [c1]
+                assert [
+                    h.message_id for h in wire.decode(unpack(frames[c1], key.channel_binding)[2]).causal_history
+                ] == [b1]
+
+                def broken(plain: bytes) -> bytes:
+                    out = bytearray(plain)
+                    out[2 + 32] ^= 1  # the first byte of the frame signature (after version, reason, key)
+                    return key.seal(bytes(out))
+
+                b.set_impairment(loss_in=0.0)
+                await tap.publish(key.topic, broken(frames[a1]))
+                await wait_for(lambda: reasons)
+                refused = list(reasons), b1 in b.channel.outgoing_ids, a1 in log_of(b)
+                taken = b.counters["frames_on_content_signature"]
+                await tap.publish(key.topic, broken(frames[c1]))
+                await wait_for(lambda: c1 in log_of(b))
+                return refused, reasons, b1 in b.channel.outgoing_ids, b.counters["frames_on_content_signature"] - taken
+            finally:
+                for n in (a, b, c):
+                    await n.stop()
+
+    refused, reasons, b1_unacked, taken = asyncio.run(main())
+    assert refused == (["bad_signature"], True, False)
+    assert reasons == ["bad_signature"] and not b1_unacked and taken == 1
 
 
 def test_a_member_relaying_a_message_with_a_forged_lamport_or_history_is_refused_and_logs_stay_identical(

@@ -260,3 +260,27 @@ def test_a_catch_up_larger_than_the_filter_is_acknowledged_without_a_resend():
     assert not [o for _, src, o in net.wire if src == "alice" and o.reason == "resend"]
     syncs = [decode(o.data) for _, src, o in net.wire if src == "bob" and o.reason == "sync"]
     assert 2 <= len(syncs) <= 4 and all(len(m.causal_history) <= 25 + 2 for m in syncs)  # 25 named a sync
+
+
+def test_bloom_decides_says_when_a_frames_filter_counts_beyond_its_history():
+    """``bloom_decides`` is true exactly when receiving the frame counts its filter (a possible acknowledgement,
+    or one for good) for a message of ours its history does not name, and it changes nothing."""
+    from sdschat.sds import wire
+
+    a, b = channel("alice"), channel("bob")
+    assert not a.bloom_decides(wire.parse_pb(b.send(b"nothing of alice's yet", 1).data))  # no outgoing
+    sent = [a.send(f"m{i}".encode(), 10 + i) for i in range(3)]
+    assert not a.bloom_decides(wire.parse_pb(sent[2].data))  # our own frame back: never counted
+    for o in sent:
+        b.receive(o.data, 20)
+    reply = wire.parse_pb(b.send(b"reply", 30).data)  # history m1, m2 (K = 2); m0 only in the filter
+    assert a.bloom_decides(reply) and a.bloom_decides(reply)  # (asking changes nothing)
+    events = a.receive_parsed(reply, 31)
+    assert of(events, PossiblyAcknowledged) == [PossiblyAcknowledged(sent[0].message_id, 1)]
+    assert not a.bloom_decides(reply)  # bob's filter was counted for m0 already
+    # a frame that names everything its filter would acknowledge: the history decides, the filter adds nothing
+    later = a.send(b"m3", 40)
+    b.receive(later.data, 41)
+    answer = wire.parse_pb(b.send(b"answer", 42).data)  # history: reply, m3; filter: m0..m3
+    assert not a.bloom_decides(answer)
+    assert of(a.receive_parsed(answer, 43), PossiblyAcknowledged) == []
