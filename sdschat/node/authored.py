@@ -33,17 +33,16 @@ _U16 = struct.Struct(">H")
 def ordering_context(lamport_timestamp: int | None, causal_history) -> bytes:
     """The bytes an author signs besides the payload: the frame's Lamport time and causal history."""
     if lamport_timestamp is None:
-        out = bytearray(b"\x00")
+        parts = [b"\x00"]
     else:
-        out = bytearray(b"\x01")
-        out += lamport_timestamp.to_bytes(8, "big")  # a uint64 on the wire
-    out += _U16.pack(len(causal_history))
+        parts = [b"\x01", lamport_timestamp.to_bytes(8, "big")]  # a uint64 on the wire
+    parts.append(_U16.pack(len(causal_history)))
+    pack = _U16.pack
     for entry in causal_history:
-        for text in (entry.message_id, entry.sender_id or ""):
-            raw = text.encode("utf-8")
-            out += _U16.pack(len(raw))
-            out += raw
-    return bytes(out)
+        mid = entry.message_id.encode("utf-8")
+        sender = (entry.sender_id or "").encode("utf-8")
+        parts += (pack(len(mid)), mid, pack(len(sender)), sender)
+    return b"".join(parts)
 
 
 def signer(identity: Identity, channel_binding: bytes):

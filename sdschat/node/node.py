@@ -810,7 +810,7 @@ class Node:
             chat, stored = self.actions.took(chat, app, body)
         self.book.show(chat)
         self.emit(ev.MessageShown(chat))
-        history = [h.message_id for h in wire.decode(out.data).causal_history]  # for the inspector
+        history = [h.message_id for h in wire.parse_pb(out.data).causal_history]  # for the inspector
         kv = self.roster.sent(kind, mid, app, now, out.data) if kind in ev.MEMBERSHIP_KINDS else None
         if kind == "topic":
             kv = {**(kv or {}), **self.book.topic_seen(mid, self.participant_id, app, lamport)}

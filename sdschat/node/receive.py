@@ -191,13 +191,13 @@ class Receiver:
         members = self.roster.membership
         found = members.key_for_topic(topic) if topic is not None else None
         candidates = [found] if found is not None else members.keys()
-        error = EnvelopeError("auth")
+        error: EnvelopeError | None = None
         for epoch, key in candidates:
             try:
                 return epoch, key.open(payload)
             except EnvelopeError as exc:
                 error = exc
-        raise error
+        raise error or EnvelopeError("auth")
 
     def on_frame(self, payload: bytes, source: str | None = None, topic: str | None = None) -> None:
         host, roster = self.host, self.roster

@@ -14,7 +14,8 @@ commit after a checkpoint that copied everything.
 
 When: after every :attr:`Checkpointer.every_commits` commits, or once the
 ``-wal`` file has grown :attr:`Checkpointer.every_bytes` past its size at the
-last checkpoint (a few large commits, a history import), one at a time.
+last checkpoint (a few large commits, a history import; the size is read every
+:data:`SIZE_EVERY` commits), one at a time.
 
 Under commits without pause a checkpoint from the side may never catch the
 log whole (a commit lands while it copies), and the log would never start
@@ -60,6 +61,12 @@ def _checkpoint(path: Path) -> tuple[int, int, int]:
         conn.close()
 
 
+#: the ``-wal`` file's size is read every this many commits (a stat a commit costs more than the rest of the
+#: bookkeeping): a log that grew past :attr:`Checkpointer.every_bytes` is checkpointed at most this many commits
+#: later
+SIZE_EVERY = 4
+
+
 class Checkpointer:
     """Checkpoints the database at ``path`` on a worker thread as commits come (see the module)."""
 
@@ -94,6 +101,8 @@ class Checkpointer:
         self._since += 1
         if self._task is not None or self._paused:
             return
+        if self._since % SIZE_EVERY and self._since < self.every_commits:
+            return  # (the log's size is read every few commits: a busy channel commits ~20 times a second)
         size = wal_size(self.path)
         if self._since < self.every_commits and size < self._mark + self.every_bytes:
             return

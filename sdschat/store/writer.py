@@ -144,10 +144,13 @@ class StoreWriter:
     async def _run(self) -> None:
         try:
             if self.coalesce_s > 0 and not self._waiters:
-                self._hurry = asyncio.get_running_loop().create_future()
+                loop = asyncio.get_running_loop()
+                hurry = self._hurry = loop.create_future()
+                timer = loop.call_later(self.coalesce_s, _resolve, hurry)  # (asyncio.wait: a task's worth more)
                 try:
-                    await asyncio.wait((self._hurry,), timeout=self.coalesce_s)
+                    await hurry
                 finally:
+                    timer.cancel()
                     self._hurry = None
             while self._pending and self._error is None:
                 batches, self._pending = self._pending, []
@@ -204,3 +207,8 @@ class StoreWriter:
                 self.on_error(err)
             except Exception:
                 log.exception("store writer: on_error callback raised")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
