@@ -35,10 +35,10 @@ publish as someone else. The reason is the engine's ``Outgoing.reason`` (new mes
 sync, ephemeral), signed along with the frame.
 
 What the receive pipeline makes of it (sdschat/node/receive.py): a frame that is not signed (version 1, from
-earlier versions), or whose signature does not verify, is refused and counted; a frame whose SDS
-``sender_id`` is not its publisher is refused unless it is a repair answer (a rebroadcast of someone's
-message, whose content carries the author's own signature). So a sync frame -- the acknowledgements of its
-sender, in its causal history and bloom filter -- only counts from the member it is attributed to.
+earlier versions), or whose signature does not verify when it is checked (below), is refused and counted; a
+frame whose SDS ``sender_id`` is not its publisher is refused unless it is a repair answer (a rebroadcast of
+someone's message, whose content carries the author's own signature). So a sync frame -- the acknowledgements
+of its sender, in its causal history and bloom filter -- only counts from the member it is attributed to.
 
 A frame that says it carries its publisher's own new message (reason ``message``, and the key it names is the
 key of the signed content it carries: :meth:`OpenedFrame.by_its_author`) is read before its signature is
