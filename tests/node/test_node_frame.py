@@ -12,7 +12,7 @@ import pytest
 from sdschat.crypto import FRAME_DOMAIN, ChannelKey, Identity, signed_content
 from sdschat.node import node_channel_config
 from sdschat.node.authored import signer
-from sdschat.node.frame import MAX_HEAD, FrameError, pack, unpack
+from sdschat.node.frame import MAX_HEAD, FrameError, open_frame, pack, unpack
 from sdschat.sds import MessageChannel
 
 KEY = ChannelKey(bytes(range(32)), "frames")
@@ -112,3 +112,28 @@ def test_malformed_frames_are_refused_cleanly(case):
     with pytest.raises(FrameError) as exc:
         unpack(data, BINDING)
     assert exc.value.reason in ("malformed", "bad_signature")
+
+
+def test_open_frame_tells_a_message_published_by_its_author_and_verify_still_checks_it():
+    """``open_frame`` reads a frame without its signature check; ``by_its_author`` is true only for reason
+    ``message`` with the frame's key the key of the content it carries (what the receiver may take on the
+    content's signature, sdschat.node.receive); ``verify`` is the check ``unpack`` makes."""
+    sds = chat_frames([b"mine"])[0]
+    own = open_frame(pack(ALICE, BINDING, sds))
+    assert own.by_its_author() and own.public_key == ALICE.public_bytes() and own.sds_frame == sds
+    assert own.verify(BINDING) == ALICE.participant_id
+    bob = Identity.from_private_bytes(bytes(range(2, 34)))
+    relayed = open_frame(pack(bob, BINDING, sds, "repair"))  # bob's answer with alice's message
+    assert not relayed.by_its_author() and relayed.verify(BINDING) == bob.participant_id
+    assert not open_frame(pack(bob, BINDING, sds)).by_its_author()  # alice's content in a frame bob signs
+    assert not open_frame(pack(ALICE, BINDING, sds, "resend")).by_its_author()
+    code = b"\x00"
+    v2 = open_frame(b"\x02" + code + signed_content(ALICE, BINDING, code + sds, domain=FRAME_DOMAIN))
+    assert not v2.by_its_author() and v2.verify(BINDING) == ALICE.participant_id  # (version 2: no tail read)
+    broken = bytearray(pack(ALICE, BINDING, sds))
+    broken[2 + 32] ^= 1  # the frame signature
+    opened = open_frame(bytes(broken))
+    assert opened.by_its_author()  # (what the frame says: the receiver checks the content, then decides)
+    with pytest.raises(FrameError) as err:
+        opened.verify(BINDING)
+    assert err.value.reason == "bad_signature"
