@@ -283,11 +283,7 @@ class PresenceKeeper:
         elif h.state == OFFLINE:  # it said it left, and publishes again: back
             h.state, h.message = ONLINE, ""
         h.last_heard_ms, h.epoch = now, epoch
-        # (what :meth:`_tell` would find, without building the Presence: one just heard is not timed out)
-        shown = (h.state, h.message)
-        if self._told.get(pid) != shown:
-            self._told[pid] = shown
-            self.host.emit(ev.PresenceChanged(pid, h.state, h.message))
+        self._show(pid, h.state, h.message)  # (what :meth:`_tell` would find: one just heard is not timed out)
 
     def beat(self, pid: str, app: AppPayload, now: int, epoch: int | None) -> None:
         """A beat of ``pid`` (:meth:`heard` came first, for its frame)."""
@@ -372,7 +368,11 @@ class PresenceKeeper:
 
     def _tell(self, pid: str, now: int) -> None:
         p = self.of(pid, now)
-        shown = (p.state, p.message)
+        self._show(pid, p.state, p.message)
+
+    def _show(self, pid: str, state: PresenceState, message: str) -> None:
+        """``PresenceChanged`` if ``pid`` is shown otherwise than last told."""
+        shown = (state, message)
         if self._told.get(pid) != shown:
             self._told[pid] = shown
-            self.host.emit(ev.PresenceChanged(pid, p.state, p.message))
+            self.host.emit(ev.PresenceChanged(pid, state, message))

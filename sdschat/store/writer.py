@@ -120,8 +120,8 @@ class StoreWriter:
             return
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((target, fut))
-        if self._hurry is not None and not self._hurry.done():
-            self._hurry.set_result(None)
+        if self._hurry is not None:
+            _resolve(self._hurry)
         await fut
 
     async def close(self) -> None:
