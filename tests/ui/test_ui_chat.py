@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from ui_helpers import cluster, fast_config, line_with, lines_of, wait_until, widget_text
@@ -458,5 +459,40 @@ def test_long_history_opens_on_its_last_page_and_pages_in_as_you_scroll_up(tmp_p
                     assert app.errors == []
             finally:
                 await again.stop()
+
+    run(scenario())
+
+
+def test_a_line_that_arrives_while_the_window_reads_its_history_is_shown(tmp_path, run) -> None:
+    """bob's line reaches alice's node after her window read its first page of history but before that page is on
+    screen: the line is shown all the same (it was lost until the next start when the pane began listening only
+    after the page was in)."""
+
+    async def scenario():
+        async with cluster(tmp_path) as (alice, bob):
+            await bob.send_text("before")
+            await wait_until_node(alice, "before")
+            read_history = alice.history
+
+            async def history(**kwargs):
+                page = await read_history(**kwargs)  # the page as it is now, then a line arrives
+                await bob.send_text("while the page loads")
+                await wait_until_node(alice, "while the page loads")
+                return page
+
+            alice.history = history
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_until(pilot, lambda: line_with(lines_of(app), "before"), what="the page")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "while the page loads"), what="the line")
+                assert sum("while the page loads" in line for line in lines_of(app)) == 1
+                assert app.errors == []
+
+    async def wait_until_node(node, text: str) -> None:
+        for _ in range(200):
+            if any(m.text == text for m in node.messages()):
+                return
+            await asyncio.sleep(0.025)
+        raise AssertionError(f"{node.nick} never had {text!r}")
 
     run(scenario())

@@ -217,3 +217,58 @@ def test_the_inspector_follows_a_message_whose_first_copy_is_lost_live(tmp_path,
                 assert app.errors == []
 
     run(scenario())
+
+
+def test_a_line_that_arrives_while_ctrl_end_reads_the_last_page_is_shown(tmp_path, run, monkeypatch) -> None:
+    """From a search result far back, Ctrl+End reads the last page again; bob's line reaches alice's node after
+    that read and before its page replaces the view: it is shown, once, at the end (it was dropped as beyond the
+    old view, then missing from the page read before it came)."""
+    import asyncio
+
+    monkeypatch.setattr(chat_pane, "HISTORY_PAGE", 10)
+
+    async def scenario():
+        async with cluster(tmp_path) as (alice, bob):
+            for i in range(30):
+                await bob.send_text(f"chatter {i}")
+            for _ in range(500):  # (10 s)
+                if sum(m.text.startswith("chatter") for m in alice.messages()) == 30:
+                    break
+                await asyncio.sleep(0.02)
+            far = next(m for m in alice.messages() if m.text == "chatter 3")
+            read_history = alice.history
+            arriving = []
+
+            async def history(**kwargs):
+                page = await read_history(**kwargs)
+                if arriving and not kwargs.keys() & {"before", "after"}:  # Ctrl+End's read of the last page: a line
+                    # comes in before that page is on screen
+                    text = arriving.pop()
+                    await bob.send_text(text)
+                    for _ in range(250):  # (5 s)
+                        if any(m.text == text for m in alice.messages()):
+                            break
+                        await asyncio.sleep(0.02)
+                return page
+
+            alice.history = history
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=SIZE) as pilot:
+                pane = app.pane
+                view = pane.view
+                await wait_until(pilot, lambda: line_with(lines_of(app), "chatter 29"), what="the last page")
+                assert await pane.jump_to(far.message_id, far.log_key)
+                await wait_until(pilot, lambda: view.cursor is not None, what="the cursor on chatter 3")
+                assert view.more_below and "chatter 29" not in [it.msg.text for it in view.timeline.by_mid.values()]
+                arriving.append("while the last page loads")
+                await pilot.press("ctrl+end")
+                await wait_until(pilot, lambda: not view.more_below and view.at_bottom, what="at the end")
+                await wait_until(
+                    pilot, lambda: line_with(lines_of(app), "while the last page loads"), what="the line that came"
+                )
+                assert not arriving  # (the read the line came during was Ctrl+End's)
+                texts = [it.msg.text for it in view.timeline.by_mid.values()]
+                assert texts.count("while the last page loads") == 1 and texts[-1] == "while the last page loads"
+                assert app.errors == []
+
+    run(scenario())

@@ -15,10 +15,11 @@ a command.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import tzinfo
 
 from rich.text import Text
@@ -156,6 +157,10 @@ class ChatPane(Vertical):
         #: channels opens on the one on screen
         self.lazy = lazy
         self._loaded = False
+        #: history reads in flight whose page replaces or extends the view (:meth:`_reading`): the node's events
+        #: wait in the bridge meanwhile, and a drain put off for them (``_put_off``) is posted once the page is in
+        self._reads = 0
+        self._put_off = False
         #: how to tell the person they were mentioned: ``bell`` / ``desktop`` flags (the profile's
         #: notifications); None: highlight only (the demo, ``sdschat chat``). (Not ``notify``: that is the
         #: widget's toast.)
@@ -248,6 +253,9 @@ class ChatPane(Vertical):
         for p in self.node.participants():
             if p.nick:
                 view.timeline.nicks[p.participant_id] = p.nick
+        # listening before the history is read: what the node shows while the page loads is applied after it, in
+        # order (a message already on the page is updated in place), never lost between the two
+        self.bridge.attach()
         if not self.lazy:
             await self.ensure_loaded()
         self._health = dict(self.node.health())
@@ -255,7 +263,6 @@ class ChatPane(Vertical):
         self._was_connected = self.connection == "connected"
         if self._was_connected:  # live from here: what arrives written before now is catch-up (sdschat.ui.timeline)
             view.timeline.came_online(self._online_since())
-        self.bridge.attach()
         self.refresh_panel()
         self.query_one(ImpairmentPanel).show_settings(self.node.impairment)
         self.set_interval(1.0, self._tick)
@@ -264,13 +271,30 @@ class ChatPane(Vertical):
     async def ensure_loaded(self, at_least: int = 0) -> None:
         """The channel's last page (older pages load as the person scrolls up; ``at_least`` messages, so that
         many unread ones are all there), and the gaps still open in it (after a restart: what the live events
-        reported before). Events applied before replace nothing: the page holds them (the node flushes first)."""
+        reported before). Events applied before replace nothing: the page holds them (the node flushes first);
+        those that come during the read wait for the page (:meth:`_reading`)."""
         if self._loaded:
             return
         self._loaded = True
         limit = max(HISTORY_PAGE, at_least)
-        page = await self.node.history(limit=limit)
-        self.view.load(page, self.node.open_gaps(), more_above=len(page) >= limit)
+        with self._reading():
+            page = await self.node.history(limit=limit)
+            self.view.load(page, self.node.open_gaps(), more_above=len(page) >= limit)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Around a history read and the view change its page makes: what the node shows during the read is
+        applied after the page is in, in order, never to the view the page replaces. A line that arrives then
+        is not in the page (read before it was written), and would otherwise be lost with the old view, or
+        dropped as beyond a page that ends before it."""
+        self._reads += 1
+        try:
+            yield
+        finally:
+            self._reads -= 1
+            if not self._reads and self._put_off:
+                self._put_off = False
+                self.post_message(NodeEventsReady(self.bridge))
 
     async def open_at_unread(self, since_ms: int | None, unread: int) -> None:
         """Shown again: load if not yet, then (with ``since_ms``) mark "N new since you left" above the first
@@ -306,8 +330,9 @@ class ChatPane(Vertical):
         newest = next((it for it in reversed(view.timeline.items) if isinstance(it, MsgItem)), None)
         if newest is None or not view.more_below:
             return
-        page = await self.node.history(limit=HISTORY_PAGE, after=newest.msg.log_key)
-        view.append(page, more_below=len(page) >= HISTORY_PAGE)
+        with self._reading():
+            page = await self.node.history(limit=HISTORY_PAGE, after=newest.msg.log_key)
+            view.append(page, more_below=len(page) >= HISTORY_PAGE)
         self.find_parents()
 
     async def show_latest(self) -> None:
@@ -325,9 +350,10 @@ class ChatPane(Vertical):
         view = self.view
         item = view.timeline.by_mid.get(message_id)
         if item is None:
-            around, older, newer = await self.node.around(key, limit=HISTORY_PAGE // 2)
-            upper = around[-1].log_key if newer and around else None
-            view.load(around, self.node.open_gaps(), more_above=older, upper=upper)
+            with self._reading():
+                around, older, newer = await self.node.around(key, limit=HISTORY_PAGE // 2)
+                upper = around[-1].log_key if newer and around else None
+                view.load(around, self.node.open_gaps(), more_above=older, upper=upper)
             item = view.timeline.by_mid.get(message_id)
             self.find_parents()
         if item is None:
@@ -582,6 +608,9 @@ class ChatPane(Vertical):
         self._apply_held()  # (a busy channel's bridge posts only for your own line: that never waits)
 
     def _apply_held(self) -> None:
+        if self._reads:  # a history read is changing the view: after its page (_reading)
+            self._put_off = True
+            return
         if self._pace_timer is not None:
             self._pace_timer.stop()
             self._pace_timer = None
