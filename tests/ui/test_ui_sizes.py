@@ -68,6 +68,12 @@ def test_f3_shows_and_hides_the_side_panel_at_any_width(run) -> None:
             await pilot.pause()
             assert side(app).display and side(app).size.width > 10
             assert app.active_pane().view.scrollable_content_region.width > 20
+            # the channel's counters under labels that fit, in short words rather than cut with an ellipsis
+            panel = side(app)
+            shown = [t.plain for t in panel.lines(panel.scrollable_content_region.width)]
+            labels = {line.split()[0] for line in shown if line.strip()}
+            assert {"unacked", "poss", "rep.", "unreadable"} <= labels, shown
+            assert not any("…" in line for line in shown), shown
             await pilot.press("alt+2")  # every channel's pane
             await pilot.pause()
             assert side(app).display

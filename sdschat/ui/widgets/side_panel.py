@@ -106,18 +106,33 @@ def connection_text(state: PanelState) -> Text:
     return Text.assemble(("● ", style), (label, style))
 
 
-def _table(rows: list[tuple[Text, Text]], width: int) -> list[Text]:
+def _table(rows: list[tuple[Text, Text]], width: int, short: dict[str, str] | None = None) -> list[Text]:
     """Two columns as ``Table.grid(padding=(0, 1), expand=True)`` draws them: values right-aligned in the
-    widest value's width, labels in the rest (cut with an ellipsis), one space between."""
+    widest value's width, labels in the rest, one space between. A label too long for a narrow panel is given
+    in its ``short`` form where it has one (``unacked``), else cut with an ellipsis."""
     value_width = max((v.cell_len for _, v in rows), default=0)
     label_width = max(1, width - 1 - value_width)
     out = []
     for label, value in rows:
         label, value = label.copy(), value.copy()
+        if label.cell_len > label_width and short and label.plain in short:
+            label = Text(short[label.plain], label.style)
         label.truncate(label_width, overflow="ellipsis", pad=True)
         value.align("right", value_width)
         out.append(Text.assemble(label, " ", value))
     return out
+
+
+#: the channel's labels in a panel too narrow for them (80 columns with F3: 10 cells beside a 12-cell value):
+#: short words, not ``unacknowl…``
+_SHORT = {
+    "unacknowledged": "unacked",
+    "possibly acked": "poss acked",
+    "repair buffer": "repair buf",
+    "repairs asked": "rep. asked",
+    "repairs served": "rep. sent",
+    "undecryptable": "unreadable",
+}
 
 
 class SidePanel(TextLines):
@@ -222,7 +237,7 @@ class SidePanel(TextLines):
         row("lost", h.get("lost", 0), "red" if h.get("lost") else "")
         row("undecryptable", h.get("undecryptable", 0), "red" if h.get("undecryptable") else "")
         row("rejected", h.get("rejected", 0), "red" if h.get("rejected") else "")
-        parts.extend(_table(t, width))
+        parts.extend(_table(t, width, _SHORT))
         head("Link (F2)")
         parts.extend(
             Text(link_summary(st.impairment), "red" if getattr(st.impairment, "offline", False) else "").wrap(
