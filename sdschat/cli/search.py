@@ -41,7 +41,7 @@ def search_configure(p: argparse.ArgumentParser) -> None:
 
 async def search_run(args: argparse.Namespace) -> int:
     from sdschat.crypto import CryptoError
-    from sdschat.node import merge_hits, search_store
+    from sdschat.node import merge_hits, nick_owners, search_store, shown_name
     from sdschat.store import SearchQueryError, Store, StoreError, fts_query
 
     if not 1 <= args.limit <= 10_000:
@@ -52,15 +52,22 @@ async def search_run(args: argparse.Namespace) -> int:
     entries = [profile.channel(args.channel)] if args.channel else list(profile.channels.values())
     me = profile.participant_id  # no passphrase needed for the id
     found = []
+    shown: dict[tuple[str, str], str] = {}  # (channel, message id) -> its sender as the line names them
     for entry in entries:
         db = profile.db_path(entry)
         if not db.exists():  # joined, never opened: nothing stored yet
             continue
         try:
             async with await Store.open(db, create=False) as store:
-                found.append(
-                    await search_store(store, profile.key(entry).channel_id, entry.name, query, me=me, limit=args.limit)
+                hits = await search_store(
+                    store, profile.key(entry).channel_id, entry.name, query, me=me, limit=args.limit
                 )
+                # named as the window names them: a nick two members go by comes with the start of each one's id
+                owners = nick_owners(await store.participants(), me)
+                for h in hits:
+                    m = h.message
+                    shown[h.channel, m.message_id] = shown_name(m.sender_id, m.nick, owners, me, profile.name)
+                found.append(hits)
         except SearchQueryError:
             raise  # the query's fault, not the channel's: no channel named
         except (StoreError, CryptoError, ValueError) as exc:
@@ -72,7 +79,7 @@ async def search_run(args: argparse.Namespace) -> int:
     else:
         mark = sys.stdout.isatty()
         for h in hits:
-            print(_as_line(h, mark))
+            print(_as_line(h, mark, shown.get((h.channel, h.message.message_id), h.message.nick)))
     if not hits:
         print(f"sdschat: no messages match {query!r}", file=sys.stderr)
     return 0
@@ -99,7 +106,8 @@ def _printable(text: str) -> str:
     return "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
 
 
-def _as_line(h, mark: bool) -> str:
+def _as_line(h, mark: bool, name: str) -> str:
+    """One result: channel, when, who (``name``: as the window names the sender), the text."""
     m = h.message
     at = datetime.fromtimestamp(m.sent_at_ms / 1000).strftime("%Y-%m-%d %H:%M")
     text = _printable(m.text)
@@ -109,7 +117,7 @@ def _as_line(h, mark: bool) -> str:
             out += [text[pos:s], _MARK[0], text[s:e], _MARK[1]]
             pos = e
         text = "".join(out) + text[pos:]
-    nick = _printable(m.nick)
+    nick = _printable(name)
     from sdschat.node.events import ACTION_KINDS
 
     who = f"* {nick}" if m.kind in ACTION_KINDS else nick

@@ -2,6 +2,7 @@
 
 from ..store import SearchQueryError
 from .authored import open_authored, ordering_context, signer
+from .book import nick_owners, shown_name
 from .errors import MemberNotFound, MessageNotFound, NotAllowed, UserError
 from .events import *  # noqa: F401,F403
 from .node import MEMBERSHIP_KEY, Node, NodeConfig, NodeFailed, node_channel_config
@@ -23,6 +24,8 @@ __all__ = [
     "match_spans",
     "merge_hits",
     "search_store",
+    "nick_owners",
+    "shown_name",
     "open_authored",
     "ordering_context",
     "signer",

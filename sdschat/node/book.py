@@ -14,7 +14,7 @@ from .actions import target_of
 from .membership import describe
 from .payload import CONTROL_KINDS, MAX_TOPIC, AppPayload, PayloadError
 
-__all__ = ["MessageBook", "TOPIC_KEY", "clean_topic", "topic_line"]
+__all__ = ["MessageBook", "TOPIC_KEY", "clean_topic", "nick_owners", "shown_name", "topic_line"]
 
 #: the kv row holding the channel's topic (:class:`~.events.Topic` as JSON): the latest admitted ``topic`` message
 TOPIC_KEY = "topic"
@@ -25,6 +25,25 @@ FINAL_STATES = frozenset({ev.RECEIVED, ev.ACKNOWLEDGED})
 
 #: hex digits of a participant id shown after a nick two members share (``bob#3f2a``)
 FINGERPRINT_DIGITS = 4
+
+
+def nick_owners(participants: Iterable[ParticipantRow], me: str) -> dict[str, set[str]]:
+    """Nick -> the members seen going by it (ours aside): what :func:`shown_name` tells clashes by."""
+    owners: dict[str, set[str]] = {}
+    for row in participants:
+        if row.participant_id != me and row.nick:
+            owners.setdefault(row.nick, set()).add(row.participant_id)
+    return owners
+
+
+def shown_name(pid: str, nick: str | None, owners: dict[str, set[str]], me: str, my_nick: str) -> str:
+    """``nick``, or ``nick#3f2a`` (the start of ``pid``) while another member (or we, ``me`` as ``my_nick``)
+    goes by the same nick: two members never look alike in a line, the participant list, completion, a mention
+    or ``sdschat search``; the start of ``pid`` for a member who gave no nick."""
+    if not nick:
+        return pid[:8]
+    clash = (pid != me and nick == my_nick) or bool(owners.get(nick, set()) - {pid})
+    return f"{nick}#{pid[:FINGERPRINT_DIGITS]}" if clash else nick
 
 
 class MessageBook:
@@ -130,25 +149,14 @@ class MessageBook:
 
     def clashes(self, pid: str, nick: str | None) -> bool:
         """Whether another member seen here (or we) goes by ``nick`` too."""
-        if not nick:
-            return False
-        me = self._pid()
-        if pid != me and nick == self._nick():
-            return True
-        if self._by_nick_of != (len(self.participants), self._changes):
-            self._by_nick = {}
-            for p, row in self.participants.items():
-                if p != me and row.nick:
-                    self._by_nick.setdefault(row.nick, set()).add(p)
-            self._by_nick_of = (len(self.participants), self._changes)
-        return bool(self._by_nick.get(nick, set()) - {pid})
+        return bool(nick) and self.display_name(pid, nick) != nick
 
     def display_name(self, pid: str, nick: str | None) -> str:
-        """``nick``, or ``nick#3f2a`` (the start of ``pid``) while another member goes by the same nick: two
-        members can never look alike in a line, the participant list, completion or a mention."""
-        if not nick:
-            return pid[:8]
-        return f"{nick}#{pid[:FINGERPRINT_DIGITS]}" if self.clashes(pid, nick) else nick
+        """:func:`shown_name` over the members seen here."""
+        if self._by_nick_of != (len(self.participants), self._changes):
+            self._by_nick = nick_owners(self.participants.values(), self._pid())
+            self._by_nick_of = (len(self.participants), self._changes)
+        return shown_name(pid, nick, self._by_nick, self._pid(), self._nick())
 
     def app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
         """The verified application payload inside signed SDS content and its signed body.

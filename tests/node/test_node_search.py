@@ -121,3 +121,68 @@ def test_sdschat_search_over_the_channels_of_a_profile(node_mosquitto, tmp_path,
     ):
         code, out, err = sdschat("search", *argv, "--home", home)
         assert (code, out) == (2, "") and err.count("\n") == 1 and says in err
+
+
+def test_sdschat_search_names_two_members_of_one_nick_apart_as_the_window_does(node_mosquitto, tmp_path, capsys):
+    """Two members go by ``bob`` and a third by ``zed``, the searching profile's own name: ``sdschat search``
+    gives each of them with the start of their id (``bob#3f2a``), as the window does, so nobody can pass for
+    someone else in its lines (our own lines too, while someone else goes by our name); ``--json`` keeps the nick
+    as sent."""
+    import json
+
+    from sdschat.cli import main
+    from sdschat.cli.wiring import profile_node_config
+    from sdschat.profile import Profile, resolve_paths
+
+    home = tmp_path / "me"
+
+    def sdschat(*argv):
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert sdschat("init", "--name", "zed", "--broker", node_mosquitto.url, "--home", home)[0] == 0
+    assert sdschat("new", "general", "--home", home)[0] == 0
+    profile = Profile.load(resolve_paths(home))
+    key = profile.key(profile.channel("general"))
+
+    async def chat() -> list[Node]:
+        zed = await Node.start(profile_node_config(profile, profile.channel("general")))
+        others = [
+            await Node.start(
+                NodeConfig(
+                    nick, key, tmp_path / f"{i}.db", node_mosquitto.url, channel_config=node_channel_config(**FAST)
+                )
+            )
+            for i, nick in enumerate(("bob", "bob", "zed", "carol"))
+        ]
+        try:
+            await zed.send_text("hello from the real zed")
+            for i, node in enumerate(others):
+                await node.send_text(f"hello from member {i}")
+            await settle([zed, *others], 6, timeout=30)  # (the 5 lines, and zed's profile saying it joined)
+        finally:
+            for node in (zed, *others):
+                await node.stop()
+        return others
+
+    others = run(chat())
+    code, out, err = sdschat("search", "hello", "--home", home)
+    assert code == 0 and err == "", err
+    who = {line.split("  ")[3]: line.split("  ")[2] for line in out.splitlines()}
+    bob0, bob1, fake_zed, carol = (n.participant_id for n in others)
+    assert who == {
+        "hello from member 0": f"bob#{bob0[:4]}",
+        "hello from member 1": f"bob#{bob1[:4]}",
+        "hello from member 2": f"zed#{fake_zed[:4]}",
+        "hello from member 3": "carol",
+        "hello from the real zed": f"zed#{profile.participant_id[:4]}",  # (ours too: the two zeds look apart)
+    }, out
+    code, out, _ = sdschat("search", "hello", "--json", "--home", home)
+    assert code == 0 and sorted(json.loads(line)["nick"] for line in out.splitlines()) == [
+        "bob",
+        "bob",
+        "carol",
+        "zed",
+        "zed",
+    ]
