@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -141,7 +142,7 @@ def new_run(args: argparse.Namespace) -> int:
     entry = profile.add_channel(args.channel, os.urandom(32))
     print(entry.name)
     print(
-        f"sdschat: created #{entry.name} with a fresh key; `sdschat invite {entry.name}` brings people in",
+        f"sdschat: created #{entry.name} with a fresh key; `sdschat invite {shlex.quote(entry.name)}` brings people in",
         file=sys.stderr,
     )
     return 0

@@ -205,3 +205,19 @@ def test_invite_leaves_out_the_login_unless_asked_and_then_warns(tmp_path, capsy
 )
 def test_a_bad_broker_option_is_one_line(tmp_path, capsys, argv) -> None:
     assert "scheme" in one_line_refusal(capsys, *argv, "--home", tmp_path / "x")
+
+
+def test_the_hint_after_new_is_a_command_that_runs_as_pasted(capsys, tmp_path):
+    """`sdschat new "release plan"` says how to invite people with the name quoted for the shell, and that
+    command, split as a shell splits it, prints the channel's token."""
+    import shlex
+
+    home = tmp_path / "home"
+    assert sdschat(capsys, "init", "--name", "alice", "--home", home)[0] == 0
+    for name in ("team", "release plan", "it's"):
+        code, out, err = sdschat(capsys, "new", name, "--home", home)
+        assert code == 0 and out == f"{name}\n", err
+        hint = err.split("`")[1]
+        assert hint == f"sdschat invite {shlex.quote(name)}"
+        code, token, _ = sdschat(capsys, *shlex.split(hint)[1:], "--home", home)
+        assert code == 0 and token.startswith("sdschat:"), (name, hint)
