@@ -28,7 +28,9 @@ def test_a_stalled_channel_does_not_hold_up_the_others(tmp_path) -> None:
             mine = {n.key.channel_name: n for n in alice.nodes}
             theirs = {n.key.channel_name: n for n in bob.nodes}
             await mine["slow"].writer.flush()
-            lock = sqlite3.connect(mine["slow"].config.db_path, timeout=0)
+            # (waiting out a write or checkpoint of alice's that is under way: the node's own thread may hold the
+            # lock for a moment, as any writer may)
+            lock = sqlite3.connect(mine["slow"].config.db_path, timeout=5)
             lock.execute("BEGIN EXCLUSIVE")  # alice's #slow cannot write for a while
             try:
                 for i in range(20):
