@@ -48,6 +48,9 @@ class ProfileClient:
         self._save_at = 0.0  # when read positions may be written again (monotonic s)
         self._save_timer: asyncio.TimerHandle | None = None  # a pending write of read positions
         self._waiting: list = []  # channels whose nodes start_others() starts
+        #: (channel, reason) of each channel that could not start while the window opened (a damaged database,
+        #: say): start_others() reports them, the window opens on the channels that did
+        self._not_started: list[tuple[str, str]] = []
         self._identity = None  # the profile's identity, read once
         self._session: BrokerSession | None = None  # the profile's kept broker session, if this window holds it
         self.direct = DirectRequests(self)
@@ -81,20 +84,11 @@ class ProfileClient:
         try:
             await shared.start()
             await client.direct.listen(client.identity)  # (before settled(): what a kept session queued is held)
-            # the channel the window showed last starts first: the window opens on it
+            # the channel the window showed last starts first: the window opens on it (or, if it cannot start,
+            # on the next one that can)
             entries = profile.opening_order() if not all_channels else list(profile.channels.values())
-            client._waiting = entries[1:] if not all_channels else []
-            first = entries if all_channels else entries[:1]
-            # the first channel's engine restores in the background: the window shows its history at once
-            started = await asyncio.gather(
-                *(client._start(e, background=not all_channels) for e in first), return_exceptions=True
-            )
-            client.nodes.extend(n for n in started if not isinstance(n, BaseException))
-            failed = next((n for n in started if isinstance(n, BaseException)), None)
-            if failed is not None:
-                raise failed
-            for entry, node in zip(first, client.nodes):
-                client._unread[id(node)] = await node.unread_since(entry.read_ms)
+            first = await client._open_first(entries, all_channels)
+            client._waiting = [e for e in entries if e not in first and e.name not in dict(client._not_started)]
             if all_channels:
                 client.direct.ready()
                 shared.settled()
@@ -103,11 +97,43 @@ class ProfileClient:
             raise
         return client
 
+    async def _open_first(self, entries: list, all_channels: bool) -> list:
+        """Start ``entries`` (all of them), or the first that starts (the window opens on it, its engine
+        restoring in the background so its history shows at once); the entries started. A channel that cannot
+        start (its database damaged, say) is kept in :attr:`_not_started` for the window to report, unless none
+        starts, or all were to: then its error is raised (the window does not open). A :class:`CliError` is the
+        profile's, not a channel's: raised at once. (The identity was read before: its errors are no channel's.)"""
+        first_error: Exception | None = None
+        started: list = []
+        for batch in [entries] if all_channels else [[e] for e in entries]:
+            nodes = await asyncio.gather(
+                *(self._start(e, background=not all_channels) for e in batch), return_exceptions=True
+            )
+            for entry, node in zip(batch, nodes):
+                if isinstance(node, Exception) and not isinstance(node, CliError):
+                    self._not_started.append((entry.name, str(node)))
+                    first_error = first_error or node
+                elif isinstance(node, BaseException):
+                    raise node
+                else:
+                    self.nodes.append(node)
+                    self._unread[id(node)] = await node.unread_since(entry.read_ms)
+                    started.append(entry)
+            if started and not all_channels:
+                break
+        if first_error is not None and (all_channels or not started):
+            raise first_error
+        return started
+
     async def start_others(self, started: Callable[[object], None], failed: Callable[[str, str], None]) -> None:
         """Start the channels :meth:`start` left for later, one at a time (a long history takes its engine a
-        while to restore), calling ``started(node)`` for each, or ``failed(channel, reason)``."""
+        while to restore), calling ``started(node)`` for each, or ``failed(channel, reason)`` (first for those
+        that could not start as the window opened)."""
         from sdschat.ui.collector import long_lived_from_here
 
+        for name, reason in self._not_started:
+            failed(name, reason)
+        self._not_started = []
         for node in list(self.nodes):  # one engine restoring at a time: the first channel's, then the others
             with contextlib.suppress(Exception):
                 await node.wait_ready()

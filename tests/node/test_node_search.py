@@ -66,19 +66,25 @@ def test_search_finds_sent_and_received_text_and_loads_around_a_hit(node_mosquit
     run(main())
 
 
-def test_sdschat_search_over_the_channels_of_a_profile(node_mosquitto, tmp_path, capsys):
-    """``sdschat search``: every channel of the profile, newest first; ``--channel``, ``--json``; a bad query
-    or channel is one line and exit 2; a peer's control characters never reach the terminal."""
-    import json
-
+def _cli(capsys):
+    """``sdschat(*argv)``: the command run in this process; its exit code, stdout and stderr."""
     from sdschat.cli import main
-
-    home = tmp_path / "me"
 
     def sdschat(*argv):
         code = main([str(a) for a in argv])
         out, err = capsys.readouterr()
         return code, out, err
+
+    return sdschat
+
+
+def test_sdschat_search_over_the_channels_of_a_profile(node_mosquitto, tmp_path, capsys):
+    """``sdschat search``: every channel of the profile, newest first; ``--channel``, ``--json``; a bad query
+    or channel is one line and exit 2; a peer's control characters never reach the terminal."""
+    import json
+
+    home = tmp_path / "me"
+    sdschat = _cli(capsys)
 
     assert sdschat("init", "--name", "zed", "--broker", node_mosquitto.url, "--home", home)[0] == 0
     for channel, text in (("general", "deploy friday? {i}"), ("ops", "the deploy is done {i}\x1b[2J")):
@@ -130,16 +136,11 @@ def test_sdschat_search_names_two_members_of_one_nick_apart_as_the_window_does(n
     as sent."""
     import json
 
-    from sdschat.cli import main
     from sdschat.cli.wiring import profile_node_config
     from sdschat.profile import Profile, resolve_paths
 
     home = tmp_path / "me"
-
-    def sdschat(*argv):
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
+    sdschat = _cli(capsys)
 
     assert sdschat("init", "--name", "zed", "--broker", node_mosquitto.url, "--home", home)[0] == 0
     assert sdschat("new", "general", "--home", home)[0] == 0
