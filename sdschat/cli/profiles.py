@@ -384,11 +384,31 @@ def channels_configure(p: argparse.ArgumentParser) -> None:
 
 
 async def channels_run(args: argparse.Namespace) -> int:
+    """The table of the profile's channels (``--json``: one object each); a channel whose database cannot be
+    read (damaged) is one line on stderr after the others, and exit 2."""
+    profile = load_profile(args)
+    rows, failed = [], []
+    for entry in profile.channels.values():
+        try:
+            rows.append(await _channel_summary(profile, entry))
+        except CliError as exc:  # a damaged channel: the others are listed all the same, then it (exit 2)
+            failed.append(exc)
+    if not failed:
+        return _print_channels(profile, rows, args.json)
+    if rows:
+        _print_channels(profile, rows, args.json)
+        sys.stdout.flush()  # (the table first, then what could not be read)
+    if len(failed) == 1:
+        raise failed[0]
+    for error in failed[:-1]:
+        print(f"sdschat: {error}", file=sys.stderr)
+    raise failed[-1]
+
+
+def _print_channels(profile, rows: list[dict], as_json: bool) -> int:
     from sdschat.node.inbox import channel_label
 
-    profile = load_profile(args)
-    rows = [await _channel_summary(profile, entry) for entry in profile.channels.values()]
-    if args.json:
+    if as_json:
         for row in rows:
             print(json.dumps({k: v for k, v in row.items() if k != "topic" or v}))  # "topic" once it has one
         return 0

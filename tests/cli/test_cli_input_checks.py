@@ -221,3 +221,39 @@ def test_the_hint_after_new_is_a_command_that_runs_as_pasted(capsys, tmp_path):
         assert hint == f"sdschat invite {shlex.quote(name)}"
         code, token, _ = sdschat(capsys, *shlex.split(hint)[1:], "--home", home)
         assert code == 0 and token.startswith("sdschat:"), (name, hint)
+
+
+def test_channels_lists_the_channels_it_can_read_and_names_a_damaged_one_after_them(capsys, tmp_path):
+    """One of three channels has a damaged database: `sdschat channels` (and `--json`) still lists the other two,
+    then says in one line which channel could not be read and why, and exits 2; with that channel alone, that
+    line is all it says."""
+    import asyncio
+    import json
+
+    from sdschat.store import Store
+
+    home = tmp_path / "home"
+    assert sdschat(capsys, "init", "--name", "alice", "--home", home)[0] == 0
+    for name in ("ops", "team", "zed"):
+        assert sdschat(capsys, "new", name, "--home", home)[0] == 0
+    profile = Profile.load(resolve_paths(home))
+    db = profile.db_path(profile.channel("team"))
+
+    async def make() -> None:
+        store = await Store.open(db)
+        await store.close()
+
+    asyncio.run(make())
+    data = bytearray(db.read_bytes())
+    data[4096:] = bytes(b ^ 0x5A for b in data[4096:])  # every page but the header's
+    db.write_bytes(bytes(data))
+
+    code, out, err = sdschat(capsys, "channels", "--home", home)
+    assert code == 2 and [line.split()[0] for line in out.splitlines()] == ["CHANNEL", "#ops", "#zed"], out
+    assert err.count("\n") == 1 and "#team" in err and "damaged" in err and "Traceback" not in err, err
+    code, out, err = sdschat(capsys, "channels", "--json", "--home", home)
+    assert code == 2 and [json.loads(line)["channel"] for line in out.splitlines()] == ["ops", "zed"]
+    assert err.count("\n") == 1 and "#team" in err
+    for name in ("ops", "zed"):
+        Profile.load(resolve_paths(home)).remove_channel(name)
+    assert "#team" in one_line_refusal(capsys, "channels", "--home", home)
