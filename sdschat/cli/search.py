@@ -5,7 +5,8 @@ the machine). Results go to stdout newest first, one per line (``--json``: one
 JSON object per line); a query that cannot be run gets one line and exit 2. A query word may start
 with ``-`` (``search -deploy``: a word like any other, its punctuation ignored as everywhere in a
 query; ``NOT`` excludes); only the command's own options are read as options, and after ``--``
-every word is part of the query.
+every word is part of the query. A channel whose database cannot be read (damaged) does not keep the others
+from being searched: their results come first, then one line for it, and exit 2.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ async def search_run(args: argparse.Namespace) -> int:
     entries = [profile.channel(args.channel)] if args.channel else list(profile.channels.values())
     me = profile.participant_id  # no passphrase needed for the id
     found = []
+    unread: list[CliError] = []  # the channels that could not be read: one line each after the results, exit 2
     shown: dict[tuple[str, str], str] = {}  # (channel, message id) -> its sender as the line names them
     for entry in entries:
         db = profile.db_path(entry)
@@ -70,8 +72,8 @@ async def search_run(args: argparse.Namespace) -> int:
                 found.append(hits)
         except SearchQueryError:
             raise  # the query's fault, not the channel's: no channel named
-        except (StoreError, CryptoError, ValueError) as exc:
-            raise CliError(f"#{entry.name}: {exc}") from None
+        except (StoreError, CryptoError, ValueError) as exc:  # a damaged channel: the others are searched
+            unread.append(CliError(f"#{entry.name}: {exc}"))
     hits = merge_hits(found, args.limit)
     if args.json:
         for h in hits:
@@ -80,6 +82,11 @@ async def search_run(args: argparse.Namespace) -> int:
         mark = sys.stdout.isatty()
         for h in hits:
             print(_as_line(h, mark, shown.get((h.channel, h.message.message_id), h.message.nick)))
+    if unread:
+        sys.stdout.flush()  # (the results first, then what could not be searched)
+        for error in unread[:-1]:
+            print(f"sdschat: {error}", file=sys.stderr)
+        raise unread[-1]
     if not hits:
         print(f"sdschat: no messages match {query!r}", file=sys.stderr)
     return 0

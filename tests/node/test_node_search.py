@@ -133,7 +133,7 @@ def test_sdschat_search_names_two_members_of_one_nick_apart_as_the_window_does(n
     """Two members go by ``bob`` and a third by ``zed``, the searching profile's own name: ``sdschat search``
     gives each of them with the start of their id (``bob#3f2a``), as the window does, so nobody can pass for
     someone else in its lines (our own lines too, while someone else goes by our name); ``--json`` keeps the nick
-    as sent."""
+    as sent. A damaged channel beside it is one line after its results."""
     import json
 
     from sdschat.cli.wiring import profile_node_config
@@ -187,3 +187,20 @@ def test_sdschat_search_names_two_members_of_one_nick_apart_as_the_window_does(n
         "zed",
         "zed",
     ]
+
+    # a second channel whose database is damaged: the first is still searched, then one line names it (exit 2)
+    from sdschat.store import Store
+
+    assert sdschat("new", "ops", "--home", home)[0] == 0
+    db = Profile.load(resolve_paths(home)).db_path(Profile.load(resolve_paths(home)).channel("ops"))
+
+    async def make() -> None:
+        await (await Store.open(db)).close()
+
+    run(make())
+    data = bytearray(db.read_bytes())
+    data[4096:] = bytes(b ^ 0x5A for b in data[4096:])  # every page but the header's
+    db.write_bytes(bytes(data))
+    code, out, err = sdschat("search", "hello", "--home", home)
+    assert code == 2 and len(out.splitlines()) == 5 and all(line.startswith("#general") for line in out.splitlines())
+    assert err.count("\n") == 1 and "#ops" in err and "damaged" in err, err
