@@ -44,6 +44,10 @@ class ProfileClient:
         self._embedded = embedded
         self.nodes: list = []
         self._unread: dict[int, int] = {}
+        #: per node, until its pane listens (:meth:`listening`): the news that arrived after its unread count was
+        #: cut off, and the listener that gathers them
+        self._since_count: dict[int, tuple[set[str], Callable[[], None]]] = {}
+        self._told: dict[int, int] = {}  # per node: how many of those :meth:`unread` last counted in
         self._viewed = None
         self._save_at = 0.0  # when read positions may be written again (monotonic s)
         self._save_timer: asyncio.TimerHandle | None = None  # a pending write of read positions
@@ -117,7 +121,7 @@ class ProfileClient:
                     raise node
                 else:
                     self.nodes.append(node)
-                    self._unread[id(node)] = await node.unread_since(entry.read_ms)
+                    await self._count_unread(node, entry)
                     started.append(entry)
             if started and not all_channels:
                 break
@@ -146,7 +150,7 @@ class ProfileClient:
             except Exception as exc:  # one damaged channel does not keep the others away
                 failed(entry.name, str(exc))
                 continue
-            self._unread[id(node)] = await node.unread_since(entry.read_ms)
+            await self._count_unread(node, entry)
             self.nodes.append(node)
             order = {name: i for i, name in enumerate(self.profile.channels)}  # window order is the profile's
             self.nodes.sort(key=lambda n: order.get(n.key.channel_name, len(order)))
@@ -180,9 +184,40 @@ class ProfileClient:
         active = self.profile.active
         return next((n for n in self.nodes if n.key.channel_name == active), self.nodes[0] if self.nodes else None)
 
+    async def _count_unread(self, node, entry) -> None:
+        """What :meth:`unread` says for ``node``: the messages of others the database holds from after the
+        channel was last read up to now, then each one that arrives until its pane listens (:meth:`listening`).
+        The cut is a time: what arrived by then is in the database once the node's writer is flushed, what
+        arrives after is heard, so none is counted twice or missed."""
+        from sdschat.node import events as ev
+
+        cut = node.now()
+        arrived: set[str] = set()
+
+        def heard(event) -> None:
+            if type(event) is ev.MessageShown:
+                m = event.message
+                if not m.own and m.kind not in ev.QUIET_KINDS and m.received_at_ms > cut:
+                    arrived.add(m.message_id)
+
+        self._since_count[id(node)] = (arrived, node.add_listener(heard))
+        self._unread[id(node)] = await node.unread_since(entry.read_ms, until_ms=cut)
+
     def unread(self, node) -> int:
-        """Messages of others that arrived in ``node``'s channel since it was last read (when the window opened)."""
-        return self._unread.get(id(node), 0)
+        """Messages of others that arrived in ``node``'s channel since it was last read (up to when its pane
+        began listening: the pane counts from there)."""
+        arrived = self._since_count.get(id(node))
+        if arrived is not None:
+            self._told[id(node)] = len(arrived[0])
+        return self._unread.get(id(node), 0) + (len(arrived[0]) if arrived is not None else 0)
+
+    def listening(self, node) -> int:
+        """``node``'s pane listens now: the count stops gathering (the pane counts what comes from here, with not
+        one message in between); how many arrived since :meth:`unread` was last read (what its row lacks)."""
+        arrived, stop = self._since_count.pop(id(node), (set(), lambda: None))
+        stop()
+        self._unread[id(node)] = self._unread.get(id(node), 0) + len(arrived)
+        return len(arrived) - self._told.pop(id(node), 0)
 
     @property
     def notifications(self):

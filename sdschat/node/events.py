@@ -40,6 +40,7 @@ __all__ = [
     "PresenceChanged",
     "EPHEMERAL_KINDS",
     "MESSAGE_ACTION_KINDS",
+    "QUIET_KINDS",
     "MessageChanged",
     "PENDING",
     "APPLIED",
@@ -76,6 +77,8 @@ MEMBERSHIP_KINDS = frozenset({"join", "admin", "epoch", "leave", "nick"})
 #: messages that act on another message, named in their data (``d["t"]``): an edit (its author only), a deletion
 #: (its author or an admin) and a reaction (toggled): sdschat.node.actions
 MESSAGE_ACTION_KINDS = frozenset({"edit", "delete", "react"})
+#: kinds that are no news, left out of unread counts: membership changes and the message actions
+QUIET_KINDS = MEMBERSHIP_KINDS | MESSAGE_ACTION_KINDS
 #: message kinds shown as an action line ("* alice ..."): /me, membership changes, and an edit, deletion or reaction
 #: when it is shown as a line of its own (waiting for its message, lost with it, or refused)
 ACTION_KINDS = frozenset({"me", "topic"}) | MEMBERSHIP_KINDS | MESSAGE_ACTION_KINDS

@@ -475,11 +475,12 @@ class Node:
         except StoreError:
             pass
 
-    async def unread_since(self, since_ms: int) -> int:
-        """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database
-        (membership changes, edits, deletions and reactions are not news: not counted)."""
+    async def unread_since(self, since_ms: int, until_ms: int | None = None) -> int:
+        """How many messages of others arrived after ``since_ms`` (wall-clock ms; given ``until_ms``, by then),
+        counted in the database (membership changes, edits, deletions and reactions are not news: not counted).
+        Everything that arrived before the call is counted: the writer is flushed first."""
         await self._flush_for_reading()
-        return await self._db.unread_count(self.key.channel_id, since_ms, self.participant_id, QUIET_PREFIXES)
+        return await self._db.unread_count(self.key.channel_id, since_ms, self.participant_id, QUIET_PREFIXES, until_ms)
 
     async def history(
         self, *, limit: int | None = None, before: tuple[int, str] | None = None, after: tuple[int, str] | None = None

@@ -44,7 +44,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from .errors import UserError
-from .events import KNOWN_KINDS, MEMBERSHIP_KINDS, MESSAGE_ACTION_KINDS
+from .events import KNOWN_KINDS, MEMBERSHIP_KINDS, MESSAGE_ACTION_KINDS, QUIET_KINDS
 
 __all__ = [
     "AppPayload",
@@ -83,7 +83,7 @@ DATA_KINDS = CONTROL_KINDS | MESSAGE_ACTION_KINDS | {"presence"}
 CONTROL_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS))
 #: how the encoding of any message that is no news begins: a membership change, an edit, a deletion or a reaction
 #: (what an unread count leaves out: :data:`CONTROL_PREFIXES` and the message actions)
-QUIET_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(CONTROL_KINDS | MESSAGE_ACTION_KINDS))
+QUIET_PREFIXES = tuple(f'{{"v":{VERSION},"k":"{k}"'.encode() for k in sorted(QUIET_KINDS))
 #: a reaction's emoji: at most this many bytes (UTF-8) and code points (a skin tone or a joiner counts)
 MAX_EMOJI_BYTES = 16
 MAX_EMOJI_POINTS = 8

@@ -385,9 +385,11 @@ class Store:
     async def message_count(self, channel_id: str | None = None) -> int:
         return await self._history.message_count(channel_id)
 
-    async def unread_count(self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = ()) -> int:
-        """Messages of others received after ``since_ms`` (wall-clock ms)."""
-        return await self._history.unread_count(channel_id, since_ms, me, skip_prefixes)
+    async def unread_count(
+        self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = (), until_ms: int | None = None
+    ) -> int:
+        """Messages of others received after ``since_ms`` (wall-clock ms; given ``until_ms``, by then)."""
+        return await self._history.unread_count(channel_id, since_ms, me, skip_prefixes, until_ms)
 
     def iter_events(self, *, after_seq: int = 0, kind: str | None = None, chunk: int = 1000) -> AsyncIterator[EventRow]:
         """The event rows held in full (the recent window once compacted), in ``seq`` order, from ``after_seq``

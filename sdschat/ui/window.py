@@ -84,7 +84,20 @@ class ChannelWindow(BaseChatApp):
             id=f"channel-{self._ids}",
         )
         pane.muted = self.client.muted(node)
+        pane.on_listening = lambda: self._listening(pane)
         return pane
+
+    def _listening(self, pane: ChatPane) -> None:
+        """``pane`` listens to its node from now on: what arrived in its channel since the unread count was read
+        is added to its row, and the pane counts the rest (nothing counted twice, nothing missed)."""
+        listening = getattr(self.client, "listening", None)  # (a client of one channel counts nothing)
+        arrived = listening(pane.node) if listening is not None else 0
+        if not arrived:
+            return
+        rows = self.channel_list.rows
+        index = next((i for i, row in enumerate(rows) if row.name == pane.channel_name), None)
+        if index is not None:
+            self.channel_list.activity(index, arrived, rows[index].connection)
 
     def stats_extra(self) -> dict[str, int]:
         """Requests to talk that our inbox dropped, by reason (replayed, stale, not from a contact, ...)."""

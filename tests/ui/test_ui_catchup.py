@@ -311,3 +311,45 @@ async def wait_until_node(node, predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.05)
+
+
+def test_the_channel_list_counts_what_arrives_between_the_count_and_the_window(tmp_path, run) -> None:
+    """alice's client counts #team's unread, then bob writes 3 lines before her window is up: the channel list
+    says 3, one more line makes it 4 (not 5: nothing counted twice), and #team's line says 4 new too."""
+    from sdschat.ui.widgets.channel_list import ChannelList
+    from sdschat.ui.window import ChannelWindow
+
+    async def scenario():
+        async with profiles(tmp_path, alice=("team", "ops"), bob=("team",)) as group:
+            group["alice"].set_active("ops")  # the window opens on #ops: #team's count shows in the list
+            group["alice"].save_channels()
+            bobs = await group.client(group["bob"])
+            client = await group.client(group["alice"])
+            team = next(n for n in client.nodes if n.key.channel_name == "team")
+            assert client.unread(team) == 0
+            for i in range(3):
+                await bobs.nodes[0].send_text(f"late {i}")
+            for _ in range(300):
+                if sum(m.text.startswith("late") for m in team.messages()) == 3:
+                    break
+                await asyncio.sleep(0.02)
+            assert client.unread(team) == 3  # (counted as they arrive, before any window)
+            app = ChannelWindow(client, blink=False)
+            async with app.run_test(size=(100, 30)) as pilot:
+                rows = app.query_one(ChannelList).rows
+                assert app.active_pane().channel_name == "ops"
+                await pilot.pause(0.2)
+                assert [(r.name, r.unread) for r in rows] == [("team", 3), ("ops", 0)]
+                assert not client._since_count  # (each pane took its count over as it began listening)
+                await bobs.nodes[0].send_text("one more")
+                await wait_until(pilot, lambda: rows[0].unread == 4, what="4 unread")
+                await pilot.pause(0.3)
+                assert rows[0].unread == 4
+                await pilot.press("alt+1")
+                pane = app.active_pane()
+                await wait_until(pilot, lambda: pane.view.timeline.unread_line is not None, what="the line")
+                assert line_with(lines_of(app, pane), "since you left").strip(" ━") == "4 new messages since you left"
+                await pilot.press("ctrl+q")
+            assert app.errors == []
+
+    run(scenario(), timeout=90)

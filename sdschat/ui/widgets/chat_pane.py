@@ -161,6 +161,9 @@ class ChatPane(Vertical):
         #: wait in the bridge meanwhile, and a drain put off for them (``_put_off``) is posted once the page is in
         self._reads = 0
         self._put_off = False
+        #: called the moment the pane begins listening to its node (the channel window hands the unread count
+        #: over to the pane then: ``ProfileClient.listening``)
+        self.on_listening: Callable[[], None] | None = None
         #: how to tell the person they were mentioned: ``bell`` / ``desktop`` flags (the profile's
         #: notifications); None: highlight only (the demo, ``sdschat chat``). (Not ``notify``: that is the
         #: widget's toast.)
@@ -256,6 +259,8 @@ class ChatPane(Vertical):
         # listening before the history is read: what the node shows while the page loads is applied after it, in
         # order (a message already on the page is updated in place), never lost between the two
         self.bridge.attach()
+        if self.on_listening is not None:
+            self.on_listening()
         if not self.lazy:
             await self.ensure_loaded()
         self._health = dict(self.node.health())
