@@ -185,23 +185,23 @@ class ProfileClient:
         return next((n for n in self.nodes if n.key.channel_name == active), self.nodes[0] if self.nodes else None)
 
     async def _count_unread(self, node, entry) -> None:
-        """What :meth:`unread` says for ``node``: the messages of others the database holds from after the
-        channel was last read up to now, then each one that arrives until its pane listens (:meth:`listening`).
-        The cut is a time: what arrived by then is in the database once the node's writer is flushed, what
-        arrives after is heard, so none is counted twice or missed."""
+        """What :meth:`unread` says for ``node``: the messages of others that arrived since the channel was last
+        read, and each one that arrives until its pane listens (:meth:`listening`). What arrived before the
+        listener is in the database once the node's writer is flushed; what arrives after is heard, and left
+        out of the database's count (a commit may bring it there before the count is read): none is counted
+        twice or missed."""
         from sdschat.node import events as ev
 
-        cut = node.now()
         arrived: set[str] = set()
 
         def heard(event) -> None:
             if type(event) is ev.MessageShown:
                 m = event.message
-                if not m.own and m.kind not in ev.QUIET_KINDS and m.received_at_ms > cut:
+                if not m.own and m.kind not in ev.QUIET_KINDS:
                     arrived.add(m.message_id)
 
         self._since_count[id(node)] = (arrived, node.add_listener(heard))
-        self._unread[id(node)] = await node.unread_since(entry.read_ms, until_ms=cut)
+        self._unread[id(node)] = await node.unread_since(entry.read_ms, but=arrived)
 
     def unread(self, node) -> int:
         """Messages of others that arrived in ``node``'s channel since it was last read (up to when its pane

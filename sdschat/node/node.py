@@ -475,12 +475,15 @@ class Node:
         except StoreError:
             pass
 
-    async def unread_since(self, since_ms: int, until_ms: int | None = None) -> int:
-        """How many messages of others arrived after ``since_ms`` (wall-clock ms; given ``until_ms``, by then),
-        counted in the database (membership changes, edits, deletions and reactions are not news: not counted).
-        Everything that arrived before the call is counted: the writer is flushed first."""
+    async def unread_since(self, since_ms: int, but: Collection[str] = ()) -> int:
+        """How many messages of others arrived after ``since_ms`` (wall-clock ms), counted in the database
+        (membership changes, edits, deletions and reactions are not news: not counted). Everything that arrived
+        before the call is counted (the writer is flushed first); the ids in ``but`` as the count is read (a set
+        the caller fills as messages arrive meanwhile) are not."""
         await self._flush_for_reading()
-        return await self._db.unread_count(self.key.channel_id, since_ms, self.participant_id, QUIET_PREFIXES, until_ms)
+        return await self._db.unread_count(
+            self.key.channel_id, since_ms, self.participant_id, QUIET_PREFIXES, tuple(but)
+        )
 
     async def history(
         self, *, limit: int | None = None, before: tuple[int, str] | None = None, after: tuple[int, str] | None = None

@@ -157,19 +157,18 @@ class History:
         return int(rows[0][0])
 
     async def unread_count(
-        self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = (), until_ms: int | None = None
+        self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = (), but: Sequence[str] = ()
     ) -> int:
-        """Messages of others received after ``since_ms`` (wall-clock ms; and, given ``until_ms``, by then): what a
-        person has not seen yet; those whose content starts with one of ``skip_prefixes`` (bytes: kinds of
-        message that are not news) aside."""
+        """Messages of others received after ``since_ms`` (wall-clock ms): what a person has not seen yet; those
+        whose content starts with one of ``skip_prefixes`` (bytes: kinds of message that are not news), and the
+        message ids ``but`` (counted elsewhere), aside."""
         skip = "".join(" AND substr(content, 1, ?) != ?" for _ in skip_prefixes)
         params = [p for prefix in skip_prefixes for p in (len(prefix), bytes(prefix))]
-        until = "" if until_ms is None else " AND received_at_ms <= ?"
+        if but:
+            skip += f" AND message_id NOT IN ({','.join('?' * len(but))})"
         rows = await self._fetchall(
-            "SELECT COUNT(*) FROM messages WHERE channel_id = ? AND sender_id != ? AND received_at_ms > ?"
-            + until
-            + skip,
-            (channel_id, me, since_ms, *(() if until_ms is None else (until_ms,)), *params),
+            "SELECT COUNT(*) FROM messages WHERE channel_id = ? AND sender_id != ? AND received_at_ms > ?" + skip,
+            (channel_id, me, since_ms, *params, *but),
         )
         return int(rows[0][0])
 

@@ -386,10 +386,10 @@ class Store:
         return await self._history.message_count(channel_id)
 
     async def unread_count(
-        self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = (), until_ms: int | None = None
+        self, channel_id: str, since_ms: int, me: str, skip_prefixes: Sequence[bytes] = (), but: Sequence[str] = ()
     ) -> int:
-        """Messages of others received after ``since_ms`` (wall-clock ms; given ``until_ms``, by then)."""
-        return await self._history.unread_count(channel_id, since_ms, me, skip_prefixes, until_ms)
+        """Messages of others received after ``since_ms`` (wall-clock ms), the ids ``but`` aside."""
+        return await self._history.unread_count(channel_id, since_ms, me, skip_prefixes, but)
 
     def iter_events(self, *, after_seq: int = 0, kind: str | None = None, chunk: int = 1000) -> AsyncIterator[EventRow]:
         """The event rows held in full (the recent window once compacted), in ``seq`` order, from ``after_seq``

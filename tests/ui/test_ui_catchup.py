@@ -334,6 +334,8 @@ def test_the_channel_list_counts_what_arrives_between_the_count_and_the_window(t
                     break
                 await asyncio.sleep(0.02)
             assert client.unread(team) == 3  # (counted as they arrive, before any window)
+            late = [m.message_id for m in team.messages() if m.text.startswith("late")]
+            assert await team.unread_since(0) == 3 and await team.unread_since(0, but=late[:2]) == 1
             app = ChannelWindow(client, blink=False)
             async with app.run_test(size=(100, 30)) as pilot:
                 rows = app.query_one(ChannelList).rows
