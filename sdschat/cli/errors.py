@@ -17,8 +17,9 @@ error needs no translating unless the command adds what the part cannot know
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
-__all__ = ["CliError", "EXIT_INTERNAL", "EXIT_USER", "USER_ERROR_BASES", "one_line", "user_errors"]
+__all__ = ["CliError", "EXIT_INTERNAL", "EXIT_USER", "USER_ERROR_BASES", "one_line", "refuse_after", "user_errors"]
 
 #: the exit status of a user-facing failure
 EXIT_USER = 2
@@ -65,6 +66,15 @@ def user_errors() -> tuple[type[Exception], ...]:
         if isinstance(cls, type) and issubclass(cls, Exception):
             found.append(cls)
     return tuple(found)
+
+
+def refuse_after(errors: list[CliError]) -> NoReturn:
+    """End a command that gave what it could (its output first) with the parts it could not (a damaged
+    channel's database, say): one line each on stderr, the last raised (exit 2)."""
+    sys.stdout.flush()
+    for error in errors[:-1]:
+        print(f"sdschat: {error}", file=sys.stderr)
+    raise errors[-1]
 
 
 def one_line(exc: BaseException) -> str:

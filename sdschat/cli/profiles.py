@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from .args import add_home_arg, broker_url, ca_file
-from .errors import CliError
+from .errors import CliError, refuse_after
 
 __all__ = [
     "load_profile",
@@ -393,28 +393,23 @@ async def channels_run(args: argparse.Namespace) -> int:
             rows.append(await _channel_summary(profile, entry))
         except CliError as exc:  # a damaged channel: the others are listed all the same, then it (exit 2)
             failed.append(exc)
-    if not failed:
-        return _print_channels(profile, rows, args.json)
-    if rows:
+    if rows or not failed:
         _print_channels(profile, rows, args.json)
-        sys.stdout.flush()  # (the table first, then what could not be read)
-    if len(failed) == 1:
-        raise failed[0]
-    for error in failed[:-1]:
-        print(f"sdschat: {error}", file=sys.stderr)
-    raise failed[-1]
+    if failed:
+        refuse_after(failed)
+    return 0
 
 
-def _print_channels(profile, rows: list[dict], as_json: bool) -> int:
+def _print_channels(profile, rows: list[dict], as_json: bool) -> None:
     from sdschat.node.inbox import channel_label
 
     if as_json:
         for row in rows:
             print(json.dumps({k: v for k, v in row.items() if k != "topic" or v}))  # "topic" once it has one
-        return 0
+        return
     if not rows:
         print("sdschat: no channels yet: `sdschat new NAME` or `sdschat join TOKEN`", file=sys.stderr)
-        return 0
+        return
     labels = [channel_label(r["channel"], profile.name) for r in rows]  # #team, or @bob for a two-member channel
     width = max(8, *(len(label) for label in labels))
     topics = any(r["topic"] for r in rows)  # (the column only when a channel has a topic)
@@ -422,7 +417,6 @@ def _print_channels(profile, rows: list[dict], as_json: bool) -> int:
     for r, label in zip(rows, labels, strict=True):
         topic = f"  {r['topic']}" if topics else ""
         print(f"{label.ljust(width)}  {r['members']:>7}  {r['unread']:>6}  {r['messages']:>8}{topic}")
-    return 0
 
 
 async def _channel_summary(profile, entry) -> dict:

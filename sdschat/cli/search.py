@@ -18,7 +18,7 @@ import unicodedata
 from datetime import datetime
 
 from .args import add_home_arg
-from .errors import CliError
+from .errors import CliError, refuse_after
 from .profiles import load_profile
 
 __all__ = ["search_configure", "search_run"]
@@ -53,7 +53,7 @@ async def search_run(args: argparse.Namespace) -> int:
     entries = [profile.channel(args.channel)] if args.channel else list(profile.channels.values())
     me = profile.participant_id  # no passphrase needed for the id
     found = []
-    unread: list[CliError] = []  # the channels that could not be read: one line each after the results, exit 2
+    unreadable: list[CliError] = []  # the channels that could not be read: one line each after the results, exit 2
     shown: dict[tuple[str, str], str] = {}  # (channel, message id) -> its sender as the line names them
     for entry in entries:
         db = profile.db_path(entry)
@@ -73,7 +73,7 @@ async def search_run(args: argparse.Namespace) -> int:
         except SearchQueryError:
             raise  # the query's fault, not the channel's: no channel named
         except (StoreError, CryptoError, ValueError) as exc:  # a damaged channel: the others are searched
-            unread.append(CliError(f"#{entry.name}: {exc}"))
+            unreadable.append(CliError(f"#{entry.name}: {exc}"))
     hits = merge_hits(found, args.limit)
     if args.json:
         for h in hits:
@@ -82,11 +82,8 @@ async def search_run(args: argparse.Namespace) -> int:
         mark = sys.stdout.isatty()
         for h in hits:
             print(_as_line(h, mark, shown.get((h.channel, h.message.message_id), h.message.nick)))
-    if unread:
-        sys.stdout.flush()  # (the results first, then what could not be searched)
-        for error in unread[:-1]:
-            print(f"sdschat: {error}", file=sys.stderr)
-        raise unread[-1]
+    if unreadable:
+        refuse_after(unreadable)  # (the results first, then what could not be searched)
     if not hits:
         print(f"sdschat: no messages match {query!r}", file=sys.stderr)
     return 0

@@ -14,7 +14,7 @@ from .actions import target_of
 from .membership import describe
 from .payload import CONTROL_KINDS, MAX_TOPIC, AppPayload, PayloadError
 
-__all__ = ["MessageBook", "TOPIC_KEY", "clean_topic", "nick_owners", "shown_name", "topic_line"]
+__all__ = ["MessageBook", "TOPIC_KEY", "clean_topic", "nick_clashes", "nick_owners", "shown_name", "topic_line"]
 
 #: the kv row holding the channel's topic (:class:`~.events.Topic` as JSON): the latest admitted ``topic`` message
 TOPIC_KEY = "topic"
@@ -42,8 +42,14 @@ def shown_name(pid: str, nick: str | None, owners: dict[str, set[str]], me: str,
     or ``sdschat search``; the start of ``pid`` for a member who gave no nick."""
     if not nick:
         return pid[:8]
-    clash = (pid != me and nick == my_nick) or bool(owners.get(nick, set()) - {pid})
-    return f"{nick}#{pid[:FINGERPRINT_DIGITS]}" if clash else nick
+    return f"{nick}#{pid[:FINGERPRINT_DIGITS]}" if nick_clashes(pid, nick, owners, me, my_nick) else nick
+
+
+def nick_clashes(pid: str, nick: str | None, owners: dict[str, set[str]], me: str, my_nick: str) -> bool:
+    """Whether another member (``owners``: :func:`nick_owners`), or we, go by ``pid``'s ``nick`` too."""
+    if not nick:
+        return False
+    return (pid != me and nick == my_nick) or bool(owners.get(nick, set()) - {pid})
 
 
 class MessageBook:
@@ -149,14 +155,18 @@ class MessageBook:
 
     def clashes(self, pid: str, nick: str | None) -> bool:
         """Whether another member seen here (or we) goes by ``nick`` too."""
-        return bool(nick) and self.display_name(pid, nick) != nick
+        return nick_clashes(pid, nick, self._owners(), self._pid(), self._nick())
 
     def display_name(self, pid: str, nick: str | None) -> str:
         """:func:`shown_name` over the members seen here."""
+        return shown_name(pid, nick, self._owners(), self._pid(), self._nick())
+
+    def _owners(self) -> dict[str, set[str]]:
+        """:func:`nick_owners` of the members seen here (made again only when they or their nicks changed)."""
         if self._by_nick_of != (len(self.participants), self._changes):
             self._by_nick = nick_owners(self.participants.values(), self._pid())
             self._by_nick_of = (len(self.participants), self._changes)
-        return shown_name(pid, nick, self._by_nick, self._pid(), self._nick())
+        return self._by_nick
 
     def app_of(self, mid: str, content: bytes) -> tuple[AppPayload | None, bytes]:
         """The verified application payload inside signed SDS content and its signed body.
