@@ -108,6 +108,15 @@ async def wait_until(
             raise AssertionError(f"timed out after {timeout}s waiting for {what}{state}")
 
 
+async def wait_until_node(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    """Until ``predicate()`` holds (a node's state, no Pilot: before or beside a window); else an AssertionError
+    naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
 def lines_of(app, pane=None) -> list[str]:
     """Every line of the pane's message history as the screen paints it."""
     pane = pane or app.active_pane()

@@ -3,11 +3,10 @@ summary line; a message missed while you followed the channel keeps its marker a
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 
-from ui_helpers import cluster, fast_config, line_with, lines_of, profiles, wait_until
+from ui_helpers import cluster, fast_config, line_with, lines_of, profiles, wait_until, wait_until_node
 
 from sdschat.node import events as ev
 from sdschat.ui.app import ChatApp
@@ -249,7 +248,7 @@ def test_a_newcomer_sees_its_join_with_history_loading_above_it(tmp_path, run) -
         async with cluster(tmp_path, ("alice", "bob"), key=key) as (alice, bob):
             for i in range(100):
                 await bob.send_text(f"history {i}")
-            await wait_until_node(alice, lambda: sum(m.text.startswith("history") for m in alice.messages()) == 100)
+            await wait_until_node(lambda: sum(m.text.startswith("history") for m in alice.messages()) == 100)
             carol = await Node.start(
                 NodeConfig(
                     "carol", key, tmp_path / "carol.db", alice.broker_url, channel_config=fast_config(), membership=True
@@ -306,13 +305,6 @@ def test_a_newcomer_sees_its_join_with_history_loading_above_it(tmp_path, run) -
     run(scenario(), timeout=90)
 
 
-async def wait_until_node(node, predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
 def test_the_channel_list_counts_what_arrives_between_the_count_and_the_window(tmp_path, run) -> None:
     """alice's client counts #team's unread, then bob writes 3 lines before her window is up: the channel list
     says 3, one more line makes it 4 (not 5: nothing counted twice), and #team's line says 4 new too."""
@@ -329,10 +321,9 @@ def test_the_channel_list_counts_what_arrives_between_the_count_and_the_window(t
             assert client.unread(team) == 0
             for i in range(3):
                 await bobs.nodes[0].send_text(f"late {i}")
-            for _ in range(300):
-                if sum(m.text.startswith("late") for m in team.messages()) == 3:
-                    break
-                await asyncio.sleep(0.02)
+            await wait_until_node(
+                lambda: sum(m.text.startswith("late") for m in team.messages()) == 3, timeout=6, what="the 3 lines"
+            )
             assert client.unread(team) == 3  # (counted as they arrive, before any window)
             late = [m.message_id for m in team.messages() if m.text.startswith("late")]
             assert await team.unread_since(0) == 3 and await team.unread_since(0, but=late[:2]) == 1

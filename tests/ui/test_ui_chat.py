@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from ui_helpers import cluster, fast_config, line_with, lines_of, wait_until, widget_text
+from ui_helpers import cluster, fast_config, line_with, lines_of, wait_until, wait_until_node, widget_text
 
 from sdschat.node import events as ev
 from sdschat.ui.app import ChatApp
@@ -471,13 +470,13 @@ def test_a_line_that_arrives_while_the_window_reads_its_history_is_shown(tmp_pat
     async def scenario():
         async with cluster(tmp_path) as (alice, bob):
             await bob.send_text("before")
-            await wait_until_node(alice, "before")
+            await wait_until_node(lambda: has(alice, "before"), timeout=5, what="before")
             read_history = alice.history
 
             async def history(**kwargs):
                 page = await read_history(**kwargs)  # the page as it is now, then a line arrives
                 await bob.send_text("while the page loads")
-                await wait_until_node(alice, "while the page loads")
+                await wait_until_node(lambda: has(alice, "while the page loads"), timeout=5, what="the line")
                 return page
 
             alice.history = history
@@ -488,11 +487,7 @@ def test_a_line_that_arrives_while_the_window_reads_its_history_is_shown(tmp_pat
                 assert sum("while the page loads" in line for line in lines_of(app)) == 1
                 assert app.errors == []
 
-    async def wait_until_node(node, text: str) -> None:
-        for _ in range(200):
-            if any(m.text == text for m in node.messages()):
-                return
-            await asyncio.sleep(0.025)
-        raise AssertionError(f"{node.nick} never had {text!r}")
+    def has(node, text: str) -> bool:
+        return any(m.text == text for m in node.messages())
 
     run(scenario())

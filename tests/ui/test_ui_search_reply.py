@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from ui_helpers import capture_writes, cluster, line_with, lines_of, profiles, wait_until, widget_text
+from ui_helpers import capture_writes, cluster, line_with, lines_of, profiles, wait_until, wait_until_node, widget_text
 
 from sdschat.node import AppPayload
 from sdschat.node import events as ev
@@ -223,7 +223,6 @@ def test_a_line_that_arrives_while_ctrl_end_reads_the_last_page_is_shown(tmp_pat
     """From a search result far back, Ctrl+End reads the last page again; bob's line reaches alice's node after
     that read and before its page replaces the view: it is shown, once, at the end (it was dropped as beyond the
     old view, then missing from the page read before it came)."""
-    import asyncio
 
     monkeypatch.setattr(chat_pane, "HISTORY_PAGE", 10)
 
@@ -231,10 +230,7 @@ def test_a_line_that_arrives_while_ctrl_end_reads_the_last_page_is_shown(tmp_pat
         async with cluster(tmp_path) as (alice, bob):
             for i in range(30):
                 await bob.send_text(f"chatter {i}")
-            for _ in range(500):  # (10 s)
-                if sum(m.text.startswith("chatter") for m in alice.messages()) == 30:
-                    break
-                await asyncio.sleep(0.02)
+            await wait_until_node(lambda: sum(m.text.startswith("chatter") for m in alice.messages()) == 30)
             far = next(m for m in alice.messages() if m.text == "chatter 3")
             read_history = alice.history
             arriving = []
@@ -245,10 +241,7 @@ def test_a_line_that_arrives_while_ctrl_end_reads_the_last_page_is_shown(tmp_pat
                     # comes in before that page is on screen
                     text = arriving.pop()
                     await bob.send_text(text)
-                    for _ in range(250):  # (5 s)
-                        if any(m.text == text for m in alice.messages()):
-                            break
-                        await asyncio.sleep(0.02)
+                    await wait_until_node(lambda: any(m.text == text for m in alice.messages()), timeout=5, what=text)
                 return page
 
             alice.history = history
