@@ -12,6 +12,12 @@ this rate costs once it runs). The second is split into the main thread's (the
 event loop: receiving, sending, signatures) and the other threads' (the
 database's writes and the checkpoints).
 
+On a shared host the same work takes more CPU while other work runs (caches
+and cores are shared): the figure moved from 3% to over 6% of a core between
+runs of one commit. So the bench also says how busy the host was: one Ed25519
+check's CPU time (kit.ed25519_us) before and after the run, and the load
+average. Compare runs only where these are alike.
+
     python bench/node_latency.py [--seconds 60] [--rate 50] [--nodes 3]
 """
 
@@ -29,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from kit import Broker, cpu_share, percentile, sample_cpu
+from kit import Broker, cpu_share, ed25519_us, percentile, sample_cpu
 
 
 def main() -> int:
@@ -46,6 +52,7 @@ def main() -> int:
     if args.smoke:
         args.seconds, args.rate, args.nodes = 3.0, 20.0, 2
 
+    host_before = _host()
     work = Path(tempfile.mkdtemp(prefix="sdschat-bench-"))
     broker = Broker(work)  # (one line and exit when mosquitto is missing: `bash .ci/setup` installs it)
     broker.start()
@@ -143,6 +150,12 @@ def main() -> int:
         f"send-to-shown latency (first arrival, even before dependencies): p50 {percentile(shown, 0.5):.1f} ms, "
         f"p99 {percentile(shown, 0.99):.1f} ms"
     )
+    host_after = _host()
+    print(
+        f"this host: one Ed25519 check {host_before[0]:.0f} us before the run and {host_after[0]:.0f} us after it, "
+        f"load average {host_before[1]:.2f} and {host_after[1]:.2f} (a busier host takes more CPU for the same "
+        "work: compare runs only at like figures)"
+    )
     steady = {name: cpu_share(samples[name], *flowing) for name in names}
     steady_main = {name: cpu_share(samples[name], *flowing, main_thread=True) for name in names}
     for name in names:
@@ -171,6 +184,12 @@ def main() -> int:
             )
         )
     return 0 if converged and all(p.returncode == 0 for p in procs.values()) else 1
+
+
+def _host() -> tuple[float, float]:
+    """How busy this host is: one Ed25519 check in us of CPU, and the 1-minute load average (0 without one)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return ed25519_us(repeat=100)[0], load
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ EXPECTED = {
         rf"send-to-delivered latency over \d+ deliveries: p50 {NUMBER} ms, p99 {NUMBER} ms",
         r"logs identical: True",
         rf"CPU per node while messages flow \({NUMBER} s\): median {NUMBER}% of one core",
+        rf"this host: one Ed25519 check {NUMBER} us before the run and {NUMBER} us after it, load average {NUMBER} "
+        rf"and {NUMBER}",
     ],
     "offline_catchup.py": [
         rf"kept session: 5 of 5 lines shown in every one of 1 runs; window start to the last line "
