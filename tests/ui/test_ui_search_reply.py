@@ -265,3 +265,26 @@ def test_a_line_that_arrives_while_ctrl_end_reads_the_last_page_is_shown(tmp_pat
                 assert app.errors == []
 
     run(scenario())
+
+
+def test_a_long_result_keeps_every_match_on_a_narrow_line() -> None:
+    """A later match in a long line is not lost past the right edge: the stretch between two matches keeps its
+    ends around an "…" (at 80 columns the search screen has about 70 for a result); a short one stays whole."""
+    from rich.console import Console
+
+    from sdschat.node import SearchHit
+    from sdschat.ui.screens.search import hit_texts
+
+    text = "release notes: " + "the build passed on every platform we ship, " * 6 + "and the deadline is friday"
+    spans = tuple((text.index(w), text.index(w) + len(w)) for w in ("release", "deadline"))
+    (line,) = hit_texts([SearchHit("team", msg("m1", 1, text), 1, spans)], now_ms=1_000)
+    console = Console(width=70, record=True, color_system=None)
+    console.print(line)
+    shown = console.export_text().rstrip("\n")
+    assert "\n" not in shown and "bob  release notes: the …ip, and the deadline" in shown
+    assert "deadline is friday" in shown  # the later match and what follows it, within 70 columns
+    assert [line.plain[s.start : s.end] for s in line.spans if "yellow" in str(s.style)] == ["release", "deadline"]
+    near = "the deadline moved: friday deadline"
+    spans = tuple((i, i + 8) for i in (near.index("deadline"), near.rindex("deadline")))
+    (line,) = hit_texts([SearchHit("team", msg("m2", 2, near), 2, spans)], now_ms=1_000)
+    assert line.plain.endswith(near)  # nothing cut between two matches close together

@@ -23,6 +23,7 @@ __all__ = ["SearchScreen", "hit_text", "hit_texts"]
 
 _MATCH = "bold black on yellow"
 _LEAD = 24  # characters of context kept before the first match of a long message
+_GAP = 12  # characters kept at each end of a long stretch between two matches (the middle is cut to "…")
 
 
 def _when(ms: int, now_ms: int, tz: tzinfo | None) -> str:
@@ -51,7 +52,8 @@ def hit_texts(
 
 def hit_text(hit: SearchHit, *, when: str, channel_width: int = 0) -> Text:
     """One result on one line: channel (when ``channel_width``), when, who, and the text from just before its
-    first match, the matched words marked."""
+    first match, the matched words marked. A long stretch between two matches keeps its first and last
+    ``_GAP`` characters around an "…", so a later match stays on a narrow line."""
     m = hit.message
     t = Text(no_wrap=True, overflow="ellipsis")
     if channel_width:
@@ -69,7 +71,13 @@ def hit_text(hit: SearchHit, *, when: str, channel_width: int = 0) -> Text:
         if e <= start:
             continue
         s = max(s, start)
-        t.append(clean_text(text[pos:s]))
+        between = text[pos:s]
+        if pos > start and len(between) > 2 * _GAP + 1:  # a long stretch after a match: its ends, not its middle
+            t.append(clean_text(between[:_GAP]))
+            t.append("…", "dim")
+            t.append(clean_text(between[-_GAP:]))
+        else:
+            t.append(clean_text(between))
         t.append(clean_text(text[s:e]), _MATCH)
         pos = e
     t.append(clean_text(text[pos:]))
