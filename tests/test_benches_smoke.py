@@ -19,6 +19,11 @@ BENCH = ROOT / "bench"
 NUMBER = r"[\d,.]+"
 #: bench -> what its smoke run must print (figures next to their labels) and must not
 EXPECTED = {
+    "alone_bytes.py": [
+        rf"alice alone for 5 s after 1 line\(s\): {NUMBER} frames, {NUMBER} bytes on the broker",
+        r"published: .*content 1",
+        r"resends held while nobody was here: \d+",
+    ],
     "db_size.py": [
         rf"events compaction off \(every event row kept\): file {NUMBER} B/message",
         rf"bounded parts scaled down to 40: file {NUMBER} B/message, beyond the bounded parts {NUMBER}",

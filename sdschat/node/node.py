@@ -184,7 +184,8 @@ class Node:
         #: after it is catch-up, not a gap of live traffic (the views show it as history that loads)
         self.online_since_ms = 0
         #: ``frames_on_content_signature``: messages taken on their author's content signature, their frame
-        #: signature not checked (sdschat.node.receive, ``Receiver._by_its_author``)
+        #: signature not checked (sdschat.node.receive, ``Receiver._by_its_author``); ``resends_held``: resends
+        #: not published while no other member was here (``Receiver._anyone_here``)
         self.counters: dict[str, int] = dict.fromkeys(
             (
                 "undecryptable",
@@ -194,6 +195,7 @@ class Node:
                 "publish_failed",
                 "received_frames",
                 "frames_on_content_signature",
+                "resends_held",
             ),
             0,
         )
@@ -718,6 +720,8 @@ class Node:
         out: dict[str, Any] = dict(self.channel.summary())
         out.update({k: v for k, v in self.channel.stats.items()})
         out.update(self.counters)
+        # (the engine counts each resend its timers made; those held while nobody was here never went out)
+        out["resends"] = max(0, out.get("resends", 0) - self.counters["resends_held"])
         out["connection"] = str(self.transport.state) if self.transport else "stopped"
         out["locked_out"] = self.locked_out
         return out

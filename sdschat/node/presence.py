@@ -354,6 +354,12 @@ class PresenceKeeper:
         """Participant id -> the nick its last beat carried, of everyone heard since we started."""
         return {pid: h.nick for pid, h in self._heard.items()}
 
+    def others_here(self, now: int) -> list[str]:
+        """The other members heard and not shown offline now: one that stopped cleanly said so at once, one that
+        vanished is offline :data:`OFFLINE_AFTER` beat intervals after it was last heard."""
+        me = self.host.participant_id
+        return [pid for pid in self._heard if pid != me and self.of(pid, now).state != OFFLINE]
+
     def of(self, pid: str, now: int) -> Presence:
         """``pid``'s presence now (ours: our own state)."""
         if pid == self.host.participant_id:

@@ -578,6 +578,9 @@ class Receiver:
 
     def _outgoing(self, e: Outgoing, t: Turn) -> None:
         host, book = self.host, self.book
+        if e.reason == "resend" and not self._anyone_here(t.now):
+            host.count("resends_held")  # (the engine keeps its timers: the next one goes once someone is here)
+            return
         host.enqueue(Outbound(e.data, e.reason, e.message_id if e.reason in ("message", "resend", "repair") else None))
         pid = host.participant_id
         if e.reason == "resend":
@@ -597,6 +600,24 @@ class Receiver:
             )
         elif e.reason == "sync":
             t.rows.append(EventRow("sync_sent", t.now, e.message_id, pid, lamport_timestamp=e.lamport_timestamp))
+
+    def _anyone_here(self, now: int) -> bool:
+        """Whether a resend can reach a member: another member is heard and not shown offline (always true
+        without presence).
+
+        A decision beyond the RFC, which resends an unacknowledged message for as long as it stays so. While
+        every other member is away, a resend (every ``resend_max_interval_ms``, 10 s, for each unacknowledged
+        message) reaches nobody but the broker's kept sessions, whose queues have a cap (mosquitto's
+        ``max_queued_messages``) that the messages written after it would then fall past. So a resend waits
+        while nobody is here; the engine's timers run on, and the next one goes out within
+        ``resend_max_interval_ms`` of any member being heard again (a member that starts asks the others for
+        their presence at once). The member that comes back has the message meanwhile from its kept session, a
+        store node, or the repair our next sync's causal history leads it to."""
+        presence = self.presence
+        if presence is None:
+            return True
+        gone = self.roster.membership.gone
+        return any(pid not in gone for pid in presence.others_here(now))
 
     def _control(self, e: Delivered | Missing, app: AppPayload, body: bytes, t: Turn, waiting: bool = False) -> bytes:
         """A membership message is applied the first time the engine hands it over (shown waiting, or delivered:

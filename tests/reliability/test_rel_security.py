@@ -162,11 +162,15 @@ def _capture_one_message(mosq, tmp_path, key) -> tuple[bytes, bytes]:
     async def main():
         async with Tap(mosq.url) as tap:
             a = await node("a", key, tmp_path, mosq.url)
+            # a member that hears nothing: a resends to it (a member alone holds its resends)
+            deaf = await node("deaf", key, tmp_path, mosq.url, impairment={"loss_in": 1.0})
             try:
+                await wait_for(lambda: a.presences.others_here(a.now()) == [deaf.participant_id])
                 await a.send_text("flip me")  # nobody acknowledges: it is resent
                 await wait_for(lambda: any(sds_of(key, p)[1] == "resend" for p in tap.on(key.topic)))
             finally:
                 await a.stop()
+                await deaf.stop()
             by = {}
             for p in tap.on(key.topic):
                 by.setdefault(sds_of(key, p)[1], p)

@@ -167,3 +167,16 @@ def test_in_the_window_a_key_in_one_channel_brings_back_every_channel(tmp_path, 
                 assert app.errors == []
 
     run(scenario())
+
+
+def test_the_names_legend_is_never_cut_in_two() -> None:
+    """At 80 columns ``/names``' first line wraps just before its legend: "(@ admin)" moves whole."""
+    from types import SimpleNamespace
+
+    from sdschat.ui.layout import wrap_spans
+    from sdschat.ui.screens.members import names_head
+
+    row = SimpleNamespace(presence=SimpleNamespace(state="online"))
+    text = names_head("team", [row])
+    lines = [text[s:e].rstrip() for s, e in wrap_spans(text, 48, 48)]
+    assert lines == ["#team: 1 member · 1 online, 0 away, 0 offline", "(@\u00a0admin)"]

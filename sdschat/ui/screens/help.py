@@ -43,7 +43,10 @@ KEYS = (
 COUNTERS: tuple[tuple[str, str], ...] = (
     ("lamport", "this channel's Lamport clock, read as a time (it keeps at least the wall clock in ms)"),
     ("log", "messages in the channel's log here: delivered, in their order"),
-    ("unacknowledged", "your messages nobody has confirmed yet: sent again until someone does"),
+    (
+        "unacknowledged",
+        "your messages nobody has confirmed yet: sent again until someone does, while another member is here",
+    ),
     ("possibly acked", "your messages in some peers' bloom filters, not yet named in a causal history"),
     ("incoming", "messages that arrived but wait for earlier ones they name"),
     ("missing", "messages named in others' causal history, not here yet: being repaired (/gaps)"),

@@ -65,7 +65,7 @@ def names_head(channel: str, rows) -> str:
     count = {s: sum(1 for r in rows if r.presence.state == s) for s in ("online", "away", "offline")}
     return (
         f"#{clean_text(channel)}: {len(rows)} member{'s' if len(rows) != 1 else ''} · {count['online']} online, "
-        f"{count['away']} away, {count['offline']} offline (@ admin)"
+        f"{count['away']} away, {count['offline']} offline (@\u00a0admin)"  # (NBSP: the legend is never cut in two)
     )
 
 
