@@ -278,6 +278,10 @@ def slow_subscriber(
         # counter is published every second) or, 2.5 s after every burst is out, has not (a short burst may fit
         # in the socket's buffers), at most 30 s
         slow.wait_connected(30)
+        # ... and once it has published a line: the others have heard it, so it is a member that is slow, not one
+        # that is gone (a member alone holds its resends; these bursts then are the frames it is sent)
+        H.wait_until(lambda: len(H.own_accepted(slow.db)) >= 1, 30, 0.02)
+        time.sleep(0.3)  # (durable first, then published: it is out and heard by now)
         slow.started.send_signal(signal.SIGSTOP)
         unfreeze_by = time.monotonic() + 30
         time.sleep(freeze_s)
