@@ -5,7 +5,17 @@ from __future__ import annotations
 import re
 
 from node_helpers import missed_by
-from ui_helpers import cluster, fast_config, line_with, lines_of, open_inspector, repaired_by_third, slash, wait_until
+from ui_helpers import (
+    cluster,
+    fast_config,
+    line_with,
+    lines_of,
+    open_inspector,
+    repaired_by_third,
+    slash,
+    wait_until,
+    widget_text,
+)
 
 from sdschat.node.inspect import wall_clock
 from sdschat.node.wirelog import WireFrame
@@ -379,5 +389,37 @@ def test_i_on_a_gap_marker_raised_by_a_sync_frame_opens_that_gap(tmp_path, run) 
                 await pilot.press("escape")
                 assert not isinstance(app.screen, GapsScreen)
                 assert app.errors == []
+
+    run(scenario())
+
+
+def test_at_80_columns_each_frame_keeps_one_line_with_what_the_node_did(tmp_path, run) -> None:
+    """Narrower than WIDE_FROM the rows drop hist, bloom and rep and shorten the sender, so a frame is one line
+    that still ends in what the node did; wide again, every column is back."""
+    from sdschat.ui.screens.wire import WIDE_FROM
+
+    async def scenario():
+        async with cluster(tmp_path, ("alice", "bob")) as (alice, bob):
+            app = ChatApp(alice, blink=False)
+            async with app.run_test(size=(80, 24)) as pilot:
+                await bob.send_text("from bob")
+                await wait_until(pilot, lambda: line_with(lines_of(app), "from bob"), what="bob's line")
+                await pilot.press("f5")
+                wire = app.screen
+                assert isinstance(wire, WireScreen)
+                await wait_until(pilot, lambda: any("delivered" in r for r in wire.rows), what="bob's frame in")
+                body = wire.query_one("#wire-body")
+                assert body.size.width < WIDE_FROM
+                row = next(r for r in wire.rows if "delivered" in r)
+                assert len(row) <= body.size.width and "bob" in row and "hist" not in wire.header
+                painted = [line for line in widget_text(body).splitlines() if line.strip()]
+                assert painted[0].startswith("time") and painted[0].endswith("outcome")
+                # one line a frame, never folded onto a second one
+                assert len(painted) == 1 + len(wire.rows) and all(" ← " in ln or " → " in ln for ln in painted[1:])
+                await pilot.resize_terminal(140, 36)
+                await wait_until(pilot, lambda: body.size.width >= WIDE_FROM, what="wide")
+                await wait_until(
+                    pilot, lambda: any(len(r) > 80 and "delivered" in r for r in wire.rows), what="every column"
+                )
 
     run(scenario())

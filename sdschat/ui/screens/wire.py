@@ -29,7 +29,11 @@ from sdschat.node.wirelog import KINDS
 from ..layout import clean_text
 from .live import LivePanel
 
-__all__ = ["WireScreen"]
+__all__ = ["WireScreen", "WIDE_FROM"]
+
+#: the body's width from which a frame's row has every column (hist, bloom, rep and a 20-cell sender): 85 cells
+#: and what the node did
+WIDE_FROM = 110
 
 # styles as objects, not strings: Textual parses a style string again for every line it renders (measured: most
 # of a repaint's time)
@@ -58,6 +62,7 @@ class WireScreen(LivePanel):
     ]
     DEFAULT_CSS = """
     WireScreen #wire-head { height: auto; min-height: 2; }
+    WireScreen #wire-body { text-wrap: nowrap; text-overflow: ellipsis; }
     """
     TITLE = "wire (k kind · s sender · x rejected · space pause · Esc close)"
     REFRESH_S = 0.25
@@ -128,10 +133,15 @@ class WireScreen(LivePanel):
         top.update(Group(*lines))
         if self.paused:
             return
-        # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames
+        # fixed-width lines, not a table widget: a repaint 4 times a second stays cheap with thousands of frames.
+        # Narrower than WIDE_FROM, a frame keeps one line: a shorter sender, no hist/bloom/rep (the inspector has them)
+        width = self.query_one("#wire-body", Static).size.width or self.size.width
+        wide = width >= WIDE_FROM
+        sender_w = 20 if wide else 11
         head = (
-            f"{'time':<12}   {'kind':<10} {'sender':<20} {'lamport':<12} {'hist':>4} {'bloom':>6} {'rep':>3} "
-            f"{'bytes':>7}  what the node did"
+            f"{'time':<12}   {'kind':<10} {'sender':<{sender_w}} {'lamport':<12} "
+            + (f"{'hist':>4} {'bloom':>6} {'rep':>3} " if wide else "")
+            + f"{'bytes':>7}  {'what the node did' if wide else 'outcome'}"
         )
         body = Text(no_wrap=True, overflow="ellipsis")
         body.append(head + "\n", _OUT)  # a span, not the text's base style: frames in stay bright
@@ -148,8 +158,9 @@ class WireScreen(LivePanel):
             if f.direction == "in" and f.publisher and f.sender_id and f.publisher != f.sender_id:
                 who += f" via {self._who(f.publisher)}"  # a rebroadcast: the author, and who published it
             line = (
-                f"{clock:<12} {arrow} {f.kind:<10} {who[:20]:<20} {lam:<12} {f.history:>4} {bloom:>6} "
-                f"{f.repair:>3} {f.size:>7,}  {f.outcome}"
+                f"{clock:<12} {arrow} {f.kind:<10} {who[:sender_w]:<{sender_w}} {lam:<12} "
+                + (f"{f.history:>4} {bloom:>6} {f.repair:>3} " if wide else "")
+                + f"{f.size:>7,}  {f.outcome}"
             )
             style = _REJECTED if f.outcome.startswith("rejected") else (_OUT if f.direction == "out" else _IN)
             body.append(line + "\n", style)
