@@ -45,6 +45,11 @@ def _lamport(lamport: int | None, now_ms: int, tz: tzinfo | None) -> str:
     return "-" if lamport is None else lamport_time(lamport, now_ms, lambda ms: wall_clock(ms, tz), tz)
 
 
+def _bloom(fill: float | None) -> str:
+    """The bloom column: the share of the filter's bits set, or "-" for a frame without a filter."""
+    return f"{fill:.2%}" if fill is not None else "-"
+
+
 def _rejected_reasons(frames) -> str:
     """The rejected frames among ``frames`` counted by reason, most first (``bad_signature 3 · malformed 1``);
     empty for none."""
@@ -153,13 +158,12 @@ class WireScreen(LivePanel):
             arrow = "←" if f.direction == "in" else "→"
             # a Lamport time is at least the wall clock in ms: shown as a time (another day's with its date)
             lam = _lamport(f.lamport_timestamp, now_ms, self.tz)
-            bloom = f"{f.bloom_fill:.2%}" if f.bloom_fill is not None else "-"
             who = self._who(f.sender_id)
             if f.direction == "in" and f.publisher and f.sender_id and f.publisher != f.sender_id:
                 who += f" via {self._who(f.publisher)}"  # a rebroadcast: the author, and who published it
             line = (
                 f"{clock:<12} {arrow} {f.kind:<10} {who[:sender_w]:<{sender_w}} {lam:<12} "
-                + (f"{f.history:>4} {bloom:>6} {f.repair:>3} " if wide else "")
+                + (f"{f.history:>4} {_bloom(f.bloom_fill):>6} {f.repair:>3} " if wide else "")
                 + f"{f.size:>7,}  {f.outcome}"
             )
             style = _REJECTED if f.outcome.startswith("rejected") else (_OUT if f.direction == "out" else _IN)
